@@ -1,0 +1,33 @@
+# rlx developer commands. `make test` is what CI runs (.ci/run); `make demo` is the main job.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: help venv lint lit pytest test demo clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+venv: $(BIN)/python  ## create .venv and install rlx with its test extras
+	$(BIN)/pip install -q -e '.[test]'
+
+lint: venv  ## ruff
+	$(BIN)/ruff check python tests tools lit_tests benchmarks examples
+
+lit: venv  ## FileCheck tests of the tools and the IRDL dialect files
+	$(BIN)/lit -q lit_tests
+
+pytest: venv  ## numerics, API, CLI and error tests
+	$(BIN)/python -m pytest -q
+
+test: lint lit pytest  ## everything CI runs
+
+demo: venv  ## the main job: verify and print the shipped example
+	$(BIN)/rlx-opt examples/ffn.hir
+
+clean:  ## remove build and test outputs
+	rm -rf _lit_out .pytest_cache build python/*.egg-info

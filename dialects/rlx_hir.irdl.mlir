@@ -1,0 +1,754 @@
+// Generated from the rlx op schemas by tools/gen_irdl.py; do not edit.
+// Use: iree-opt --irdl-file=THIS_FILE model.hir
+irdl.dialect @rlx_hir {
+  // Scaled dot-product attention, ``softmax(q kᵀ / sqrt(head_dim) + mask) v`` per head.
+  irdl.operation @attention {
+    %num_heads = irdl.base "#builtin.integer"
+    %head_dim = irdl.base "#builtin.integer"
+    %mask_0 = irdl.is "none"
+    %mask_1 = irdl.is "causal"
+    %mask_2 = irdl.is "sliding_window"
+    %mask_3 = irdl.is "custom"
+    %mask_4 = irdl.is "bias"
+    %mask = irdl.any_of(%mask_0, %mask_1, %mask_2, %mask_3, %mask_4)
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %in3 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(q: %in0, k: %in1, v: %in2, mask: optional %in3)
+    irdl.results(y: %out0)
+    irdl.attributes {"num_heads" = %num_heads, "head_dim" = %head_dim, "mask" = %mask}
+  }
+  // Small inline data (``HirOp::Constant``): the result is the ``value`` attribute.
+  irdl.operation @constant {
+    %value = irdl.any
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.results(y: %out0)
+    irdl.attributes {"value" = %value}
+  }
+  // Causal depthwise conv1d over ``[B, S, C]`` (cross-correlation, stride 1, no bias).
+  irdl.operation @depthwise_conv1d_causal {
+    %kernel_size = irdl.base "#builtin.integer"
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %in0, weight: %in1, left_pad: %in2)
+    irdl.results(y: %out0)
+    irdl.attributes {"kernel_size" = %kernel_size}
+  }
+  // Matmul with quantized weights, dequantized on the fly.
+  irdl.operation @dequant_matmul {
+    %scheme_0 = irdl.is "gguf_f16"
+    %scheme_1 = irdl.is "gguf_q4_0"
+    %scheme_2 = irdl.is "gguf_q4_1"
+    %scheme_3 = irdl.is "gguf_q5_0"
+    %scheme_4 = irdl.is "gguf_q5_1"
+    %scheme_5 = irdl.is "gguf_q8_0"
+    %scheme_6 = irdl.is "gguf_q2_k"
+    %scheme_7 = irdl.is "gguf_q3_k"
+    %scheme_8 = irdl.is "gguf_q4_k"
+    %scheme_9 = irdl.is "gguf_q5_k"
+    %scheme_10 = irdl.is "gguf_q6_k"
+    %scheme_11 = irdl.is "gguf_q8_k"
+    %scheme_12 = irdl.is "gguf_bf16"
+    %scheme_13 = irdl.is "int8"
+    %scheme_14 = irdl.is "nvfp4"
+    %scheme = irdl.any_of(%scheme_0, %scheme_1, %scheme_2, %scheme_3, %scheme_4, %scheme_5, %scheme_6, %scheme_7, %scheme_8, %scheme_9, %scheme_10, %scheme_11, %scheme_12, %scheme_13, %scheme_14)
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0, w: %in1, scale_zp: variadic %in2)
+    irdl.results(y: %out0)
+    irdl.attributes {"scheme" = %scheme}
+  }
+  // Gated DeltaNet scan (Qwen3.5 linear attention), one n x n state per batch and head.
+  irdl.operation @gated_delta_net {
+    %state_size = irdl.base "#builtin.integer"
+    %carry_state_t = irdl.is true
+    %carry_state_f = irdl.is false
+    %carry_state = irdl.any_of(%carry_state_t, %carry_state_f)
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %in3 = irdl.base "!builtin.tensor"
+    %in4 = irdl.base "!builtin.tensor"
+    %in5 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    %out1 = irdl.base "!builtin.tensor"
+    irdl.operands(q: %in0, k: %in1, v: %in2, g: %in3, beta: %in4, state: optional %in5)
+    irdl.results(y: %out0, final_state: optional %out1)
+    irdl.attributes {"state_size" = %state_size, "carry_state" = %carry_state}
+  }
+  // Multi-layer, optionally bidirectional GRU with PyTorch-packed weights (batch first).
+  irdl.operation @gru {
+    %hidden_size = irdl.base "#builtin.integer"
+    %num_layers = irdl.base "#builtin.integer"
+    %bidirectional_t = irdl.is true
+    %bidirectional_f = irdl.is false
+    %bidirectional = irdl.any_of(%bidirectional_t, %bidirectional_f)
+    %carry_t = irdl.is true
+    %carry_f = irdl.is false
+    %carry = irdl.any_of(%carry_t, %carry_f)
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %in3 = irdl.base "!builtin.tensor"
+    %in4 = irdl.base "!builtin.tensor"
+    %in5 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    %out1 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0, w_ih: %in1, w_hh: %in2, b_ih: %in3, b_hh: %in4, h0: optional %in5)
+    irdl.results(y: %out0, hn: optional %out1)
+    irdl.attributes {"hidden_size" = %hidden_size, "num_layers" = %num_layers, "bidirectional" = %bidirectional, "carry" = %carry}
+  }
+  // Linear layer ``y = act(x @ weight + bias)``.
+  irdl.operation @linear {
+    %activation_0 = irdl.is "none"
+    %activation_1 = irdl.is "gelu"
+    %activation_2 = irdl.is "gelu_approx"
+    %activation_3 = irdl.is "silu"
+    %activation_4 = irdl.is "relu"
+    %activation_5 = irdl.is "sigmoid"
+    %activation_6 = irdl.is "tanh"
+    %activation_7 = irdl.is "exp"
+    %activation_8 = irdl.is "log"
+    %activation_9 = irdl.is "sqrt"
+    %activation_10 = irdl.is "rsqrt"
+    %activation_11 = irdl.is "neg"
+    %activation_12 = irdl.is "abs"
+    %activation_13 = irdl.is "sin"
+    %activation_14 = irdl.is "cos"
+    %activation_15 = irdl.is "tan"
+    %activation_16 = irdl.is "atan"
+    %activation_17 = irdl.is "round"
+    %activation = irdl.any_of(%activation_0, %activation_1, %activation_2, %activation_3, %activation_4, %activation_5, %activation_6, %activation_7, %activation_8, %activation_9, %activation_10, %activation_11, %activation_12, %activation_13, %activation_14, %activation_15, %activation_16, %activation_17)
+    %has_bias_t = irdl.is true
+    %has_bias_f = irdl.is false
+    %has_bias = irdl.any_of(%has_bias_t, %has_bias_f)
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0, weight: %in1, bias: optional %in2)
+    irdl.results(y: %out0)
+    irdl.attributes {"activation" = %activation, "has_bias" = %has_bias}
+  }
+  // Linear layer that always lowers to ``rlx_mir.fused_matmul_bias_act``.
+  irdl.operation @linear_fused {
+    %activation_0 = irdl.is "none"
+    %activation_1 = irdl.is "gelu"
+    %activation_2 = irdl.is "gelu_approx"
+    %activation_3 = irdl.is "silu"
+    %activation_4 = irdl.is "relu"
+    %activation_5 = irdl.is "sigmoid"
+    %activation_6 = irdl.is "tanh"
+    %activation_7 = irdl.is "exp"
+    %activation_8 = irdl.is "log"
+    %activation_9 = irdl.is "sqrt"
+    %activation_10 = irdl.is "rsqrt"
+    %activation_11 = irdl.is "neg"
+    %activation_12 = irdl.is "abs"
+    %activation_13 = irdl.is "sin"
+    %activation_14 = irdl.is "cos"
+    %activation_15 = irdl.is "tan"
+    %activation_16 = irdl.is "atan"
+    %activation_17 = irdl.is "round"
+    %activation = irdl.any_of(%activation_0, %activation_1, %activation_2, %activation_3, %activation_4, %activation_5, %activation_6, %activation_7, %activation_8, %activation_9, %activation_10, %activation_11, %activation_12, %activation_13, %activation_14, %activation_15, %activation_16, %activation_17)
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0, weight: %in1, bias: %in2)
+    irdl.results(y: %out0)
+    irdl.attributes {"activation" = %activation}
+  }
+  // LLaMA-style pre-norm decoder layer: GQA attention with RoPE, then a SwiGLU FFN.
+  irdl.operation @llama_decoder_block {
+    %num_heads = irdl.base "#builtin.integer"
+    %head_dim = irdl.base "#builtin.integer"
+    %num_kv_heads = irdl.base "#builtin.integer"
+    %eps = irdl.base "#builtin.float"
+    %mask_0 = irdl.is "none"
+    %mask_1 = irdl.is "causal"
+    %mask_2 = irdl.is "sliding_window"
+    %mask_3 = irdl.is "custom"
+    %mask_4 = irdl.is "bias"
+    %mask = irdl.any_of(%mask_0, %mask_1, %mask_2, %mask_3, %mask_4)
+    %rope_style_0 = irdl.is "neox"
+    %rope_style_1 = irdl.is "gptj"
+    %rope_style = irdl.any_of(%rope_style_0, %rope_style_1)
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %in3 = irdl.base "!builtin.tensor"
+    %in4 = irdl.base "!builtin.tensor"
+    %in5 = irdl.base "!builtin.tensor"
+    %in6 = irdl.base "!builtin.tensor"
+    %in7 = irdl.base "!builtin.tensor"
+    %in8 = irdl.base "!builtin.tensor"
+    %in9 = irdl.base "!builtin.tensor"
+    %in10 = irdl.base "!builtin.tensor"
+    %in11 = irdl.base "!builtin.tensor"
+    %in12 = irdl.base "!builtin.tensor"
+    %in13 = irdl.base "!builtin.tensor"
+    %in14 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0, ln1_g: %in1, ln1_b: %in2, q_w: %in3, k_w: %in4, v_w: %in5, o_w: %in6, ln2_g: %in7, ln2_b: %in8, gate_w: %in9, up_w: %in10, down_w: %in11, cos: %in12, sin: %in13, mask: optional %in14)
+    irdl.results(y: %out0)
+    irdl.attributes {"num_heads" = %num_heads, "head_dim" = %head_dim, "num_kv_heads" = %num_kv_heads, "eps" = %eps, "mask" = %mask, "rope_style" = %rope_style}
+  }
+  // Multi-layer, optionally bidirectional LSTM with PyTorch-packed weights (batch first).
+  irdl.operation @lstm {
+    %hidden_size = irdl.base "#builtin.integer"
+    %num_layers = irdl.base "#builtin.integer"
+    %bidirectional_t = irdl.is true
+    %bidirectional_f = irdl.is false
+    %bidirectional = irdl.any_of(%bidirectional_t, %bidirectional_f)
+    %carry_t = irdl.is true
+    %carry_f = irdl.is false
+    %carry = irdl.any_of(%carry_t, %carry_f)
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %in3 = irdl.base "!builtin.tensor"
+    %in4 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    %out1 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0, w_ih: %in1, w_hh: %in2, bias: %in3, h0_c0: variadic %in4)
+    irdl.results(y: %out0, hn_cn: variadic %out1)
+    irdl.attributes {"hidden_size" = %hidden_size, "num_layers" = %num_layers, "bidirectional" = %bidirectional, "carry" = %carry}
+  }
+  // A weight, bound at load time from a parameter file (``HirOp::Param``).
+  irdl.operation @param {
+    %name = irdl.base "#builtin.string"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.results(w: %out0)
+    irdl.attributes {"name" = %name}
+  }
+  // Qwen3.5 multi-token-prediction draft head (29 operands, spec 2.16).
+  irdl.operation @qwen35_mtp_head {
+    %num_heads = irdl.base "#builtin.integer"
+    %num_kv_heads = irdl.base "#builtin.integer"
+    %head_dim = irdl.base "#builtin.integer"
+    %n_rot = irdl.base "#builtin.integer"
+    %n_embd = irdl.base "#builtin.integer"
+    %n_ff = irdl.base "#builtin.integer"
+    %mtp_vocab = irdl.base "#builtin.integer"
+    %eps = irdl.base "#builtin.float"
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %in3 = irdl.base "!builtin.tensor"
+    %in4 = irdl.base "!builtin.tensor"
+    %in5 = irdl.base "!builtin.tensor"
+    %in6 = irdl.base "!builtin.tensor"
+    %in7 = irdl.base "!builtin.tensor"
+    %in8 = irdl.base "!builtin.tensor"
+    %in9 = irdl.base "!builtin.tensor"
+    %in10 = irdl.base "!builtin.tensor"
+    %in11 = irdl.base "!builtin.tensor"
+    %in12 = irdl.base "!builtin.tensor"
+    %in13 = irdl.base "!builtin.tensor"
+    %in14 = irdl.base "!builtin.tensor"
+    %in15 = irdl.base "!builtin.tensor"
+    %in16 = irdl.base "!builtin.tensor"
+    %in17 = irdl.base "!builtin.tensor"
+    %in18 = irdl.base "!builtin.tensor"
+    %in19 = irdl.base "!builtin.tensor"
+    %in20 = irdl.base "!builtin.tensor"
+    %in21 = irdl.base "!builtin.tensor"
+    %in22 = irdl.base "!builtin.tensor"
+    %in23 = irdl.base "!builtin.tensor"
+    %in24 = irdl.base "!builtin.tensor"
+    %in25 = irdl.base "!builtin.tensor"
+    %in26 = irdl.base "!builtin.tensor"
+    %in27 = irdl.base "!builtin.tensor"
+    %in28 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(h_pre_norm: %in0, input_ids: %in1, cos: %in2, sin: %in3, last_token_idx: %in4, embed_w: %in5, hnorm_w: %in6, hnorm_b: %in7, enorm_w: %in8, enorm_b: %in9, eh_w: %in10, attn_norm_w: %in11, attn_norm_b: %in12, q_gate_w: %in13, k_w: %in14, v_w: %in15, q_norm_w: %in16, q_norm_b: %in17, k_norm_w: %in18, k_norm_b: %in19, o_w: %in20, post_norm_w: %in21, post_norm_b: %in22, gate_w: %in23, up_w: %in24, down_w: %in25, head_norm_w: %in26, head_norm_b: %in27, lm_head_w: %in28)
+    irdl.results(y: %out0)
+    irdl.attributes {"num_heads" = %num_heads, "num_kv_heads" = %num_kv_heads, "head_dim" = %head_dim, "n_rot" = %n_rot, "n_embd" = %n_embd, "n_ff" = %n_ff, "mtp_vocab" = %mtp_vocab, "eps" = %eps}
+  }
+  // ``rms_norm(x + residual)``; only the normalized value is a result (not the sum).
+  irdl.operation @residual_rms_norm {
+    %eps = irdl.base "#builtin.float"
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %in3 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0, residual: %in1, gamma: %in2, beta: %in3)
+    irdl.results(y: %out0)
+    irdl.attributes {"eps" = %eps}
+  }
+  // RMS normalization over the last axis: ``y = x / sqrt(mean(x²) + eps) * gamma + beta``.
+  irdl.operation @rms_norm {
+    %eps = irdl.base "#builtin.float"
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0, gamma: %in1, beta: %in2)
+    irdl.results(y: %out0)
+    irdl.attributes {"eps" = %eps}
+  }
+  // Rotary position embedding of every head of ``x``; lanes ``>= n_rot`` pass through.
+  irdl.operation @rope {
+    %head_dim = irdl.base "#builtin.integer"
+    %n_rot = irdl.base "#builtin.integer"
+    %rope_style_0 = irdl.is "neox"
+    %rope_style_1 = irdl.is "gptj"
+    %rope_style = irdl.any_of(%rope_style_0, %rope_style_1)
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0, cos: %in1, sin: %in2)
+    irdl.results(y: %out0)
+    irdl.attributes {"head_dim" = %head_dim, "n_rot" = %n_rot, "rope_style" = %rope_style}
+  }
+  // Two matmuls that share their input (QKV, SwiGLU up + gate).
+  irdl.operation @shared_linear_pair {
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    %out1 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0, w_first: %in1, w_second: %in2)
+    irdl.results(first: %out0, second: %out1)
+  }
+  // SwiGLU feed-forward block ``y = (silu(x @ gate_w) * (x @ up_w)) @ down_w``.
+  irdl.operation @swiglu {
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %in3 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0, up_w: %in1, gate_w: %in2, down_w: %in3)
+    irdl.results(y: %out0)
+  }
+}
+irdl.dialect @rlx_mir {
+  // Unary float function (``Op::Activation``), elementwise.
+  irdl.operation @activation {
+    %kind_0 = irdl.is "gelu"
+    %kind_1 = irdl.is "gelu_approx"
+    %kind_2 = irdl.is "silu"
+    %kind_3 = irdl.is "relu"
+    %kind_4 = irdl.is "sigmoid"
+    %kind_5 = irdl.is "tanh"
+    %kind_6 = irdl.is "exp"
+    %kind_7 = irdl.is "log"
+    %kind_8 = irdl.is "sqrt"
+    %kind_9 = irdl.is "rsqrt"
+    %kind_10 = irdl.is "neg"
+    %kind_11 = irdl.is "abs"
+    %kind_12 = irdl.is "sin"
+    %kind_13 = irdl.is "cos"
+    %kind_14 = irdl.is "tan"
+    %kind_15 = irdl.is "atan"
+    %kind_16 = irdl.is "round"
+    %kind = irdl.any_of(%kind_0, %kind_1, %kind_2, %kind_3, %kind_4, %kind_5, %kind_6, %kind_7, %kind_8, %kind_9, %kind_10, %kind_11, %kind_12, %kind_13, %kind_14, %kind_15, %kind_16)
+    %in0 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(y: %out0)
+    irdl.attributes {"kind" = %kind}
+  }
+  // Scaled dot-product attention (``Op::Attention``); layouts, GQA and masks as ``rlx_hir.attention``, plus an optional ``score_scale`` and ``attn_logit_softcap``.
+  irdl.operation @attention {
+    %num_heads = irdl.base "#builtin.integer"
+    %head_dim = irdl.base "#builtin.integer"
+    %mask_kind_0 = irdl.is "none"
+    %mask_kind_1 = irdl.is "causal"
+    %mask_kind_2 = irdl.is "sliding_window"
+    %mask_kind_3 = irdl.is "custom"
+    %mask_kind_4 = irdl.is "bias"
+    %mask_kind = irdl.any_of(%mask_kind_0, %mask_kind_1, %mask_kind_2, %mask_kind_3, %mask_kind_4)
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %in3 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(q: %in0, k: %in1, v: %in2, mask: optional %in3)
+    irdl.results(y: %out0)
+    irdl.attributes {"num_heads" = %num_heads, "head_dim" = %head_dim, "mask_kind" = %mask_kind}
+  }
+  // Binary op with numpy broadcasting (``Op::Binary``): add, sub, mul, div, max, min, pow.
+  irdl.operation @binary {
+    %kind_0 = irdl.is "add"
+    %kind_1 = irdl.is "sub"
+    %kind_2 = irdl.is "mul"
+    %kind_3 = irdl.is "div"
+    %kind_4 = irdl.is "max"
+    %kind_5 = irdl.is "min"
+    %kind_6 = irdl.is "pow"
+    %kind = irdl.any_of(%kind_0, %kind_1, %kind_2, %kind_3, %kind_4, %kind_5, %kind_6)
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %in0, rhs: %in1)
+    irdl.results(y: %out0)
+    irdl.attributes {"kind" = %kind}
+  }
+  // Element type conversion (``Op::Cast``): float <-> float rounds to nearest even, float -> int truncates toward zero, int -> float rounds, ``i1`` is 0 / 1.
+  irdl.operation @cast {
+    %to_0 = irdl.is "f32"
+    %to_1 = irdl.is "f16"
+    %to_2 = irdl.is "bf16"
+    %to_3 = irdl.is "f64"
+    %to_4 = irdl.is "i1"
+    %to_5 = irdl.is "i8"
+    %to_6 = irdl.is "i16"
+    %to_7 = irdl.is "i32"
+    %to_8 = irdl.is "i64"
+    %to = irdl.any_of(%to_0, %to_1, %to_2, %to_3, %to_4, %to_5, %to_6, %to_7, %to_8)
+    %in0 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(y: %out0)
+    irdl.attributes {"to" = %to}
+  }
+  // Comparison with numpy broadcasting (``Op::Compare``), giving an ``i1`` tensor.
+  irdl.operation @compare {
+    %kind_0 = irdl.is "eq"
+    %kind_1 = irdl.is "ne"
+    %kind_2 = irdl.is "lt"
+    %kind_3 = irdl.is "le"
+    %kind_4 = irdl.is "gt"
+    %kind_5 = irdl.is "ge"
+    %kind = irdl.any_of(%kind_0, %kind_1, %kind_2, %kind_3, %kind_4, %kind_5)
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %in0, rhs: %in1)
+    irdl.results(y: %out0)
+    irdl.attributes {"kind" = %kind}
+  }
+  // Concatenate along ``axis`` (``Op::Concat``); other dims must agree.
+  irdl.operation @concat {
+    %axis = irdl.base "#builtin.integer"
+    %in0 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(inputs: variadic %in0)
+    irdl.results(y: %out0)
+    irdl.attributes {"axis" = %axis}
+  }
+  // Inline data (``Op::Constant``): the result is the ``value`` attribute.
+  irdl.operation @constant {
+    %value = irdl.any
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.results(y: %out0)
+    irdl.attributes {"value" = %value}
+  }
+  // 2-D grouped convolution, NCHW, PyTorch cross-correlation, no bias (``Op::Conv``).
+  irdl.operation @conv {
+    %kernel_size = irdl.base "#builtin.dense_array"
+    %stride = irdl.base "#builtin.dense_array"
+    %padding = irdl.base "#builtin.dense_array"
+    %dilation = irdl.base "#builtin.dense_array"
+    %groups = irdl.base "#builtin.integer"
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0, w: %in1)
+    irdl.results(y: %out0)
+    irdl.attributes {"kernel_size" = %kernel_size, "stride" = %stride, "padding" = %padding, "dilation" = %dilation, "groups" = %groups}
+  }
+  // Running sum along ``axis`` (``Op::Cumsum``); ``exclusive`` leaves out the element itself.
+  irdl.operation @cumsum {
+    %axis = irdl.base "#builtin.integer"
+    %exclusive_t = irdl.is true
+    %exclusive_f = irdl.is false
+    %exclusive = irdl.any_of(%exclusive_t, %exclusive_f)
+    %in0 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(y: %out0)
+    irdl.attributes {"axis" = %axis, "exclusive" = %exclusive}
+  }
+  // Matmul with quantized weights (``Op::DequantMatMul``); as ``rlx_hir.dequant_matmul``.
+  irdl.operation @dequant_matmul {
+    %scheme_0 = irdl.is "gguf_f16"
+    %scheme_1 = irdl.is "gguf_q4_0"
+    %scheme_2 = irdl.is "gguf_q4_1"
+    %scheme_3 = irdl.is "gguf_q5_0"
+    %scheme_4 = irdl.is "gguf_q5_1"
+    %scheme_5 = irdl.is "gguf_q8_0"
+    %scheme_6 = irdl.is "gguf_q2_k"
+    %scheme_7 = irdl.is "gguf_q3_k"
+    %scheme_8 = irdl.is "gguf_q4_k"
+    %scheme_9 = irdl.is "gguf_q5_k"
+    %scheme_10 = irdl.is "gguf_q6_k"
+    %scheme_11 = irdl.is "gguf_q8_k"
+    %scheme_12 = irdl.is "gguf_bf16"
+    %scheme_13 = irdl.is "int8"
+    %scheme_14 = irdl.is "nvfp4"
+    %scheme = irdl.any_of(%scheme_0, %scheme_1, %scheme_2, %scheme_3, %scheme_4, %scheme_5, %scheme_6, %scheme_7, %scheme_8, %scheme_9, %scheme_10, %scheme_11, %scheme_12, %scheme_13, %scheme_14)
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0, w: %in1, scale_zp: variadic %in2)
+    irdl.results(y: %out0)
+    irdl.attributes {"scheme" = %scheme}
+  }
+  // Broadcast to ``target_shape`` (``Op::Expand``, numpy rules; ``-1`` keeps the input dim, which may be dynamic).
+  irdl.operation @expand {
+    %target_shape = irdl.base "#builtin.dense_array"
+    %in0 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(y: %out0)
+    irdl.attributes {"target_shape" = %target_shape}
+  }
+  // ``act(x @ w + b)`` in one op (``Op::FusedMatMulBiasAct``).
+  irdl.operation @fused_matmul_bias_act {
+    %activation_0 = irdl.is "none"
+    %activation_1 = irdl.is "gelu"
+    %activation_2 = irdl.is "gelu_approx"
+    %activation_3 = irdl.is "silu"
+    %activation_4 = irdl.is "relu"
+    %activation_5 = irdl.is "sigmoid"
+    %activation_6 = irdl.is "tanh"
+    %activation_7 = irdl.is "exp"
+    %activation_8 = irdl.is "log"
+    %activation_9 = irdl.is "sqrt"
+    %activation_10 = irdl.is "rsqrt"
+    %activation_11 = irdl.is "neg"
+    %activation_12 = irdl.is "abs"
+    %activation_13 = irdl.is "sin"
+    %activation_14 = irdl.is "cos"
+    %activation_15 = irdl.is "tan"
+    %activation_16 = irdl.is "atan"
+    %activation_17 = irdl.is "round"
+    %activation = irdl.any_of(%activation_0, %activation_1, %activation_2, %activation_3, %activation_4, %activation_5, %activation_6, %activation_7, %activation_8, %activation_9, %activation_10, %activation_11, %activation_12, %activation_13, %activation_14, %activation_15, %activation_16, %activation_17)
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0, w: %in1, b: %in2)
+    irdl.results(y: %out0)
+    irdl.attributes {"activation" = %activation}
+  }
+  // ``rms_norm(x + residual (+ bias))`` (``Op::FusedResidualRmsNorm``).
+  irdl.operation @fused_residual_rms_norm {
+    %has_bias_t = irdl.is true
+    %has_bias_f = irdl.is false
+    %has_bias = irdl.any_of(%has_bias_t, %has_bias_f)
+    %eps = irdl.base "#builtin.float"
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %in3 = irdl.base "!builtin.tensor"
+    %in4 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0, residual: %in1, bias: optional %in2, gamma: %in3, beta: %in4)
+    irdl.results(y: %out0)
+    irdl.attributes {"has_bias" = %has_bias, "eps" = %eps}
+  }
+  // ``up * silu(gate)`` on a packed ``[..., 2F]`` tensor (``Op::FusedSwiGLU``).
+  irdl.operation @fused_swiglu {
+    %gate_first_t = irdl.is true
+    %gate_first_f = irdl.is false
+    %gate_first = irdl.any_of(%gate_first_t, %gate_first_f)
+    %in0 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(y: %out0)
+    irdl.attributes {"gate_first" = %gate_first}
+  }
+  // Gated DeltaNet scan (``Op::GatedDeltaNet``); as ``rlx_hir.gated_delta_net``.
+  irdl.operation @gated_delta_net {
+    %state_size = irdl.base "#builtin.integer"
+    %carry_state_t = irdl.is true
+    %carry_state_f = irdl.is false
+    %carry_state = irdl.any_of(%carry_state_t, %carry_state_f)
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %in3 = irdl.base "!builtin.tensor"
+    %in4 = irdl.base "!builtin.tensor"
+    %in5 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    %out1 = irdl.base "!builtin.tensor"
+    irdl.operands(q: %in0, k: %in1, v: %in2, g: %in3, beta: %in4, state: optional %in5)
+    irdl.results(y: %out0, final_state: optional %out1)
+    irdl.attributes {"state_size" = %state_size, "carry_state" = %carry_state}
+  }
+  // Take rows along ``axis`` (``Op::Gather``, ONNX semantics): ``y = table[:axis] + indices.shape + table[axis + 1:]``.
+  irdl.operation @gather {
+    %axis = irdl.base "#builtin.integer"
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(table: %in0, indices: %in1)
+    irdl.results(y: %out0)
+    irdl.attributes {"axis" = %axis}
+  }
+  // Packed multi-layer GRU (``Op::Gru``); as ``rlx_hir.gru``.
+  irdl.operation @gru {
+    %hidden_size = irdl.base "#builtin.integer"
+    %num_layers = irdl.base "#builtin.integer"
+    %bidirectional_t = irdl.is true
+    %bidirectional_f = irdl.is false
+    %bidirectional = irdl.any_of(%bidirectional_t, %bidirectional_f)
+    %carry_t = irdl.is true
+    %carry_f = irdl.is false
+    %carry = irdl.any_of(%carry_t, %carry_f)
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %in3 = irdl.base "!builtin.tensor"
+    %in4 = irdl.base "!builtin.tensor"
+    %in5 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    %out1 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0, w_ih: %in1, w_hh: %in2, b_ih: %in3, b_hh: %in4, h0: optional %in5)
+    irdl.results(y: %out0, hn: optional %out1)
+    irdl.attributes {"hidden_size" = %hidden_size, "num_layers" = %num_layers, "bidirectional" = %bidirectional, "carry" = %carry}
+  }
+  // Layer normalization ``(x - mean) / sqrt(var + eps) * gamma + beta`` (``Op::LayerNorm``).
+  irdl.operation @layer_norm {
+    %axis = irdl.base "#builtin.integer"
+    %eps = irdl.base "#builtin.float"
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0, gamma: %in1, beta: %in2)
+    irdl.results(y: %out0)
+    irdl.attributes {"axis" = %axis, "eps" = %eps}
+  }
+  // Packed multi-layer LSTM (``Op::Lstm``); as ``rlx_hir.lstm``.
+  irdl.operation @lstm {
+    %hidden_size = irdl.base "#builtin.integer"
+    %num_layers = irdl.base "#builtin.integer"
+    %bidirectional_t = irdl.is true
+    %bidirectional_f = irdl.is false
+    %bidirectional = irdl.any_of(%bidirectional_t, %bidirectional_f)
+    %carry_t = irdl.is true
+    %carry_f = irdl.is false
+    %carry = irdl.any_of(%carry_t, %carry_f)
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %in3 = irdl.base "!builtin.tensor"
+    %in4 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    %out1 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0, w_ih: %in1, w_hh: %in2, bias: %in3, h0_c0: variadic %in4)
+    irdl.results(y: %out0, hn_cn: variadic %out1)
+    irdl.attributes {"hidden_size" = %hidden_size, "num_layers" = %num_layers, "bidirectional" = %bidirectional, "carry" = %carry}
+  }
+  // Batched matrix product ``[..., M, K] x [..., K, N] -> [..., M, N]`` (``Op::MatMul``).
+  irdl.operation @matmul {
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %in0, rhs: %in1)
+    irdl.results(y: %out0)
+  }
+  // Contiguous slice ``x[..., start : start + len, ...]`` along ``axis`` (``Op::Narrow``).
+  irdl.operation @narrow {
+    %axis = irdl.base "#builtin.integer"
+    %start = irdl.base "#builtin.integer"
+    %len = irdl.base "#builtin.integer"
+    %in0 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(y: %out0)
+    irdl.attributes {"axis" = %axis, "start" = %start, "len" = %len}
+  }
+  // A weight bound at load time (``Op::Param``); as ``rlx_hir.param``.
+  irdl.operation @param {
+    %name = irdl.base "#builtin.string"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.results(w: %out0)
+    irdl.attributes {"name" = %name}
+  }
+  // Reduce over ``axes`` (``Op::Reduce``): sum, mean, max, min, prod.
+  irdl.operation @reduce {
+    %kind_0 = irdl.is "sum"
+    %kind_1 = irdl.is "mean"
+    %kind_2 = irdl.is "max"
+    %kind_3 = irdl.is "min"
+    %kind_4 = irdl.is "prod"
+    %kind = irdl.any_of(%kind_0, %kind_1, %kind_2, %kind_3, %kind_4)
+    %axes = irdl.base "#builtin.dense_array"
+    %keep_dim_t = irdl.is true
+    %keep_dim_f = irdl.is false
+    %keep_dim = irdl.any_of(%keep_dim_t, %keep_dim_f)
+    %in0 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(y: %out0)
+    irdl.attributes {"kind" = %kind, "axes" = %axes, "keep_dim" = %keep_dim}
+  }
+  // Row-major reshape (``Op::Reshape``); one ``-1`` entry is inferred (dynamic when the input is).
+  irdl.operation @reshape {
+    %new_shape = irdl.base "#builtin.dense_array"
+    %in0 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(y: %out0)
+    irdl.attributes {"new_shape" = %new_shape}
+  }
+  // RMS normalization ``x / sqrt(mean(x²) + eps) * gamma + beta`` (``Op::RmsNorm``).
+  irdl.operation @rms_norm {
+    %axis = irdl.base "#builtin.integer"
+    %eps = irdl.base "#builtin.float"
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0, gamma: %in1, beta: %in2)
+    irdl.results(y: %out0)
+    irdl.attributes {"axis" = %axis, "eps" = %eps}
+  }
+  // Rotary embedding (``Op::Rope``); as ``rlx_hir.rope`` with the style in ``style``.
+  irdl.operation @rope {
+    %head_dim = irdl.base "#builtin.integer"
+    %n_rot = irdl.base "#builtin.integer"
+    %style_0 = irdl.is "neox"
+    %style_1 = irdl.is "gptj"
+    %style = irdl.any_of(%style_0, %style_1)
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0, cos: %in1, sin: %in2)
+    irdl.results(y: %out0)
+    irdl.attributes {"head_dim" = %head_dim, "n_rot" = %n_rot, "style" = %style}
+  }
+  // Softmax along ``axis`` with the max subtracted (``Op::Softmax``).
+  irdl.operation @softmax {
+    %axis = irdl.base "#builtin.integer"
+    %in0 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(y: %out0)
+    irdl.attributes {"axis" = %axis}
+  }
+  // Permute dims (``Op::Transpose``): result dim ``i`` is input dim ``perm[i]``.
+  irdl.operation @transpose {
+    %perm = irdl.base "#builtin.dense_array"
+    %in0 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(y: %out0)
+    irdl.attributes {"perm" = %perm}
+  }
+  // Select ``cond ? on_true : on_false`` with numpy broadcasting (``Op::Where``).
+  irdl.operation @where {
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(cond: %in0, on_true: %in1, on_false: %in2)
+    irdl.results(y: %out0)
+  }
+}

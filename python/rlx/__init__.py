@@ -1,0 +1,17 @@
+"""rlx: block-level ML models as MLIR (``rlx_hir`` / ``rlx_mir``), compiled with IREE."""
+
+from rlx.dialects.builder import HirModule as HirModule
+from rlx.dialects.builder import HirValue as HirValue
+from rlx.dialects.builder import load_hir as load_hir
+from rlx.ir.diagnostics import BuildError as BuildError
+from rlx.ir.diagnostics import CompileError as CompileError
+from rlx.ir.diagnostics import LoweringError as LoweringError
+from rlx.ir.diagnostics import ParseError as ParseError
+from rlx.ir.diagnostics import RlxError as RlxError
+from rlx.ir.diagnostics import RunError as RunError
+from rlx.ir.diagnostics import VerifyError as VerifyError
+from rlx.ir.diagnostics import WeightError as WeightError
+from rlx.ir.types import DType as DType
+from rlx.ir.types import TensorInfo as TensorInfo
+
+__version__ = "0.1.0"

@@ -1,0 +1,20 @@
+"""The ``rlx_mir`` dialect: fused and primitive ops (one module per op family)."""
+
+from rlx.dialects.mir import (
+    attention,
+    contraction,
+    conv,
+    elementwise,
+    fused,
+    leaf,
+    norm,
+    recurrent,
+    reduction,
+    shape,
+)
+from rlx.dialects.mir.dialect import MIR
+
+FAMILIES = (attention, contraction, conv, elementwise, fused, leaf, norm, recurrent,
+            reduction, shape)
+
+__all__ = ["FAMILIES", "MIR"]

@@ -1,0 +1,53 @@
+"""MIR contractions: matmul, dequant_matmul."""
+
+from __future__ import annotations
+
+from rlx.dialects import checks
+from rlx.dialects.hir.quant import BLOCK_SIZE, OPERANDS, SCHEME, dequant_matmul_result
+from rlx.dialects.mir.dialect import MIR
+from rlx.dialects.schema import Check
+from rlx.ir.types import Dim, TensorInfo, dims_compatible, merge_dim
+
+
+@MIR.op("matmul", operands=["lhs", "rhs"])
+def matmul(c: Check) -> list[TensorInfo]:
+    """Batched matrix product ``[..., M, K] x [..., K, N] -> [..., M, N]`` (``Op::MatMul``).
+
+    Both operands have rank >= 2; batch dims broadcast (numpy rules; a rank-2 ``rhs`` is
+    shared by every batch).
+
+    Example::
+
+        %y = "rlx_mir.matmul"(%x, %w)
+            : (tensor<?x768xf32>, tensor<768x64xf32>) -> tensor<?x64xf32>
+    """
+    t = checks.float_operands(c, "lhs", "rhs")
+    lhs, rhs = c.min_rank("lhs", 2), c.min_rank("rhs", 2)
+    c.dim("rhs", -2, lhs.shape[-1], "K = 'lhs' dim -1")
+    lb, rb = lhs.shape[:-2], rhs.shape[:-2]
+    rank = max(len(lb), len(rb))
+    batch: list[Dim] = []
+    for i in range(rank):
+        a = lb[i - rank + len(lb)] if i - rank + len(lb) >= 0 else 1
+        b = rb[i - rank + len(rb)] if i - rank + len(rb) >= 0 else 1
+        if a == 1:
+            batch.append(b)
+        elif b == 1:
+            batch.append(a)
+        elif dims_compatible(a, b):
+            batch.append(merge_dim(a, b))
+        else:
+            c.fail("operand 'rhs' batch dims", f"dims broadcastable with 'lhs' {lb}", str(rhs))
+    return [t.with_shape((*batch, lhs.shape[-2], rhs.shape[-1]))]
+
+
+@MIR.op("dequant_matmul", operands=OPERANDS, attrs=[SCHEME, BLOCK_SIZE])
+def dequant_matmul(c: Check) -> list[TensorInfo]:
+    """Matmul with quantized weights (``Op::DequantMatMul``); as ``rlx_hir.dequant_matmul``.
+
+    Example::
+
+        %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q8_0"}
+            : (tensor<1x64xf32>, tensor<32x68xi8>) -> tensor<1x32xf32>
+    """
+    return [dequant_matmul_result(c)]

@@ -1,0 +1,84 @@
+"""MIR elementwise ops: activation, binary, compare, where, cast."""
+
+from __future__ import annotations
+
+from rlx.dialects import checks
+from rlx.dialects.enums import ACTIVATIONS, BINARY_OPS, COMPARE_OPS, DTYPE_NAMES, FLOAT_TYPES
+from rlx.dialects.mir.dialect import MIR
+from rlx.dialects.schema import Check, enum_attr
+from rlx.ir.types import DType, TensorInfo
+
+
+@MIR.op("activation", operands=["x"], attrs=[enum_attr("kind", ACTIVATIONS)])
+def activation(c: Check) -> list[TensorInfo]:
+    """Unary float function (``Op::Activation``), elementwise.
+
+    Attribute ``kind``: ``gelu`` (exact, erf), ``gelu_approx`` (tanh form), ``silu``,
+    ``relu``, ``sigmoid``, ``tanh``, ``exp``, ``log``, ``sqrt``, ``rsqrt``, ``neg``,
+    ``abs``, ``sin``, ``cos``, ``tan``, ``atan``, ``round`` (half to even).
+
+    Example::
+
+        %y = "rlx_mir.activation"(%x) {kind = "silu"} : (tensor<?x64xf32>) -> tensor<?x64xf32>
+    """
+    return [c.dtype("x", FLOAT_TYPES)]
+
+
+@MIR.op("binary", operands=["lhs", "rhs"], attrs=[enum_attr("kind", BINARY_OPS)])
+def binary(c: Check) -> list[TensorInfo]:
+    """Binary op with numpy broadcasting (``Op::Binary``): add, sub, mul, div, max, min, pow.
+
+    Both operands have one element type (no promotion); ints allowed except for ``pow``.
+
+    Example::
+
+        %y = "rlx_mir.binary"(%a, %b) {kind = "add"}
+            : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    """
+    dtype = c.same_dtype("lhs", "rhs")
+    if c.attr("kind") == "pow" or dtype == DType.I1:
+        c.dtype("lhs", FLOAT_TYPES)
+    return [TensorInfo(checks.broadcast(c, ["lhs", "rhs"]), dtype)]
+
+
+@MIR.op("compare", operands=["lhs", "rhs"], attrs=[enum_attr("kind", COMPARE_OPS)])
+def compare(c: Check) -> list[TensorInfo]:
+    """Comparison with numpy broadcasting (``Op::Compare``), giving an ``i1`` tensor.
+
+    Attribute ``kind``: eq, ne, lt, le, gt, ge.
+
+    Example::
+
+        %m = "rlx_mir.compare"(%a, %b) {kind = "lt"}
+            : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>
+    """
+    c.same_dtype("lhs", "rhs")
+    return [TensorInfo(checks.broadcast(c, ["lhs", "rhs"]), DType.I1)]
+
+
+@MIR.op("where", operands=["cond", "on_true", "on_false"])
+def where(c: Check) -> list[TensorInfo]:
+    """Select ``cond ? on_true : on_false`` with numpy broadcasting (``Op::Where``).
+
+    ``cond`` is ``i1``; the two branches share an element type.
+
+    Example::
+
+        %y = "rlx_mir.where"(%m, %a, %b)
+            : (tensor<4xi1>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    """
+    c.dtype("cond", {DType.I1})
+    dtype = c.same_dtype("on_true", "on_false")
+    return [TensorInfo(checks.broadcast(c, ["cond", "on_true", "on_false"]), dtype)]
+
+
+@MIR.op("cast", operands=["x"], attrs=[enum_attr("to", DTYPE_NAMES, "target element type")])
+def cast(c: Check) -> list[TensorInfo]:
+    """Element type conversion (``Op::Cast``): float <-> float rounds to nearest even,
+    float -> int truncates toward zero, int -> float rounds, ``i1`` is 0 / 1.
+
+    Example::
+
+        %y = "rlx_mir.cast"(%x) {to = "f16"} : (tensor<4xf32>) -> tensor<4xf16>
+    """
+    return [c["x"].with_dtype(DType.parse(c.attr("to")))]

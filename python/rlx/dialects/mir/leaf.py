@@ -1,0 +1,31 @@
+"""MIR leaves: param, constant (function arguments are MIR's inputs)."""
+
+from __future__ import annotations
+
+from rlx.dialects.hir.leaf import constant_result, param_result
+from rlx.dialects.mir.dialect import MIR
+from rlx.dialects.schema import Attr, AttrKind, Check, str_attr
+from rlx.ir.types import TensorInfo
+
+
+@MIR.op("param", attrs=[str_attr("name", "weight name, the key in the parameter file")],
+        results=["w"])
+def param(c: Check) -> list[TensorInfo]:
+    """A weight bound at load time (``Op::Param``); as ``rlx_hir.param``.
+
+    Example::
+
+        %w = "rlx_mir.param"() {name = "fc.w"} : () -> tensor<64x64xf32>
+    """
+    return param_result(c)
+
+
+@MIR.op("constant", attrs=[Attr("value", AttrKind.DENSE, "the tensor's elements")])
+def constant(c: Check) -> list[TensorInfo]:
+    """Inline data (``Op::Constant``): the result is the ``value`` attribute.
+
+    Example::
+
+        %c = "rlx_mir.constant"() {value = dense<0.5> : tensor<4xf32>} : () -> tensor<4xf32>
+    """
+    return constant_result(c)

@@ -1,0 +1,63 @@
+"""MIR reductions: reduce, softmax, cumsum."""
+
+from __future__ import annotations
+
+from rlx.dialects import checks
+from rlx.dialects.enums import FLOAT_TYPES, REDUCE_OPS
+from rlx.dialects.mir.dialect import MIR
+from rlx.dialects.schema import Check, bool_attr, enum_attr, int_attr, ints_attr
+from rlx.ir.types import TensorInfo
+
+
+@MIR.op("reduce", operands=["x"],
+        attrs=[enum_attr("kind", REDUCE_OPS), ints_attr("axes"),
+               bool_attr("keep_dim", "keep reduced axes as size 1", default=False)])
+def reduce(c: Check) -> list[TensorInfo]:
+    """Reduce over ``axes`` (``Op::Reduce``): sum, mean, max, min, prod.
+
+    Float sums accumulate in f32 (f64 for f64). Reduced axes are dropped unless ``keep_dim``.
+
+    Example::
+
+        %s = "rlx_mir.reduce"(%x) {axes = array<i64: -1>, keep_dim = true, kind = "mean"}
+            : (tensor<?x64xf32>) -> tensor<?x1xf32>
+    """
+    x = c["x"]
+    axes = [checks.normalize_axis(c, "axes", a, x.rank) for a in c.attr("axes")]
+    if len(set(axes)) != len(axes) or not axes:
+        c.fail("attribute 'axes'", "distinct axes, at least one", str(list(c.attr("axes"))))
+    if c.attr("kind") == "mean":
+        c.dtype("x", FLOAT_TYPES)
+    if c.attr("keep_dim"):
+        return [x.with_shape(1 if i in axes else d for i, d in enumerate(x.shape))]
+    return [x.with_shape(d for i, d in enumerate(x.shape) if i not in axes)]
+
+
+@MIR.op("softmax", operands=["x"], attrs=[int_attr("axis", default=-1)])
+def softmax(c: Check) -> list[TensorInfo]:
+    """Softmax along ``axis`` with the max subtracted (``Op::Softmax``).
+
+    Example::
+
+        %p = "rlx_mir.softmax"(%s) {axis = -1 : i64} : (tensor<8x?xf32>) -> tensor<8x?xf32>
+    """
+    x = c.dtype("x", FLOAT_TYPES)
+    checks.normalize_axis(c, "axis", c.attr("axis"), x.rank)
+    return [x]
+
+
+@MIR.op("cumsum", operands=["x"],
+        attrs=[int_attr("axis"), bool_attr("exclusive", "sum of the elements before only",
+                                          default=False)])
+def cumsum(c: Check) -> list[TensorInfo]:
+    """Running sum along ``axis`` (``Op::Cumsum``); ``exclusive`` leaves out the element
+    itself.
+
+    Example::
+
+        %y = "rlx_mir.cumsum"(%x) {axis = 1 : i64, exclusive = false}
+            : (tensor<2x8xf32>) -> tensor<2x8xf32>
+    """
+    x = c["x"]
+    checks.normalize_axis(c, "axis", c.attr("axis"), x.rank)
+    return [x]

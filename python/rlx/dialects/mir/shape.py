@@ -1,0 +1,161 @@
+"""MIR data-movement ops: reshape, transpose, narrow, concat, expand, gather."""
+
+from __future__ import annotations
+
+import math
+
+from rlx.dialects import checks
+from rlx.dialects.enums import INDEX_TYPES
+from rlx.dialects.mir.dialect import MIR
+from rlx.dialects.schema import Check, int_attr, ints_attr, variadic
+from rlx.ir.types import Dim, TensorInfo, dims_compatible, merge_dim
+
+
+@MIR.op("reshape", operands=["x"], attrs=[ints_attr("new_shape", "at most one -1")])
+def reshape(c: Check) -> list[TensorInfo]:
+    """Row-major reshape (``Op::Reshape``); one ``-1`` entry is inferred (dynamic when the
+    input is).
+
+    Example::
+
+        %y = "rlx_mir.reshape"(%x) {new_shape = array<i64: -1, 8, 64>}
+            : (tensor<?x512xf32>) -> tensor<?x8x64xf32>
+    """
+    x = c["x"]
+    new = list(c.attr("new_shape"))
+    if new.count(-1) > 1 or any(d < -1 or d == 0 for d in new):
+        c.fail("attribute 'new_shape'", "sizes > 0 with at most one -1", str(new))
+    known = math.prod(d for d in new if d != -1)
+    total = x.numel
+    if total is None:
+        out: list[Dim] = [None if d == -1 else d for d in new]
+        return [x.with_shape(out)]
+    if -1 in new:
+        if total % known:
+            c.fail("attribute 'new_shape'", f"sizes whose product divides {total} (the "
+                   "input's element count)", str(new))
+        new[new.index(-1)] = total // known
+    elif known != total:
+        c.fail("attribute 'new_shape'", f"{total} elements (as the input {x})",
+               f"{known} elements in {new}")
+    return [x.with_shape(new)]
+
+
+@MIR.op("transpose", operands=["x"], attrs=[ints_attr("perm", "result dim i = input dim "
+                                                       "perm[i]")])
+def transpose(c: Check) -> list[TensorInfo]:
+    """Permute dims (``Op::Transpose``): result dim ``i`` is input dim ``perm[i]``.
+
+    Example::
+
+        %y = "rlx_mir.transpose"(%x) {perm = array<i64: 0, 2, 1>}
+            : (tensor<2x8x64xf32>) -> tensor<2x64x8xf32>
+    """
+    x = c["x"]
+    perm = list(c.attr("perm"))
+    if sorted(perm) != list(range(x.rank)):
+        c.fail("attribute 'perm'", f"a permutation of 0..{x.rank - 1}", str(perm))
+    return [x.with_shape(x.shape[p] for p in perm)]
+
+
+@MIR.op("narrow", operands=["x"],
+        attrs=[int_attr("axis"), int_attr("start"), int_attr("len")])
+def narrow(c: Check) -> list[TensorInfo]:
+    """Contiguous slice ``x[..., start : start + len, ...]`` along ``axis`` (``Op::Narrow``).
+
+    Example::
+
+        %y = "rlx_mir.narrow"(%x) {axis = 1 : i64, len = 64 : i64, start = 64 : i64}
+            : (tensor<4x128xf32>) -> tensor<4x64xf32>
+    """
+    x = c["x"]
+    axis = checks.normalize_axis(c, "axis", c.attr("axis"), x.rank)
+    start, length = c.non_negative("start"), c.non_negative("len")
+    size = x.shape[axis]
+    if size is not None and start + length > size:
+        c.fail("attributes 'start', 'len'", f"start + len <= {size} (dim {axis} of {x})",
+               f"{start} + {length}")
+    shape = list(x.shape)
+    shape[axis] = length
+    return [x.with_shape(shape)]
+
+
+@MIR.op("concat", operands=[variadic("inputs")], attrs=[int_attr("axis")])
+def concat(c: Check) -> list[TensorInfo]:
+    """Concatenate along ``axis`` (``Op::Concat``); other dims must agree.
+
+    Example::
+
+        %y = "rlx_mir.concat"(%a, %b) {axis = 1 : i64}
+            : (tensor<64x128xf32>, tensor<64x128xf32>) -> tensor<64x256xf32>
+    """
+    if not c.variadic:
+        c.fail("operands", "at least 1", "0")
+    first = c.variadic[0]
+    axis = checks.normalize_axis(c, "axis", c.attr("axis"), first.rank)
+    shape = list(first.shape)
+    total: Dim = 0
+    for i, t in enumerate(c.variadic):
+        c.expect(t.dtype == first.dtype and t.rank == first.rank, f"operand #{i}",
+                 f"rank {first.rank} and element type {first.dtype} (as operand #0)", str(t))
+        for d in range(first.rank):
+            if d == axis:
+                continue
+            c.expect(dims_compatible(shape[d], t.shape[d]), f"operand #{i} dim {d}",
+                     f"{shape[d]} (as operand #0)", str(t))
+            shape[d] = merge_dim(shape[d], t.shape[d])
+        size = t.shape[axis]
+        total = None if total is None or size is None else total + size
+    shape[axis] = total
+    return [first.with_shape(shape)]
+
+
+@MIR.op("expand", operands=["x"],
+        attrs=[ints_attr("target_shape", "-1 keeps the (right-aligned) input dim")])
+def expand(c: Check) -> list[TensorInfo]:
+    """Broadcast to ``target_shape`` (``Op::Expand``, numpy rules; ``-1`` keeps the input
+    dim, which may be dynamic).
+
+    Example::
+
+        %y = "rlx_mir.expand"(%b) {target_shape = array<i64: 4, 128>}
+            : (tensor<128xf32>) -> tensor<4x128xf32>
+    """
+    x = c["x"]
+    target = list(c.attr("target_shape"))
+    if len(target) < x.rank or any(d < -1 or d == 0 for d in target):
+        c.fail("attribute 'target_shape'", f"at least {x.rank} sizes > 0 or -1", str(target))
+    offset = len(target) - x.rank
+    out: list[Dim] = []
+    for i, d in enumerate(target):
+        src = x.shape[i - offset] if i >= offset else 1
+        if d == -1:
+            if i < offset:
+                c.fail("attribute 'target_shape'", "-1 only over input dims", str(target))
+            out.append(src)
+            continue
+        if src not in (1, None, d):
+            c.fail(f"operand 'x' dim {i - offset}", f"1 or {d} (broadcast to {target})",
+                   str(x))
+        out.append(d)
+    return [x.with_shape(out)]
+
+
+@MIR.op("gather", operands=["table", "indices"], attrs=[int_attr("axis", default=0)])
+def gather(c: Check) -> list[TensorInfo]:
+    """Take rows along ``axis`` (``Op::Gather``, ONNX semantics):
+    ``y = table[:axis] + indices.shape + table[axis + 1:]``.
+
+    Indices may be f32-encoded (truncated toward zero, as in RLX) or integers; they are
+    clamped to ``[0, table.shape[axis] - 1]``.
+
+    Example::
+
+        %e = "rlx_mir.gather"(%embed, %ids) {axis = 0 : i64}
+            : (tensor<1000x64xf32>, tensor<1x?xf32>) -> tensor<1x?x64xf32>
+    """
+    table = c.min_rank("table", 1)
+    c.dtype("indices", INDEX_TYPES)
+    axis = checks.normalize_axis(c, "axis", c.attr("axis"), table.rank)
+    idx = c["indices"]
+    return [table.with_shape((*table.shape[:axis], *idx.shape, *table.shape[axis + 1:]))]

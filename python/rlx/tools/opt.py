@@ -1,0 +1,71 @@
+"""``rlx-opt``: read a HIR/MIR file, verify it, run named passes, print the result."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from rlx.dialects import verify_module
+from rlx.ir.diagnostics import RlxError
+from rlx.ir.text import parse_module, print_module
+from rlx.tools._cli import read_input, run, write_output
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="rlx-opt",
+        description="Parse and verify an rlx module (.hir / .mir, MLIR generic form) and "
+                    "print it in canonical form.")
+    p.add_argument("input", help="input file, or - for stdin")
+    p.add_argument("-o", "--output", help="output file (default: stdout)")
+    p.add_argument("--stage", choices=("hir", "mir"), default="hir",
+                   help="which ops the input may hold (default: hir, which includes the "
+                        "rlx_mir escape hatch)")
+    p.add_argument("--split-input-file", action="store_true",
+                   help="treat each '// -----' separated chunk as its own module; report "
+                        "every chunk's error (exit 1 if any failed)")
+    return p
+
+
+def _process(text: str, source: str, stage: str) -> str:
+    module = parse_module(text, source)
+    verify_module(module, stage)
+    return print_module(module)
+
+
+def _chunks(text: str) -> list[str]:
+    """Chunks separated by ``// -----`` lines, padded so line numbers match the file."""
+    out, current, first_line = [], [], 0
+    for i, line in enumerate(text.splitlines(keepends=True)):
+        if line.strip() == "// -----":
+            out.append("\n" * first_line + "".join(current))
+            current, first_line = [], i + 1
+        else:
+            current.append(line)
+    out.append("\n" * first_line + "".join(current))
+    return out
+
+
+def _main() -> int:
+    args = _parser().parse_args()
+    text, source = read_input(args.input)
+    if not args.split_input_file:
+        write_output(_process(text, source, args.stage), args.output)
+        return 0
+    results, failed = [], False
+    for chunk in _chunks(text):
+        try:
+            results.append(_process(chunk, source, args.stage))
+        except RlxError as e:
+            print(str(e), file=sys.stderr)
+            failed = True
+    write_output("// -----\n".join(results), args.output)
+    return 1 if failed else 0
+
+
+def main() -> None:
+    sys.exit(run(_main))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,225 @@
+"""Every schema check gives one VerifyError naming the op, its position, expected and found."""
+
+from __future__ import annotations
+
+import pytest
+
+import rlx
+from rlx.ir.diagnostics import VerifyError
+
+
+def one_op(op: str, operands: list[str], attrs: str, results: list[str],
+           label: str | None = None) -> str:
+    args = ", ".join(f"%a{i}: {t}" for i, t in enumerate(operands))
+    names = ", ".join(f"%a{i}" for i in range(len(operands)))
+    rtypes = ", ".join(results)
+    rtype = rtypes if len(results) == 1 else f"({rtypes})"
+    lhs = "%r = " if len(results) == 1 else f"%r:{len(results)} = " if results else ""
+    ret = "%r" if len(results) == 1 else ", ".join(f"%r#{i}" for i in range(len(results)))
+    loc = f' loc("{label}")' if label else ""
+    return (f"module @t {{\n  func.func @main({args}) -> {rtype or '()'} {{\n"
+            f'    {lhs}"{op}"({names}) {attrs} : ({", ".join(operands)}) -> {rtype or "()"}'
+            f"{loc}\n    return {ret + ' : ' + rtypes if results else ''}\n  }}\n}}\n")
+
+
+F = "f32"
+X = "tensor<4x16xf32>"
+W = "tensor<16x32xf32>"
+B = "tensor<32xf32>"
+Y = "tensor<4x32xf32>"
+V16 = "tensor<16xf32>"
+Q = "tensor<2x6x32xf32>"
+KV = "tensor<2x6x16xf32>"
+
+CASES = {
+    # operand counts, with the optional operands decided by attributes
+    "linear_bias_missing": ("rlx_hir.linear", [X, W], '{activation = "none", has_bias = true}',
+                            [Y], "expected 3 (x, weight, bias) for activation = \"none\", "
+                                 "has_bias = true, found 2"),
+    "linear_extra_bias": ("rlx_hir.linear", [X, W, B], '{activation = "none", has_bias = '
+                          'false}', [Y], "expected 2 (x, weight)"),
+    "attention_mask_missing": ("rlx_hir.attention", [Q, KV, KV],
+                               '{head_dim = 8 : i64, mask = "custom", num_heads = 4 : i64}',
+                               [Q], "expected 4 (q, k, v, mask)"),
+    "dequant_gguf_with_scales": ("rlx_hir.dequant_matmul",
+                                 ["tensor<1x256xf32>", "tensor<8x144xi8>", "tensor<8x8xf32>",
+                                  "tensor<8x8xf32>"], '{scheme = "gguf_q4_k"}',
+                                 ["tensor<1x8xf32>"], "expected 2 (x, w)"),
+    "dequant_legacy_without_scales": ("rlx_hir.dequant_matmul",
+                                      ["tensor<1x256xf32>", "tensor<256x8xi8>"],
+                                      '{block_size = 32 : i64, scheme = "int8"}',
+                                      ["tensor<1x8xf32>"], "expected 4 (x, w, scale, zp)"),
+    "gdn_carry_missing_state": ("rlx_hir.gated_delta_net",
+                                ["tensor<1x3x2x8xf32>"] * 3 + ["tensor<1x3x2xf32>"] * 2,
+                                '{carry_state = true, state_size = 8 : i64}',
+                                ["tensor<1x3x2x8xf32>", "tensor<1x2x8x8xf32>"],
+                                "expected 6 (q, k, v, g, beta, state)"),
+    "lstm_carry_missing_c0": ("rlx_hir.lstm",
+                              ["tensor<1x3x4xf32>", "tensor<32x4xf32>", "tensor<32x8xf32>",
+                               "tensor<32xf32>", "tensor<1x1x8xf32>"],
+                              '{bidirectional = false, carry = true, hidden_size = 8 : i64, '
+                              'num_layers = 1 : i64}',
+                              ["tensor<1x3x8xf32>"] , "expected 6 (x, w_ih, w_hh, bias, h0, c0)"),
+    "gru_results_without_carry": ("rlx_hir.gru",
+                                  ["tensor<1x3x4xf32>", "tensor<24x4xf32>", "tensor<24x8xf32>",
+                                   "tensor<24xf32>", "tensor<24xf32>"],
+                                  '{bidirectional = false, carry = false, hidden_size = 8 : '
+                                  'i64, num_layers = 1 : i64}',
+                                  ["tensor<1x3x8xf32>", "tensor<1x1x8xf32>"],
+                                  "results: expected 1 (y), found 2"),
+    # ranks and dtypes
+    "linear_weight_rank": ("rlx_hir.linear", [X, "tensor<16x32x1xf32>"],
+                           '{activation = "none", has_bias = false}', [Y],
+                           "operand 'weight': expected rank 2, found rank 3"),
+    "rms_norm_int": ("rlx_hir.rms_norm", ["tensor<4x16xi32>", V16, V16],
+                     "{eps = 1.0e-05 : f32}", ["tensor<4x16xi32>"],
+                     "operand 'x': expected element type bf16/f16/f32, found i32"),
+    "mixed_dtypes": ("rlx_hir.rms_norm", [X, "tensor<16xf16>", V16], "{eps = 1.0e-05 : f32}",
+                     [X], "operand 'gamma': expected element type f32 (as 'x'), found f16"),
+    "non_tensor": ("rlx_hir.rms_norm", ["f32", V16, V16], "{eps = 1.0e-05 : f32}", [X],
+                   "operand 'x': expected a ranked tensor"),
+    # shape agreement
+    "hidden_mismatch": ("rlx_hir.linear", [X, "tensor<8x32xf32>"],
+                        '{activation = "none", has_bias = false}', [Y],
+                        "operand 'weight' dim 0: expected 16 (the contraction size K"),
+    "bias_width": ("rlx_hir.linear", [X, W, "tensor<31xf32>"],
+                   '{activation = "none", has_bias = true}', [Y],
+                   "operand 'bias' dim 0: expected 32"),
+    "result_shape": ("rlx_hir.linear", [X, W], '{activation = "none", has_bias = false}',
+                     ["tensor<4x31xf32>"],
+                     "result 'y' type: expected tensor<4x32xf32>, found tensor<4x31xf32>"),
+    "heads_times_head_dim": ("rlx_hir.attention", [Q, KV, KV],
+                             '{head_dim = 8 : i64, mask = "none", num_heads = 3 : i64}', [Q],
+                             "operand 'q' dim -1: expected 24 (num_heads * head_dim)"),
+    "gqa_not_dividing": ("rlx_hir.attention", ["tensor<2x6x24xf32>", KV, KV],
+                         '{head_dim = 8 : i64, mask = "none", num_heads = 3 : i64}',
+                         ["tensor<2x6x24xf32>"],
+                         "operand 'k': expected a KV head count dividing num_heads = 3"),
+    "custom_mask_shape": ("rlx_hir.attention", [Q, KV, KV, "tensor<2x5xf32>"],
+                          '{head_dim = 8 : i64, mask = "custom", num_heads = 4 : i64}', [Q],
+                          "operand 'mask': expected shape [2, 6]"),
+    "sliding_without_window": ("rlx_hir.attention", [Q, KV, KV],
+                               '{head_dim = 8 : i64, mask = "sliding_window", num_heads = 4 : '
+                               'i64}', [Q], "attribute 'window': expected an integer"),
+    "window_without_sliding": ("rlx_hir.attention", [Q, KV, KV],
+                               '{head_dim = 8 : i64, mask = "causal", num_heads = 4 : i64, '
+                               'window = 3 : i64}', [Q],
+                               "attribute 'window': expected no such attribute"),
+    "n_rot_odd": ("rlx_hir.rope", [Q, "tensor<6x4xf32>", "tensor<6x4xf32>"],
+                  '{head_dim = 8 : i64, n_rot = 3 : i64, rope_style = "neox"}', [Q],
+                  "attribute 'n_rot': expected an even value in 1..8 (head_dim), found 3"),
+    "n_rot_too_big": ("rlx_hir.rope", [Q, "tensor<6x4xf32>", "tensor<6x4xf32>"],
+                      '{head_dim = 8 : i64, n_rot = 10 : i64, rope_style = "neox"}', [Q],
+                      "found 10"),
+    "rope_table_too_short": ("rlx_hir.rope", [Q, "tensor<5x4xf32>", "tensor<5x4xf32>"],
+                             '{head_dim = 8 : i64, n_rot = 8 : i64, rope_style = "neox"}',
+                             [Q], "operand 'cos' dim 0: expected >= 6 rows"),
+    "kernel_vs_pad": ("rlx_hir.depthwise_conv1d_causal",
+                      ["tensor<2x8x16xf32>", "tensor<16x1x1x3xf32>", "tensor<2x3x16xf32>"],
+                      "{kernel_size = 3 : i64}", ["tensor<2x8x16xf32>"],
+                      "operand 'left_pad': expected shape [2, 2, 16] ([B, kernel_size - 1, C]"),
+    "kernel_vs_weight": ("rlx_hir.depthwise_conv1d_causal",
+                         ["tensor<2x8x16xf32>", "tensor<16x1x1x4xf32>", "tensor<2x2x16xf32>"],
+                         "{kernel_size = 3 : i64}", ["tensor<2x8x16xf32>"],
+                         "operand 'weight': expected shape [16, 1, 1, 3]"),
+    "k_not_block_multiple": ("rlx_hir.dequant_matmul", ["tensor<1x100xf32>", "tensor<8x68xi8>"],
+                             '{scheme = "gguf_q8_0"}', ["tensor<1x8xf32>"],
+                             "operand 'x' dim -1: expected a multiple of 32 (the gguf_q8_0 "
+                             "block size), found K = 100"),
+    "gguf_row_bytes": ("rlx_hir.dequant_matmul", ["tensor<1x64xf32>", "tensor<8x64xi8>"],
+                       '{scheme = "gguf_q8_0"}', ["tensor<1x8xf32>"],
+                       "operand 'w' dim 1: expected 68 (bytes per row for K = 64"),
+    "legacy_block_divides_k": ("rlx_hir.dequant_matmul",
+                               ["tensor<1x100xf32>", "tensor<100x8xi8>", "tensor<4x8xf32>",
+                                "tensor<4x8xf32>"], '{block_size = 32 : i64, scheme = "int8"}',
+                               ["tensor<1x8xf32>"],
+                               "attribute 'block_size': expected a positive divisor of K = 100"),
+    "lstm_packed_size": ("rlx_hir.lstm",
+                         ["tensor<1x3x4xf32>", "tensor<31x4xf32>", "tensor<32x8xf32>",
+                          "tensor<32xf32>"],
+                         '{bidirectional = false, carry = false, hidden_size = 8 : i64, '
+                         'num_layers = 1 : i64}', ["tensor<1x3x8xf32>"],
+                         "operand 'w_ih': expected 128 elements"),
+    "gdn_state_shape": ("rlx_hir.gated_delta_net",
+                        ["tensor<1x3x2x8xf32>"] * 3 + ["tensor<1x3x2xf32>"] * 2
+                        + ["tensor<1x2x8x4xf32>"],
+                        '{carry_state = true, state_size = 8 : i64}',
+                        ["tensor<1x3x2x8xf32>", "tensor<1x2x8x8xf32>"],
+                        "operand 'state': expected shape [1, 2, 8, 8]"),
+    # attribute values
+    "bad_enum": ("rlx_hir.linear", [X, W], '{activation = "swish", has_bias = false}', [Y],
+                 "attribute 'activation': expected one of \"none\", \"gelu\""),
+    "eps_zero": ("rlx_hir.rms_norm", [X, V16, V16], "{eps = 0.0 : f32}", [X],
+                 "attribute 'eps': expected a value > 0, found 0.0"),
+    "eps_negative": ("rlx_hir.residual_rms_norm", [X, X, V16, V16], "{eps = -1.0 : f32}", [X],
+                     "attribute 'eps': expected a value > 0, found -1.0"),
+    "attr_kind": ("rlx_hir.rms_norm", [X, V16, V16], '{eps = "small"}', [X],
+                  "attribute 'eps': expected a float"),
+    "missing_attr": ("rlx_hir.rms_norm", [X, V16, V16], "{}", [X],
+                     "attribute 'eps': expected a float attribute, found none"),
+    "unknown_attr": ("rlx_hir.rms_norm", [X, V16, V16], "{eps = 1.0e-05 : f32, epsilon = 1}",
+                     [X], "attribute 'epsilon': expected only the attributes of this op (eps)"),
+    "nkv_divides": ("rlx_hir.llama_decoder_block", ["tensor<1x4x32xf32>"] + [V16] * 13,
+                    '{eps = 1.0e-05 : f32, head_dim = 8 : i64, mask = "causal", num_heads = 4 '
+                    ': i64, num_kv_heads = 3 : i64, rope_style = "neox"}',
+                    ["tensor<1x4x32xf32>"],
+                    "attribute 'num_kv_heads': expected a divisor of num_heads = 4, found 3"),
+    "unknown_op": ("rlx_hir.nope", [X], "{}", [X], "unknown op 'rlx_hir.nope'"),
+    "foreign_op": ("arith.addf", [X, X], "", [X], "found 'arith.addf'"),
+    # escape hatch ops are checked against the MIR schemas
+    "mir_broadcast": ("rlx_mir.binary", [X, "tensor<3x16xf32>"], '{kind = "add"}', [X],
+                      "operand 'rhs' dim 0: expected 4 or 1 (numpy broadcasting"),
+    "mir_reshape": ("rlx_mir.reshape", [X], "{new_shape = array<i64: 5, -1>}",
+                    ["tensor<5x?xf32>"], "attribute 'new_shape': expected sizes whose product "
+                                         "divides 64"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_schema_violation_is_one_clear_error(case: str) -> None:
+    op, operands, attrs, results, fragment = CASES[case]
+    text = one_op(op, operands, attrs, results)
+    with pytest.raises(rlx.RlxError) as info:
+        rlx.HirModule.parse(text, "t.hir")
+    message = str(info.value)
+    assert fragment in message
+    assert message.startswith("t.hir:3:"), message
+    assert "\n" not in message
+
+
+def test_error_names_label_and_position() -> None:
+    text = one_op("rlx_hir.rms_norm", [X, V16, V16], "{eps = 0.0 : f32}", [X], label="ln1")
+    with pytest.raises(VerifyError) as info:
+        rlx.HirModule.parse(text, "model.hir")
+    e = info.value
+    assert (e.source, e.label, e.op_name) == ("model.hir:3:10", "ln1", "rlx_hir.rms_norm")
+    assert str(e).startswith("model.hir:3:10: error: 'rlx_hir.rms_norm' \"ln1\": attribute 'eps'")
+
+
+def test_builder_rejects_bad_shapes_before_creating_the_op() -> None:
+    h = rlx.HirModule("m")
+    x = h.input("x", (None, 16))
+    w = h.param("w", (8, 32))
+    n = len(h)
+    with pytest.raises(VerifyError, match="operand 'weight' dim 0: expected 16"):
+        h.linear(x, w)
+    assert len(h) == n
+    with pytest.raises(VerifyError, match=r"out_shape: expected a shape compatible with the "
+                                          r"inferred tensor<\?x32xf32>"):
+        h.linear(x, h.param("w2", (16, 32)), out_shape=(None, 31))
+
+
+def test_builder_value_errors() -> None:
+    h, other = rlx.HirModule("a"), rlx.HirModule("b")
+    x = other.input("x", (2, 16))
+    g = h.param("g", (16,))
+    with pytest.raises(rlx.BuildError, match="belongs to another HirModule"):
+        h.rms_norm(x, g, g)
+    with pytest.raises(rlx.BuildError, match="dynamic dim; found -3"):
+        h.input("y", (-3, 4))
+    with pytest.raises(rlx.BuildError, match="unknown MIR op 'nope'"):
+        h.mir("nope", [g])
+    with pytest.raises(rlx.BuildError, match="unknown attribute"):
+        h.mir("softmax", [g], axiz=0)
+    with pytest.raises(rlx.BuildError, match="fusion policy"):
+        h.fusion_policy = "greedy"
