@@ -579,15 +579,16 @@ irdl.dialect @rlx_mir {
     irdl.results(y: %out0, final_state: optional %out1)
     irdl.attributes {"state_size" = %state_size, "carry_state" = %carry_state}
   }
-  // Take rows along ``axis`` (``Op::Gather``, ONNX semantics): ``y = table[:axis] + indices.shape + table[axis + 1:]``.
+  // Take slices along ``axis`` (``Op::Gather``, ONNX / ``tf.gather`` semantics): ``y = table[:axis] + indices[batch_dims:] + table[axis + 1:]``.
   irdl.operation @gather {
     %axis = irdl.base "#builtin.integer"
+    %batch_dims = irdl.base "#builtin.integer"
     %in0 = irdl.base "!builtin.tensor"
     %in1 = irdl.base "!builtin.tensor"
     %out0 = irdl.base "!builtin.tensor"
     irdl.operands(table: %in0, indices: %in1)
     irdl.results(y: %out0)
-    irdl.attributes {"axis" = %axis}
+    irdl.attributes {"axis" = %axis, "batch_dims" = %batch_dims}
   }
   // Packed multi-layer GRU (``Op::Gru``); as ``rlx_hir.gru``.
   irdl.operation @gru {

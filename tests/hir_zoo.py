@@ -197,6 +197,7 @@ def _mir_blocks(h: rlx.HirModule) -> list[rlx.HirValue]:
                score_scale=0.5, attn_logit_softcap=30.0)
     ids = h.input("ids", (2, 6), "i32")
     emb = h.mir("gather", [w, ids], axis=0)
+    pick = h.mir("gather", [x, h.input("last", (2, 1), "i32")], axis=1, batch_dims=1)
     ex = h.mir("expand", [b], target_shape=[2, 6, 32])
     cs = h.mir("cumsum", [ex], axis=1, exclusive=True)
     img = h.input("img", (2, 4, 8, 8))
@@ -205,7 +206,7 @@ def _mir_blocks(h: rlx.HirModule) -> list[rlx.HirValue]:
                dilation=[1, 1], groups=2)
     xq = h.input("xq", (1, 64))
     dq = h.mir("dequant_matmul", [xq, h.param("wq", (16, 68), "i8")], scheme="gguf_q8_0")
-    return [at, sw, emb, cs, cv, dq]
+    return [at, sw, emb, pick, cs, cv, dq]
 
 
 def _mir_scans(h: rlx.HirModule) -> list[rlx.HirValue]:

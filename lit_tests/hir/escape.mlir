@@ -37,7 +37,7 @@ module @mir_escape attributes {rlx.fusion_policy = "direct"} {
 // -----
 
 // CHECK-LABEL: module @mir_blocks attributes {rlx.fusion_policy = "direct"} {
-// CHECK-NEXT: func.func @main(%arg0: tensor<2x6x32xf32> {rlx.name = "x"}, %arg1: tensor<6x4xf32> {rlx.name = "cos"}, %arg2: tensor<6x4xf32> {rlx.name = "sin"}, %arg3: tensor<2x6xi32> {rlx.name = "ids"}, %arg4: tensor<2x4x8x8xf32> {rlx.name = "img"}, %arg5: tensor<1x64xf32> {rlx.name = "xq"}) -> (tensor<2x6x32xf32>, tensor<2x6x16xf32>, tensor<2x6x32xf32>, tensor<2x6x32xf32>, tensor<2x8x8x8xf32>, tensor<1x16xf32>) {
+// CHECK-NEXT: func.func @main(%arg0: tensor<2x6x32xf32> {rlx.name = "x"}, %arg1: tensor<6x4xf32> {rlx.name = "cos"}, %arg2: tensor<6x4xf32> {rlx.name = "sin"}, %arg3: tensor<2x6xi32> {rlx.name = "ids"}, %arg4: tensor<2x1xi32> {rlx.name = "last"}, %arg5: tensor<2x4x8x8xf32> {rlx.name = "img"}, %arg6: tensor<1x64xf32> {rlx.name = "xq"}) -> (tensor<2x6x32xf32>, tensor<2x6x16xf32>, tensor<2x6x32xf32>, tensor<2x1x32xf32>, tensor<2x6x32xf32>, tensor<2x8x8x8xf32>, tensor<1x16xf32>) {
 // CHECK-NEXT: %0 = "rlx_hir.param"() {name = "w"} : () -> tensor<32x32xf32>
 // CHECK-NEXT: %1 = "rlx_hir.param"() {name = "b"} : () -> tensor<32xf32>
 // CHECK-NEXT: %2 = "rlx_hir.param"() {name = "g"} : () -> tensor<32xf32>
@@ -49,16 +49,17 @@ module @mir_escape attributes {rlx.fusion_policy = "direct"} {
 // CHECK-NEXT: %8 = "rlx_mir.rms_norm"(%7, %2, %1) {axis = -1 : i64, eps = 9.99999997E-7 : f32} : (tensor<2x6x32xf32>, tensor<32xf32>, tensor<32xf32>) -> tensor<2x6x32xf32>
 // CHECK-NEXT: %9 = "rlx_mir.rope"(%8, %arg1, %arg2) {head_dim = 8 : i64, n_rot = 8 : i64, style = "gptj"} : (tensor<2x6x32xf32>, tensor<6x4xf32>, tensor<6x4xf32>) -> tensor<2x6x32xf32>
 // CHECK-NEXT: %10 = "rlx_mir.attention"(%9, %9, %9) {attn_logit_softcap = 3.000000e+01 : f32, head_dim = 8 : i64, mask_kind = "causal", num_heads = 4 : i64, score_scale = 5.000000e-01 : f32} : (tensor<2x6x32xf32>, tensor<2x6x32xf32>, tensor<2x6x32xf32>) -> tensor<2x6x32xf32>
-// CHECK-NEXT: %11 = "rlx_mir.gather"(%0, %arg3) {axis = 0 : i64} : (tensor<32x32xf32>, tensor<2x6xi32>) -> tensor<2x6x32xf32>
-// CHECK-NEXT: %12 = "rlx_mir.expand"(%1) {target_shape = array<i64: 2, 6, 32>} : (tensor<32xf32>) -> tensor<2x6x32xf32>
-// CHECK-NEXT: %13 = "rlx_mir.cumsum"(%12) {axis = 1 : i64, exclusive = true} : (tensor<2x6x32xf32>) -> tensor<2x6x32xf32>
-// CHECK-NEXT: %14 = "rlx_hir.param"() {name = "cw"} : () -> tensor<8x2x3x3xf32>
-// CHECK-NEXT: %15 = "rlx_mir.conv"(%arg4, %14) {dilation = array<i64: 1, 1>, groups = 2 : i64, kernel_size = array<i64: 3, 3>, padding = array<i64: 1, 1>, stride = array<i64: 1, 1>} : (tensor<2x4x8x8xf32>, tensor<8x2x3x3xf32>) -> tensor<2x8x8x8xf32>
-// CHECK-NEXT: %16 = "rlx_hir.param"() {name = "wq"} : () -> tensor<16x68xi8>
-// CHECK-NEXT: %17 = "rlx_mir.dequant_matmul"(%arg5, %16) {scheme = "gguf_q8_0"} : (tensor<1x64xf32>, tensor<16x68xi8>) -> tensor<1x16xf32>
-// CHECK-NEXT: return %10, %5, %11, %13, %15, %17 : tensor<2x6x32xf32>, tensor<2x6x16xf32>, tensor<2x6x32xf32>, tensor<2x6x32xf32>, tensor<2x8x8x8xf32>, tensor<1x16xf32>
+// CHECK-NEXT: %11 = "rlx_mir.gather"(%0, %arg3) {axis = 0 : i64, batch_dims = 0 : i64} : (tensor<32x32xf32>, tensor<2x6xi32>) -> tensor<2x6x32xf32>
+// CHECK-NEXT: %12 = "rlx_mir.gather"(%arg0, %arg4) {axis = 1 : i64, batch_dims = 1 : i64} : (tensor<2x6x32xf32>, tensor<2x1xi32>) -> tensor<2x1x32xf32>
+// CHECK-NEXT: %13 = "rlx_mir.expand"(%1) {target_shape = array<i64: 2, 6, 32>} : (tensor<32xf32>) -> tensor<2x6x32xf32>
+// CHECK-NEXT: %14 = "rlx_mir.cumsum"(%13) {axis = 1 : i64, exclusive = true} : (tensor<2x6x32xf32>) -> tensor<2x6x32xf32>
+// CHECK-NEXT: %15 = "rlx_hir.param"() {name = "cw"} : () -> tensor<8x2x3x3xf32>
+// CHECK-NEXT: %16 = "rlx_mir.conv"(%arg5, %15) {dilation = array<i64: 1, 1>, groups = 2 : i64, kernel_size = array<i64: 3, 3>, padding = array<i64: 1, 1>, stride = array<i64: 1, 1>} : (tensor<2x4x8x8xf32>, tensor<8x2x3x3xf32>) -> tensor<2x8x8x8xf32>
+// CHECK-NEXT: %17 = "rlx_hir.param"() {name = "wq"} : () -> tensor<16x68xi8>
+// CHECK-NEXT: %18 = "rlx_mir.dequant_matmul"(%arg6, %17) {scheme = "gguf_q8_0"} : (tensor<1x64xf32>, tensor<16x68xi8>) -> tensor<1x16xf32>
+// CHECK-NEXT: return %10, %5, %11, %12, %14, %16, %18 : tensor<2x6x32xf32>, tensor<2x6x16xf32>, tensor<2x6x32xf32>, tensor<2x1x32xf32>, tensor<2x6x32xf32>, tensor<2x8x8x8xf32>, tensor<1x16xf32>
 module @mir_blocks attributes {rlx.fusion_policy = "direct"} {
-  func.func @main(%arg0: tensor<2x6x32xf32> {rlx.name = "x"}, %arg1: tensor<6x4xf32> {rlx.name = "cos"}, %arg2: tensor<6x4xf32> {rlx.name = "sin"}, %arg3: tensor<2x6xi32> {rlx.name = "ids"}, %arg4: tensor<2x4x8x8xf32> {rlx.name = "img"}, %arg5: tensor<1x64xf32> {rlx.name = "xq"}) -> (tensor<2x6x32xf32>, tensor<2x6x16xf32>, tensor<2x6x32xf32>, tensor<2x6x32xf32>, tensor<2x8x8x8xf32>, tensor<1x16xf32>) {
+  func.func @main(%arg0: tensor<2x6x32xf32> {rlx.name = "x"}, %arg1: tensor<6x4xf32> {rlx.name = "cos"}, %arg2: tensor<6x4xf32> {rlx.name = "sin"}, %arg3: tensor<2x6xi32> {rlx.name = "ids"}, %arg4: tensor<2x1xi32> {rlx.name = "last"}, %arg5: tensor<2x4x8x8xf32> {rlx.name = "img"}, %arg6: tensor<1x64xf32> {rlx.name = "xq"}) -> (tensor<2x6x32xf32>, tensor<2x6x16xf32>, tensor<2x6x32xf32>, tensor<2x1x32xf32>, tensor<2x6x32xf32>, tensor<2x8x8x8xf32>, tensor<1x16xf32>) {
     %0 = "rlx_hir.param"() {name = "w"} : () -> tensor<32x32xf32>
     %1 = "rlx_hir.param"() {name = "b"} : () -> tensor<32xf32>
     %2 = "rlx_hir.param"() {name = "g"} : () -> tensor<32xf32>
@@ -70,14 +71,15 @@ module @mir_blocks attributes {rlx.fusion_policy = "direct"} {
     %8 = "rlx_mir.rms_norm"(%7, %2, %1) {axis = -1 : i64, eps = 9.99999997E-7 : f32} : (tensor<2x6x32xf32>, tensor<32xf32>, tensor<32xf32>) -> tensor<2x6x32xf32>
     %9 = "rlx_mir.rope"(%8, %arg1, %arg2) {head_dim = 8 : i64, n_rot = 8 : i64, style = "gptj"} : (tensor<2x6x32xf32>, tensor<6x4xf32>, tensor<6x4xf32>) -> tensor<2x6x32xf32>
     %10 = "rlx_mir.attention"(%9, %9, %9) {attn_logit_softcap = 3.000000e+01 : f32, head_dim = 8 : i64, mask_kind = "causal", num_heads = 4 : i64, score_scale = 5.000000e-01 : f32} : (tensor<2x6x32xf32>, tensor<2x6x32xf32>, tensor<2x6x32xf32>) -> tensor<2x6x32xf32>
-    %11 = "rlx_mir.gather"(%0, %arg3) {axis = 0 : i64} : (tensor<32x32xf32>, tensor<2x6xi32>) -> tensor<2x6x32xf32>
-    %12 = "rlx_mir.expand"(%1) {target_shape = array<i64: 2, 6, 32>} : (tensor<32xf32>) -> tensor<2x6x32xf32>
-    %13 = "rlx_mir.cumsum"(%12) {axis = 1 : i64, exclusive = true} : (tensor<2x6x32xf32>) -> tensor<2x6x32xf32>
-    %14 = "rlx_hir.param"() {name = "cw"} : () -> tensor<8x2x3x3xf32>
-    %15 = "rlx_mir.conv"(%arg4, %14) {dilation = array<i64: 1, 1>, groups = 2 : i64, kernel_size = array<i64: 3, 3>, padding = array<i64: 1, 1>, stride = array<i64: 1, 1>} : (tensor<2x4x8x8xf32>, tensor<8x2x3x3xf32>) -> tensor<2x8x8x8xf32>
-    %16 = "rlx_hir.param"() {name = "wq"} : () -> tensor<16x68xi8>
-    %17 = "rlx_mir.dequant_matmul"(%arg5, %16) {scheme = "gguf_q8_0"} : (tensor<1x64xf32>, tensor<16x68xi8>) -> tensor<1x16xf32>
-    return %10, %5, %11, %13, %15, %17 : tensor<2x6x32xf32>, tensor<2x6x16xf32>, tensor<2x6x32xf32>, tensor<2x6x32xf32>, tensor<2x8x8x8xf32>, tensor<1x16xf32>
+    %11 = "rlx_mir.gather"(%0, %arg3) {axis = 0 : i64, batch_dims = 0 : i64} : (tensor<32x32xf32>, tensor<2x6xi32>) -> tensor<2x6x32xf32>
+    %12 = "rlx_mir.gather"(%arg0, %arg4) {axis = 1 : i64, batch_dims = 1 : i64} : (tensor<2x6x32xf32>, tensor<2x1xi32>) -> tensor<2x1x32xf32>
+    %13 = "rlx_mir.expand"(%1) {target_shape = array<i64: 2, 6, 32>} : (tensor<32xf32>) -> tensor<2x6x32xf32>
+    %14 = "rlx_mir.cumsum"(%13) {axis = 1 : i64, exclusive = true} : (tensor<2x6x32xf32>) -> tensor<2x6x32xf32>
+    %15 = "rlx_hir.param"() {name = "cw"} : () -> tensor<8x2x3x3xf32>
+    %16 = "rlx_mir.conv"(%arg5, %15) {dilation = array<i64: 1, 1>, groups = 2 : i64, kernel_size = array<i64: 3, 3>, padding = array<i64: 1, 1>, stride = array<i64: 1, 1>} : (tensor<2x4x8x8xf32>, tensor<8x2x3x3xf32>) -> tensor<2x8x8x8xf32>
+    %17 = "rlx_hir.param"() {name = "wq"} : () -> tensor<16x68xi8>
+    %18 = "rlx_mir.dequant_matmul"(%arg6, %17) {scheme = "gguf_q8_0"} : (tensor<1x64xf32>, tensor<16x68xi8>) -> tensor<1x16xf32>
+    return %10, %5, %11, %12, %14, %16, %18 : tensor<2x6x32xf32>, tensor<2x6x16xf32>, tensor<2x6x32xf32>, tensor<2x1x32xf32>, tensor<2x6x32xf32>, tensor<2x8x8x8xf32>, tensor<1x16xf32>
   }
 }
 

@@ -1,5 +1,7 @@
 """rlx: block-level ML models as MLIR (``rlx_hir`` / ``rlx_mir``), compiled with IREE."""
 
+from rlx import runtime as runtime
+from rlx.compiler import compile as compile
 from rlx.dialects.builder import HirModule as HirModule
 from rlx.dialects.builder import HirValue as HirValue
 from rlx.dialects.builder import load_hir as load_hir

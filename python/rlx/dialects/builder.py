@@ -17,7 +17,7 @@ from iree.compiler import ir
 
 from rlx.dialects import FUSION_POLICY_ATTR, HIR, MIR, fusion_policy, lookup, verify_module
 from rlx.dialects.enums import FUSION_POLICIES
-from rlx.dialects.schema import OpSchema, decode, encode_attr, validate
+from rlx.dialects.schema import OpSchema, create, decode, validate, with_defaults
 from rlx.ir.context import new_context
 from rlx.ir.diagnostics import BuildError, VerifyError
 from rlx.ir.locations import label_loc, label_of, relabel
@@ -167,13 +167,6 @@ class HirModule:
         label: str | None = None,
         default_label: bool = True,
     ) -> list[HirValue]:
-        values = {}
-        for a in schema.attrs:
-            v = attrs.get(a.name)
-            if v is None and a.has_default and a.present(values):
-                v = a.default
-            if v is not None:
-                values[a.name] = v
         unknown = set(attrs) - {a.name for a in schema.attrs}
         if unknown:
             known = ", ".join(a.name for a in schema.attrs) or "none"
@@ -182,27 +175,22 @@ class HirModule:
         present = [o for o in operands if o is not None]
         ir_operands = [self._check_value(o, f"{schema.full_name} operand #{i}")
                        for i, o in enumerate(present)]
-        types = [TensorInfo.from_mlir(v.type) for v in ir_operands]
         if label is None and default_label:
-            label = schema.default_label(values)
-        declared = [out_shape] if isinstance(out_shape, TensorInfo) else []
-        results = validate(schema, types, values, label=label, declared=declared)
-        if out_shape is not None and not isinstance(out_shape, TensorInfo):
-            want = results[0].with_shape(_dims(out_shape))
-            if not want.compatible(results[0]):
+            label = schema.default_label(with_defaults(schema, attrs))
+        results: list[TensorInfo] | None = None
+        if isinstance(out_shape, TensorInfo):
+            results = [out_shape]
+        elif out_shape is not None:
+            types = [TensorInfo.from_mlir(v.type) for v in ir_operands]
+            inferred = validate(schema, types, with_defaults(schema, attrs), label=label)
+            want = inferred[0].with_shape(_dims(out_shape))
+            if not want.compatible(inferred[0]):
                 raise VerifyError(schema.full_name, "out_shape", f"a shape compatible with "
-                                  f"the inferred {results[0]}", str(want), label=label)
-            results[0] = want
+                                  f"the inferred {inferred[0]}", str(want), label=label)
+            results = [want, *inferred[1:]]
         with self._ctx:
-            op = ir.Operation.create(
-                schema.full_name,
-                results=[r.mlir() for r in results],
-                operands=ir_operands,
-                attributes={a.name: encode_attr(a, values[a.name])
-                            for a in schema.attrs if a.name in values},
-                loc=label_loc(label),
-                ip=ir.InsertionPoint(self._terminator),
-            )
+            op = create(schema, ir_operands, attrs, loc=label_loc(label), label=label,
+                        ip=ir.InsertionPoint(self._terminator), results=results)
         self._nodes.append(op)
         return [HirValue(self, r) for r in op.results]
 

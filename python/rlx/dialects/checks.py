@@ -167,7 +167,7 @@ def attention_layout(c: Check, num_heads: int, head_dim: int) -> AttentionLayout
 
 
 def attention_mask(c: Check, kind: str, mask: str, layout: AttentionLayout,
-                   num_heads: int) -> None:
+                   num_heads: int, like: str = "q") -> None:
     """The mask operand: custom ``[B, S_k]`` (1 = keep), bias ``[B, H, S, S_k]`` (added)."""
     if kind == "sliding_window" and c.attr("window") < 0:
         c.fail("attribute 'window'", "a value >= 0", str(c.attr("window")))
@@ -179,7 +179,7 @@ def attention_mask(c: Check, kind: str, mask: str, layout: AttentionLayout,
                  "a float (1.0 = keep) or i1 (true = keep) tensor", str(t))
         c.shape(mask, (layout.batch, layout.seq_k), "[B, S_k]: one keep flag per key")
     else:
-        float_operands(c, "q", mask)
+        float_operands(c, like, mask)
         c.shape(mask, (layout.batch, num_heads, layout.seq_q, layout.seq_k),
                 "[B, num_heads, S, S_k]: an additive bias per score")
 

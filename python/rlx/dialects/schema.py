@@ -420,6 +420,51 @@ def _article(kind: AttrKind) -> str:
     return "n" if kind.value[0] in "aeiou" else ""
 
 
+def with_defaults(schema: OpSchema, attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """``attrs`` plus the builder defaults of absent attributes (None means absent)."""
+    values: dict[str, Any] = {}
+    for a in schema.attrs:
+        v = attrs.get(a.name)
+        if v is None and a.has_default and a.present(values):
+            v = a.default
+        if v is not None:
+            values[a.name] = v
+    return values
+
+
+def create(
+    schema: OpSchema,
+    operands: Sequence[ir.Value],
+    attrs: Mapping[str, Any],
+    *,
+    loc: ir.Location | None = None,
+    ip: ir.InsertionPoint | None = None,
+    label: str | None = None,
+    results: Sequence[TensorInfo] | None = None,
+) -> ir.Operation:
+    """Verify and create one op (at ``ip`` / ``loc``, or the current ones).
+
+    ``results`` overrides the inferred result types (they must be compatible)."""
+    values = with_defaults(schema, attrs)
+    types = [TensorInfo.from_mlir(v.type) for v in operands]
+    inferred = validate(schema, types, values, label=label, declared=results or ())
+    if results is not None and schema.operands:
+        for i, (want, got) in enumerate(zip(results, inferred, strict=True)):
+            if not want.compatible(got):
+                raise VerifyError(schema.full_name, f"result #{i}", str(got), str(want),
+                                  label=label)
+        inferred = list(results)
+    return ir.Operation.create(
+        schema.full_name,
+        results=[r.mlir() for r in inferred],
+        operands=list(operands),
+        attributes={a.name: encode_attr(a, values[a.name]) for a in schema.attrs
+                    if a.name in values},
+        loc=loc,
+        ip=ip,
+    )
+
+
 # --------------------------------------------------------------------------------------
 # Attributes <-> MLIR
 # --------------------------------------------------------------------------------------

@@ -5,32 +5,53 @@ from __future__ import annotations
 import argparse
 import sys
 
+from rlx.compiler import TARGETS, TargetConfig
 from rlx.dialects import verify_module
 from rlx.ir.diagnostics import RlxError
 from rlx.ir.text import parse_module, print_module
+from rlx.lowering import PASSES, run_passes
+from rlx.lowering.registry import ATTENTION_LOWERINGS
 from rlx.tools._cli import read_input, run, write_output
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="rlx-opt",
-        description="Parse and verify an rlx module (.hir / .mir, MLIR generic form) and "
-                    "print it in canonical form.")
+        description="Parse and verify an rlx module (.hir / .mir, MLIR generic form), run "
+                    "named passes, print the result (canonical rlx text, or MLIR with "
+                    "locations after mir-to-linalg).")
     p.add_argument("input", help="input file, or - for stdin")
     p.add_argument("-o", "--output", help="output file (default: stdout)")
     p.add_argument("--stage", choices=("hir", "mir"), default="hir",
                    help="which ops the input may hold (default: hir, which includes the "
                         "rlx_mir escape hatch)")
+    p.add_argument("--pass", dest="passes", action="append", default=[],
+                   choices=sorted(PASSES), metavar="NAME",
+                   help="run a named pass (repeatable, in order): "
+                        + ", ".join(sorted(PASSES)))
+    p.add_argument("--target", choices=TARGETS, default="llvm-cpu",
+                   help="target whose lowering choices mir-to-linalg uses (default llvm-cpu)")
+    p.add_argument("--attention", choices=ATTENTION_LOWERINGS,
+                   help="attention lowering for mir-to-linalg (default: the target's)")
     p.add_argument("--split-input-file", action="store_true",
                    help="treat each '// -----' separated chunk as its own module; report "
                         "every chunk's error (exit 1 if any failed)")
     return p
 
 
-def _process(text: str, source: str, stage: str) -> str:
+def _process(text: str, source: str, args: argparse.Namespace) -> str:
     module = parse_module(text, source)
+    stage = args.stage
+    if args.passes and args.passes[0] == "mir-to-linalg":
+        stage = "mir"
     verify_module(module, stage)
-    return print_module(module)
+    if not args.passes:
+        return print_module(module)
+    options = TargetConfig(target=args.target, attention=args.attention).lowering
+    run_passes(module, args.passes, options)
+    if args.passes[-1] == "hir-to-mir":
+        return print_module(module)
+    return module.operation.get_asm(enable_debug_info=True, use_local_scope=True)
 
 
 def _chunks(text: str) -> list[str]:
@@ -50,12 +71,12 @@ def _main() -> int:
     args = _parser().parse_args()
     text, source = read_input(args.input)
     if not args.split_input_file:
-        write_output(_process(text, source, args.stage), args.output)
+        write_output(_process(text, source, args), args.output)
         return 0
     results, failed = [], False
     for chunk in _chunks(text):
         try:
-            results.append(_process(chunk, source, args.stage))
+            results.append(_process(chunk, source, args))
         except RlxError as e:
             print(str(e), file=sys.stderr)
             failed = True

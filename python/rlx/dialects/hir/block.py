@@ -71,7 +71,7 @@ def llama_decoder_block(c: Check) -> list[TensorInfo]:
     c.shape("down_w", (f, e), "[F, E]")
     checks.rope_tables(c, "cos", "sin", x.shape[1], hd, "x")
     layout = checks.AttentionLayout(3, False, x.shape[0], x.shape[1], x.shape[1], nkv)
-    checks.attention_mask(c, c.attr("mask"), "mask", layout, nh)
+    checks.attention_mask(c, c.attr("mask"), "mask", layout, nh, like="x")
     return [x]
 
 
@@ -123,6 +123,8 @@ def qwen35_mtp_head(c: Check) -> list[TensorInfo]:
     c.rank("h_pre_norm", 3)
     c.dim("h_pre_norm", 2, e, "n_embd")
     b, s = h.shape[0], h.shape[1]
+    if b is None:
+        c.fail("operand 'h_pre_norm' dim 0", "a static batch size", str(h))
     c.dtype("input_ids", INDEX_TYPES)
     c.shape("input_ids", (b, s), "[B, S] token ids")
     c.dtype("last_token_idx", INDEX_TYPES)

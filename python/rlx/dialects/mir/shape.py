@@ -141,21 +141,34 @@ def expand(c: Check) -> list[TensorInfo]:
     return [x.with_shape(out)]
 
 
-@MIR.op("gather", operands=["table", "indices"], attrs=[int_attr("axis", default=0)])
+@MIR.op("gather", operands=["table", "indices"],
+        attrs=[int_attr("axis", default=0),
+               int_attr("batch_dims", "leading dims shared by table and indices",
+                        default=0)])
 def gather(c: Check) -> list[TensorInfo]:
-    """Take rows along ``axis`` (``Op::Gather``, ONNX semantics):
-    ``y = table[:axis] + indices.shape + table[axis + 1:]``.
+    """Take slices along ``axis`` (``Op::Gather``, ONNX / ``tf.gather`` semantics):
+    ``y = table[:axis] + indices[batch_dims:] + table[axis + 1:]``.
 
-    Indices may be f32-encoded (truncated toward zero, as in RLX) or integers; they are
-    clamped to ``[0, table.shape[axis] - 1]``.
+    With ``batch_dims = 0`` (RLX's op) every index selects from the whole table; with
+    ``batch_dims = b`` the first ``b`` dims of table and indices are shared, so
+    ``y[i0, j, ...] = table[i0, indices[i0, j], ...]`` (a per-batch row pick). Indices may
+    be f32-encoded (truncated toward zero, as in RLX) or integers; they are clamped to
+    ``[0, table.shape[axis] - 1]``.
 
     Example::
 
-        %e = "rlx_mir.gather"(%embed, %ids) {axis = 0 : i64}
+        %e = "rlx_mir.gather"(%embed, %ids) {axis = 0 : i64, batch_dims = 0 : i64}
             : (tensor<1000x64xf32>, tensor<1x?xf32>) -> tensor<1x?x64xf32>
     """
     table = c.min_rank("table", 1)
     c.dtype("indices", INDEX_TYPES)
     axis = checks.normalize_axis(c, "axis", c.attr("axis"), table.rank)
     idx = c["indices"]
-    return [table.with_shape((*table.shape[:axis], *idx.shape, *table.shape[axis + 1:]))]
+    batch = c.attr("batch_dims")
+    if not 0 <= batch <= min(axis, idx.rank):
+        c.fail("attribute 'batch_dims'", f"a value in 0..{min(axis, idx.rank)} (<= axis and "
+               "the indices' rank)", str(batch))
+    for d in range(batch):
+        c.dim("indices", d, table.shape[d], f"table dim {d} (a batch dim)")
+    return [table.with_shape((*table.shape[:axis], *idx.shape[batch:],
+                              *table.shape[axis + 1:]))]

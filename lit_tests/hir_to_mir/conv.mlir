@@ -1,0 +1,17 @@
+// hir-to-mir for depthwise_conv1d_causal: the spec's chain (concat, transpose, reshape,
+// grouped conv with a [1, K] kernel, reshape, transpose).
+// RUN: %rlx-opt --pass=hir-to-mir %s | FileCheck %s
+
+// CHECK-LABEL: module @dwconv
+// CHECK:      %[[P:.*]] = "rlx_mir.concat"(%arg2, %arg0) {axis = 1 : i64} {{.*}} -> tensor<2x?x16xf32> loc("conv")
+// CHECK-NEXT: %[[T:.*]] = "rlx_mir.transpose"(%[[P]]) {perm = array<i64: 0, 2, 1>} {{.*}} loc("conv")
+// CHECK-NEXT: %[[R:.*]] = "rlx_mir.reshape"(%[[T]]) {new_shape = array<i64: 2, 16, 1, -1>} {{.*}} loc("conv")
+// CHECK-NEXT: %[[C:.*]] = "rlx_mir.conv"(%[[R]], %arg1) {dilation = array<i64: 1, 1>, groups = 16 : i64, kernel_size = array<i64: 1, 3>, padding = array<i64: 0, 0>, stride = array<i64: 1, 1>} {{.*}} loc("conv")
+// CHECK-NEXT: %[[R2:.*]] = "rlx_mir.reshape"(%[[C]]) {new_shape = array<i64: 2, 16, -1>} {{.*}} loc("conv")
+// CHECK-NEXT: "rlx_mir.transpose"(%[[R2]]) {perm = array<i64: 0, 2, 1>} {{.*}} -> tensor<2x?x16xf32> loc("conv")
+module @dwconv {
+  func.func @main(%x: tensor<2x?x16xf32>, %w: tensor<16x1x1x3xf32>, %pad: tensor<2x2x16xf32>) -> tensor<2x?x16xf32> {
+    %y = "rlx_hir.depthwise_conv1d_causal"(%x, %w, %pad) {kernel_size = 3 : i64} : (tensor<2x?x16xf32>, tensor<16x1x1x3xf32>, tensor<2x2x16xf32>) -> tensor<2x?x16xf32> loc("conv")
+    return %y : tensor<2x?x16xf32>
+  }
+}

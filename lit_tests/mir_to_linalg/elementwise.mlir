@@ -1,0 +1,46 @@
+// mir-to-linalg for elementwise ops: one generic each, numpy broadcasting in the indexing
+// maps (a size-1 dim reads index 0; missing leading dims are dropped).
+// RUN: %rlx-opt --split-input-file --pass=mir-to-linalg %s | FileCheck %s
+
+// CHECK-LABEL: module @broadcast
+// CHECK:      linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1, d2)>, affine_map<(d0, d1, d2) -> (0, d2)>, affine_map<(d0, d1, d2) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel"]}
+// CHECK-SAME: ins(%arg0, %arg1 : tensor<2x?x8xf32>, tensor<1x8xf32>)
+// CHECK:        arith.subf
+module @broadcast {
+  func.func @main(%a: tensor<2x?x8xf32>, %b: tensor<1x8xf32>) -> tensor<2x?x8xf32> {
+    %y = "rlx_mir.binary"(%a, %b) {kind = "sub"} : (tensor<2x?x8xf32>, tensor<1x8xf32>) -> tensor<2x?x8xf32>
+    return %y : tensor<2x?x8xf32>
+  }
+}
+
+// -----
+
+// f16 transcendental math runs in f32.
+// CHECK-LABEL: module @gelu16
+// CHECK:      arith.extf {{.*}} : f16 to f32
+// CHECK:      math.erf {{.*}} : f32
+// CHECK:      arith.truncf {{.*}} : f32 to f16
+module @gelu16 {
+  func.func @main(%a: tensor<4xf16>) -> tensor<4xf16> {
+    %y = "rlx_mir.activation"(%a) {kind = "gelu"} : (tensor<4xf16>) -> tensor<4xf16>
+    return %y : tensor<4xf16>
+  }
+}
+
+// -----
+
+// CHECK-LABEL: module @select
+// CHECK:      %[[M:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<4xi1>)
+// CHECK:        arith.cmpf olt
+// CHECK:      linalg.generic {{.*}} ins(%[[M]], %arg0, %arg1 : tensor<4xi1>, tensor<4xf32>, tensor<4xf32>)
+// CHECK:        arith.select
+// CHECK:      linalg.generic {{.*}} outs(%{{.*}} : tensor<4xi32>)
+// CHECK:        arith.fptosi {{.*}} : f32 to i32
+module @select {
+  func.func @main(%a: tensor<4xf32>, %b: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xi32>) {
+    %m = "rlx_mir.compare"(%a, %b) {kind = "lt"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>
+    %y = "rlx_mir.where"(%m, %a, %b) : (tensor<4xi1>, tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %i = "rlx_mir.cast"(%y) {to = "i32"} : (tensor<4xf32>) -> tensor<4xi32>
+    return %y, %i : tensor<4xf32>, tensor<4xi32>
+  }
+}

@@ -1,0 +1,39 @@
+// mir-to-linalg for reductions: a generic with reduction iterators (f32 accumulation for
+// 16-bit floats), linalg.softmax, cumsum as one masked reduction.
+// RUN: %rlx-opt --split-input-file --pass=mir-to-linalg %s | FileCheck %s
+
+// CHECK-LABEL: module @reduce
+// CHECK:      linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1, d2)>, affine_map<(d0, d1, d2) -> (d1)>], iterator_types = ["reduction", "parallel", "reduction"]}
+// CHECK-SAME: outs(%{{.*}} : tensor<4xf32>)
+// CHECK:        arith.addf
+// CHECK:      arith.mulf {{.*}}
+// CHECK:      tensor.expand_shape {{.*}} into tensor<1x4x1xf16>
+module @reduce {
+  func.func @main(%x: tensor<3x4x5xf16>) -> tensor<1x4x1xf16> {
+    %y = "rlx_mir.reduce"(%x) {axes = array<i64: 0, 2>, keep_dim = true, kind = "mean"} : (tensor<3x4x5xf16>) -> tensor<1x4x1xf16>
+    return %y : tensor<1x4x1xf16>
+  }
+}
+
+// -----
+
+// CHECK-LABEL: module @softmax
+// CHECK: linalg.softmax dimension(1) ins(%arg0 : tensor<8x?xf32>)
+module @softmax {
+  func.func @main(%x: tensor<8x?xf32>) -> tensor<8x?xf32> {
+    %y = "rlx_mir.softmax"(%x) {axis = -1 : i64} : (tensor<8x?xf32>) -> tensor<8x?xf32>
+    return %y : tensor<8x?xf32>
+  }
+}
+
+// -----
+
+// CHECK-LABEL: module @cumsum
+// CHECK:      linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction"]}
+// CHECK:        arith.cmpi ult
+module @cumsum {
+  func.func @main(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+    %y = "rlx_mir.cumsum"(%x) {axis = 1 : i64, exclusive = true} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+    return %y : tensor<2x8xf32>
+  }
+}

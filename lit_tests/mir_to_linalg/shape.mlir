@@ -1,0 +1,35 @@
+// mir-to-linalg for data movement: reshape is a collapse or expand when the shapes line up,
+// transpose a linalg.transpose, narrow an extract_slice, concat a tensor.concat, gather a
+// generic that reads the (f32-encoded, clamped) index and then the table.
+// RUN: %rlx-opt --split-input-file --pass=mir-to-linalg %s | FileCheck %s
+
+// CHECK-LABEL: module @moves
+// CHECK:      tensor.expand_shape %arg0 {{\[}}[0], [1], [2, 3]] {{.*}} : tensor<2x?x24xf32> into tensor<2x?x4x6xf32>
+// CHECK:      linalg.transpose ins(%arg0 : tensor<2x?x24xf32>) {{.*}} permutation = [1, 2, 0]
+// CHECK:      tensor.extract_slice %arg0[0, 0, 5] [2, %{{.*}}, 7] [1, 1, 1]
+// CHECK:      tensor.concat dim(1) %arg0, %arg0
+module @moves {
+  func.func @main(%x: tensor<2x?x24xf32>) -> (tensor<2x?x4x6xf32>, tensor<?x24x2xf32>, tensor<2x?x7xf32>, tensor<2x?x24xf32>) {
+    %r = "rlx_mir.reshape"(%x) {new_shape = array<i64: 2, -1, 4, 6>} : (tensor<2x?x24xf32>) -> tensor<2x?x4x6xf32>
+    %t = "rlx_mir.transpose"(%x) {perm = array<i64: 1, 2, 0>} : (tensor<2x?x24xf32>) -> tensor<?x24x2xf32>
+    %n = "rlx_mir.narrow"(%x) {axis = 2 : i64, len = 7 : i64, start = 5 : i64} : (tensor<2x?x24xf32>) -> tensor<2x?x7xf32>
+    %c = "rlx_mir.concat"(%x, %x) {axis = 1 : i64} : (tensor<2x?x24xf32>, tensor<2x?x24xf32>) -> tensor<2x?x24xf32>
+    return %r, %t, %n, %c : tensor<2x?x4x6xf32>, tensor<?x24x2xf32>, tensor<2x?x7xf32>, tensor<2x?x24xf32>
+  }
+}
+
+// -----
+
+// CHECK-LABEL: module @embed
+// CHECK:      linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1)>, affine_map<(d0, d1, d2) -> (d0, d1, d2)>]
+// CHECK:        arith.fptosi
+// CHECK:        arith.maxsi
+// CHECK:        arith.minsi
+// CHECK:        tensor.extract %{{.*}}[%{{.*}}, %{{.*}}] : tensor<10x24xf32>
+module @embed {
+  func.func @main(%ids: tensor<2x?xf32>) -> tensor<2x?x24xf32> {
+    %t = "rlx_mir.param"() {name = "table"} : () -> tensor<10x24xf32>
+    %e = "rlx_mir.gather"(%t, %ids) {axis = 0 : i64, batch_dims = 0 : i64} : (tensor<10x24xf32>, tensor<2x?xf32>) -> tensor<2x?x24xf32>
+    return %e : tensor<2x?x24xf32>
+  }
+}

@@ -1,0 +1,320 @@
+"""The compile pipeline: HIR -> MIR -> linalg -> IREE vmfb, per target.
+
+``rlx.compile(module_or_path, target=...)`` runs ``hir-to-mir`` (by the module's fusion
+policy), ``mir-to-linalg`` (with the target's lowering choices), checks nothing ``rlx_*`` is
+left, verifies the module with MLIR, and runs ``iree-compile`` with the target's flags.
+A failing IREE compile saves the module, names the HIR op (label and position) IREE
+rejected, prints the command that reproduces it, and leaves no output file.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import shlex
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from iree.compiler import ir
+from iree.compiler.tools.binaries import find_tool
+
+from rlx.dialects import verify_module
+from rlx.dialects.builder import HirModule
+from rlx.ir.diagnostics import CompileError, RlxError
+from rlx.ir.locations import label_of, source_of
+from rlx.ir.text import parse_file, parse_module, print_module, walk_ops
+from rlx.ir.types import TensorInfo
+from rlx.lowering import hir_to_mir, mir_to_linalg
+from rlx.lowering.registry import LoweringOptions
+
+TARGETS = ("llvm-cpu", "vulkan", "cuda", "rocm")
+EMITS = ("hir", "mir", "linalg", "vmfb")
+HOPPER_AND_LATER = {"sm_90": "+ptx84", "sm_90a": "+ptx84", "sm_100": "+ptx86",
+                    "sm_100a": "+ptx86", "sm_103": "+ptx86", "sm_103a": "+ptx86"}
+
+
+@dataclass(frozen=True)
+class TargetConfig:
+    """How one target is compiled; every field has the DESIGN.md default."""
+
+    target: str = "llvm-cpu"
+    cpu: str = "host"
+    vulkan_target: str = "llvmpipe"
+    cuda_arch: str = "sm_80"
+    rocm_arch: str = "gfx942"
+    opt_level: str = "O3"
+    data_tiling: bool | None = None
+    attention: str | None = None
+    compute_barriers: bool | None = None
+    extra_flags: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if self.target not in TARGETS:
+            raise CompileError(f"error: unknown target {self.target!r} (expected one of "
+                               f"{', '.join(TARGETS)})")
+
+    @property
+    def lowering(self) -> LoweringOptions:
+        """Decomposed attention on llvm-cpu (~50x faster than the fused op there) and
+        Vulkan (SPIR-V cannot compile the fused op); fused on CUDA / ROCm."""
+        default = "decomposed" if self.target in ("llvm-cpu", "vulkan") else "fused"
+        barriers = self.compute_barriers
+        if barriers is None:
+            barriers = self.target == "llvm-cpu"
+        return LoweringOptions(attention=self.attention or default, compute_barriers=barriers)
+
+    @property
+    def runtime_device(self) -> str:
+        return {"llvm-cpu": "local-task", "vulkan": "vulkan", "cuda": "cuda",
+                "rocm": "hip"}[self.target]
+
+    def flags(self) -> list[str]:
+        opt = [f"--iree-opt-level={self.opt_level}"]
+        if self.target == "llvm-cpu":
+            tiling = True if self.data_tiling is None else self.data_tiling
+            flags = ["--iree-hal-target-device=local",
+                     "--iree-hal-local-target-device-backends=llvm-cpu",
+                     f"--iree-llvmcpu-target-cpu={self.cpu}", *opt,
+                     f"--iree-opt-data-tiling={'true' if tiling else 'false'}"]
+        elif self.target == "vulkan":
+            flags = ["--iree-hal-target-device=vulkan",
+                     f"--iree-vulkan-target={self.vulkan_target}", *opt]
+        elif self.target == "cuda":
+            flags = ([] if self.cuda_arch in HOPPER_AND_LATER
+                     else ["--iree-hal-target-device=cuda",
+                           f"--iree-cuda-target={self.cuda_arch}"]) + opt
+        else:
+            flags = ["--iree-hal-target-device=hip", f"--iree-rocm-target={self.rocm_arch}",
+                     *opt]
+        return flags + list(self.extra_flags)
+
+
+@functools.cache
+def _cuda_sm89_target() -> str:
+    """The ``#hal.device.target`` IREE 3.13 builds for sm_89 (its newest CUDA entry)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "t.mlir"
+        src.write_text("func.func @f(%a: tensor<1xf32>) -> tensor<1xf32> {\n"
+                       "  return %a : tensor<1xf32>\n}\n")
+        proc = subprocess.run([find_tool("iree-compile"), str(src),
+                               "--iree-hal-target-device=cuda", "--iree-cuda-target=sm_89",
+                               "--compile-to=flow"], capture_output=True, text=True)
+    m = re.search(r"#hal\.device\.target<.*?> : !hal\.device", proc.stdout)
+    if proc.returncode != 0 or m is None:
+        raise CompileError("error: could not read IREE's sm_89 CUDA target description "
+                           f"(needed for Hopper/Blackwell): {proc.stderr.strip()}")
+    return m.group(0)
+
+
+def hopper_device_target(arch: str) -> str:
+    """IREE 3.13 has no sm_90 / sm_100 entry ("missing GPU target"): reuse the sm_89 target
+    description with the arch and PTX version replaced (iree-toolchain.md, section 2)."""
+    text = _cuda_sm89_target()
+    text = text.replace('arch = "sm_89"', f'arch = "{arch}"')
+    return re.sub(r'features = "\+ptx\d+"', f'features = "{HOPPER_AND_LATER[arch]}"', text)
+
+
+# --------------------------------------------------------------------------------------
+# Loading and lowering
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Lowered:
+    """A module on its way through the pipeline, with what error messages need."""
+
+    module: ir.Module
+    hir_text: str
+    source: str
+    ops_by_position: dict[str, tuple[str | None, str]]
+
+
+def _has_positions(module: ir.Module) -> bool:
+    return all(source_of(op.location) is not None for op in walk_ops(module.operation)
+               if op.name.startswith("rlx_"))
+
+
+def load(module_or_path: HirModule | ir.Module | str | Path) -> Lowered:
+    """A fresh, verified HIR module (the caller's module is never changed) whose ops all
+    carry a source position: the user's file, or the canonical text when built in Python."""
+    if isinstance(module_or_path, str | Path):
+        path = Path(module_or_path)
+        module = parse_file(path)
+        verify_module(module, "hir")
+        text, source = print_module(module), str(path)
+        if not _has_positions(module):
+            module = parse_module(path.read_text(), str(path))
+    else:
+        mlir = module_or_path.mlir if isinstance(module_or_path, HirModule) else module_or_path
+        verify_module(mlir, "hir")
+        text = print_module(mlir)
+        name = ir.StringAttr(mlir.operation.attributes["sym_name"]).value if (
+            "sym_name" in mlir.operation.attributes) else "module"
+        source = f"{name}.hir"
+        module = parse_module(text, source)
+    positions = {}
+    for op in walk_ops(module.operation):
+        pos = source_of(op.location)
+        if pos is not None and op.name.startswith("rlx_"):
+            positions[pos] = (label_of(op.location), op.name)
+    return Lowered(module, text, source, positions)
+
+
+def lower(lowered: Lowered, config: TargetConfig, stop: str = "linalg") -> None:
+    """Run the passes up to ``stop`` (``"hir"``, ``"mir"`` or ``"linalg"``) in place."""
+    if stop == "hir":
+        return
+    hir_to_mir(lowered.module, config.lowering)
+    if stop == "mir":
+        return
+    mir_to_linalg(lowered.module, config.lowering)
+    _add_reflection(lowered.module)
+    if config.target == "cuda" and config.cuda_arch in HOPPER_AND_LATER:
+        with lowered.module.context:
+            lowered.module.operation.attributes["hal.device.targets"] = ir.Attribute.parse(
+                f"[{hopper_device_target(config.cuda_arch)}]")
+
+
+def _add_reflection(module: ir.Module) -> None:
+    """Input names and weights of each function, readable from the vmfb at load time."""
+    params = {}
+    for op in walk_ops(module.operation):
+        if op.name == "util.global":
+            name = ir.StringAttr(op.attributes["sym_name"]).value
+            if name.startswith("param."):
+                t = TensorInfo.from_mlir(ir.TypeAttr(op.attributes["type"]).value)
+                params[name.removeprefix("param.")] = [list(t.shape), str(t.dtype)]
+    with module.context:
+        for op in module.body.operations:
+            op = op.operation
+            if op.name != "func.func":
+                continue
+            names = []
+            if "arg_attrs" in op.attributes:
+                for i, a in enumerate(ir.ArrayAttr(op.attributes["arg_attrs"])):
+                    d = ir.DictAttr(a)
+                    names.append(ir.StringAttr(d["rlx.name"]).value if "rlx.name" in d
+                                 else f"arg{i}")
+            refl = {"rlx.inputs": ir.StringAttr.get(json.dumps(names)),
+                    "rlx.params": ir.StringAttr.get(json.dumps(params, sort_keys=True))}
+            op.attributes["iree.reflection"] = ir.DictAttr.get(refl)
+
+
+def lowered_text(module: ir.Module) -> str:
+    """MLIR text for iree-compile: every op keeps its location (label + HIR position)."""
+    return module.operation.get_asm(enable_debug_info=True)
+
+
+# --------------------------------------------------------------------------------------
+# IREE
+# --------------------------------------------------------------------------------------
+
+_DIAG = re.compile(r"^(?P<pos>[^\s:][^:]*:\d+:\d+): (?P<kind>error|warning|note): (?P<msg>.*)$")
+
+
+def _explain(stderr: str, lowered: Lowered) -> list[str]:
+    """IREE's error lines, each with the HIR label and op at its position."""
+    lines = []
+    for raw in stderr.splitlines():
+        m = _DIAG.match(raw)
+        if not m or m.group("kind") != "error":
+            continue
+        pos, msg = m.group("pos"), m.group("msg")
+        hit = lowered.ops_by_position.get(pos)
+        if hit is not None:
+            label, name = hit
+            named = f'"{label}" ' if label else ""
+            lines.append(f"{pos}: error: IREE rejected {named}({name}): {msg}")
+        else:
+            lines.append(f"{pos}: error: {msg}")
+    return lines
+
+
+def run_iree(lowered: Lowered, config: TargetConfig, output: Path | None) -> bytes:
+    """Compile with iree-compile; on failure save the module and raise a CompileError."""
+    tool = find_tool("iree-compile")
+    text = lowered_text(lowered.module)
+    with tempfile.TemporaryDirectory(prefix="rlx-") as tmp:
+        src = Path(tmp) / "module.mlir"
+        dst = Path(tmp) / "module.vmfb"
+        src.write_text(text)
+        cmd = [tool, str(src), *config.flags(), "-o", str(dst)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode == 0:
+            data = dst.read_bytes()
+            if output is not None:
+                _write_atomic(output, data)
+            return data
+    stem = (output.with_suffix("") if output is not None
+            else Path(tempfile.mkdtemp(prefix="rlx-failed-")) / Path(lowered.source).stem)
+    saved = stem.parent / f"{stem.name}.failed.mlir"
+    saved_hir = stem.parent / f"{stem.name}.failed.hir"
+    saved.write_text(text)
+    saved_hir.write_text(lowered.hir_text)
+    repro = shlex.join([tool, str(saved), *config.flags(), "-o",
+                        str(stem.parent / f"{stem.name}.vmfb")])
+    explained = _explain(proc.stderr, lowered) or [
+        f"error: {line}" for line in proc.stderr.strip().splitlines()[:5]]
+    raise CompileError("\n".join([
+        f"{lowered.source}: error: IREE failed to compile for {config.target}",
+        *explained,
+        f"note: the module IREE compiled is saved as {saved} (the HIR as {saved_hir})",
+        f"note: reproduce with: {repro}",
+    ]))
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise CompileError(f"{path}: error: cannot write: {e.strerror or e}") from None
+
+
+def compile(
+    module_or_path: HirModule | ir.Module | str | Path,
+    target: str = "llvm-cpu",
+    *,
+    output: str | Path | None = None,
+    emit: str = "vmfb",
+    extra_flags: tuple[str, ...] | list[str] = (),
+    **options: Any,
+) -> bytes | str:
+    """Compile a HIR module (object, MLIR module or ``.hir`` path) for ``target``.
+
+    Returns the vmfb bytes (``emit="vmfb"``) or the text of an earlier stage (``"hir"``,
+    ``"mir"``, ``"linalg"``); with ``output`` it is also written there (atomically).
+    ``options`` are :class:`TargetConfig` fields: ``cpu``, ``vulkan_target``,
+    ``cuda_arch``, ``rocm_arch``, ``opt_level``, ``data_tiling``, ``attention``
+    (``"decomposed"`` / ``"fused"``), ``compute_barriers``.
+    """
+    if emit not in EMITS:
+        raise CompileError(f"error: unknown emit stage {emit!r} (expected one of "
+                           f"{', '.join(EMITS)})")
+    known = set(TargetConfig.__dataclass_fields__) - {"target", "extra_flags"}
+    unknown = set(options) - known
+    if unknown:
+        raise CompileError(f"error: unknown compile option(s) {', '.join(sorted(unknown))} "
+                           f"(known: {', '.join(sorted(known))})")
+    config = TargetConfig(target=target, extra_flags=tuple(extra_flags), **options)
+    lowered = load(module_or_path)
+    out = Path(output) if output is not None else None
+    if emit != "vmfb":
+        lower(lowered, config, stop=emit)
+        text = lowered.hir_text if emit == "hir" else (
+            print_module(lowered.module) if emit == "mir" else lowered_text(lowered.module))
+        if out is not None:
+            _write_atomic(out, text.encode())
+        return text
+    lower(lowered, config)
+    return run_iree(lowered, config, out)
+
+
+__all__ = ["EMITS", "TARGETS", "RlxError", "TargetConfig", "compile", "load", "lower",
+           "lowered_text"]

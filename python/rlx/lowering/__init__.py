@@ -1,0 +1,54 @@
+"""The named passes of rlx (what ``rlx-opt --pass=NAME`` runs) and the full lowering."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from iree.compiler import ir
+
+from rlx.dialects import fusion_policy, verify_module
+from rlx.lowering.registry import LoweringContext, LoweringOptions, check_lowered
+
+
+def hir_to_mir(module: ir.Module, options: LoweringOptions) -> None:
+    """HIR blocks -> MIR ops, by the module's fusion policy."""
+    from rlx.lowering.hir_to_mir import HIR_TO_MIR
+
+    verify_module(module, "hir")
+    ctx = LoweringContext(options, fusion_policy(module), module)
+    HIR_TO_MIR.run(module, ctx)
+    verify_module(module, "mir")
+
+
+def mir_to_linalg(module: ir.Module, options: LoweringOptions) -> None:
+    """MIR ops -> linalg / tensor / arith / math / iree_linalg_ext / util ops."""
+    from rlx.lowering.mir_to_linalg import MIR_TO_LINALG, declare_params
+
+    verify_module(module, "mir")
+    ctx = LoweringContext(options, fusion_policy(module), module)
+    declare_params(module, ctx)
+    MIR_TO_LINALG.run(module, ctx)
+    check_lowered(module)
+    with module.context:
+        module.operation.verify()
+
+
+def check_lowered_pass(module: ir.Module, options: LoweringOptions) -> None:
+    """Fail, naming each by label, if any rlx op is left."""
+    check_lowered(module)
+
+
+Pass = Callable[[ir.Module, LoweringOptions], None]
+PASSES: dict[str, Pass] = {
+    "hir-to-mir": hir_to_mir,
+    "mir-to-linalg": mir_to_linalg,
+    "check-lowered": check_lowered_pass,
+}
+
+
+def run_passes(module: ir.Module, names: list[str], options: LoweringOptions) -> None:
+    for name in names:
+        PASSES[name](module, options)
+
+
+__all__ = ["PASSES", "LoweringOptions", "hir_to_mir", "mir_to_linalg", "run_passes"]

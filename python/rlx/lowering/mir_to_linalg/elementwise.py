@@ -1,0 +1,121 @@
+"""mir-to-linalg for elementwise ops: activation, binary, compare, where, cast.
+
+Each is one ``linalg.generic`` with numpy broadcasting through its indexing maps, which
+IREE fuses with its producers and consumers. f16 / bf16 transcendental math runs in f32.
+"""
+
+from __future__ import annotations
+
+import math as pymath
+from collections.abc import Callable
+
+from iree.compiler import ir
+from iree.compiler.dialects import arith, math
+
+from rlx.dialects.schema import Decoded
+from rlx.ir.types import DType
+from rlx.lowering import emit
+from rlx.lowering.mir_to_linalg import MIR_TO_LINALG
+from rlx.lowering.registry import LoweringContext
+
+Unary = Callable[[ir.Value], ir.Value]
+
+
+def _gelu(x: ir.Value) -> ir.Value:
+    half = emit.scalar(0.5, x.type)
+    inner = math.erf(arith.mulf(x, emit.scalar(1.0 / pymath.sqrt(2.0), x.type)))
+    return arith.mulf(arith.mulf(half, x), arith.addf(emit.scalar(1.0, x.type), inner))
+
+
+def _gelu_approx(x: ir.Value) -> ir.Value:
+    c = emit.scalar(pymath.sqrt(2.0 / pymath.pi), x.type)
+    cube = arith.mulf(arith.mulf(x, x), x)
+    inner = arith.mulf(c, arith.addf(x, arith.mulf(emit.scalar(0.044715, x.type), cube)))
+    one = emit.scalar(1.0, x.type)
+    return arith.mulf(arith.mulf(emit.scalar(0.5, x.type), x), arith.addf(one, math.tanh(inner)))
+
+
+ACTIVATIONS: dict[str, Unary] = {
+    "gelu": _gelu,
+    "gelu_approx": _gelu_approx,
+    "silu": emit.silu,
+    "relu": lambda x: arith.maximumf(x, emit.scalar(0.0, x.type)),
+    "sigmoid": emit.sigmoid,
+    "tanh": math.tanh,
+    "exp": math.exp,
+    "log": math.log,
+    "sqrt": math.sqrt,
+    "rsqrt": math.rsqrt,
+    "neg": arith.negf,
+    "abs": math.absf,
+    "sin": math.sin,
+    "cos": math.cos,
+    "tan": math.tan,
+    "atan": math.atan,
+    "round": math.roundeven,
+}
+EXACT_IN_ANY_WIDTH = frozenset({"neg", "abs", "relu", "round"})
+
+
+def apply_activation(kind: str, x: ir.Value) -> ir.Value:
+    """The activation of a scalar; 16-bit floats are computed in f32 and rounded back."""
+    fn = ACTIVATIONS[kind]
+    if kind in EXACT_IN_ANY_WIDTH or isinstance(x.type, ir.F32Type | ir.F64Type):
+        return fn(x)
+    return emit.convert(fn(emit.to_f32(x)), x.type)
+
+
+@MIR_TO_LINALG.register("activation")
+def lower_activation(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+    x = op["x"]
+    kind = op.attrs["kind"]
+    return [emit.map_elementwise([x], emit.elem(x), lambda v: apply_activation(kind, v),
+                                 emit.sizes(x))]
+
+
+def _pow(a: ir.Value, b: ir.Value) -> ir.Value:
+    if isinstance(a.type, ir.F32Type | ir.F64Type):
+        return math.powf(a, b)
+    return emit.convert(math.powf(emit.to_f32(a), emit.to_f32(b)), a.type)
+
+
+BINARY: dict[str, Callable[[ir.Value, ir.Value], ir.Value]] = {
+    "add": emit.add, "sub": emit.sub, "mul": emit.mul, "div": emit.div,
+    "max": emit.maximum, "min": emit.minimum, "pow": _pow,
+}
+
+
+@MIR_TO_LINALG.register("binary")
+def lower_binary(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+    fn = BINARY[op.attrs["kind"]]
+    lhs, rhs = op["lhs"], op["rhs"]
+    return [emit.map_elementwise([lhs, rhs], emit.elem(lhs), fn)]
+
+
+FLOAT_PREDICATES = {"eq": "OEQ", "ne": "UNE", "lt": "OLT", "le": "OLE", "gt": "OGT",
+                    "ge": "OGE"}
+INT_PREDICATES = {"eq": "eq", "ne": "ne", "lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge"}
+
+
+def compare(kind: str, a: ir.Value, b: ir.Value) -> ir.Value:
+    if emit.is_float(a.type):
+        return arith.cmpf(getattr(arith.CmpFPredicate, FLOAT_PREDICATES[kind]), a, b)
+    return arith.cmpi(getattr(arith.CmpIPredicate, INT_PREDICATES[kind]), a, b)
+
+
+@MIR_TO_LINALG.register("compare")
+def lower_compare(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+    kind = op.attrs["kind"]
+    return [emit.map_elementwise([op["lhs"], op["rhs"]], emit.i1(),
+                                 lambda a, b: compare(kind, a, b))]
+
+
+@MIR_TO_LINALG.register("where")
+def lower_where(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+    operands = [op["cond"], op["on_true"], op["on_false"]]
+    return [emit.map_elementwise(operands, emit.elem(op["on_true"]), arith.select)]
+
+
+@MIR_TO_LINALG.register("cast")
+def lower_cast(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+    return [emit.convert_tensor(op["x"], DType.parse(op.attrs["to"]).mlir())]

@@ -1,0 +1,80 @@
+"""mir-to-linalg for data movement: reshape, transpose, narrow, concat, expand, gather."""
+
+from __future__ import annotations
+
+from iree.compiler import ir
+from iree.compiler.dialects import arith, tensor
+
+from rlx.dialects.schema import Decoded
+from rlx.lowering import emit
+from rlx.lowering.mir_to_linalg import MIR_TO_LINALG
+from rlx.lowering.registry import LoweringContext
+
+
+@MIR_TO_LINALG.register("reshape")
+def lower_reshape(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+    x = op["x"]
+    new = list(op.attrs["new_shape"])
+    if -1 in new:
+        known = 1
+        for s in new:
+            known *= s if s != -1 else 1
+        new[new.index(-1)] = emit.div_sizes(emit.product(emit.sizes(x)), known)
+    return [emit.reshape(x, new)]
+
+
+@MIR_TO_LINALG.register("transpose")
+def lower_transpose(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+    return [emit.transpose(op["x"], op.attrs["perm"])]
+
+
+@MIR_TO_LINALG.register("narrow")
+def lower_narrow(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+    a = op.attrs
+    return [emit.narrow(op["x"], a["axis"], a["start"], a["len"])]
+
+
+@MIR_TO_LINALG.register("concat")
+def lower_concat(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+    return [emit.concat(op.variadic, op.attrs["axis"])]
+
+
+@MIR_TO_LINALG.register("expand")
+def lower_expand(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+    x = op["x"]
+    target = list(op.attrs["target_shape"])
+    offset = len(target) - emit.rank(x)
+    out: emit.Sizes = [emit.dim(x, i - offset) if t == -1 else t for i, t in enumerate(target)]
+    return [emit.map_elementwise([x], emit.elem(x), lambda v: v, out)]
+
+
+def _as_index(v: ir.Value, size: emit.Size) -> ir.Value:
+    """An index value from an f32-encoded or integer index, clamped to ``[0, size - 1]``."""
+    i64 = ir.IntegerType.get_signless(64)
+    as_int = arith.fptosi(i64, v) if emit.is_float(v.type) else emit.convert(v, i64)
+    idx = arith.index_cast(emit.index_type(), as_int)
+    hi = arith.subi(emit.as_value(size), emit.index(1))
+    return arith.minsi(arith.maxsi(idx, emit.index(0)), hi)
+
+
+@MIR_TO_LINALG.register("gather")
+def lower_gather(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+    """One generic over the result: each element reads its index, then the table."""
+    table, indices = op["table"], op["indices"]
+    axis = op.attrs["axis"] % emit.rank(table)
+    batch = op.attrs["batch_dims"]
+    t_sizes, i_sizes = emit.sizes(table), emit.sizes(indices)
+    out_sizes = [*t_sizes[:axis], *i_sizes[batch:], *t_sizes[axis + 1:]]
+    n = len(out_sizes)
+    n_idx = emit.rank(indices) - batch
+    idx_map = emit.amap(n, [*range(batch), *range(axis, axis + n_idx)])
+    init = emit.empty(out_sizes, emit.elem(table))
+    limit = t_sizes[axis]
+
+    def body(i: ir.Value, _: ir.Value) -> ir.Value:
+        loops = [emit.loop_index(k) for k in range(n)]
+        coords = [*loops[:axis], _as_index(i, limit), *loops[axis + n_idx:]]
+        return tensor.extract(table, coords)
+
+    return [emit.generic([indices], [init], [idx_map, emit.identity(n)],
+                         [emit.PARALLEL] * n, body)[0]]

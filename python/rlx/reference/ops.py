@@ -1,0 +1,361 @@
+"""numpy reference of every rlx op, written from the spec (``rlx-spec.md``), in float64.
+
+This is the numerics oracle of the tests: it shares no code with the lowering. Functions
+are named after the ops and take the operands positionally and the attributes by keyword.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+F = np.float64
+MASKED = -1e9
+
+
+def _f(x: np.ndarray) -> np.ndarray:
+    return np.asarray(x, dtype=F)
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    return np.vectorize(math.erf, otypes=[F])(x)
+
+
+ACTIVATIONS = {
+    "gelu": lambda x: 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0))),
+    "gelu_approx": lambda x: 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi)
+                                                      * (x + 0.044715 * x ** 3))),
+    "silu": lambda x: x / (1.0 + np.exp(-x)),
+    "relu": lambda x: np.maximum(x, 0.0),
+    "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "tanh": np.tanh, "exp": np.exp, "log": np.log, "sqrt": np.sqrt,
+    "rsqrt": lambda x: 1.0 / np.sqrt(x), "neg": np.negative, "abs": np.abs, "sin": np.sin,
+    "cos": np.cos, "tan": np.tan, "atan": np.arctan, "round": np.round,
+}
+
+
+def activation(x: np.ndarray, *, kind: str) -> np.ndarray:
+    return ACTIVATIONS[kind](_f(x))
+
+
+def _act(y: np.ndarray, name: str) -> np.ndarray:
+    return y if name == "none" else ACTIVATIONS[name](y)
+
+
+# -- linear family ---------------------------------------------------------------------
+
+
+def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *,
+           activation: str = "none", **_: object) -> np.ndarray:
+    y = _f(x) @ _f(w)
+    if b is not None:
+        y = y + _f(b)
+    return _act(y, activation)
+
+
+def shared_linear_pair(x: np.ndarray, w1: np.ndarray, w2: np.ndarray) -> tuple[np.ndarray, ...]:
+    return _f(x) @ _f(w1), _f(x) @ _f(w2)
+
+
+def swiglu(x: np.ndarray, up: np.ndarray, gate: np.ndarray, down: np.ndarray) -> np.ndarray:
+    """``(silu(x @ gate) * (x @ up)) @ down`` (spec 2.5: silu on the gate only)."""
+    x = _f(x)
+    g = x @ _f(gate)
+    return (g / (1.0 + np.exp(-g)) * (x @ _f(up))) @ _f(down)
+
+
+# -- norms -----------------------------------------------------------------------------
+
+
+def rms_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, *, eps: float,
+             **_: object) -> np.ndarray:
+    """``x / sqrt(mean(x²) + eps) * gamma + beta`` over the last axis (spec 2.7)."""
+    x = _f(x)
+    inv = 1.0 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
+    return x * inv * _f(gamma) + _f(beta)
+
+
+def residual_rms_norm(x: np.ndarray, r: np.ndarray, gamma: np.ndarray, beta: np.ndarray, *,
+                      eps: float) -> np.ndarray:
+    return rms_norm(_f(x) + _f(r), gamma, beta, eps=eps)
+
+
+def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, *, eps: float,
+               **_: object) -> np.ndarray:
+    x = _f(x)
+    mu = x.mean(axis=-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps) * _f(gamma) + _f(beta)
+
+
+# -- attention -------------------------------------------------------------------------
+
+
+def _to_bhsd(x: np.ndarray, heads: int, head_dim: int, layout: str) -> np.ndarray:
+    if layout == "packed2":
+        x = x[None]
+    if layout in ("packed", "packed2"):
+        b, s, _ = x.shape
+        return x.reshape(b, s, heads, head_dim).transpose(0, 2, 1, 3)
+    if layout == "bshd":
+        return x.transpose(0, 2, 1, 3)
+    return x
+
+
+def _from_bhsd(o: np.ndarray, layout: str) -> np.ndarray:
+    if layout == "bhsd":
+        return o
+    o = o.transpose(0, 2, 1, 3)
+    if layout == "bshd":
+        return o
+    b, s, h, d = o.shape
+    o = o.reshape(b, s, h * d)
+    return o[0] if layout == "packed2" else o
+
+
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None = None, *,
+              num_heads: int, head_dim: int, mask_kind: str = "none", window: int = 0,
+              score_scale: float | None = None, attn_logit_softcap: float | None = None
+              ) -> np.ndarray:
+    """Spec 2.8: per head, ``softmax(q kᵀ / sqrt(hd))`` with the mask kind, times v.
+
+    K/V may have fewer heads (GQA): query head h uses KV head ``h // (H / Hkv)``; queries
+    are the last S of the S_k positions for causal / sliding masks; masked scores are -1e9
+    (custom masks replace, bias masks add)."""
+    q, k, v = _f(q), _f(k), _f(v)
+    if q.ndim == 4:
+        layout = "bhsd" if q.shape[1] == num_heads else "bshd"
+        kv_heads = k.shape[1] if layout == "bhsd" else k.shape[2]
+    else:
+        layout = "packed" if q.ndim == 3 else "packed2"
+        kv_heads = k.shape[-1] // head_dim
+    qh = _to_bhsd(q, num_heads, head_dim, layout)
+    kh = _to_bhsd(k, kv_heads, head_dim, layout)
+    vh = _to_bhsd(v, kv_heads, head_dim, layout)
+    group = num_heads // kv_heads
+    kh = np.repeat(kh, group, axis=1)
+    vh = np.repeat(vh, group, axis=1)
+    scale = 1.0 / math.sqrt(head_dim) if score_scale is None else score_scale
+    scores = np.einsum("bhid,bhjd->bhij", qh, kh) * scale
+    if attn_logit_softcap is not None:
+        scores = attn_logit_softcap * np.tanh(scores / attn_logit_softcap)
+    s, sk = scores.shape[-2:]
+    i = np.arange(s)[:, None] + (sk - s)
+    j = np.arange(sk)[None, :]
+    if mask_kind == "causal":
+        scores = np.where(j <= i, scores, MASKED)
+    elif mask_kind == "sliding_window":
+        keep = (j <= i) & (j >= np.maximum(i - window, 0))
+        scores = np.where(keep, scores, MASKED)
+    elif mask_kind == "custom":
+        m = np.asarray(mask)
+        keep = m.astype(bool) if m.dtype == np.bool_ else _f(m) >= 0.5
+        if layout == "packed2":
+            keep = keep.reshape(1, -1)
+        scores = np.where(keep[:, None, None, :], scores, MASKED)
+    elif mask_kind == "bias":
+        scores = scores + _f(mask)
+    scores = scores - scores.max(axis=-1, keepdims=True)
+    p = np.exp(scores)
+    p = p / p.sum(axis=-1, keepdims=True)
+    return _from_bhsd(np.einsum("bhij,bhjd->bhid", p, vh), layout)
+
+
+def rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, *, head_dim: int, n_rot: int,
+         style: str = "neox", rope_style: str | None = None) -> np.ndarray:
+    """Spec 2.9: rotate pairs of the first n_rot lanes of each head; row t = position t."""
+    style = rope_style or style
+    x = _f(x)
+    shape = x.shape
+    if x.ndim == 2:
+        x = x[None]
+    if x.ndim == 3:
+        x = x.reshape(x.shape[0], x.shape[1], -1, head_dim)
+    s = x.shape[1]
+    r = n_rot // 2
+    c = _f(cos)[:s, :r][None, :, None, :]
+    sn = _f(sin)[:s, :r][None, :, None, :]
+    y = x.copy()
+    if style == "neox":
+        a, b = x[..., :r], x[..., r:2 * r]
+        y[..., :r] = a * c - b * sn
+        y[..., r:2 * r] = b * c + a * sn
+    else:
+        a, b = x[..., 0:2 * r:2], x[..., 1:2 * r:2]
+        y[..., 0:2 * r:2] = a * c - b * sn
+        y[..., 1:2 * r:2] = b * c + a * sn
+    return y.reshape(shape)
+
+
+def llama_decoder_block(x: np.ndarray, ln1_g: np.ndarray, ln1_b: np.ndarray, q_w: np.ndarray,
+                        k_w: np.ndarray, v_w: np.ndarray, o_w: np.ndarray, ln2_g: np.ndarray,
+                        ln2_b: np.ndarray, gate_w: np.ndarray, up_w: np.ndarray,
+                        down_w: np.ndarray, cos: np.ndarray, sin: np.ndarray,
+                        mask: np.ndarray | None = None, *, num_heads: int, head_dim: int,
+                        num_kv_heads: int, eps: float, mask_kind: str = "causal",
+                        rope_style: str = "neox", window: int = 0) -> np.ndarray:
+    """Spec 2.15."""
+    del num_kv_heads
+    x = _f(x)
+    n1 = rms_norm(x, ln1_g, ln1_b, eps=eps)
+    q = rope(n1 @ _f(q_w), cos, sin, head_dim=head_dim, n_rot=head_dim, style=rope_style)
+    k = rope(n1 @ _f(k_w), cos, sin, head_dim=head_dim, n_rot=head_dim, style=rope_style)
+    v = n1 @ _f(v_w)
+    a = attention(q, k, v, mask, num_heads=num_heads, head_dim=head_dim, mask_kind=mask_kind,
+                  window=window)
+    h1 = x + a @ _f(o_w)
+    return h1 + swiglu(rms_norm(h1, ln2_g, ln2_b, eps=eps), up_w, gate_w, down_w)
+
+
+# -- MIR primitives --------------------------------------------------------------------
+
+BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
+          "max": np.maximum, "min": np.minimum, "pow": np.power}
+COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+           "gt": np.greater, "ge": np.greater_equal}
+
+
+def binary(a: np.ndarray, b: np.ndarray, *, kind: str) -> np.ndarray:
+    if np.asarray(a).dtype.kind in "iu" and kind == "div":
+        return np.trunc(np.asarray(a) / np.asarray(b)).astype(np.asarray(a).dtype)
+    if np.asarray(a).dtype.kind in "iub":
+        return BINARY[kind](a, b)
+    return BINARY[kind](_f(a), _f(b))
+
+
+def compare(a: np.ndarray, b: np.ndarray, *, kind: str) -> np.ndarray:
+    return COMPARE[kind](a, b)
+
+
+def where(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.where(c, a, b)
+
+
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return _f(a) @ _f(b)
+
+
+def fused_matmul_bias_act(x: np.ndarray, w: np.ndarray, b: np.ndarray, *,
+                          activation: str) -> np.ndarray:
+    return linear(x, w, b, activation=activation)
+
+
+def fused_swiglu(x: np.ndarray, *, gate_first: bool) -> np.ndarray:
+    x = _f(x)
+    half = x.shape[-1] // 2
+    lo, hi = x[..., :half], x[..., half:]
+    up, gate = (hi, lo) if gate_first else (lo, hi)
+    return up * gate / (1.0 + np.exp(-gate))
+
+
+def fused_residual_rms_norm(x: np.ndarray, r: np.ndarray, *rest: np.ndarray, eps: float,
+                            has_bias: bool) -> np.ndarray:
+    s = _f(x) + _f(r)
+    if has_bias:
+        s = s + _f(rest[0])
+        rest = rest[1:]
+    return rms_norm(s, rest[0], rest[1], eps=eps)
+
+
+def reshape(x: np.ndarray, *, new_shape: tuple[int, ...]) -> np.ndarray:
+    return np.reshape(x, new_shape)
+
+
+def transpose(x: np.ndarray, *, perm: tuple[int, ...]) -> np.ndarray:
+    return np.transpose(x, perm)
+
+
+def narrow(x: np.ndarray, *, axis: int, start: int, len: int) -> np.ndarray:
+    return np.take(x, np.arange(start, start + len), axis=axis)
+
+
+def concat(*xs: np.ndarray, axis: int) -> np.ndarray:
+    return np.concatenate(xs, axis=axis)
+
+
+def expand(x: np.ndarray, *, target_shape: tuple[int, ...]) -> np.ndarray:
+    x = np.asarray(x)
+    off = len(target_shape) - x.ndim
+    shape = [x.shape[i - off] if t == -1 else t for i, t in enumerate(target_shape)]
+    return np.broadcast_to(x, shape)
+
+
+def gather(table: np.ndarray, idx: np.ndarray, *, axis: int = 0, batch_dims: int = 0
+           ) -> np.ndarray:
+    table = np.asarray(table)
+    axis %= table.ndim
+    i = np.trunc(np.asarray(idx)).astype(np.int64) if np.asarray(idx).dtype.kind == "f" \
+        else np.asarray(idx).astype(np.int64)
+    i = np.clip(i, 0, table.shape[axis] - 1)
+    if batch_dims == 0:
+        return np.take(table, i, axis=axis)
+    out = [gather(table[b], i[b], axis=axis - 1, batch_dims=batch_dims - 1)
+           for b in range(table.shape[0])]
+    return np.stack(out)
+
+
+REDUCE = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "prod": np.prod}
+
+
+def reduce(x: np.ndarray, *, kind: str, axes: tuple[int, ...], keep_dim: bool) -> np.ndarray:
+    xa = np.asarray(x)
+    data = _f(xa) if xa.dtype.kind == "f" else xa
+    return REDUCE[kind](data, axis=tuple(axes), keepdims=keep_dim)
+
+
+def softmax(x: np.ndarray, *, axis: int) -> np.ndarray:
+    x = _f(x)
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def cumsum(x: np.ndarray, *, axis: int, exclusive: bool) -> np.ndarray:
+    x = np.asarray(x)
+    data = _f(x) if x.dtype.kind == "f" else x
+    c = np.cumsum(data, axis=axis)
+    return c - data if exclusive else c
+
+
+def cast(x: np.ndarray, *, to: str) -> np.ndarray:
+    from rlx.ir.types import DType
+
+    dtype = DType.parse(to)
+    x = np.asarray(x)
+    if dtype.is_int and x.dtype.kind == "f":
+        return np.trunc(x).astype(dtype.numpy)
+    return x.astype(dtype.numpy)
+
+
+def conv(x: np.ndarray, w: np.ndarray, *, kernel_size: tuple[int, int],
+         stride: tuple[int, int], padding: tuple[int, int], dilation: tuple[int, int],
+         groups: int) -> np.ndarray:
+    """NCHW grouped cross-correlation, symmetric zero padding."""
+    x, w = _f(x), _f(w)
+    n, _, hh, ww = x.shape
+    cout, cg, kh, kw = w.shape
+    ph, pw = padding
+    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    (sh, sw), (dh, dw) = stride, dilation
+    oh = (hh + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    ow = (ww + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    og = cout // groups
+    out = np.zeros((n, cout, oh, ow))
+    for g in range(groups):
+        xs = xp[:, g * cg:(g + 1) * cg]
+        for u in range(kh):
+            for v in range(kw):
+                patch = xs[:, :, u * dh: u * dh + sh * (oh - 1) + 1: sh,
+                           v * dw: v * dw + sw * (ow - 1) + 1: sw]
+                wk = w[g * og:(g + 1) * og, :, u, v]
+                out[:, g * og:(g + 1) * og] += np.einsum("nchw,oc->nohw", patch, wk)
+    return out
+
+
+def depthwise_conv1d_causal(x: np.ndarray, w: np.ndarray, pad: np.ndarray, *,
+                            kernel_size: int) -> np.ndarray:
+    """Spec 2.10: ``y[b, t, c] = Σ_j w[c, 0, 0, j] P[b, t + j, c]``, P = [pad | x]."""
+    p = np.concatenate([_f(pad), _f(x)], axis=1)
+    s = x.shape[1]
+    wk = _f(w)[:, 0, 0, :]
+    return sum(p[:, j:j + s, :] * wk[:, j] for j in range(kernel_size))

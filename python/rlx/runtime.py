@@ -1,0 +1,291 @@
+"""Loading and calling compiled rlx modules (IREE runtime), with weights as parameters.
+
+``rlx.runtime.load(vmfb, device=..., params=...)`` returns a :class:`Program` whose
+functions take numpy arrays (by position or by input name) and return numpy arrays.
+Weights are given as a dict of numpy arrays, an ``.irpa`` file or a ``.safetensors`` file;
+they are checked against the weights the module declares before anything runs.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlx.ir.diagnostics import RunError, WeightError
+from rlx.ir.types import DType
+
+DEVICES = ("local-task", "local-sync", "vulkan", "cuda", "hip")
+PARAM_SCOPE = "model"
+
+ParamSource = Mapping[str, np.ndarray] | str | Path | None
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    name: str
+    shape: tuple[int, ...]
+    dtype: DType
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * max(self.dtype.bits // 8, 1)
+
+
+def _np_dtype(dtype: DType) -> np.dtype:
+    return dtype.numpy
+
+
+# --------------------------------------------------------------------------------------
+# Weight files
+# --------------------------------------------------------------------------------------
+
+_SAFETENSORS_DTYPES = {"F32": DType.F32, "F16": DType.F16, "BF16": DType.BF16,
+                       "F64": DType.F64, "I8": DType.I8, "U8": DType.I8, "I16": DType.I16,
+                       "I32": DType.I32, "I64": DType.I64, "BOOL": DType.I1}
+MAX_HEADER = 100 * 1024 * 1024
+
+
+def read_safetensors_header(path: Path) -> dict[str, tuple[DType | None, tuple[int, ...], int]]:
+    """name -> (dtype, shape, byte length) from a ``.safetensors`` header, bounds-checked
+    against the file size (nothing is read past the file, nothing sized by the header)."""
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        raw = f.read(8)
+        if len(raw) < 8:
+            raise WeightError(f"{path}: error: not a safetensors file (shorter than 8 bytes)")
+        (n,) = struct.unpack("<Q", raw)
+        if n > min(size - 8, MAX_HEADER):
+            raise WeightError(f"{path}: error: safetensors header length {n} runs past the "
+                              f"end of the file ({size} bytes)")
+        try:
+            header = json.loads(f.read(n))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise WeightError(f"{path}: error: corrupt safetensors header: {e}") from None
+    if not isinstance(header, dict):
+        raise WeightError(f"{path}: error: corrupt safetensors header (not a JSON object)")
+    data_size = size - 8 - n
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            dtype_name, shape, (begin, end) = info["dtype"], info["shape"], info["data_offsets"]
+            shape = tuple(int(s) for s in shape)
+        except (KeyError, TypeError, ValueError):
+            raise WeightError(f"{path}: error: tensor '{name}': corrupt header entry "
+                              f"{info!r}") from None
+        if not 0 <= begin <= end <= data_size:
+            raise WeightError(f"{path}: error: tensor '{name}': data [{begin}, {end}) lies "
+                              f"outside the file's {data_size} data bytes")
+        out[name] = (_SAFETENSORS_DTYPES.get(dtype_name), shape, end - begin)
+    return out
+
+
+def _check_file_params(path: Path, specs: list[ParamSpec], entries: dict[str, int]) -> None:
+    """Every declared weight is in the file with the right size (and dtype/shape when the
+    format records them)."""
+    header = read_safetensors_header(path) if path.suffix == ".safetensors" else {}
+    for spec in specs:
+        if spec.name not in entries:
+            raise WeightError(f"{path}: error: weight '{spec.name}' (the module's "
+                              f"{list(spec.shape)} {spec.dtype}) is not in the file")
+        if spec.name in header:
+            dtype, shape, _ = header[spec.name]
+            if dtype != spec.dtype or shape != spec.shape:
+                raise WeightError(f"{path}: error: weight '{spec.name}': expected "
+                                  f"{list(spec.shape)} {spec.dtype}, found {list(shape)} "
+                                  f"{dtype or 'an unsupported dtype'}")
+        if entries[spec.name] != spec.nbytes:
+            raise WeightError(f"{path}: error: weight '{spec.name}': expected {spec.nbytes} "
+                              f"bytes ({list(spec.shape)} {spec.dtype}), found "
+                              f"{entries[spec.name]}")
+
+
+def _check_dict_params(params: Mapping[str, np.ndarray], specs: list[ParamSpec]) -> None:
+    for spec in specs:
+        if spec.name not in params:
+            raise WeightError(f"error: weight '{spec.name}' ({list(spec.shape)} "
+                              f"{spec.dtype}) is missing from the params dict")
+        arr = np.asarray(params[spec.name])
+        want = _np_dtype(spec.dtype)
+        if tuple(arr.shape) != spec.shape or arr.dtype != want:
+            raise WeightError(f"error: weight '{spec.name}': expected {list(spec.shape)} "
+                              f"{want}, found {list(arr.shape)} {arr.dtype}")
+
+
+# --------------------------------------------------------------------------------------
+# Programs and functions
+# --------------------------------------------------------------------------------------
+
+
+class Function:
+    """One entry point: call with numpy arrays (positional or by input name)."""
+
+    def __init__(self, program: Program, name: str, invoker: Any, reflection: dict[str, str]
+                 ) -> None:
+        self._program = program
+        self.name = name
+        self._invoke = invoker
+        self.input_names: list[str] = json.loads(reflection.get("rlx.inputs", "[]"))
+        self.signature = reflection.get("iree.abi.declaration", "")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
+        inputs = self._bind(args, kwargs)
+        try:
+            out = self._invoke(*inputs)
+        except (RuntimeError, ValueError) as e:
+            raise RunError(f"error: calling {self.name}: {e}") from None
+        if isinstance(out, tuple | list):
+            return tuple(self._program.to_host(o) for o in out)
+        return self._program.to_host(out)
+
+    def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[np.ndarray]:
+        names = self.input_names
+        if kwargs:
+            unknown = set(kwargs) - set(names)
+            if unknown:
+                raise RunError(f"error: {self.name}: unknown input(s) "
+                               f"{', '.join(sorted(unknown))} (inputs: {', '.join(names)})")
+            values = list(args)
+            for n in names[len(args):]:
+                if n not in kwargs:
+                    raise RunError(f"error: {self.name}: input '{n}' is missing")
+                values.append(kwargs[n])
+        else:
+            values = list(args)
+        if names and len(values) != len(names):
+            raise RunError(f"error: {self.name}: expected {len(names)} inputs "
+                           f"({', '.join(names)}), found {len(values)}")
+        return [np.ascontiguousarray(v) for v in values]
+
+
+class Program:
+    """A loaded vmfb: ``program.main(x)`` or ``program["main"](x)``."""
+
+    def __init__(self, vmfb: bytes | str | Path, device: str = "local-task",
+                 params: ParamSource = None) -> None:
+        import iree.runtime as rt
+
+        if device not in DEVICES:
+            raise RunError(f"error: unknown device {device!r} (expected one of "
+                           f"{', '.join(DEVICES)})")
+        self.device_name = device
+        data = Path(vmfb).read_bytes() if isinstance(vmfb, str | Path) else bytes(vmfb)
+        try:
+            self._config = rt.Config(device)
+            self._vm = rt.VmModule.copy_buffer(self._config.vm_instance, data)
+        except (RuntimeError, ValueError) as e:
+            raise RunError(f"error: cannot load the module on {device}: {e}") from None
+        self._keep: list[Any] = []
+        modules = [self._vm]
+        specs = self.param_specs()
+        if specs or params is not None:
+            modules.insert(0, self._params_module(params, specs))
+        self._ctx = rt.SystemContext(vm_modules=modules, config=self._config)
+        self._device = self._config.device
+        bound = getattr(self._ctx.modules, self._vm.name)
+        self._functions: dict[str, Function] = {}
+        for name in self._vm.function_names:
+            if name.startswith("__"):
+                continue
+            refl = self._vm.lookup_function(name).reflection
+            self._functions[name] = Function(self, name, getattr(bound, name), refl)
+
+    def param_specs(self) -> list[ParamSpec]:
+        specs: dict[str, ParamSpec] = {}
+        for name in self._vm.function_names:
+            refl = self._vm.lookup_function(name).reflection
+            for pname, (shape, dtype) in json.loads(refl.get("rlx.params", "{}")).items():
+                specs[pname] = ParamSpec(pname, tuple(shape), DType.parse(dtype))
+        return list(specs.values())
+
+    def _params_module(self, params: ParamSource, specs: list[ParamSpec]) -> Any:
+        import iree.runtime as rt
+
+        idx = rt.ParameterIndex()
+        if params is None:
+            names = ", ".join(s.name for s in specs)
+            raise WeightError(f"error: the module needs weights ({names}); give them with params= "
+                              "(Python) or --params (rlx-run)")
+        if isinstance(params, str | Path):
+            path = Path(params)
+            if not path.is_file():
+                raise WeightError(f"{path}: error: weight file not found")
+            try:
+                idx.load(str(path))
+            except (RuntimeError, ValueError) as e:
+                raise WeightError(f"{path}: error: cannot read weights: {e}") from None
+            entries = {k: v.length for k, v in idx.items()}
+            _check_file_params(path, specs, entries)
+        else:
+            _check_dict_params(params, specs)
+            for spec in specs:
+                arr = np.ascontiguousarray(params[spec.name])
+                self._keep.append(arr)
+                idx.add_buffer(spec.name, arr)
+        return rt.create_io_parameters_module(self._config.vm_instance,
+                                              idx.create_provider(scope=PARAM_SCOPE))
+
+    @property
+    def functions(self) -> dict[str, Function]:
+        return dict(self._functions)
+
+    def __getitem__(self, name: str) -> Function:
+        if name not in self._functions:
+            raise RunError(f"error: no function '{name}' (functions: "
+                           f"{', '.join(self._functions)})")
+        return self._functions[name]
+
+    def __getattr__(self, name: str) -> Function:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self[name]
+
+    def to_host(self, arr: Any) -> np.ndarray:
+        """Copy a result to a numpy array (through a staging buffer, which also works on
+        Vulkan, where the plain ``to_host`` needs 4 KiB-aligned host memory)."""
+        import iree.runtime as rt
+
+        if isinstance(arr, np.ndarray):
+            return arr
+        if self.device_name.startswith("local"):
+            return np.asarray(arr.to_host())
+        bv = arr._buffer_view
+        src = bv.get_buffer()
+        dev = self._device
+        host = dev.allocator.allocate_buffer(
+            memory_type=int(rt.MemoryType.HOST_LOCAL | rt.MemoryType.DEVICE_VISIBLE),
+            allowed_usage=int(rt.BufferUsage.TRANSFER_TARGET | rt.BufferUsage.MAPPING_SCOPED),
+            allocation_size=src.byte_length())
+        sem = dev.create_semaphore(0)
+        dev.queue_copy(src, host, wait_semaphores=rt.HalFence.create_at(sem, 0),
+                       signal_semaphores=rt.HalFence.create_at(sem, 1))
+        rt.HalFence.create_at(sem, 1).wait()
+        mapped = host.map()
+        dtype = rt.HalElementType.map_to_dtype(bv.element_type)
+        return np.array(mapped.asarray(tuple(bv.shape), dtype), copy=True)
+
+
+def load(vmfb: bytes | str | Path, device: str = "local-task", params: ParamSource = None
+         ) -> Program:
+    """Load a vmfb (bytes or path) on ``device`` with its weights."""
+    return Program(vmfb, device, params)
+
+
+def save_params(params: Mapping[str, np.ndarray], path: str | Path) -> None:
+    """Write weights to an ``.irpa`` archive (dtype and shape recorded)."""
+    import iree.runtime as rt
+
+    idx = rt.ParameterIndex()
+    for name, arr in params.items():
+        rt.parameter_index_add_numpy_ndarray(idx, name, np.ascontiguousarray(arr))
+    idx.create_archive_file(str(path))
+
+
+__all__ = ["DEVICES", "Function", "ParamSpec", "Program", "load", "save_params"]

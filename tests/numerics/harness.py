@@ -1,0 +1,100 @@
+"""Compile a HIR module, run it on IREE, and compare with the numpy reference."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Mapping
+
+import numpy as np
+import pytest
+
+import rlx
+from rlx import compiler, reference, runtime
+from rlx.ir.types import DType, TensorInfo
+from rlx.reference.tolerance import assert_close
+
+TARGETS = ["llvm-cpu", pytest.param("vulkan", marks=pytest.mark.vulkan)]
+DEVICE = {"llvm-cpu": "local-task", "vulkan": "vulkan"}
+
+
+@functools.cache
+def vulkan_available() -> bool:
+    try:
+        import iree.runtime as rt
+
+        rt.get_driver("vulkan").create_default_device()
+    except Exception:
+        return False
+    return True
+
+
+def require(target: str) -> None:
+    if target == "vulkan" and not vulkan_available():
+        reason = "no Vulkan device (CI installs Mesa lavapipe: apt-get install mesa-vulkan-drivers)"
+        if os.environ.get("RLX_REQUIRE_VULKAN"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+def random_array(shape: tuple[int, ...], dtype: DType, rng: np.random.Generator,
+                 scale: float = 1.0) -> np.ndarray:
+    if dtype == DType.I1:
+        return rng.random(shape) < 0.7
+    if dtype.is_int:
+        return rng.integers(0, 8, size=shape).astype(dtype.numpy)
+    data = (rng.standard_normal(shape) * scale).astype(np.float32)
+    return reference.round_to(data, dtype) if dtype == DType.BF16 else data.astype(dtype.numpy)
+
+
+def concrete(t: TensorInfo, dyn: int) -> tuple[int, ...]:
+    return tuple(dyn if d is None else d for d in t.shape)
+
+
+def make_inputs(h: rlx.HirModule, rng: np.random.Generator, dyn: int = 5,
+                given: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    given = dict(given or {})
+    out = {}
+    for name, v in zip(h.input_names, h.inputs, strict=True):
+        out[name] = given.pop(name) if name in given else random_array(
+            concrete(v.type, dyn), v.dtype, rng)
+    assert not given, f"unknown inputs {sorted(given)}"
+    return out
+
+
+def make_params(h: rlx.HirModule, rng: np.random.Generator,
+                given: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    given = dict(given or {})
+    out = {}
+    for op in h.ops:
+        if not op.name.endswith(".param"):
+            continue
+        from iree.compiler import ir
+
+        name = ir.StringAttr(op.attributes["name"]).value
+        t = TensorInfo.from_mlir(op.results[0].type)
+        if name in given:
+            out[name] = given[name]
+        elif name not in out:
+            fan_in = t.shape[0] if t.rank == 2 else 1
+            out[name] = random_array(t.shape, t.dtype, rng, 1.0 / np.sqrt(fan_in))
+    return out
+
+
+def check_module(h: rlx.HirModule, target: str, *, seed: int = 0, dyn: int = 5,
+                 inputs: Mapping[str, np.ndarray] | None = None,
+                 params: Mapping[str, np.ndarray] | None = None,
+                 **options: object) -> list[np.ndarray]:
+    """Compile ``h`` for ``target``, run it, compare every output with the reference."""
+    require(target)
+    rng = np.random.default_rng(seed)
+    feeds = make_inputs(h, rng, dyn, inputs)
+    weights = make_params(h, rng, params)
+    vmfb = compiler.compile(h, target, **options)
+    prog = runtime.load(vmfb, DEVICE[target], weights)
+    got = prog.main(**feeds)
+    got = list(got) if isinstance(got, tuple) else [got]
+    want = reference.evaluate(h, feeds, weights)
+    for i, (g, w, out) in enumerate(zip(got, want, h.outputs, strict=True)):
+        assert_close(g, w, out.dtype, f"output #{i} ({out.label or out.op.name})")
+    return got

@@ -1,0 +1,58 @@
+"""Numerics of the elementwise MIR ops (activation, binary, compare, where, cast) used
+through the HIR escape hatch, with numpy broadcasting."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from harness import TARGETS, check_module
+
+import rlx
+from rlx.dialects.enums import ACTIVATIONS, BINARY_OPS, COMPARE_OPS
+
+POSITIVE_ONLY = {"log", "sqrt", "rsqrt"}
+
+
+def elementwise(dtype: str) -> tuple[rlx.HirModule, dict[str, np.ndarray]]:
+    h = rlx.HirModule("elementwise")
+    x = h.input("x", (None, 16), dtype)
+    p = h.input("p", (None, 16), dtype)
+    row = h.input("row", (16,), dtype)
+    outs = []
+    for kind in ACTIVATIONS:
+        outs.append(h.mir("activation", [p if kind in POSITIVE_ONLY else x], kind=kind))
+    for kind in BINARY_OPS:
+        rhs = p if kind in ("div", "pow") else row
+        lhs = p if kind == "pow" else x
+        outs.append(h.mir("binary", [lhs, rhs], kind=kind))
+    flags = [h.mir("compare", [x, row], kind=k) for k in COMPARE_OPS]
+    outs += [h.mir("cast", [f], to=dtype) for f in flags]
+    outs.append(h.mir("where", [flags[2], x, row]))
+    outs.append(h.mir("cast", [h.mir("cast", [x], to="i32")], to=dtype))
+    outs.append(h.mir("cast", [x], to="f16" if dtype == "f32" else "f32"))
+    h.set_outputs(outs)
+    rng = np.random.default_rng(1)
+    np_dtype = np.float16 if dtype == "f16" else np.float32
+    inputs = {"x": (rng.standard_normal((6, 16)) * 2).astype(np_dtype),
+              "p": rng.uniform(0.5, 2.0, (6, 16)).astype(np_dtype),
+              "row": rng.standard_normal(16).astype(np_dtype)}
+    inputs["x"][0, :4] = inputs["row"][:4]  # exercise eq / le / ge ties
+    return h, inputs
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_elementwise(target: str, dtype: str) -> None:
+    h, inputs = elementwise(dtype)
+    check_module(h, target, dyn=6, inputs=inputs)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_integer_ops(target: str) -> None:
+    h = rlx.HirModule("ints")
+    a = h.input("a", (4, 8), "i32")
+    b = h.input("b", (8,), "i32")
+    outs = [h.mir("binary", [a, b], kind=k) for k in ("add", "sub", "mul", "max", "min")]
+    outs.append(h.mir("cast", [h.mir("compare", [a, b], kind="gt")], to="i32"))
+    h.set_outputs(outs)
+    check_module(h, target)
