@@ -26,8 +26,8 @@ pytest: venv  ## numerics, API, CLI and error tests
 
 test: lint lit pytest  ## everything CI runs
 
-demo: venv  ## the main job: verify and print the shipped example
-	$(BIN)/rlx-opt examples/ffn.hir
+demo: venv  ## the main job: build, compile (llvm-cpu) and run the tiny LLaMA example
+	$(BIN)/python examples/tiny_llama.py
 
 clean:  ## remove build and test outputs
 	rm -rf _lit_out .pytest_cache build python/*.egg-info

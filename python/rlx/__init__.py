@@ -4,6 +4,7 @@ from rlx import runtime as runtime
 from rlx.compiler import compile as compile
 from rlx.dialects.builder import HirModule as HirModule
 from rlx.dialects.builder import HirValue as HirValue
+from rlx.dialects.builder import MirModule as MirModule
 from rlx.dialects.builder import load_hir as load_hir
 from rlx.ir.diagnostics import BuildError as BuildError
 from rlx.ir.diagnostics import CompileError as CompileError

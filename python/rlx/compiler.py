@@ -28,7 +28,7 @@ from rlx.ir.diagnostics import CompileError, RlxError
 from rlx.ir.locations import label_of, source_of
 from rlx.ir.text import parse_file, parse_module, print_module, walk_ops
 from rlx.ir.types import TensorInfo
-from rlx.lowering import hir_to_mir, mir_to_linalg
+from rlx.lowering import lower_hir_to_mir, lower_mir_to_linalg
 from rlx.lowering.registry import LoweringOptions
 
 TARGETS = ("llvm-cpu", "vulkan", "cuda", "rocm")
@@ -168,10 +168,10 @@ def lower(lowered: Lowered, config: TargetConfig, stop: str = "linalg") -> None:
     """Run the passes up to ``stop`` (``"hir"``, ``"mir"`` or ``"linalg"``) in place."""
     if stop == "hir":
         return
-    hir_to_mir(lowered.module, config.lowering)
+    lower_hir_to_mir(lowered.module, config.lowering)
     if stop == "mir":
         return
-    mir_to_linalg(lowered.module, config.lowering)
+    lower_mir_to_linalg(lowered.module, config.lowering)
     _add_reflection(lowered.module)
     if config.target == "cuda" and config.cuda_arch in HOPPER_AND_LATER:
         with lowered.module.context:
@@ -199,7 +199,11 @@ def _add_reflection(module: ir.Module) -> None:
                     d = ir.DictAttr(a)
                     names.append(ir.StringAttr(d["rlx.name"]).value if "rlx.name" in d
                                  else f"arg{i}")
+            block = op.regions[0].blocks[0]
+            types = [[list(t.shape), str(t.dtype)] for t in
+                     (TensorInfo.from_mlir(a.type) for a in block.arguments)]
             refl = {"rlx.inputs": ir.StringAttr.get(json.dumps(names)),
+                    "rlx.input_types": ir.StringAttr.get(json.dumps(types)),
                     "rlx.params": ir.StringAttr.get(json.dumps(params, sort_keys=True))}
             op.attributes["iree.reflection"] = ir.DictAttr.get(refl)
 
@@ -214,6 +218,7 @@ def lowered_text(module: ir.Module) -> str:
 # --------------------------------------------------------------------------------------
 
 _DIAG = re.compile(r"^(?P<pos>[^\s:][^:]*:\d+:\d+): (?P<kind>error|warning|note): (?P<msg>.*)$")
+_TARGET_ATTR = re.compile(r'(#hal\.executable\.target<"[^"]*", "[^"]*"), \{.*\}>')
 
 
 def _explain(stderr: str, lowered: Lowered) -> list[str]:
@@ -223,7 +228,7 @@ def _explain(stderr: str, lowered: Lowered) -> list[str]:
         m = _DIAG.match(raw)
         if not m or m.group("kind") != "error":
             continue
-        pos, msg = m.group("pos"), m.group("msg")
+        pos, msg = m.group("pos"), _TARGET_ATTR.sub(r"\1, {...}>", m.group("msg"))
         hit = lowered.ops_by_position.get(pos)
         if hit is not None:
             label, name = hit

@@ -133,6 +133,9 @@ class Function:
         self.name = name
         self._invoke = invoker
         self.input_names: list[str] = json.loads(reflection.get("rlx.inputs", "[]"))
+        self.input_types: list[tuple[list[int | None], DType]] = [
+            (shape, DType.parse(dtype))
+            for shape, dtype in json.loads(reflection.get("rlx.input_types", "[]"))]
         self.signature = reflection.get("iree.abi.declaration", "")
 
     def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
@@ -162,7 +165,17 @@ class Function:
         if names and len(values) != len(names):
             raise RunError(f"error: {self.name}: expected {len(names)} inputs "
                            f"({', '.join(names)}), found {len(values)}")
-        return [np.ascontiguousarray(v) for v in values]
+        arrays = [np.ascontiguousarray(v) for v in values]
+        for i, (arr, (shape, dtype)) in enumerate(zip(arrays, self.input_types, strict=False)):
+            want = _np_dtype(dtype)
+            fits = arr.ndim == len(shape) and all(
+                d is None or d == a for d, a in zip(shape, arr.shape, strict=False))
+            if arr.dtype != want or not fits:
+                dims = ", ".join("?" if d is None else str(d) for d in shape)
+                name = names[i] if i < len(names) else f"#{i}"
+                raise RunError(f"error: {self.name}: input '{name}': expected {want} "
+                               f"[{dims}], found {arr.dtype} {list(arr.shape)}")
+        return arrays
 
 
 class Program:

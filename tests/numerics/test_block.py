@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 from harness import DEVICE, TARGETS, check_module, require
 
 import rlx
 from rlx.reference.tolerance import assert_close
-
-torch = pytest.importorskip("torch", reason="the HF oracle needs torch (the test extra)")
-transformers = pytest.importorskip("transformers", reason="the HF oracle needs transformers")
 
 SHAPES = [  # (batch, seq, hidden, heads, kv_heads, head_dim, ffn)
     (1, 7, 64, 4, 2, 16, 96),

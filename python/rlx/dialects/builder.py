@@ -537,16 +537,69 @@ class HirModule:
         verify_module(module, "hir")
         return cls._wrap(module)
 
+    def lower_to_mir(self, fusion_policy: str | None = None) -> MirModule:
+        """A new MIR module (``hir-to-mir`` with this module's, or the given, policy);
+        this module is left as it is."""
+        from rlx.lowering import LoweringOptions, lower_hir_to_mir
+
+        module = parse_module(str(self), f"{self.name}.hir")
+        if fusion_policy is not None:
+            with module.context:
+                module.operation.attributes[FUSION_POLICY_ATTR] = ir.StringAttr.get(
+                    fusion_policy)
+        lower_hir_to_mir(module, LoweringOptions())
+        return MirModule(module)
+
+    def lower_for_autodiff(self) -> MirModule:
+        """``lower_to_mir`` with the ``for_autodiff`` policy (primitive chains)."""
+        return self.lower_to_mir("for_autodiff")
+
     @classmethod
-    def wrap_mir_graph(cls, mir: ir.Module | str) -> HirModule:
+    def wrap_mir_graph(cls, mir: MirModule | ir.Module | str) -> HirModule:
         """A HIR module whose ops are the given MIR module's ops (escape-hatch nodes),
         with the ``direct`` policy."""
+        if isinstance(mir, MirModule):
+            mir = mir.mlir
         text = mir if isinstance(mir, str) else print_module(mir)
         module = parse_module(text)
         verify_module(module, "mir")
         self = cls._wrap(module)
         self.fusion_policy = "direct"
         return self
+
+
+class MirModule:
+    """A module at the MIR stage (what ``HirModule.lower_to_mir`` returns)."""
+
+    def __init__(self, module: ir.Module) -> None:
+        self._module = module
+
+    @property
+    def mlir(self) -> ir.Module:
+        return self._module
+
+    @property
+    def ops(self) -> list[ir.Operation]:
+        func = self._module.body.operations[0].operation
+        return [op.operation for op in func.regions[0].blocks[0].operations
+                if op.operation.name != "func.return"]
+
+    def __len__(self) -> int:
+        """Nodes as RLX counts them: function inputs plus ops."""
+        func = self._module.body.operations[0].operation
+        return len(func.regions[0].blocks[0].arguments) + len(self.ops)
+
+    def verify(self) -> None:
+        verify_module(self._module, "mir")
+
+    def __str__(self) -> str:
+        return print_module(self._module)
+
+    @classmethod
+    def parse(cls, text: str, source: str = "<string>") -> MirModule:
+        module = parse_module(text, source)
+        verify_module(module, "mir")
+        return cls(module)
 
 
 def _default_label(op: ir.Operation) -> str | None:
@@ -561,4 +614,4 @@ def load_hir(path: str | Path) -> HirModule:
     return HirModule.load(path)
 
 
-__all__ = ["HirModule", "HirValue", "load_hir"]
+__all__ = ["HirModule", "HirValue", "MirModule", "load_hir"]

@@ -10,7 +10,7 @@ from rlx.dialects import fusion_policy, verify_module
 from rlx.lowering.registry import LoweringContext, LoweringOptions, check_lowered
 
 
-def hir_to_mir(module: ir.Module, options: LoweringOptions) -> None:
+def lower_hir_to_mir(module: ir.Module, options: LoweringOptions) -> None:
     """HIR blocks -> MIR ops, by the module's fusion policy."""
     from rlx.lowering.hir_to_mir import HIR_TO_MIR
 
@@ -20,7 +20,7 @@ def hir_to_mir(module: ir.Module, options: LoweringOptions) -> None:
     verify_module(module, "mir")
 
 
-def mir_to_linalg(module: ir.Module, options: LoweringOptions) -> None:
+def lower_mir_to_linalg(module: ir.Module, options: LoweringOptions) -> None:
     """MIR ops -> linalg / tensor / arith / math / iree_linalg_ext / util ops."""
     from rlx.lowering.mir_to_linalg import MIR_TO_LINALG, declare_params
 
@@ -40,8 +40,8 @@ def check_lowered_pass(module: ir.Module, options: LoweringOptions) -> None:
 
 Pass = Callable[[ir.Module, LoweringOptions], None]
 PASSES: dict[str, Pass] = {
-    "hir-to-mir": hir_to_mir,
-    "mir-to-linalg": mir_to_linalg,
+    "hir-to-mir": lower_hir_to_mir,
+    "mir-to-linalg": lower_mir_to_linalg,
     "check-lowered": check_lowered_pass,
 }
 
@@ -51,4 +51,5 @@ def run_passes(module: ir.Module, names: list[str], options: LoweringOptions) ->
         PASSES[name](module, options)
 
 
-__all__ = ["PASSES", "LoweringOptions", "hir_to_mir", "mir_to_linalg", "run_passes"]
+__all__ = ["PASSES", "LoweringOptions", "lower_hir_to_mir", "lower_mir_to_linalg",
+           "run_passes"]

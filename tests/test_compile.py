@@ -1,0 +1,166 @@
+"""rlx.compile and rlx-compile: stages, targets, flags, and what a failing IREE compile
+reports (the HIR label and position, the saved module, an exact reproducer)."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rlx
+from hir_zoo import build
+from rlx.compiler import TargetConfig, hopper_device_target
+
+ROOT = Path(__file__).resolve().parent.parent
+FFN = ROOT / "examples" / "ffn.hir"
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rlx.tools.compile", *args],
+                          capture_output=True, text=True, cwd=ROOT)
+
+
+def test_emit_stages() -> None:
+    h = build("swiglu")
+    assert rlx.compile(h, emit="hir") == str(h)
+    mir = rlx.compile(h, emit="mir")
+    assert "rlx_mir.fused_swiglu" in mir
+    assert "rlx_hir" not in mir
+    linalg = rlx.compile(h, emit="linalg")
+    assert 'util.global private @param.up = #flow.parameter.named<"model"::"up">' in linalg
+    assert "rlx_" not in linalg.replace("rlx.name", "").replace("rlx.inputs", "").replace(
+        "rlx.params", "").replace("rlx.fusion_policy", "")
+    vmfb = rlx.compile(h)
+    assert isinstance(vmfb, bytes)
+    assert len(vmfb) > 1000
+
+
+def test_compile_from_path_and_cli_stages(tmp_path: Path) -> None:
+    out = tmp_path / "ffn.vmfb"
+    data = rlx.compile(FFN, output=out)
+    assert out.read_bytes() == data
+    proc = cli(str(FFN), "--emit=mir")
+    assert proc.returncode == 0, proc.stderr
+    assert '"rlx_mir.fused_residual_rms_norm"' in proc.stdout
+    proc = cli(str(FFN), "--target=vulkan", "-o", str(tmp_path / "vk.vmfb"))
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "vk.vmfb").stat().st_size > 0
+
+
+def test_weights_are_not_in_the_vmfb() -> None:
+    h = rlx.HirModule("big")
+    x = h.input("x", (1, 512))
+    h.set_outputs([h.linear(x, h.param("w", (512, 1024)))])
+    vmfb = rlx.compile(h)
+    assert len(vmfb) < 200_000, "a 2 MB weight must live in the parameter file"
+
+
+def test_extra_flags_reach_iree() -> None:
+    h = build("norms")
+    assert rlx.compile(h, extra_flags=["--iree-llvmcpu-enable-ukernels=none"])
+    with pytest.raises(rlx.CompileError, match="--iree-no-such-flag"):
+        rlx.compile(h, extra_flags=["--iree-no-such-flag"])
+
+
+def test_bad_options_are_clear_errors() -> None:
+    h = build("norms")
+    with pytest.raises(rlx.CompileError, match="unknown target 'tpu'"):
+        rlx.compile(h, "tpu")
+    with pytest.raises(rlx.CompileError, match="unknown emit stage 'asm'"):
+        rlx.compile(h, emit="asm")
+    with pytest.raises(rlx.CompileError, match=r"unknown compile option.*opt_lvl"):
+        rlx.compile(h, opt_lvl="O3")
+    with pytest.raises(rlx.LoweringError, match="attention lowering"):
+        rlx.compile(h, attention="flash")
+
+
+def attention_hir(tmp_path: Path) -> Path:
+    h = rlx.HirModule("attn")
+    q = h.input("q", (1, 8, 64))
+    h.set_outputs([h.named("layers.3.attn", lambda h: h.attention(
+        q, q, q, num_heads=4, head_dim=16, mask_kind="causal"))])
+    path = tmp_path / "attn.hir"
+    path.write_text(str(h))
+    return path
+
+
+def test_failing_iree_compile_names_the_op_and_reproduces(tmp_path: Path) -> None:
+    """IREE 3.13 cannot compile iree_linalg_ext.attention for SPIR-V: forcing the fused
+    lowering on Vulkan must fail with the HIR label, its position, the saved module and a
+    command that fails the same way, and leave no output file."""
+    src = attention_hir(tmp_path)
+    out = tmp_path / "attn.vmfb"
+    proc = cli(str(src), "--target=vulkan", "--attention=fused", "-o", str(out))
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    line = next(i for i, t in enumerate(src.read_text().splitlines(), 1) if "attention" in t)
+    assert f'{src}:{line}:10: error: IREE rejected "layers.3.attn" (rlx_hir.attention)' in (
+        proc.stderr)
+    assert not out.exists()
+    saved = tmp_path / "attn.failed.mlir"
+    assert saved.exists()
+    assert (tmp_path / "attn.failed.hir").exists()
+    repro = next(t for t in proc.stderr.splitlines() if t.startswith("note: reproduce with: "))
+    rerun = subprocess.run(shlex.split(repro.removeprefix("note: reproduce with: ")),
+                           capture_output=True, text=True)
+    assert rerun.returncode != 0
+    assert f"{src}:{line}:10: error:" in rerun.stderr
+
+
+def test_provenance_in_iree_diagnostics_for_builder_modules() -> None:
+    h = rlx.HirModule("attn")
+    q = h.input("q", (1, 8, 64))
+    h.set_outputs([h.named("blk.attn", lambda h: h.attention(q, q, q, num_heads=4,
+                                                             head_dim=16))])
+    with pytest.raises(rlx.CompileError) as info:
+        rlx.compile(h, "vulkan", attention="fused")
+    msg = str(info.value)
+    assert 'attn.hir:3:10: error: IREE rejected "blk.attn" (rlx_hir.attention)' in msg
+    assert "(the HIR as " in msg
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90", "sm_100"])
+def test_cuda_compiles(arch: str) -> None:
+    vmfb = rlx.compile(build("transformer_block"), "cuda", cuda_arch=arch)
+    assert f".target {arch}".encode() in vmfb or arch.encode() in vmfb
+
+
+def test_hopper_target_is_derived_from_sm89() -> None:
+    text = hopper_device_target("sm_90")
+    assert 'arch = "sm_90"' in text
+    assert 'features = "+ptx84"' in text
+    assert "sm_89" not in text
+
+
+def test_rocm_compiles() -> None:
+    assert rlx.compile(build("attention_causal"), "rocm", rocm_arch="gfx942")
+
+
+def test_target_defaults() -> None:
+    cpu, vk, cuda = TargetConfig("llvm-cpu"), TargetConfig("vulkan"), TargetConfig("cuda")
+    assert cpu.lowering.attention == "decomposed"
+    assert cpu.lowering.compute_barriers
+    assert "--iree-opt-data-tiling=true" in cpu.flags()
+    assert "--iree-llvmcpu-target-cpu=host" in cpu.flags()
+    assert vk.lowering.attention == "decomposed"
+    assert not vk.lowering.compute_barriers
+    assert "--iree-vulkan-target=llvmpipe" in vk.flags()
+    assert cuda.lowering.attention == "fused"
+    assert TargetConfig("rocm").runtime_device == "hip"
+
+
+def test_compiled_module_runs_with_named_inputs() -> None:
+    vmfb = rlx.compile(FFN)
+    rng = np.random.default_rng(0)
+    params = {"norm.gamma": np.ones(64, np.float32), "norm.beta": np.zeros(64, np.float32),
+              "ffn.up": rng.standard_normal((64, 256), np.float32),
+              "ffn.gate": rng.standard_normal((64, 256), np.float32),
+              "ffn.down": rng.standard_normal((256, 64), np.float32)}
+    prog = rlx.runtime.load(vmfb, params=params)
+    x = rng.standard_normal((3, 64), np.float32)
+    assert prog.main.input_names == ["x", "residual"]
+    np.testing.assert_array_equal(prog.main(x, x), prog.main(residual=x, x=x))

@@ -1,0 +1,134 @@
+"""rlx.runtime and rlx-run: weights from a dict, .irpa or .safetensors (checked against the
+module before anything runs), inputs by position or name, clear errors."""
+
+from __future__ import annotations
+
+import json
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rlx
+from rlx.runtime import read_safetensors_header, save_params
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def linear_vmfb() -> bytes:
+    h = rlx.HirModule("lin")
+    x = h.input("x", (None, 8))
+    h.set_outputs([h.linear(x, h.param("fc.w", (8, 4)), h.param("fc.b", (4,)), "relu")])
+    return rlx.compile(h)
+
+
+WEIGHTS = {"fc.w": np.arange(32, dtype=np.float32).reshape(8, 4) / 10,
+           "fc.b": np.array([1, -1, 0.5, -0.5], np.float32)}
+X = np.linspace(-1, 1, 24, dtype=np.float32).reshape(3, 8)
+WANT = np.maximum(X @ WEIGHTS["fc.w"] + WEIGHTS["fc.b"], 0)
+
+
+def write_safetensors(path: Path, tensors: dict[str, np.ndarray],
+                      header_override: dict | None = None) -> None:
+    names = {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16"}
+    header, offset, blobs = {}, 0, []
+    for name, arr in tensors.items():
+        data = np.ascontiguousarray(arr).tobytes()
+        header[name] = {"dtype": names[arr.dtype], "shape": list(arr.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+        blobs.append(data)
+    header.update(header_override or {})
+    raw = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + b"".join(blobs))
+
+
+def test_params_from_dict_irpa_and_safetensors(linear_vmfb: bytes, tmp_path: Path) -> None:
+    irpa, st = tmp_path / "w.irpa", tmp_path / "w.safetensors"
+    save_params(WEIGHTS, irpa)
+    write_safetensors(st, WEIGHTS)
+    for params in (WEIGHTS, irpa, str(st)):
+        out = rlx.runtime.load(linear_vmfb, params=params).main(X)
+        np.testing.assert_allclose(out, WANT, rtol=1e-6, atol=1e-6)
+
+
+def test_local_sync_device(linear_vmfb: bytes) -> None:
+    out = rlx.runtime.load(linear_vmfb, "local-sync", WEIGHTS).main(x=X)
+    np.testing.assert_allclose(out, WANT, rtol=1e-6, atol=1e-6)
+
+
+def test_weight_errors_name_the_tensor(linear_vmfb: bytes, tmp_path: Path) -> None:
+    with pytest.raises(rlx.WeightError, match=r"weight 'fc.b' .* is missing"):
+        rlx.runtime.load(linear_vmfb, params={"fc.w": WEIGHTS["fc.w"]})
+    with pytest.raises(rlx.WeightError, match=r"weight 'fc.w': expected \[8, 4\] float32, "
+                                              r"found \[4, 8\] float32"):
+        rlx.runtime.load(linear_vmfb, params={**WEIGHTS, "fc.w": WEIGHTS["fc.w"].T.copy()})
+    with pytest.raises(rlx.WeightError, match="needs weights"):
+        rlx.runtime.load(linear_vmfb)
+    st = tmp_path / "half.safetensors"
+    write_safetensors(st, {**WEIGHTS, "fc.w": WEIGHTS["fc.w"].astype(np.float16)})
+    with pytest.raises(rlx.WeightError, match=r"weight 'fc.w': expected \[8, 4\] f32, found "
+                                              r"\[8, 4\] f16"):
+        rlx.runtime.load(linear_vmfb, params=st)
+    irpa = tmp_path / "partial.irpa"
+    save_params({"fc.w": WEIGHTS["fc.w"]}, irpa)
+    with pytest.raises(rlx.WeightError, match=r"weight 'fc.b' .* is not in the file"):
+        rlx.runtime.load(linear_vmfb, params=irpa)
+    with pytest.raises(rlx.WeightError, match="weight file not found"):
+        rlx.runtime.load(linear_vmfb, params=tmp_path / "nope.irpa")
+
+
+def test_hostile_safetensors_headers(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(struct.pack("<Q", 1 << 40) + b"{}")
+    with pytest.raises(rlx.WeightError, match=r"header length .* runs past the end"):
+        read_safetensors_header(bad)
+    write_safetensors(bad, WEIGHTS, {"fc.w": {"dtype": "F32", "shape": [8, 4],
+                                              "data_offsets": [0, 1 << 30]}})
+    with pytest.raises(rlx.WeightError, match=r"tensor 'fc.w': data .* outside the file"):
+        read_safetensors_header(bad)
+    bad.write_bytes(b"\x01\x00")
+    with pytest.raises(rlx.WeightError, match="shorter than 8 bytes"):
+        read_safetensors_header(bad)
+
+
+def test_input_errors(linear_vmfb: bytes) -> None:
+    prog = rlx.runtime.load(linear_vmfb, params=WEIGHTS)
+    with pytest.raises(rlx.RunError, match=r"expected 1 inputs \(x\), found 2"):
+        prog.main(X, X)
+    with pytest.raises(rlx.RunError, match="unknown input"):
+        prog.main(y=X)
+    with pytest.raises(rlx.RunError, match=r"input 'x': expected float32 \[\?, 8\], found "
+                                           r"float64 \[3, 8\]"):
+        prog.main(X.astype(np.float64))
+    with pytest.raises(rlx.RunError, match=r"input 'x': expected float32 \[\?, 8\], found "
+                                           r"float32 \[3, 7\]"):
+        prog.main(X[:, :7])
+    with pytest.raises(rlx.RunError, match="no function 'decode'"):
+        prog["decode"]
+    with pytest.raises(rlx.RunError, match="unknown device"):
+        rlx.runtime.load(linear_vmfb, "tpu", WEIGHTS)
+
+
+def test_rlx_run_cli(linear_vmfb: bytes, tmp_path: Path) -> None:
+    vmfb, x, w = tmp_path / "m.vmfb", tmp_path / "x.npy", tmp_path / "w.irpa"
+    vmfb.write_bytes(linear_vmfb)
+    np.save(x, X)
+    save_params(WEIGHTS, w)
+    run = [sys.executable, "-m", "rlx.tools.run", str(vmfb), "--params", str(w)]
+    proc = subprocess.run([*run, "--input", f"x={x}", "--output-dir", str(tmp_path / "o")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "o" / "output_0.npy"), WANT, rtol=1e-6)
+    proc = subprocess.run([*run, "--input", str(x)], capture_output=True, text=True)
+    assert proc.returncode == 0
+    assert "output 0: float32[3, 4]" in proc.stdout
+    proc = subprocess.run([*run, "--input", f"x={tmp_path / 'missing.npy'}"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert "cannot read a .npy array" in proc.stderr
