@@ -1,11 +1,13 @@
 """rlx: block-level ML models as MLIR (``rlx_hir`` / ``rlx_mir``), compiled with IREE."""
 
+from rlx import models as models
 from rlx import runtime as runtime
 from rlx.compiler import compile as compile
 from rlx.dialects.builder import HirModule as HirModule
 from rlx.dialects.builder import HirValue as HirValue
 from rlx.dialects.builder import MirModule as MirModule
 from rlx.dialects.builder import load_hir as load_hir
+from rlx.generate import generate as generate
 from rlx.ir.diagnostics import BuildError as BuildError
 from rlx.ir.diagnostics import CompileError as CompileError
 from rlx.ir.diagnostics import LoweringError as LoweringError

@@ -124,6 +124,29 @@ def _check_dict_params(params: Mapping[str, np.ndarray], specs: list[ParamSpec])
 # --------------------------------------------------------------------------------------
 
 
+class DeviceTensor:
+    """A result kept in device memory (``Function.on_device``): pass it back as an input
+    without a host round trip (a KV cache, a carried state), or read it with ``numpy()``."""
+
+    def __init__(self, program: Program, array: Any) -> None:
+        self._program = program
+        self.array = array
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.array.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(self.array.dtype)
+
+    def numpy(self) -> np.ndarray:
+        return self._program.to_host(self.array)
+
+    def __repr__(self) -> str:
+        return f"DeviceTensor({self.dtype}{list(self.shape)} on {self._program.device_name})"
+
+
 class Function:
     """One entry point: call with numpy arrays (positional or by input name)."""
 
@@ -139,16 +162,23 @@ class Function:
         self.signature = reflection.get("iree.abi.declaration", "")
 
     def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
+        out = self.on_device(*args, **kwargs)
+        if isinstance(out, tuple):
+            return tuple(o.numpy() for o in out)
+        return out.numpy()
+
+    def on_device(self, *args: Any, **kwargs: Any) -> DeviceTensor | tuple[DeviceTensor, ...]:
+        """Like calling the function, but the results stay in device memory."""
         inputs = self._bind(args, kwargs)
         try:
             out = self._invoke(*inputs)
         except (RuntimeError, ValueError) as e:
             raise RunError(f"error: calling {self.name}: {e}") from None
         if isinstance(out, tuple | list):
-            return tuple(self._program.to_host(o) for o in out)
-        return self._program.to_host(out)
+            return tuple(DeviceTensor(self._program, o) for o in out)
+        return DeviceTensor(self._program, out)
 
-    def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[np.ndarray]:
+    def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
         names = self.input_names
         if kwargs:
             unknown = set(kwargs) - set(names)
@@ -165,17 +195,18 @@ class Function:
         if names and len(values) != len(names):
             raise RunError(f"error: {self.name}: expected {len(names)} inputs "
                            f"({', '.join(names)}), found {len(values)}")
-        arrays = [np.ascontiguousarray(v) for v in values]
+        arrays = [v if isinstance(v, DeviceTensor) else np.ascontiguousarray(v)
+                  for v in values]
         for i, (arr, (shape, dtype)) in enumerate(zip(arrays, self.input_types, strict=False)):
             want = _np_dtype(dtype)
-            fits = arr.ndim == len(shape) and all(
+            fits = len(arr.shape) == len(shape) and all(
                 d is None or d == a for d, a in zip(shape, arr.shape, strict=False))
             if arr.dtype != want or not fits:
                 dims = ", ".join("?" if d is None else str(d) for d in shape)
                 name = names[i] if i < len(names) else f"#{i}"
                 raise RunError(f"error: {self.name}: input '{name}': expected {want} "
                                f"[{dims}], found {arr.dtype} {list(arr.shape)}")
-        return arrays
+        return [a.array if isinstance(a, DeviceTensor) else a for a in arrays]
 
 
 class Program:
@@ -301,4 +332,5 @@ def save_params(params: Mapping[str, np.ndarray], path: str | Path) -> None:
     idx.create_archive_file(str(path))
 
 
-__all__ = ["DEVICES", "Function", "ParamSpec", "Program", "load", "save_params"]
+__all__ = ["DEVICES", "DeviceTensor", "Function", "ParamSpec", "Program", "load",
+           "save_params"]

@@ -106,6 +106,8 @@ class HirModule:
 
     # -- construction helpers ----------------------------------------------------------
     def _new_function(self, name: str) -> ir.Operation:
+        if not name.isidentifier():
+            raise BuildError(f"function name: expected an identifier, found {name!r}")
         with self._ctx, ir.Location.unknown(), ir.InsertionPoint(self._module.body):
             ftype = ir.FunctionType.get([], [])
             func_op = ir.Operation.create(
@@ -197,6 +199,24 @@ class HirModule:
     def _hir(self, name: str, operands: Sequence[HirValue | None], attrs: dict[str, Any],
              out_shape: ShapeLike | None = None, label: str | None = None) -> HirValue:
         return self._emit(HIR.ops[name], operands, attrs, out_shape=out_shape, label=label)[0]
+
+    # -- functions ---------------------------------------------------------------------
+    @property
+    def function_names(self) -> list[str]:
+        return [ir.StringAttr(op.operation.attributes["sym_name"]).value
+                for op in self._module.body.operations]
+
+    def function(self, name: str) -> HirModule:
+        """Build into function ``name`` from now on (created on first use). Weights with
+        the same name are shared by all functions: a model's ``prefill`` and ``decode``
+        entry points read one set of parameters."""
+        for op in self._module.body.operations:
+            op = op.operation
+            if ir.StringAttr(op.attributes["sym_name"]).value == name:
+                self._func = op
+                return self
+        self._func = self._new_function(name)
+        return self
 
     # -- module properties -------------------------------------------------------------
     @property

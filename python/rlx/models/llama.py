@@ -1,0 +1,353 @@
+"""LLaMA-family decoder-only models as HIR, with a KV cache, from HF checkpoints.
+
+``build(config)`` gives a HIR module with two entry points:
+
+- ``prefill(ids [1, S] i32, cos [S, hd/2], sin [S, hd/2], last [1, 1] i32)`` returns the
+  logits of position ``last`` (``[1, 1, V]``; with ``logits="all"``: ``[1, S, V]`` and no
+  ``last`` input) followed by the KV cache: ``k_0, v_0, ..., k_{L-1}, v_{L-1}``, each
+  ``[1, S, kv_heads * head_dim]``.
+- ``decode(ids [1, 1] i32, cos [1, hd/2], sin [1, hd/2], k_0, v_0, ...)`` takes the cache of
+  the ``P`` positions so far and returns ``logits [1, 1, V]`` and the cache of ``P + 1``
+  positions.
+
+The cache is explicit inputs and outputs (the module stays functional and testable); the
+generation loop keeps it in device memory between calls (``Function.on_device``), so it never
+crosses to the host. RoPE tables are inputs: row t holds the absolute position of token t, so
+the same module serves any position (``rope_tables``). Supported: LLaMA (1/2/3, Mistral-style
+without sliding window), Qwen2 (QKV bias), Qwen3 (q/k RMSNorm); tied embeddings.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlx.dialects.builder import HirModule, HirValue
+from rlx.ir.diagnostics import RlxError
+from rlx.ir.types import DType
+
+
+class ModelError(RlxError):
+    """A model checkpoint or config rlx cannot build (unsupported, missing, mismatched)."""
+
+
+ARCHITECTURES = {
+    "llama": {"qkv_bias": False, "qk_norm": False},
+    "mistral": {"qkv_bias": False, "qk_norm": False},
+    "qwen2": {"qkv_bias": True, "qk_norm": False},
+    "qwen3": {"qkv_bias": False, "qk_norm": True},
+}
+
+
+@dataclass(frozen=True)
+class LlamaConfig:
+    vocab_size: int
+    hidden_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    rms_norm_eps: float = 1e-5
+    rope_theta: float = 10000.0
+    rope_style: str = "neox"
+    rope_scaling: Mapping[str, Any] | None = None
+    tie_word_embeddings: bool = False
+    arch: str = "llama"
+    qkv_bias: bool = False
+    qk_norm: bool = False
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def kv_dim(self) -> int:
+        return self.num_kv_heads * self.head_dim
+
+    @classmethod
+    def from_hf(cls, cfg: Mapping[str, Any], source: str = "config.json") -> LlamaConfig:
+        """Read an HF ``config.json`` dict; unsupported architectures are a ModelError."""
+        model_type = cfg.get("model_type")
+        if model_type not in ARCHITECTURES:
+            archs = cfg.get("architectures") or [model_type]
+            raise ModelError(f"{source}: error: unsupported architecture {archs[0]!r} "
+                             f"(model_type {model_type!r}; supported: "
+                             f"{', '.join(sorted(ARCHITECTURES))})")
+        for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                    "intermediate_size"):
+            if key not in cfg:
+                raise ModelError(f"{source}: error: missing field '{key}'")
+        heads = int(cfg["num_attention_heads"])
+        hidden = int(cfg["hidden_size"])
+        head_dim = int(cfg.get("head_dim") or hidden // heads)
+        if cfg.get("sliding_window") and cfg.get("use_sliding_window", model_type == "mistral"):
+            raise ModelError(f"{source}: error: sliding-window attention models are not "
+                             "supported by this builder")
+        scaling = cfg.get("rope_scaling") or cfg.get("rope_parameters")
+        if scaling and scaling.get("rope_type", scaling.get("type")) not in (
+                None, "default", "llama3", "linear"):
+            raise ModelError(f"{source}: error: unsupported rope_scaling {scaling!r} "
+                             "(supported: default, linear, llama3)")
+        theta = cfg.get("rope_theta") or (scaling or {}).get("rope_theta") or 10000.0
+        return cls(
+            vocab_size=int(cfg["vocab_size"]), hidden_size=hidden,
+            num_layers=int(cfg["num_hidden_layers"]), num_heads=heads,
+            num_kv_heads=int(cfg.get("num_key_value_heads") or heads), head_dim=head_dim,
+            intermediate_size=int(cfg["intermediate_size"]),
+            rms_norm_eps=float(cfg.get("rms_norm_eps", 1e-6)), rope_theta=float(theta),
+            rope_scaling=scaling if scaling and scaling.get(
+                "rope_type", scaling.get("type")) not in (None, "default") else None,
+            tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+            arch=model_type, **ARCHITECTURES[model_type])
+
+
+# --------------------------------------------------------------------------------------
+# Weights: names, shapes, the HF checkpoint mapping
+# --------------------------------------------------------------------------------------
+
+
+def param_shapes(c: LlamaConfig) -> dict[str, tuple[int, ...]]:
+    """rlx's weight names and shapes. Linear weights are ``[in, out]`` (``y = x @ w``)."""
+    e, f = c.hidden_size, c.intermediate_size
+    shapes: dict[str, tuple[int, ...]] = {"embed": (c.vocab_size, e), "norm": (e,)}
+    if not c.tie_word_embeddings:
+        shapes["lm_head"] = (e, c.vocab_size)
+    for i in range(c.num_layers):
+        p = f"layers.{i}."
+        shapes |= {p + "ln1": (e,), p + "q": (e, c.num_heads * c.head_dim),
+                   p + "k": (e, c.kv_dim), p + "v": (e, c.kv_dim),
+                   p + "o": (c.num_heads * c.head_dim, e), p + "ln2": (e,),
+                   p + "gate": (e, f), p + "up": (e, f), p + "down": (f, e)}
+        if c.qkv_bias:
+            shapes |= {p + "q_b": (c.num_heads * c.head_dim,), p + "k_b": (c.kv_dim,),
+                       p + "v_b": (c.kv_dim,)}
+        if c.qk_norm:
+            shapes |= {p + "q_norm": (c.head_dim,), p + "k_norm": (c.head_dim,)}
+    return shapes
+
+
+HF_LAYER_NAMES = {
+    "ln1": "input_layernorm.weight", "ln2": "post_attention_layernorm.weight",
+    "q": "self_attn.q_proj.weight", "k": "self_attn.k_proj.weight",
+    "v": "self_attn.v_proj.weight", "o": "self_attn.o_proj.weight",
+    "q_b": "self_attn.q_proj.bias", "k_b": "self_attn.k_proj.bias",
+    "v_b": "self_attn.v_proj.bias", "q_norm": "self_attn.q_norm.weight",
+    "k_norm": "self_attn.k_norm.weight", "gate": "mlp.gate_proj.weight",
+    "up": "mlp.up_proj.weight", "down": "mlp.down_proj.weight",
+}
+TRANSPOSED = {"q", "k", "v", "o", "gate", "up", "down", "lm_head"}
+
+
+def hf_name(name: str) -> str:
+    if name == "embed":
+        return "model.embed_tokens.weight"
+    if name == "norm":
+        return "model.norm.weight"
+    if name == "lm_head":
+        return "lm_head.weight"
+    _, i, key = name.split(".", 2)
+    return f"model.layers.{i}.{HF_LAYER_NAMES[key]}"
+
+
+# --------------------------------------------------------------------------------------
+# The HIR module
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Ctx:
+    h: HirModule
+    c: LlamaConfig
+    zeros_e: HirValue
+    zeros_hd: HirValue | None
+
+    def p(self, name: str) -> HirValue:
+        return self.h.param(name, param_shapes(self.c)[name])
+
+
+def _heads_norm(x: HirValue, ctx: _Ctx, weight: str, heads: int) -> HirValue:
+    """Qwen3's per-head RMSNorm of q or k over head_dim."""
+    h, c = ctx.h, ctx.c
+    per_head = h.mir("reshape", [x], new_shape=[1, -1, heads, c.head_dim])
+    normed = h.rms_norm(per_head, ctx.p(weight), ctx.zeros_hd, c.rms_norm_eps)
+    return h.mir("reshape", [normed], new_shape=[1, -1, heads * c.head_dim])
+
+
+def _layer(ctx: _Ctx, i: int, x: HirValue, cos: HirValue, sin: HirValue,
+           past: tuple[HirValue, HirValue] | None) -> tuple[HirValue, HirValue, HirValue]:
+    h, c = ctx.h, ctx.c
+    pre = f"layers.{i}."
+    start = len(h)
+    n1 = h.rms_norm(x, ctx.p(pre + "ln1"), ctx.zeros_e, c.rms_norm_eps)
+    q, k, v = (h.linear(n1, ctx.p(pre + n), ctx.p(pre + n + "_b") if c.qkv_bias else None)
+               for n in ("q", "k", "v"))
+    if c.qk_norm:
+        q = _heads_norm(q, ctx, pre + "q_norm", c.num_heads)
+        k = _heads_norm(k, ctx, pre + "k_norm", c.num_kv_heads)
+    q = h.rope(q, cos, sin, c.head_dim, c.head_dim, c.rope_style)
+    k = h.rope(k, cos, sin, c.head_dim, c.head_dim, c.rope_style)
+    if past is not None:
+        k = h.mir("concat", [past[0], k], axis=1)
+        v = h.mir("concat", [past[1], v], axis=1)
+    a = h.attention(q, k, v, num_heads=c.num_heads, head_dim=c.head_dim, mask_kind="causal")
+    x1 = h.mir("binary", [x, h.linear(a, ctx.p(pre + "o"))], kind="add")
+    n2 = h.rms_norm(x1, ctx.p(pre + "ln2"), ctx.zeros_e, c.rms_norm_eps)
+    ffn = h.swiglu_ffn(n2, ctx.p(pre + "up"), ctx.p(pre + "gate"), ctx.p(pre + "down"))
+    y = h.mir("binary", [x1, ffn], kind="add")
+    h.label_nodes_since(start, f"layers.{i}")
+    return y, k, v
+
+
+def _head(ctx: _Ctx, x: HirValue, last: HirValue | None) -> HirValue:
+    h, c = ctx.h, ctx.c
+    start = len(h)
+    if last is not None:
+        x = h.mir("gather", [x, last], axis=1, batch_dims=1)
+    x = h.rms_norm(x, ctx.p("norm"), ctx.zeros_e, c.rms_norm_eps)
+    w = (h.mir("transpose", [ctx.p("embed")], perm=[1, 0]) if c.tie_word_embeddings
+         else ctx.p("lm_head"))
+    logits = h.linear(x, w)
+    h.label_nodes_since(start, "lm_head")
+    return logits
+
+
+def _function(h: HirModule, c: LlamaConfig, decode: bool, logits: str) -> None:
+    hd2 = c.head_dim // 2
+    seq: int | str = 1 if decode else "seq"
+    ids = h.input("ids", (1, seq), "i32")
+    cos, sin = h.input("cos", (seq, hd2)), h.input("sin", (seq, hd2))
+    last = h.input("last", (1, 1), "i32") if not decode and logits == "last" else None
+    pasts = ([(h.input(f"k_{i}", (1, "past", c.kv_dim)), h.input(f"v_{i}", (1, "past", c.kv_dim)))
+              for i in range(c.num_layers)] if decode else [None] * c.num_layers)
+    ctx = _Ctx(h, c, h.constant(np.zeros(c.hidden_size, np.float32)),
+               h.constant(np.zeros(c.head_dim, np.float32)) if c.qk_norm else None)
+    x = h.named("embed", lambda h: h.mir("gather", [ctx.p("embed"), ids], axis=0))
+    cache: list[HirValue] = []
+    for i in range(c.num_layers):
+        x, k, v = _layer(ctx, i, x, cos, sin, pasts[i])
+        cache += [k, v]
+    h.set_outputs([_head(ctx, x, last), *cache])
+
+
+def build(c: LlamaConfig, logits: str = "last", name: str = "llama") -> HirModule:
+    """The HIR module with ``prefill`` and ``decode`` (see the module docstring)."""
+    if logits not in ("last", "all"):
+        raise ModelError(f"error: logits: expected 'last' or 'all', found {logits!r}")
+    h = HirModule(name, function="prefill")
+    _function(h, c, decode=False, logits=logits)
+    h.function("decode")
+    _function(h, c, decode=True, logits=logits)
+    return h
+
+
+def rope_tables(c: LlamaConfig, positions: Sequence[int] | np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """cos / sin ``[len(positions), head_dim / 2]`` (f32) with the model's theta and scaling."""
+    hd = c.head_dim
+    inv = c.rope_theta ** (-np.arange(0, hd, 2, dtype=np.float64) / hd)
+    inv = _scale_frequencies(inv, c.rope_scaling)
+    angles = np.asarray(positions, np.float64)[:, None] * inv[None, :]
+    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+def _scale_frequencies(inv: np.ndarray, scaling: Mapping[str, Any] | None) -> np.ndarray:
+    if not scaling:
+        return inv
+    kind = scaling.get("rope_type", scaling.get("type"))
+    factor = float(scaling.get("factor", 1.0))
+    if kind == "linear":
+        return inv / factor
+    low = float(scaling.get("low_freq_factor", 1.0))
+    high = float(scaling.get("high_freq_factor", 4.0))
+    old = float(scaling.get("original_max_position_embeddings", 8192))
+    wavelen = 2 * math.pi / inv
+    smooth = (old / wavelen - low) / (high - low)
+    scaled = np.where(wavelen > old / low, inv / factor, inv)
+    mid = (wavelen <= old / low) & (wavelen >= old / high)
+    return np.where(mid, (1 - smooth) * inv / factor + smooth * inv, scaled)
+
+
+# --------------------------------------------------------------------------------------
+# Loading HF checkpoints
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class LlamaModel:
+    """A built model: its config, HIR module and weights (numpy, rlx layout)."""
+
+    config: LlamaConfig
+    module: HirModule
+    weights: dict[str, np.ndarray]
+
+
+def _read_safetensors(paths: Sequence[Path]) -> dict[str, np.ndarray]:
+    from safetensors.numpy import load_file
+
+    from rlx.runtime import read_safetensors_header
+
+    out: dict[str, np.ndarray] = {}
+    for path in paths:
+        if not path.is_file():
+            raise ModelError(f"{path}: error: file not found")
+        header = read_safetensors_header(path)
+        bf16 = any(dtype == DType.BF16 for dtype, _, _ in header.values())
+        try:
+            out.update(_load_bf16(path) if bf16 else load_file(str(path)))
+        except Exception as e:  # safetensors raises its own error types
+            raise ModelError(f"{path}: error: cannot read: {e}") from None
+    return out
+
+
+def _load_bf16(path: Path) -> dict[str, np.ndarray]:
+    """bf16 checkpoints: numpy has no bfloat16, so widen to f32 through torch."""
+    from safetensors.torch import load_file
+
+    return {k: v.float().numpy() for k, v in load_file(str(path)).items()}
+
+
+def convert_hf_weights(c: LlamaConfig, tensors: Mapping[str, np.ndarray], source: str
+                       ) -> dict[str, np.ndarray]:
+    """HF tensors -> rlx weights (f32, linear weights transposed to ``[in, out]``)."""
+    out = {}
+    for name, shape in param_shapes(c).items():
+        key = hf_name(name)
+        if key not in tensors:
+            raise ModelError(f"{source}: error: missing tensor '{key}' (rlx weight '{name}')")
+        t = np.asarray(tensors[key], dtype=np.float32)
+        transposed = name.rsplit(".", 1)[-1] in TRANSPOSED
+        if transposed:
+            t = t.T
+        if tuple(t.shape) != shape:
+            want = shape[::-1] if transposed else shape
+            raise ModelError(f"{source}: error: tensor '{key}': expected shape {list(want)}, "
+                             f"found {list(np.asarray(tensors[key]).shape)}")
+        out[name] = np.ascontiguousarray(t)
+    return out
+
+
+def from_hf(config: str | Path, *safetensors: str | Path, logits: str = "last"
+            ) -> LlamaModel:
+    """Build from an HF ``config.json`` and its ``*.safetensors`` (or the directory)."""
+    cpath = Path(config)
+    if cpath.is_dir():
+        safetensors = tuple(sorted(cpath.glob("*.safetensors"))) or safetensors
+        cpath = cpath / "config.json"
+    try:
+        cfg = json.loads(cpath.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ModelError(f"{cpath}: error: cannot read the config: {e}") from None
+    c = LlamaConfig.from_hf(cfg, str(cpath))
+    paths = [Path(p) for p in safetensors]
+    if not paths:
+        raise ModelError(f"{cpath}: error: no .safetensors files given")
+    weights = convert_hf_weights(c, _read_safetensors(paths), ", ".join(map(str, paths)))
+    return LlamaModel(c, build(c, logits), weights)
+
+
+__all__ = ["ARCHITECTURES", "LlamaConfig", "LlamaModel", "ModelError", "build",
+           "convert_hf_weights", "from_hf", "param_shapes", "rope_tables"]
