@@ -282,6 +282,56 @@ def _write_atomic(path: Path, data: bytes) -> None:
         raise CompileError(f"{path}: error: cannot write: {e.strerror or e}") from None
 
 
+@dataclass(frozen=True)
+class DispatchCounts:
+    """Dispatches of the public functions (initializers, e.g. hoisted weight packing, are
+    not counted): ``flow`` regions plus ``encode`` ops at ``--compile-to=flow`` (encodes
+    become dispatches later), and the dispatches a call runs at ``--compile-to=stream``."""
+
+    flow: int
+    encode: int
+    stream: int
+
+
+def _public_bodies(text: str) -> list[str]:
+    """The bodies of public functions in MLIR text (util.func / func.func)."""
+    bodies, current, depth = [], [], 0
+    for line in text.splitlines():
+        if not current and re.match(r"\s*(util|func)\.func public @", line):
+            current, depth = [line], line.count("{") - line.count("}")
+            continue
+        if current:
+            current.append(line)
+            depth += line.count("{") - line.count("}")
+            if depth <= 0:
+                bodies.append("\n".join(current))
+                current = []
+    return bodies
+
+
+def dispatch_counts(module_or_path: HirModule | ir.Module | str | Path,
+                    target: str = "llvm-cpu", **options: Any) -> DispatchCounts:
+    """Count the dispatches one call of each public function runs (summed over functions)."""
+    config = TargetConfig(target=target, **options)
+    lowered = load(module_or_path)
+    lower(lowered, config)
+    text = lowered_text(lowered.module)
+    counts = {}
+    with tempfile.TemporaryDirectory(prefix="rlx-") as tmp:
+        src = Path(tmp) / "module.mlir"
+        src.write_text(text)
+        for phase in ("flow", "stream"):
+            proc = subprocess.run([find_tool("iree-compile"), str(src), *config.flags(),
+                                   f"--compile-to={phase}"], capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise CompileError(f"{lowered.source}: error: iree-compile --compile-to={phase}"
+                                   f" failed: {proc.stderr.strip()[:2000]}")
+            counts[phase] = "\n".join(_public_bodies(proc.stdout))
+    return DispatchCounts(flow=counts["flow"].count("flow.dispatch @"),
+                          encode=counts["flow"].count("flow.tensor.encode"),
+                          stream=counts["stream"].count("stream.cmd.dispatch"))
+
+
 def compile(
     module_or_path: HirModule | ir.Module | str | Path,
     target: str = "llvm-cpu",
@@ -321,5 +371,5 @@ def compile(
     return run_iree(lowered, config, out)
 
 
-__all__ = ["EMITS", "TARGETS", "RlxError", "TargetConfig", "compile", "load", "lower",
-           "lowered_text"]
+__all__ = ["EMITS", "TARGETS", "DispatchCounts", "RlxError", "TargetConfig", "compile",
+           "dispatch_counts", "load", "lower", "lowered_text"]

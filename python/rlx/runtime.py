@@ -276,6 +276,12 @@ class Program:
         return rt.create_io_parameters_module(self._config.vm_instance,
                                               idx.create_provider(scope=PARAM_SCOPE))
 
+    def upload(self, array: np.ndarray) -> DeviceTensor:
+        """Copy an array to the device once (then pass it to any function without a copy)."""
+        import iree.runtime as rt
+
+        return DeviceTensor(self, rt.asdevicearray(self._device, np.ascontiguousarray(array)))
+
     @property
     def functions(self) -> dict[str, Function]:
         return dict(self._functions)

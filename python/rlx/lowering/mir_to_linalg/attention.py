@@ -101,16 +101,12 @@ class _Layout:
         return emit.expand(x, [[0], [1], [2, 3]], [ss[0], ss[1], heads, self.hd])
 
     def query(self, q: ir.Value) -> ir.Value:
-        """``[B, Hkv, G, S, hd]``."""
-        if self.head_major:
-            b, _, s, _ = emit.sizes(q)
-            return emit.expand(q, [[0], [1, 2], [3], [4]],
-                               [b, self.kv_heads, self.group, s, self.hd])
-        x = self._bshd(q, self.heads)
-        b, s, _, _ = emit.sizes(x)
-        x5 = emit.expand(x, [[0], [1], [2, 3], [4]],
-                         [b, s, self.kv_heads, self.group, self.hd])
-        return emit.transpose(x5, [0, 2, 3, 1, 4])
+        """``[B, Hkv, G, S, hd]``: heads moved in front of the sequence (the same transpose
+        as K and V, which IREE fuses into the producer), then a free split of H."""
+        if not self.head_major:
+            q = emit.transpose(self._bshd(q, self.heads), [0, 2, 1, 3])
+        b, _, s, _ = emit.sizes(q)
+        return emit.expand(q, [[0], [1, 2], [3], [4]], [b, self.kv_heads, self.group, s, self.hd])
 
     def key(self, k: ir.Value) -> ir.Value:
         """``[B, Hkv, S_k, hd]``."""
@@ -120,9 +116,10 @@ class _Layout:
 
     def output(self, o5: ir.Value, like: ir.Value) -> ir.Value:
         """``[B, Hkv, G, S, hd]`` back to the layout of ``like`` (q)."""
+        bhsd = emit.collapse(o5, [[0], [1, 2], [3], [4]])
         if self.head_major:
-            return emit.collapse(o5, [[0], [1, 2], [3], [4]])
-        bshd = emit.collapse(emit.transpose(o5, [0, 3, 1, 2, 4]), [[0], [1], [2, 3], [4]])
+            return bhsd
+        bshd = emit.transpose(bhsd, [0, 2, 1, 3])
         if self.rank == 4:
             return bshd
         packed = emit.collapse(bshd, [[0], [1], [2, 3]])
@@ -207,9 +204,16 @@ def lower_attention(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
         v = emit.barrier(v)
     q5, k4, v4 = layout.query(q), layout.key(k), layout.key(v)
     fused = (ctx.options.attention == "fused" and a.get("attn_logit_softcap") is None)
-    o5 = _fused(op, q5, k4, v4, layout) if fused else _decomposed(ctx, op, q5, k4, v4, layout)
+    if fused:
+        o5, separated = _fused(op, q5, k4, v4, layout), False
+    else:
+        o5, separated = _decomposed(ctx, op, q5, k4, v4, layout)
     out = layout.output(o5, q)
-    return [emit.barrier(out) if ctx.options.compute_barriers else out]
+    if ctx.options.compute_barriers and not separated:
+        # Keep IREE from fusing the next matmul's LHS encoding into the attention dispatch
+        # (with data tiling that dispatch fails on oversized vectors: cpu anchors, 3.2).
+        out = emit.barrier(out)
+    return [out]
 
 
 def _offset(q5: ir.Value, k4: ir.Value) -> ir.Value:
@@ -218,7 +222,8 @@ def _offset(q5: ir.Value, k4: ir.Value) -> ir.Value:
 
 
 def _decomposed(ctx: LoweringContext, op: Decoded, q5: ir.Value, k4: ir.Value, v4: ir.Value,
-                layout: _Layout) -> ir.Value:
+                layout: _Layout) -> tuple[ir.Value, bool]:
+    """The decomposed attention; also whether its result already passed a barrier."""
     b, hkv, g, s, hd = emit.sizes(q5)
     sk = emit.dim(k4, 2)
     q3 = emit.collapse(q5, [[0, 1], [2, 3], [4]])
@@ -229,10 +234,14 @@ def _decomposed(ctx: LoweringContext, op: Decoded, q5: ir.Value, k4: ir.Value, v
     p5 = emit.softmax(_masked_scores(ctx, op, s5, layout, _offset(q5, k4)), 4)
     p3 = emit.collapse(p5, [[0, 1], [2, 3], [4]])
     o3 = emit.convert_tensor(emit.batch_matmul(p3, v3, acc_type=emit.f32()), emit.elem(q5))
-    if ctx.options.compute_barriers and all(
-            isinstance(n, int) for n in [*emit.sizes(o3), sk]):
+    # A barrier between P·V and the head transpose keeps P·V a data-tiled batch matmul
+    # (cpu anchors, 3.4). With a dynamic key length IREE 3.13 then fails to compile
+    # ("affine.delinearize_index ... non-positive"), so only static shapes get it.
+    separated = ctx.options.compute_barriers and all(
+        isinstance(n, int) for n in [*emit.sizes(o3), sk])
+    if separated:
         o3 = emit.barrier(o3)
-    return emit.expand(o3, [[0, 1], [2, 3], [4]], [b, hkv, g, s, hd])
+    return emit.expand(o3, [[0, 1], [2, 3], [4]], [b, hkv, g, s, hd]), separated
 
 
 def _fused_mask(op: Decoded, q5: ir.Value, k4: ir.Value, layout: _Layout
