@@ -3,6 +3,7 @@
 from rlx import models as models
 from rlx import runtime as runtime
 from rlx.compiler import compile as compile
+from rlx.debug import check_numerics as check_numerics
 from rlx.dialects.builder import HirModule as HirModule
 from rlx.dialects.builder import HirValue as HirValue
 from rlx.dialects.builder import MirModule as MirModule

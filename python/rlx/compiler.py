@@ -172,14 +172,14 @@ def lower(lowered: Lowered, config: TargetConfig, stop: str = "linalg") -> None:
     if stop == "mir":
         return
     lower_mir_to_linalg(lowered.module, config.lowering)
-    _add_reflection(lowered.module)
+    add_reflection(lowered.module)
     if config.target == "cuda" and config.cuda_arch in HOPPER_AND_LATER:
         with lowered.module.context:
             lowered.module.operation.attributes["hal.device.targets"] = ir.Attribute.parse(
                 f"[{hopper_device_target(config.cuda_arch)}]")
 
 
-def _add_reflection(module: ir.Module) -> None:
+def add_reflection(module: ir.Module) -> None:
     """Input names and weights of each function, readable from the vmfb at load time."""
     params = {}
     for op in walk_ops(module.operation):

@@ -261,9 +261,11 @@ class Program:
             path = Path(params)
             if not path.is_file():
                 raise WeightError(f"{path}: error: weight file not found")
+            if path.suffix == ".safetensors":
+                read_safetensors_header(path)  # bounds-checked before IREE sees the file
             try:
                 idx.load(str(path))
-            except (RuntimeError, ValueError) as e:
+            except (RuntimeError, ValueError, IndexError, OSError) as e:
                 raise WeightError(f"{path}: error: cannot read weights: {e}") from None
             entries = {k: v.length for k, v in idx.items()}
             _check_file_params(path, specs, entries)
