@@ -65,7 +65,9 @@ class TargetConfig:
         barriers = self.compute_barriers
         if barriers is None:
             barriers = self.target == "llvm-cpu"
-        return LoweringOptions(attention=self.attention or default, compute_barriers=barriers)
+        tiling = self.target == "llvm-cpu" and self.data_tiling is not False
+        return LoweringOptions(attention=self.attention or default, compute_barriers=barriers,
+                               data_tiling=tiling)
 
     @property
     def runtime_device(self) -> str:

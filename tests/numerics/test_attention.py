@@ -125,3 +125,21 @@ def test_rope_table_longer_than_sequence() -> None:
     cos, sin = h.param("cos", (16, 8)), h.param("sin", (16, 8))
     h.set_outputs([h.rope(x, cos, sin, 16, 16)])
     check_module(h, "llvm-cpu")
+
+
+@pytest.mark.parametrize("barriers", [True, False])
+@pytest.mark.parametrize(("batch", "heads", "kv_heads", "head_dim"),
+                         [(2, 2, 1, 4), (None, 1, 1, 8)])
+def test_projected_attention_with_data_tiling(barriers: bool, batch: int | None, heads: int,
+                                              kv_heads: int, head_dim: int) -> None:
+    """Found by tests/fuzz: q/k/v projected from one input, 3 positions. IREE 3.13 with data
+    tiling computed wrong attention unless q/k/v pass a barrier; rlx emits them whenever
+    data tiling is on, even with compute_barriers=False."""
+    h = rlx.HirModule("fuzz_regression")
+    x = h.input("x0", (batch, 3, 8))
+    q = h.linear(x, h.param("p1", (8, heads * head_dim)))
+    k = h.linear(x, h.param("p2", (8, kv_heads * head_dim)))
+    v = h.linear(x, h.param("p3", (8, kv_heads * head_dim)))
+    h.set_outputs([h.attention(q, k, v, num_heads=heads, head_dim=head_dim,
+                               mask_kind="none")])
+    check_module(h, "llvm-cpu", compute_barriers=barriers, dyn=2)

@@ -35,10 +35,13 @@ class LoweringOptions:
     (``iree_linalg_ext.attention``). ``compute_barriers``: insert
     ``iree_tensor_ext.compute_barrier.start`` where IREE would otherwise fuse attention
     outputs or residual sums into a matmul's data-tiling encoding (llvm-cpu).
+    ``data_tiling``: IREE will data-tile matmuls (llvm-cpu default); some barriers are then
+    needed for correct results, whatever ``compute_barriers`` says.
     """
 
     attention: str = "decomposed"
     compute_barriers: bool = True
+    data_tiling: bool = False
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_LOWERINGS:

@@ -200,8 +200,13 @@ def lower_attention(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     head_major = rank == 4 and emit.static_shape(q)[1] == a["num_heads"]
     layout = _Layout(q, a["num_heads"], a["head_dim"],
                      _kv_heads(k, rank, head_major, a["head_dim"]))
-    if ctx.options.compute_barriers:
-        v = emit.barrier(v)
+    if ctx.options.compute_barriers or ctx.options.data_tiling:
+        # Correctness barriers: without them IREE 3.13's data tiling (the default
+        # DispatchCreation path) miscompiles a projection -> head transpose -> QKᵀ / P·V
+        # encoding chain for some shapes (wrong scores; found by tests/fuzz, regression
+        # cases in tests/numerics/test_attention.py). On V it also keeps the V projection
+        # and P·V data-tiled (cpu anchors, 3.4).
+        q, k, v = emit.barrier(q), emit.barrier(k), emit.barrier(v)
     q5, k4, v4 = layout.query(q), layout.key(k), layout.key(v)
     fused = (ctx.options.attention == "fused" and a.get("attn_logit_softcap") is None)
     if fused:
