@@ -24,8 +24,8 @@ settings.register_profile(
     "ci", max_examples=120, deadline=None, derandomize=True, print_blob=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.register_profile(
-    "long", max_examples=5000, deadline=None, print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    "long", max_examples=int(os.environ.get("RLX_FUZZ_EXAMPLES", "2000")), deadline=None,
+    print_blob=True, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.load_profile(os.environ.get("RLX_FUZZ_PROFILE", "ci"))
 
 SAFE_ACTIVATIONS = ("gelu", "gelu_approx", "silu", "relu", "sigmoid", "tanh", "neg", "abs",

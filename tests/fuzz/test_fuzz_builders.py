@@ -25,7 +25,7 @@ def test_print_parse_lower(p: Program) -> None:
     rlx.compile(again, emit="linalg")
 
 
-@settings(max_examples=40)
+@settings(max_examples=40 if settings().max_examples < 1000 else settings().max_examples)
 @given(programs(max_steps=4))
 def test_compiled_matches_reference(p: Program) -> None:
     import numpy as np
