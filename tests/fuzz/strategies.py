@@ -27,6 +27,12 @@ settings.register_profile(
     "long", max_examples=int(os.environ.get("RLX_FUZZ_EXAMPLES", "2000")), deadline=None,
     print_blob=True, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.load_profile(os.environ.get("RLX_FUZZ_PROFILE", "ci"))
+LONG = os.environ.get("RLX_FUZZ_PROFILE") == "long"
+
+
+def examples(ci: int) -> int:
+    """``ci`` examples in CI (compiles are slow), the campaign size with the long profile."""
+    return settings().max_examples if LONG else ci
 
 SAFE_ACTIVATIONS = ("gelu", "gelu_approx", "silu", "relu", "sigmoid", "tanh", "neg", "abs",
                     "sin", "cos", "atan")

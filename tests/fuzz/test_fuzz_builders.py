@@ -9,7 +9,7 @@ regression cases (``@example``).
 from __future__ import annotations
 
 from hypothesis import given, settings
-from strategies import Program, concrete_inputs, programs
+from strategies import Program, concrete_inputs, examples, programs
 from tests.numerics.harness import make_params
 
 import rlx
@@ -25,7 +25,7 @@ def test_print_parse_lower(p: Program) -> None:
     rlx.compile(again, emit="linalg")
 
 
-@settings(max_examples=40 if settings().max_examples < 1000 else settings().max_examples)
+@settings(max_examples=examples(40))
 @given(programs(max_steps=4))
 def test_compiled_matches_reference(p: Program) -> None:
     import numpy as np

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from strategies import mutations
+from strategies import examples, mutations
 
 import rlx
 from hir_zoo import build
@@ -49,7 +49,7 @@ def test_mutated_text_parses_or_fails_cleanly(case: tuple[str, str]) -> None:
     assert message is None or LOCATED.match(message), f"error without a location: {message}"
 
 
-@settings(max_examples=25 if settings().max_examples < 1000 else 200)
+@settings(max_examples=examples(25))
 @given(mutated())
 def test_rlx_compile_on_mutated_files(tmp_path_factory: pytest.TempPathFactory,
                                       case: tuple[str, str]) -> None:
