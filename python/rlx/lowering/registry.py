@@ -16,7 +16,6 @@ from typing import Any
 from iree.compiler import ir
 from iree.compiler import rewrite as rw
 
-from rlx.dialects import lookup
 from rlx.dialects.schema import Decoded, Dialect, decode
 from rlx.ir.diagnostics import LoweringError
 from rlx.ir.locations import describe
@@ -146,6 +145,3 @@ def check_lowered(module: ir.Module) -> None:
     more = f" (and {len(left) - 10} more)" if len(left) > 10 else ""
     raise LoweringError(f"error: {len(left)} rlx op(s) left before IREE: {names}{more}")
 
-
-def schema_of(op: ir.Operation) -> Any:
-    return lookup(op.name)
