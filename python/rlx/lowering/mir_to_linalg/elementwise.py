@@ -53,6 +53,7 @@ ACTIVATIONS: dict[str, Unary] = {
     "tan": math.tan,
     "atan": math.atan,
     "round": math.roundeven,
+    "erf": math.erf,
 }
 EXACT_IN_ANY_WIDTH = frozenset({"neg", "abs", "relu", "round"})
 
