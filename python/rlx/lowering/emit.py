@@ -456,6 +456,10 @@ def reshape(v: ir.Value, out_sizes: Sequence[Size]) -> ir.Value:
     dst = [s if isinstance(s, int) else None for s in out_sizes]
     if src == dst:
         return v
+    if not src:  # rank 0: an expand with no reassociation groups
+        return expand(v, [], out_sizes)
+    if not dst:
+        return collapse(v, [])
     groups = _groups_for(src, dst)
     if groups is not None and len(src) > len(dst):
         return collapse(v, groups)

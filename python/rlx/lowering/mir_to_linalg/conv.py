@@ -77,9 +77,9 @@ def _lowest(t: ir.Type) -> float | int:
 
 @MIR_TO_LINALG.register("pool")
 def lower_pool(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
-    """Pad with the kind's neutral value (and up to the last ceil-mode window), then one
-    reduction generic over ``(n, c, out..., window...)``; ``avg`` divides the sums by a
-    constant tensor of window counts."""
+    """Pad with the kind's neutral value (up to the last ceil-mode window; cut to the
+    extent the windows read), then one reduction generic over ``(n, c, out...,
+    window...)``; ``avg`` divides the sums by a constant tensor of window counts."""
     a = op.attrs
     x = op["x"]
     kernel, stride, dilation, padding = (a["kernel_size"], a["stride"], a["dilation"],
@@ -87,15 +87,17 @@ def lower_pool(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     n = len(kernel)
     sizes = [int(s) for s in emit.static_shape(x)[2:]]
     outs = [int(s) for s in emit.static_shape(op.op.results[0])[2:]]
-    extra = [max(0, (outs[i] - 1) * stride[i] + (kernel[i] - 1) * dilation[i] + 1
-                 - (sizes[i] + padding[i] + padding[n + i])) for i in range(n)]
+    # the padded extent the windows read, exactly (linalg infers loop bounds from it)
+    needed = [(outs[i] - 1) * stride[i] + (kernel[i] - 1) * dilation[i] + 1 for i in range(n)]
+    high = [needed[i] - sizes[i] - padding[i] for i in range(n)]
     t = emit.elem(x)
     avg = a["kind"] == "avg"
     acc_t = accumulator(t) if avg else t
     neutral = 0.0 if avg else _lowest(t)
-    xp = emit.pad(x, [0, 0, *padding[:n]],
-                  [0, 0, *(padding[n + i] + extra[i] for i in range(n))],
+    xp = emit.pad(x, [0, 0, *padding[:n]], [0, 0, *(max(hi, 0) for hi in high)],
                   emit.scalar(neutral, t))
+    if min(high) < 0:
+        xp = emit.extract_slice(xp, [0] * (n + 2), [*emit.sizes(x)[:2], *needed])
     d = emit.d
     loops = 2 + 2 * n
     taps = [d(2 + i) * stride[i] + d(2 + n + i) * dilation[i] for i in range(n)]
