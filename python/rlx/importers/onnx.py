@@ -60,6 +60,8 @@ class Block:
     kind: str
     label: str
     nodes: tuple[str, ...]
+    scope: str = ""
+    """The module the nodes come from, where the exporter recorded it (torch.onnx)."""
 
 
 @dataclass
@@ -85,8 +87,8 @@ class ImportReport:
 
         lines = [f"{self.source}: {self.nodes} nodes, ai.onnx opset {self.opset}",
                  f"  blocks recognized: {len(self.blocks)} ({counts(self.block_counts())})"]
-        lines += [f"    {b.kind} \"{b.label}\" <- {len(b.nodes)} nodes: {', '.join(b.nodes)}"
-                  for b in self.blocks]
+        lines += [f"    {b.kind} \"{b.label}\"{f' [{b.scope}]' if b.scope else ''} <- "
+                  f"{len(b.nodes)} nodes: {', '.join(b.nodes)}" for b in self.blocks]
         in_blocks = sum(len(b.nodes) for b in self.blocks)
         lines += [f"  nodes in blocks: {in_blocks}",
                   f"  folded at import: {sum(self.folded.values())} ({counts(self.folded)})",
@@ -258,13 +260,14 @@ class GraphImporter:
             self.fail(message)
 
         if is_symbolic(arr):
-            fail(f"'{name}' is a shape holding dynamic sizes ({list(arr)}), used as data: "
+            fail(f"'{name}' is a shape holding dynamic sizes ({list(arr.reshape(-1))}), used "
+                 "as data: "
                  "data-dependent shapes are not supported")
         dtype = dtype_of(arr)
         if dtype is None or dtype not in RUNTIME_DTYPES:
             fail(f"constant '{name}' has element type {arr.dtype.name}: "
                  f"{why_unsupported(arr.dtype.name)}")
-        data = np.ascontiguousarray(arr.view(np.uint16) if dtype == DType.BF16 else arr)
+        data = np.asarray(arr.view(np.uint16) if dtype == DType.BF16 else arr, order="C")
         if data.nbytes <= INLINE_MAX_BYTES or data.size == 0:
             value = self.h.constant(data, dtype)
         elif np.all(data == data.reshape(-1)[0]):
@@ -416,7 +419,8 @@ class GraphImporter:
             self.values[name] = v
         self.h.label_nodes_since(start, match.label)
         self.report.blocks.append(Block(match.kind, match.label,
-                                        tuple(self.nodes[i].label for i in sorted(match.nodes))))
+                                        tuple(self.nodes[i].label for i in sorted(match.nodes)),
+                                        match.scope))
 
     def _output(self, name: str) -> HirValue:
         v = self.values.get(name)

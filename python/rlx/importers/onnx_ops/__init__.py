@@ -37,9 +37,10 @@ class SymDim:
 
     value: HirValue
     axis: int
+    name: str = "?"
 
     def __repr__(self) -> str:
-        return f"dim{self.axis}(?)"
+        return f"{self.name}.shape[{self.axis}]"
 
 
 Value = HirValue | np.ndarray
@@ -162,7 +163,8 @@ class Node:
         arr = self.const(i, what)
         if is_symbolic(arr):
             self.fail(f"input {i} ('{self.proto.input[i]}', {what}) holds dynamic sizes "
-                      f"({list(arr)}); rlx needs them as numbers here")
+                      f"({list(arr.reshape(-1))}); rlx needs them as numbers here "
+                      "(data-dependent shapes are not supported)")
         return arr
 
     def maybe_const(self, i: int) -> np.ndarray | None:

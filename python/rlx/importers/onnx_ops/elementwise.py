@@ -228,7 +228,12 @@ def convert_cast(node: Node) -> list[Value]:
 
 @converter("CastLike", since=15)
 def convert_cast_like(node: Node) -> list[Value]:
-    return [cast_to(node, node.tensor(0), node.info(1).dtype)]
+    """Only the element type of input 1 matters: a constant input 0 stays a constant."""
+    dtype = node.info(1).dtype
+    const = node.maybe_const(0)
+    if const is not None:
+        return [const.astype(np_dtype(dtype)) if dtype != DType.I1 else const != 0]
+    return [cast_to(node, node.tensor(0), dtype)]
 
 
 # --------------------------------------------------------------------------------------

@@ -65,9 +65,9 @@ def reshape_to(node: Node, x: HirValue, dims: Sequence[Dim | SymDim]) -> Value:
 # --------------------------------------------------------------------------------------
 
 
-def shape_vector(node: Node, v: Value) -> list[int | SymDim]:
+def shape_vector(node: Node, v: Value, name: str = "?") -> list[int | SymDim]:
     if isinstance(v, HirValue):
-        return [d if d is not None else SymDim(v, i) for i, d in enumerate(v.shape)]
+        return [d if d is not None else SymDim(v, i, name) for i, d in enumerate(v.shape)]
     return [int(d) for d in v.shape]
 
 
@@ -79,7 +79,8 @@ def _clamp_range(start: int, end: int | None, n: int) -> tuple[int, int]:
 
 @converter("Shape")
 def convert_shape(node: Node) -> list[Value]:
-    dims = shape_vector(node, node.value(0) if node.value(0) is not None else node.tensor(0))
+    dims = shape_vector(node, node.value(0) if node.value(0) is not None else node.tensor(0),
+                        node.proto.input[0])
     start, end = _clamp_range(node.attr("start", 0), node.attr("end"), len(dims))
     return [symbolic(dims[start:end])]
 
