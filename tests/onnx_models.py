@@ -35,8 +35,10 @@ def model(nodes: list[onnx.NodeProto], inputs: list[onnx.ValueInfoProto],
     return m
 
 
-def vi(name: str, shape: Sequence[int | str | None], elem: int = F) -> onnx.ValueInfoProto:
-    return helper.make_tensor_value_info(name, elem, list(shape))
+def vi(name: str, shape: Sequence[int | str | None] | None, elem: int = F
+       ) -> onnx.ValueInfoProto:
+    """A tensor value info (``shape=None``: rank unknown)."""
+    return helper.make_tensor_value_info(name, elem, None if shape is None else list(shape))
 
 
 # --------------------------------------------------------------------------------------

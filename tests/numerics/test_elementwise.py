@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from harness import TARGETS, check_module
+from harness import DEVICE, TARGETS, check_module, require
 
 import rlx
 from rlx.dialects.enums import ACTIVATIONS, BINARY_OPS, COMPARE_OPS
@@ -56,3 +56,19 @@ def test_integer_ops(target: str) -> None:
     outs.append(h.mir("cast", [h.mir("compare", [a, b], kind="gt")], to="i32"))
     h.set_outputs(outs)
     check_module(h, target)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_pow_of_negative_bases(target: str) -> None:
+    """numpy's ``a ** b``: odd integer exponents keep the sign, even ones drop it, and a
+    fractional exponent of a negative base is NaN."""
+    h = rlx.HirModule("pow")
+    a, b = h.input("a", (None,)), h.input("b", (None,))
+    h.set_outputs([h.mir("binary", [a, b], kind="pow")])
+    check_module(h, target, inputs={"a": np.array([-4, -2, -1.5, 0, 2, -3], np.float32),
+                                    "b": np.array([3, 2, 1, 2, 0.5, 0], np.float32)})
+    require(target)
+    program = rlx.runtime.load(rlx.compile(h, target), DEVICE[target])
+    got = program.main(np.array([-1.5, 1.5], np.float32), np.array([0.5, 0.5], np.float32))
+    assert np.isnan(got[0])
+    assert np.isclose(got[1], 1.5 ** 0.5)

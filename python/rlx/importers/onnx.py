@@ -146,9 +146,9 @@ class OnnxImport:
 # --------------------------------------------------------------------------------------
 
 
-def read_model(path: str | Path) -> onnx.ModelProto:
-    """Parse and check an ONNX file; a missing, truncated or corrupt file is one
-    :class:`ModelImportError`."""
+def read_model(path: str | Path, *, validate: bool = True) -> onnx.ModelProto:
+    """Parse (and with ``validate``, check) an ONNX file; a missing, truncated or corrupt
+    file is one :class:`ModelImportError`."""
     p = Path(path)
     if not p.is_file():
         raise ModelImportError(f"{p}: error: no such file")
@@ -157,14 +157,21 @@ def read_model(path: str | Path) -> onnx.ModelProto:
     except (DecodeError, OSError, ValueError, RuntimeError, TypeError) as e:
         raise ModelImportError(f"{p}: error: not a valid ONNX model (the protobuf does not "
                                f"parse: {_first_line(e)})") from None
-    check(model, str(p), p)
+    check_parsed(model, str(p))
+    if validate:
+        check(model, str(p), p)
     return model
 
 
-def check(model: onnx.ModelProto, source: str, path: Path | None = None) -> None:
+def check_parsed(model: onnx.ModelProto, source: str) -> None:
+    """A protobuf that parsed may still be no model (an empty or truncated file)."""
     if model.ir_version <= 0 or not model.HasField("graph"):
         raise ModelImportError(f"{source}: error: not a valid ONNX model (no IR version or "
                                "graph: truncated or not an ONNX file)")
+
+
+def check(model: onnx.ModelProto, source: str, path: Path | None = None) -> None:
+    """ONNX's checker; run after rlx's own per-node checks (which name the node)."""
     try:
         onnx.checker.check_model(str(path) if path is not None else model)
     except (onnx.checker.ValidationError, DecodeError, ValueError, OSError) as e:
@@ -190,6 +197,44 @@ def _tensor_array(init: onnx.TensorProto, source: str) -> np.ndarray:
     return arr
 
 
+def default_opset(model: onnx.ModelProto) -> int:
+    for entry in model.opset_import:
+        if entry.domain in DEFAULT_DOMAINS:
+            return int(entry.version)
+    return 1
+
+
+def node_version(model: onnx.ModelProto, opset: int, proto: onnx.NodeProto, index: int,
+                 source: str) -> int:
+    """The version of the node's op schema in effect; an op of another domain, an opset
+    outside rlx's range or an op the opset lacks is an error naming the node."""
+    label = proto.name or f"{proto.op_type}_{index}"
+    where = f"{source}: error: node '{label}'"
+    if proto.domain not in DEFAULT_DOMAINS:
+        versions = {e.domain: e.version for e in model.opset_import}
+        raise ModelImportError(
+            f"{where} ({proto.domain}.{proto.op_type}, opset "
+            f"{versions.get(proto.domain, '?')}): ops of domain '{proto.domain}' are not "
+            "supported (rlx imports the default ai.onnx domain)")
+    if not MIN_OPSET <= opset <= MAX_OPSET:
+        raise ModelImportError(f"{where} ({proto.op_type}, opset {opset}): opset {opset} is "
+                               f"not supported (rlx imports ai.onnx opsets {MIN_OPSET}.."
+                               f"{MAX_OPSET})")
+    try:
+        return onnx.defs.get_schema(proto.op_type, opset, "").since_version
+    except onnx.defs.SchemaError:
+        raise ModelImportError(f"{where} ({proto.op_type}, opset {opset}): no such op in "
+                               f"ai.onnx opset {opset}") from None
+
+
+def check_nodes(model: onnx.ModelProto, source: str) -> None:
+    """:func:`node_version` of every node (before ONNX's checker, whose errors do not name
+    the node)."""
+    opset = default_opset(model)
+    for i, proto in enumerate(model.graph.node):
+        node_version(model, opset, proto, i, source)
+
+
 # --------------------------------------------------------------------------------------
 # The graph importer
 # --------------------------------------------------------------------------------------
@@ -208,7 +253,7 @@ class GraphImporter:
         self.bind = dict(bind or {})
         self.use_blocks = blocks
         self.param_prefix = param_prefix
-        self.opset = self._default_opset()
+        self.opset = default_opset(model)
         self.values: dict[str, Value] = {}
         self.params: dict[str, np.ndarray] = {}
         self._materialized: dict[str, HirValue] = {}
@@ -216,36 +261,12 @@ class GraphImporter:
         self.report = ImportReport(source, self.opset, nodes=len(self.graph.node))
         self.report.ops.update(n.op_type for n in self.graph.node)
         self.types = _inferred_types(model)
-        self.nodes = [Node(self, proto, i, self._version(proto, i))
+        self.nodes = [Node(self, proto, i, node_version(model, self.opset, proto, i, source))
                       for i, proto in enumerate(self.graph.node)]
 
     # -- checks ------------------------------------------------------------------------
     def fail(self, message: str) -> NoReturn:
         raise ModelImportError(f"{self.source}: error: {message}")
-
-    def _default_opset(self) -> int:
-        for entry in self.model.opset_import:
-            if entry.domain in DEFAULT_DOMAINS:
-                return int(entry.version)
-        return 1
-
-    def _version(self, proto: onnx.NodeProto, index: int) -> int:
-        """The version of the op's schema in effect (the checks name the node)."""
-        label = proto.name or f"{proto.op_type}_{index}"
-        if proto.domain not in DEFAULT_DOMAINS:
-            versions = {e.domain: e.version for e in self.model.opset_import}
-            self.fail(f"node '{label}' ({proto.domain}.{proto.op_type}, opset "
-                      f"{versions.get(proto.domain, '?')}): ops of domain '{proto.domain}' are "
-                      "not supported (rlx imports the default ai.onnx domain)")
-        if not MIN_OPSET <= self.opset <= MAX_OPSET:
-            self.fail(f"node '{label}' ({proto.op_type}, opset {self.opset}): opset "
-                      f"{self.opset} is not supported (rlx imports ai.onnx opsets "
-                      f"{MIN_OPSET}..{MAX_OPSET})")
-        try:
-            return onnx.defs.get_schema(proto.op_type, self.opset, "").since_version
-        except onnx.defs.SchemaError:
-            self.fail(f"node '{label}' ({proto.op_type}, opset {self.opset}): no such op in "
-                      f"ai.onnx opset {self.opset}")
 
     # -- values --------------------------------------------------------------------------
     def materialize(self, arr: np.ndarray, name: str | None, node: Node | None) -> HirValue:
@@ -367,7 +388,7 @@ class GraphImporter:
             return False
         for name, v in zip(node.proto.output, out, strict=False):
             if name:
-                self.values[name] = v
+                self.values[name] = np.asarray(v)  # numpy folds 0-d results to scalars
         self.report.folded[node.op_type] += 1
         return True
 
@@ -476,13 +497,16 @@ def import_model(model: str | Path | onnx.ModelProto, *, module: HirModule | Non
     ``blocks=False`` imports node by node, without recognizing blocks; ``param_prefix``
     prefixes the weight names.
     """
-    if isinstance(model, str | Path):
-        source = source or str(model)
-        proto = read_model(model)
+    path = Path(model) if isinstance(model, str | Path) else None
+    if path is not None:
+        source = source or str(path)
+        proto = read_model(path, validate=False)
     else:
-        source = source or (model.graph.name or "model") + ".onnx"
-        check(model, source)
-        proto = model
+        source = source or (model.graph.name or "model") + ".onnx"  # type: ignore[union-attr]
+        proto = model  # type: ignore[assignment]
+        check_parsed(proto, source)
+    check_nodes(proto, source)
+    check(proto, source, path)
     if module is None:
         h = HirModule(_module_name(proto, source), function=function)
     else:

@@ -74,10 +74,25 @@ def lower_activation(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
                                  emit.sizes(x))]
 
 
+def _signed_pow(a: ir.Value, b: ir.Value) -> ir.Value:
+    """numpy's ``a ** b``: ``|a| ** b`` with the sign of ``a`` for odd integer ``b``, NaN
+    for a negative ``a`` and a fractional ``b`` (``math.powf`` alone is NaN for every
+    negative base)."""
+    t = a.type
+    magnitude = math.powf(math.absf(a), b)
+    whole = arith.cmpf(arith.CmpFPredicate.OEQ, math.roundeven(b), b)
+    half = arith.mulf(b, emit.scalar(0.5, t))
+    odd = arith.andi(whole, arith.cmpf(arith.CmpFPredicate.UNE, math.roundeven(half), half))
+    signed = arith.select(odd, arith.negf(magnitude), magnitude)
+    negative = arith.cmpf(arith.CmpFPredicate.OLT, a, emit.scalar(0.0, t))
+    nan = emit.scalar(float("nan"), t)
+    return arith.select(negative, arith.select(whole, signed, nan), magnitude)
+
+
 def _pow(a: ir.Value, b: ir.Value) -> ir.Value:
     if isinstance(a.type, ir.F32Type | ir.F64Type):
-        return math.powf(a, b)
-    return emit.convert(math.powf(emit.to_f32(a), emit.to_f32(b)), a.type)
+        return _signed_pow(a, b)
+    return emit.convert(_signed_pow(emit.to_f32(a), emit.to_f32(b)), a.type)
 
 
 BINARY: dict[str, Callable[[ir.Value, ir.Value], ir.Value]] = {
