@@ -94,8 +94,14 @@ class ImportReport:
                   f"  folded at import: {sum(self.folded.values())} ({counts(self.folded)})",
                   f"  converted to MIR ops: {sum(self.converted.values())} "
                   f"({counts(self.converted)})",
-                  f"  weights: {self.params} ({self.param_bytes / 2**20:.2f} MiB)"]
+                  f"  weights: {self.params} ({_size(self.param_bytes)})"]
         return "\n".join(lines)
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} bytes"
+    return f"{n / 1024:.1f} KiB" if n < 1 << 20 else f"{n / 2**20:.1f} MiB"
 
 
 @dataclass
