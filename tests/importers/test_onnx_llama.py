@@ -1,7 +1,8 @@
 """A real model: a tiny HF LlamaForCausalLM (random weights, fixed seed, GQA) exported with
 ``torch.onnx.export``, imported with ``rlx-import-onnx``, compiled and run: the logits match
-ONNX Runtime on the same file, every decoder layer is recognized as HIR blocks, and node
-names reach the IR IREE compiles and IREE's own diagnostics."""
+ONNX Runtime on the same file, every decoder layer is recognized as one
+``llama_decoder_block`` (or as its parts when it cannot be), and node names reach the IR
+IREE compiles and IREE's own diagnostics."""
 
 from __future__ import annotations
 
@@ -60,20 +61,34 @@ def onnx_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_decoder_layers_are_recognized_as_blocks(onnx_path: Path) -> None:
+    """Each decoder layer is one ``llama_decoder_block`` (60 nodes: 2 RMSNorms, q/k/v/o
+    projections, 2 RoPEs, GQA attention, SwiGLU, residuals); embedding, final norm and head
+    around them."""
     report = import_model(onnx_path).report
-    per_layer: dict[str, Counter[str]] = {}
-    for b in report.blocks:
-        m = re.match(r"m\.model\.layers\.(\d+)\b", b.scope)
-        if m:
-            per_layer.setdefault(m.group(1), Counter())[b.kind] += 1
-    assert per_layer == {str(i): PER_LAYER for i in range(LAYERS)}, report.summary()
-    tail = {(b.kind, b.scope) for b in report.blocks if not b.scope.startswith("m.model.layers")}
-    assert tail == {("rms_norm", "m.model.norm"), ("linear", "m.lm_head")}
+    blocks = {(b.kind, b.scope) for b in report.blocks}
+    layers = {("llama_decoder_block", f"m.model.layers.{i}") for i in range(LAYERS)}
+    assert blocks == layers | {("rms_norm", "m.model.norm"), ("linear", "m.lm_head")}
+    layer = next(b for b in report.blocks if b.kind == "llama_decoder_block")
+    assert len(layer.nodes) == 60
+    assert report.converted == Counter({"Gather": 1})  # the embedding
     summary = report.summary()
-    assert "attention 2" in summary
-    assert "swiglu 2" in summary
-    assert "rope 4" in summary
-    assert "[m.model.layers.1.self_attn]" in summary
+    assert "blocks recognized: 4 (linear 1, llama_decoder_block 2, rms_norm 1)" in summary
+    assert "[m.model.layers.1] <- 60 nodes" in summary
+
+
+def test_sub_blocks_without_the_layer_block(onnx_path: Path) -> None:
+    """When a value inside layer 0 is a graph output (its SwiGLU's result), the layer is
+    not one block: its parts are."""
+    model = read_model(onnx_path)
+    cut = next(n for n in model.graph.node if n.op_type == "MatMul" and any(
+        p.key == "pkg.torch.onnx.name_scopes" and "layers.0.mlp.down_proj" in p.value
+        for p in n.metadata_props))
+    model.graph.output[0].name = cut.output[0]
+    model.graph.output[0].type.tensor_type.shape.dim[2].dim_value = 64
+    blocks = import_model(model).report.blocks
+    layer0 = Counter(b.kind for b in blocks if b.scope.startswith("m.model.layers.0"))
+    assert layer0 == PER_LAYER, layer0
+    assert ("llama_decoder_block", "m.model.layers.1") in {(b.kind, b.scope) for b in blocks}
 
 
 def test_imported_logits_match_onnx_runtime(onnx_path: Path, tmp_path: Path) -> None:
@@ -82,7 +97,7 @@ def test_imported_logits_match_onnx_runtime(onnx_path: Path, tmp_path: Path) -> 
                            "-o", str(hir), "--params-out", str(weights)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert "blocks recognized: 22" in proc.stderr
+    assert "blocks recognized: 4" in proc.stderr
     program = rlx.runtime.load(rlx.compile(hir, "llvm-cpu"), "local-task", weights)
     ids = np.random.default_rng(1).integers(0, 128, (1, SEQ)).astype(np.int64)
     got = program.main(input_ids=ids)
@@ -99,19 +114,20 @@ def test_node_names_label_every_op_down_to_linalg(onnx_path: Path) -> None:
     assert all(label_of(op.location) in names for op in ops)
     linalg = rlx.compile(result.module, "llvm-cpu", emit="linalg")
     located = set(re.findall(r'loc\("([^"(]+)"\(', linalg))
-    attention = [b.label for b in result.report.blocks if b.kind == "attention"]
-    assert set(attention) <= located
+    blocks = {b.label for b in result.report.blocks}
+    assert len(blocks) == 4
+    assert blocks <= located
     assert located <= names, located - names
 
 
 def test_iree_diagnostics_name_the_onnx_node(onnx_path: Path) -> None:
     """IREE 3.13 cannot compile the fused attention op for SPIR-V: its error names the
-    ONNX node the attention block was imported from."""
+    ONNX node the decoder layer (with its attention) was imported from."""
     result = import_model(onnx_path)
-    attention = next(b.label for b in result.report.blocks if b.kind == "attention")
+    layer = next(b.label for b in result.report.blocks if b.kind == "llama_decoder_block")
     with pytest.raises(rlx.CompileError) as info:
         rlx.compile(result.module, "vulkan", attention="fused")
-    assert f'IREE rejected "{attention}" (rlx_hir.attention)' in str(info.value)
+    assert f'IREE rejected "{layer}" (rlx_hir.llama_decoder_block)' in str(info.value)
 
 
 def test_mir_keeps_the_labels(onnx_path: Path) -> None:

@@ -17,6 +17,9 @@ with that node's name.
 - ``attention``: ``softmax(Q Kᵀ * scale [+ mask]) V`` over ``[B, H, S, hd]``; K and V may
   be GQA-expanded (``Unsqueeze -> Expand -> Reshape``), which the block undoes; a
   constant causal mask becomes ``mask = "causal"``, any other additive mask a ``bias``.
+- ``llama_decoder_block``: the blocks above assembled as one pre-norm LLaMA layer (RMSNorm,
+  q / k / v projections split into heads, RoPE, causal GQA attention, output projection,
+  residual, RMSNorm, SwiGLU, residual).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
@@ -50,6 +53,8 @@ class Match:
     label: str
     emit: Callable[[GraphImporter], list[Value]]
     scope: str = ""
+    parts: dict[str, Any] = field(default_factory=dict)
+    """What a larger block made of this one needs (input names, weights, attributes)."""
 
 
 @dataclass
@@ -233,7 +238,9 @@ def _linear(g: GraphView, root: Node, mm: Node, bias_name: str | None, activatio
         return [imp.h.linear(x, wt, b, activation=None if activation == "none"
                              else activation)]
 
-    return Match("linear", nodes, root.index, [root.proto.output[0]], root.label, emit)
+    return Match("linear", nodes, root.index, [root.proto.output[0]], root.label, emit,
+                 parts={"x": x_name, "w": w, "w_name": w_name, "bias": bias,
+                        "activation": activation})
 
 
 # --------------------------------------------------------------------------------------
@@ -343,7 +350,9 @@ def match_rms_norm(g: GraphView, root: Node) -> Match | None:
         zero = root.mir("expand", [np.zeros(1, dtype)], target_shape=[d])
         return [imp.h.rms_norm(x, g_value, zero, eps=eps)]
 
-    return Match("rms_norm", nodes, root.index, [root.proto.output[0]], root.label, emit)
+    return Match("rms_norm", nodes, root.index, [root.proto.output[0]], root.label, emit,
+                 parts={"x": x_name, "gamma": gamma, "gamma_name": gamma_name, "eps": eps,
+                        "width": d})
 
 
 # --------------------------------------------------------------------------------------
@@ -386,7 +395,9 @@ def match_swiglu(g: GraphView, root: Node) -> Match | None:
                                                                          strict=True))
             return [imp.h.swiglu_ffn(x, u, gt, dn)]
 
-        return Match("swiglu", nodes, root.index, [root.proto.output[0]], root.label, emit)
+        return Match("swiglu", nodes, root.index, [root.proto.output[0]], root.label, emit,
+                     parts={"x": x_name, "weights": list(zip(names, (up, gate, down),
+                                                              strict=True))})
     return None
 
 
@@ -504,7 +515,140 @@ def _rope_match(root: Node, nodes: set[int], x: str, source: str, head_major: bo
         y = imp.h.rope(v, c, s, head_dim=hd)
         return [root.mir("transpose", [y], perm=[0, 2, 1, 3]) if head_major else y]
 
-    return Match("rope", nodes, root.index, [root.proto.output[0]], root.label, emit)
+    return Match("rope", nodes, root.index, [root.proto.output[0]], root.label, emit,
+                 parts={"source": source, "moved_transpose": head_major and source != x,
+                        "head_dim": hd, "cos": cos[0], "sin": sin[0],
+                        "tables": (f"{cos[1]}.half", f"{sin[1]}.half")})
+
+
+# --------------------------------------------------------------------------------------
+# llama_decoder_block: the blocks of one pre-norm decoder layer
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Layer:
+    """The pieces of one LLaMA decoder layer found around an attention block."""
+
+    g: GraphView
+    blocks: list[Match]
+    by_value: dict[str, Match]
+    extra: set[int] = field(default_factory=set)
+
+    def block(self, name: str, kind: str) -> Match | None:
+        m = self.by_value.get(name)
+        return m if m is not None and m.kind == kind else None
+
+    def block_on(self, x: str, kind: str) -> Match | None:
+        """The block of ``kind`` whose input is ``x``."""
+        return next((m for m in self.blocks if m.kind == kind and m.parts.get("x") == x),
+                    None)
+
+    def only_user(self, name: str, op: str) -> Node | None:
+        users = self.g.consumers.get(name, [])
+        if len(users) != 1 or name in self.g.outputs:
+            return None
+        node = self.g.imp.nodes[users[0]]
+        return node if node.op_type == op and users[0] not in self.g.taken else None
+
+    def projection(self, name: str) -> Match | None:
+        """``Reshape(x W)`` to heads: the plain linear block behind ``name``."""
+        reshape = self.g.node(name, "Reshape")
+        lin = self.block(reshape.proto.input[0], "linear") if reshape else None
+        if lin is None or lin.parts["bias"] is not None or lin.parts["activation"] != "none":
+            return None
+        self.extra.add(reshape.index)  # type: ignore[union-attr]
+        return lin
+
+
+def match_llama_layer(g: GraphView, found: dict[int, Match], attn: Match) -> Match | None:
+    """``h = x + attn(rope(rms(x) Wq), rope(rms(x) Wk), rms(x) Wv) Wo``,
+    ``y = h + swiglu(rms(h))`` with a causal mask, the default scale and equal epsilons:
+    ``rlx_hir.llama_decoder_block``."""
+    a = attn.parts
+    if a["mask"] != "causal" or not a["default_scale"]:
+        return None
+    layer = _Layer(g, list(found.values()), {m.outputs[0]: m for m in found.values()})
+    rq, rk = layer.block(a["q"], "rope"), layer.block(a["k"], "rope")
+    if rq is None or rk is None or not (rq.parts["moved_transpose"]
+                                        and rk.parts["moved_transpose"]):
+        return None
+    if not (np.array_equal(rq.parts["cos"], rk.parts["cos"])
+            and np.array_equal(rq.parts["sin"], rk.parts["sin"])):
+        return None
+    v_heads = g.node(a["v"], "Transpose")
+    if v_heads is None or v_heads.ints("perm") != [0, 2, 1, 3]:
+        return None
+    layer.extra.add(v_heads.index)
+    lq, lk = layer.projection(rq.parts["source"]), layer.projection(rk.parts["source"])
+    lv = layer.projection(v_heads.proto.input[0])
+    if lq is None or lk is None or lv is None or not (
+            lq.parts["x"] == lk.parts["x"] == lv.parts["x"]):
+        return None
+    norm1 = layer.block(lq.parts["x"], "rms_norm")
+    if norm1 is None:
+        return None
+    x_in = norm1.parts["x"]
+    heads_out = layer.only_user(attn.outputs[0], "Transpose")
+    merged = layer.only_user(heads_out.proto.output[0], "Reshape") if heads_out else None
+    if heads_out is None or heads_out.ints("perm") != [0, 2, 1, 3] or merged is None:
+        return None
+    lo = layer.block_on(merged.proto.output[0], "linear")
+    if lo is None or lo.parts["bias"] is not None or lo.parts["activation"] != "none":
+        return None
+    residual1 = layer.only_user(lo.outputs[0], "Add")
+    if residual1 is None or _other(residual1, lo.outputs[0]) != x_in:
+        return None
+    h_name = residual1.proto.output[0]
+    norm2 = layer.block_on(h_name, "rms_norm")
+    ffn = layer.block_on(norm2.outputs[0], "swiglu") if norm2 else None
+    residual2 = layer.only_user(ffn.outputs[0], "Add") if ffn else None
+    if residual2 is None or _other(residual2, ffn.outputs[0]) != h_name:  # type: ignore[union-attr]
+        return None
+    if norm1.parts["eps"] != norm2.parts["eps"]:  # type: ignore[union-attr]
+        return None
+    x_shape = g.shape(x_in)
+    if x_shape is None or len(x_shape) != 3:
+        return None
+    subs = [attn, rq, rk, lq, lk, lv, lo, norm1, norm2, ffn]
+    nodes = set().union(*(m.nodes for m in subs), layer.extra,  # type: ignore[union-attr]
+                        {heads_out.index, merged.index, residual1.index, residual2.index})
+    if not g.closed(nodes, residual2.index):
+        return None
+    root = residual2
+    linears = [lq, lk, lv, lo]
+    swiglu_weights = dict(zip(("up", "gate", "down"), ffn.parts["weights"],  # type: ignore[union-attr]
+                              strict=True))
+
+    def emit(imp: GraphImporter) -> list[Value]:
+        x = _tensor(imp, root, x_in)
+        dtype = np.asarray(root.scalar(0, x)).dtype
+        width = norm1.parts["width"]
+
+        def gamma(norm: Match) -> HirValue:
+            g_arr = norm.parts["gamma"]
+            if g_arr is None:
+                return _const_tensor(imp, root, np.ones(width, dtype), None)
+            return _const_tensor(imp, root, g_arr.reshape(width).astype(dtype),
+                                 norm.parts["gamma_name"])
+
+        zero = root.mir("expand", [np.zeros(1, dtype)], target_shape=[width])
+        wq, wk, wv, wo = (_const_tensor(imp, root, m.parts["w"], m.parts["w_name"])
+                          for m in linears)
+        up, gate, down = (_const_tensor(imp, root, arr, name)
+                          for name, arr in (swiglu_weights[k] for k in ("up", "gate", "down")))
+        cos_name, sin_name = rq.parts["tables"]
+        cos = _const_tensor(imp, root, rq.parts["cos"], cos_name)
+        sin = _const_tensor(imp, root, rq.parts["sin"], sin_name)
+        return [imp.h.llama_decoder_block(
+            x, gamma(norm1), zero, wq, wk, wv, wo, gamma(norm2), zero, gate, up, down, cos,
+            sin, num_heads=a["heads"], head_dim=a["head_dim"], num_kv_heads=a["kv_heads"],
+            eps=norm1.parts["eps"], mask_kind="causal", rope_style="neox")]
+
+    match = Match("llama_decoder_block", nodes, root.index, [root.proto.output[0]],
+                  root.label, emit)
+    match.parts["replaces"] = [m.output for m in subs]
+    return match
 
 
 # --------------------------------------------------------------------------------------
@@ -639,7 +783,9 @@ def match_attention(g: GraphView, root: Node) -> Match | None:
         return [root.mir("attention", operands, num_heads=heads, head_dim=hd, mask_kind=kind,
                          score_scale=scale)]
 
-    return Match("attention", nodes, root.index, [root.proto.output[0]], root.label, emit)
+    return Match("attention", nodes, root.index, [root.proto.output[0]], root.label, emit,
+                 parts={"q": q_name, "k": k_name, "v": v_name, "heads": heads, "head_dim": hd,
+                        "kv_heads": k_shape[1], "mask": kind, "default_scale": default})
 
 
 # --------------------------------------------------------------------------------------
@@ -669,7 +815,8 @@ def _scope(imp: GraphImporter, nodes: set[int]) -> str:
 
 
 def find_blocks(imp: GraphImporter) -> dict[int, Match]:
-    """Block matches keyed by the index of their last node."""
+    """Block matches keyed by the index of their last node; the blocks of a whole LLaMA
+    decoder layer become one ``llama_decoder_block``."""
     g = GraphView(imp)
     found: dict[int, Match] = {}
     for _, matcher in MATCHERS:
@@ -682,4 +829,13 @@ def find_blocks(imp: GraphImporter) -> dict[int, Match]:
             match.scope = _scope(imp, match.nodes)
             g.taken |= match.nodes
             found[match.output] = match
+    for attn in [m for m in found.values() if m.kind == "attention"]:
+        layer = match_llama_layer(g, found, attn)
+        if layer is None:
+            continue
+        for i in layer.parts["replaces"]:
+            del found[i]
+        layer.scope = _scope(imp, layer.nodes)
+        g.taken |= layer.nodes
+        found[layer.output] = layer
     return found
