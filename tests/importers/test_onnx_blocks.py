@@ -48,6 +48,14 @@ def _rope_uneven_tables() -> object:
     return m
 
 
+def _gemm_trans_b() -> object:
+    """``Gemm(x, W, b)`` with ``transB = 1`` (PyTorch's nn.Linear layout) and a ReLU."""
+    nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["g"], name="fc/Gemm", transB=1),
+             helper.make_node("Relu", ["g"], ["y"], name="fc/Relu")]
+    return model(nodes, [vi("x", [3, 40])], [vi("y", [3, 24])],
+                 [init("w", rand(RNG, 24, 40)), init("b", rand(RNG, 24))])
+
+
 def q(*shape: int) -> np.ndarray:
     return rand(RNG, *shape)
 
@@ -69,6 +77,7 @@ CASES = {
     "attention_plain": (attention_graph(RNG, heads=3, kv_heads=1, mask="none", scale="none"),
                         {n: q(1, h, 6, 8) for n, h in (("q", 3), ("k", 1), ("v", 1))}),
     "shared_matmul": (_shared_matmul(), {"x": q(3, 16)}),
+    "gemm_trans_b": (_gemm_trans_b(), {"x": q(3, 40)}),
     "rope_uneven": (_rope_uneven_tables(), {"x": q(2, 6, 3, 8)}),
 }
 EXPECTED = {
@@ -77,7 +86,7 @@ EXPECTED = {
     "rms_norm": {"rms_norm": 1}, "rms_norm_div": {"rms_norm": 1}, "swiglu": {"swiglu": 1},
     "rope": {"rope": 1}, "attention_gqa_causal": {"attention": 1},
     "attention_bias_scale": {"attention": 1}, "attention_plain": {"attention": 1},
-    "shared_matmul": {"linear": 1}, "rope_uneven": {},
+    "shared_matmul": {"linear": 1}, "rope_uneven": {}, "gemm_trans_b": {"linear": 1},
 }
 
 
@@ -107,6 +116,12 @@ def test_blocks_carry_the_last_node_name_and_list_their_nodes(ran: dict) -> None
     rope = ran["rope"].report.blocks[0]
     assert "attn/transpose" in rope.nodes  # the head transpose moves behind the block
     assert ran["swiglu"].report.blocks[0].label == "mlp/down"
+
+
+def test_gemm_weights_are_stored_transposed(ran: dict) -> None:
+    hir = ran["gemm_trans_b"].hir
+    assert '"rlx_hir.param"() {name = "gemm_trans_b.w.T"} : () -> tensor<40x24xf32>' in hir
+    assert ran["gemm_trans_b"].report.blocks[0].nodes == ("fc/Gemm", "fc/Relu")
 
 
 def test_attention_with_another_scale_keeps_it(ran: dict) -> None:

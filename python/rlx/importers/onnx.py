@@ -266,7 +266,7 @@ class GraphImporter:
         self._const_count = 0
         self.report = ImportReport(source, self.opset, nodes=len(self.graph.node))
         self.report.ops.update(n.op_type for n in self.graph.node)
-        self.types = _inferred_types(model)
+        self.shapes = inferred_shapes(model)
         self.nodes = [Node(self, proto, i, node_version(model, self.opset, proto, i, source))
                       for i, proto in enumerate(self.graph.node)]
 
@@ -383,9 +383,9 @@ class GraphImporter:
         for name in node.proto.input:
             v = self.values.get(name) if name else None
             if name and not isinstance(v, np.ndarray):
-                static = self.types.get(name) if prepass and node.op_type in (
+                static = self.shapes.get(name) if prepass and node.op_type in (
                     "Shape", "Size") else None
-                if static is None:
+                if static is None or None in static:
                     return False
                 v = np.broadcast_to(np.zeros((), np.bool_), static)
             inputs.append(v)
@@ -456,16 +456,17 @@ class GraphImporter:
         if isinstance(v, HirValue):
             return v
         start = len(self.h)
-        out = self.materialize(v, name, self._producer(name))
-        self.h.label_nodes_since(start, name)
+        producer = self._producer(name)
+        out = self.materialize(v, name, producer)
+        self.h.label_nodes_since(start, producer.label if producer is not None else name)
         return out
 
     def _producer(self, name: str) -> Node | None:
         return next((n for n in self.nodes if name in n.proto.output), None)
 
 
-def _inferred_types(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
-    """Static shapes ONNX's shape inference knows for intermediate values."""
+def inferred_shapes(model: onnx.ModelProto) -> dict[str, tuple[int | None, ...]]:
+    """The shapes ONNX's shape inference knows (None: a dynamic dim), by value name."""
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
     except (onnx.shape_inference.InferenceError, ValueError, RuntimeError):
@@ -475,9 +476,8 @@ def _inferred_types(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
         t = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
         if t is None or not t.HasField("shape"):
             continue
-        dims = t.shape.dim
-        if all(d.HasField("dim_value") for d in dims):
-            out[vi.name] = tuple(int(d.dim_value) for d in dims)
+        out[vi.name] = tuple(int(d.dim_value) if d.HasField("dim_value") else None
+                             for d in t.shape.dim)
     return out
 
 

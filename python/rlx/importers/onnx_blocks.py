@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import onnx
 
 from rlx.dialects.builder import HirValue
 from rlx.importers.onnx_ops import Node, Value, is_symbolic
@@ -66,7 +65,6 @@ class GraphView:
     consumers: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
     outputs: set[str] = field(default_factory=set)
     taken: set[int] = field(default_factory=set)
-    shapes: dict[str, tuple[int | None, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for node in self.imp.nodes:
@@ -77,7 +75,6 @@ class GraphView:
                 if i:
                     self.consumers[i].append(node.index)
         self.outputs = {o.name for o in self.imp.graph.output}
-        self.shapes = _partial_shapes(self.imp.model)
 
     def node(self, name: str, *ops: str) -> Node | None:
         """The producer of ``name`` when its op is one of ``ops`` and it is still free."""
@@ -97,7 +94,7 @@ class GraphView:
             return tuple(v.shape)
         if isinstance(v, np.ndarray):
             return tuple(v.shape)
-        return self.shapes.get(name)
+        return self.imp.shapes.get(name)
 
     def closed(self, nodes: set[int], root: int) -> bool:
         """Every value made inside ``nodes`` (but the root's) is used only inside."""
@@ -109,26 +106,11 @@ class GraphView:
                     return False
         return True
 
-    def axis_is_last(self, node: Node, name: str, axes: Sequence[int]) -> bool:
+    def axis_is_last(self, name: str, axes: Sequence[int]) -> bool:
         shape = self.shape(name)
         if shape is None or len(axes) != 1:
             return False
         return int(axes[0]) % len(shape) == len(shape) - 1
-
-
-def _partial_shapes(model: onnx.ModelProto) -> dict[str, tuple[int | None, ...]]:
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
-    except (onnx.shape_inference.InferenceError, ValueError, RuntimeError):
-        return {}
-    out = {}
-    for vi in [*inferred.graph.value_info, *inferred.graph.input, *inferred.graph.output]:
-        t = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
-        if t is None or not t.HasField("shape"):
-            continue
-        out[vi.name] = tuple(int(d.dim_value) if d.HasField("dim_value") else None
-                             for d in t.shape.dim)
-    return out
 
 
 def _scalar(arr: np.ndarray | None) -> float | None:
@@ -274,7 +256,7 @@ def _mean_square(g: GraphView, name: str, nodes: set[int]) -> tuple[str, float] 
         if sq.op_type == "Mul" and sq.proto.input[1] != x:
             continue
         axes = _reduce_mean_axes(g, mean)
-        if axes is None or not g.axis_is_last(mean, x, axes):
+        if axes is None or not g.axis_is_last(x, axes):
             continue
         nodes |= {add.index, mean.index, sq.index}
         return x, eps
