@@ -1,6 +1,6 @@
 """ONNX op converters against ONNX Runtime where ONNX's node tests cannot show them: their
-f32 versions (Einsum and CumSum tests are float64), older opset semantics, and import-time
-folding; all models in one compile."""
+f32 versions (Einsum and CumSum tests are float64), older opset semantics, import-time
+folding, ONNX's Attention op; all models in one compile."""
 
 from __future__ import annotations
 
@@ -49,6 +49,29 @@ def shape_chain() -> tuple:
     return model(nodes, [vi("x", [6, 2])], [vi("y", [12])], inits), {"x": x}
 
 
+def attention_op() -> tuple:
+    """ONNX's Attention (opset 23): GQA, causal with a past cache, present outputs."""
+    node = helper.make_node("Attention", ["q", "k", "v", "", "pk", "pv"],
+                            ["y", "present_k", "present_v"], name="attn", is_causal=1)
+    shapes = {"q": (1, 4, 3, 8), "k": (1, 2, 3, 8), "v": (1, 2, 3, 8), "pk": (1, 2, 5, 8),
+              "pv": (1, 2, 5, 8)}
+    inputs = {n: rand(RNG, *s) for n, s in shapes.items()}
+    outs = [vi("y", [1, 4, 3, 8]), vi("present_k", [1, 2, 8, 8]), vi("present_v", [1, 2, 8, 8])]
+    return model([node], [vi(n, list(s)) for n, s in shapes.items()], outs, opset=23), inputs
+
+
+def attention_op_3d() -> tuple:
+    """3-D Attention with a bool mask, a scale and a softcap."""
+    node = helper.make_node("Attention", ["q", "k", "v", "mask"], ["y"], name="attn3",
+                            q_num_heads=2, kv_num_heads=2, scale=0.2, softcap=3.0)
+    inputs = {"q": rand(RNG, 2, 4, 16), "k": rand(RNG, 2, 6, 16), "v": rand(RNG, 2, 6, 16),
+              "mask": RNG.random((4, 6)) < 0.7}
+    inputs["mask"][:, 0] = True
+    ins = [vi(n, list(a.shape), TensorProto.BOOL if n == "mask" else TensorProto.FLOAT)
+           for n, a in inputs.items()]
+    return model([node], ins, [vi("y", [2, 4, 16])], opset=23), inputs
+
+
 CASES = {
     "einsum_matmul": einsum("ij,jk->ik", (3, 4), (4, 5)),
     "einsum_batch": einsum("bij,bjk->bik", (2, 3, 4), (2, 4, 5)),
@@ -91,6 +114,8 @@ CASES = {
                            "e": np.array([10, 5, 3], np.int32)}, [3],
                    out_elem=TensorProto.INT32),
     "shape_chain": shape_chain(),
+    "attention_op": attention_op(),
+    "attention_op_3d": attention_op_3d(),
 }
 
 
@@ -102,9 +127,9 @@ def ran() -> dict:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_op_matches_onnx_runtime(ran: dict, name: str) -> None:
     r = ran[name]
-    want = r.want[0]
-    assert r.got[0].shape == want.shape
-    assert_close(r.got[0], want, "i32" if want.dtype == np.int32 else "f32", name)
+    for i, (got, want) in enumerate(zip(r.got, r.want, strict=True)):
+        assert got.shape == want.shape
+        assert_close(got, want, "i32" if want.dtype == np.int32 else "f32", f"{name} #{i}")
 
 
 def test_shape_arithmetic_is_folded(ran: dict) -> None:

@@ -72,3 +72,17 @@ def test_pow_of_negative_bases(target: str) -> None:
     got = program.main(np.array([-1.5, 1.5], np.float32), np.array([0.5, 0.5], np.float32))
     assert np.isnan(got[0])
     assert np.isclose(got[1], 1.5 ** 0.5)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_bool_inputs_next_to_a_matmul(target: str) -> None:
+    """A bool mask given as an input selects (and is cast) next to a matmul whose consumer
+    IREE data-tiles on llvm-cpu."""
+    h = rlx.HirModule("flags")
+    a, b = h.input("a", (1, 2, 4, 8)), h.input("b", (1, 2, 8, 4))
+    keep = h.input("keep", (4, 4), "i1")
+    scores = h.mir("matmul", [a, b])
+    masked = h.mir("where", [keep, scores, h.constant(np.full(1, -1e9, np.float32))])
+    scaled = h.mir("binary", [scores, h.mir("cast", [keep], to="f32")], kind="mul")
+    h.set_outputs([h.mir("softmax", [masked], axis=-1), scaled])
+    check_module(h, target, inputs={"keep": np.tril(np.ones((4, 4), bool))})

@@ -276,6 +276,7 @@ def normalize_axes(node: Node, axes: Sequence[int], rank: int, what: str = "axes
 
 
 from rlx.importers.onnx_ops import (  # noqa: E402  (families register into the tables)
+    attention,
     contraction,
     conv,
     elementwise,
@@ -284,6 +285,6 @@ from rlx.importers.onnx_ops import (  # noqa: E402  (families register into the 
     shape,
 )
 
-FAMILIES = (contraction, conv, elementwise, norm, reduction, shape)
+FAMILIES = (attention, contraction, conv, elementwise, norm, reduction, shape)
 
 __all__ = ["CONVERTERS", "FAMILIES", "FOLDERS", "Converter", "Node", "SymDim", "Value"]
