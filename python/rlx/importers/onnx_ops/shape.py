@@ -340,6 +340,9 @@ def convert_split(node: Node) -> list[Value]:
     for size in sizes:
         if size == x.shape[axis]:
             outs.append(x)
+        elif size == 0:
+            outs.append(empty(node, [0 if a == axis else d for a, d in enumerate(x.shape)],
+                              x))
         else:
             outs.append(node.mir("narrow", [x], axis=axis, start=start, len=size))
         start += size
