@@ -71,7 +71,6 @@ class ImportReport:
     source: str
     opset: int
     nodes: int = 0
-    ops: Counter[str] = field(default_factory=Counter)
     folded: Counter[str] = field(default_factory=Counter)
     converted: Counter[str] = field(default_factory=Counter)
     blocks: list[Block] = field(default_factory=list)
@@ -265,7 +264,6 @@ class GraphImporter:
         self._materialized: dict[str, HirValue] = {}
         self._const_count = 0
         self.report = ImportReport(source, self.opset, nodes=len(self.graph.node))
-        self.report.ops.update(n.op_type for n in self.graph.node)
         self.shapes = inferred_shapes(model)
         self.nodes = [Node(self, proto, i, node_version(model, self.opset, proto, i, source))
                       for i, proto in enumerate(self.graph.node)]

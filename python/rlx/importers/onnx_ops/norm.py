@@ -19,16 +19,15 @@ def norm_vector(node: Node, i: int, x: HirValue, axis: int, fill: float) -> HirV
     dims = list(x.shape[axis:])
     width = math.prod(dims)  # type: ignore[arg-type]
     if not node.has(i):
-        zero = node.scalar(fill, x).reshape(1)
-        return node.mir("expand", [zero], target_shape=[width])
+        return node.mir("expand", [node.scalar(fill, x).reshape(1)], target_shape=[width])
     v = node.tensor(i)
     if list(v.shape) != dims:
         v = node.mir("expand", [v], target_shape=dims)
     return node.reshape(v, [width])
 
 
-def _normalized(node: Node, op: str) -> tuple[HirValue, int, HirValue, list]:
-    """(x, axis, x viewed as ``[*x.shape[:axis], D]``, the dims of that view)."""
+def _normalized(node: Node, op: str) -> tuple[HirValue, int, Value]:
+    """(x, axis, x viewed as ``[*x.shape[:axis], D]``)."""
     x = node.tensor(0)
     if not x.dtype.is_float:
         node.fail(f"input 0 is {x.dtype}; {op} takes a float tensor")
@@ -38,12 +37,12 @@ def _normalized(node: Node, op: str) -> tuple[HirValue, int, HirValue, list]:
     if any(d is None for d in tail):
         node.fail(f"input {x.type}: the normalized dims must be static")
     dims = [*x.shape[:axis], math.prod(tail)]  # type: ignore[arg-type]
-    return x, axis, reshape_to(node, x, dims) if axis != rank - 1 else x, dims
+    return x, axis, reshape_to(node, x, dims) if axis != rank - 1 else x
 
 
 @converter("LayerNormalization", since=17)
 def convert_layer_norm(node: Node) -> list[Value]:
-    x, axis, flat, _ = _normalized(node, "LayerNormalization")
+    x, axis, flat = _normalized(node, "LayerNormalization")
     eps = node.attr("epsilon", 1e-5)
     gamma = norm_vector(node, 1, x, axis, 1.0)
     beta = norm_vector(node, 2, x, axis, 0.0)
@@ -73,7 +72,7 @@ def _statistics(node: Node, x: HirValue, axis: int, eps: float) -> tuple[HirValu
 
 @converter("RMSNormalization", since=23)
 def convert_rms_norm(node: Node) -> list[Value]:
-    x, axis, flat, _ = _normalized(node, "RMSNormalization")
+    x, axis, flat = _normalized(node, "RMSNormalization")
     gamma = norm_vector(node, 1, x, axis, 1.0)
     beta = norm_vector(node, 2, x, axis, 0.0)
     y = node.mir("rms_norm", [flat, gamma, beta], axis=-1, eps=node.attr("epsilon", 1e-5))
