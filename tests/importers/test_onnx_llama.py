@@ -31,8 +31,9 @@ PER_LAYER = Counter({"rms_norm": 2, "linear": 4, "rope": 2, "attention": 1, "swi
 
 @pytest.fixture(scope="module")
 def onnx_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    import torch
+    import transformers
+
     torch.manual_seed(0)
     config = transformers.LlamaConfig(
         vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=LAYERS,
