@@ -124,7 +124,8 @@ irdl.dialect @rlx_hir {
     %activation_15 = irdl.is "tan"
     %activation_16 = irdl.is "atan"
     %activation_17 = irdl.is "round"
-    %activation = irdl.any_of(%activation_0, %activation_1, %activation_2, %activation_3, %activation_4, %activation_5, %activation_6, %activation_7, %activation_8, %activation_9, %activation_10, %activation_11, %activation_12, %activation_13, %activation_14, %activation_15, %activation_16, %activation_17)
+    %activation_18 = irdl.is "erf"
+    %activation = irdl.any_of(%activation_0, %activation_1, %activation_2, %activation_3, %activation_4, %activation_5, %activation_6, %activation_7, %activation_8, %activation_9, %activation_10, %activation_11, %activation_12, %activation_13, %activation_14, %activation_15, %activation_16, %activation_17, %activation_18)
     %has_bias_t = irdl.is true
     %has_bias_f = irdl.is false
     %has_bias = irdl.any_of(%has_bias_t, %has_bias_f)
@@ -156,7 +157,8 @@ irdl.dialect @rlx_hir {
     %activation_15 = irdl.is "tan"
     %activation_16 = irdl.is "atan"
     %activation_17 = irdl.is "round"
-    %activation = irdl.any_of(%activation_0, %activation_1, %activation_2, %activation_3, %activation_4, %activation_5, %activation_6, %activation_7, %activation_8, %activation_9, %activation_10, %activation_11, %activation_12, %activation_13, %activation_14, %activation_15, %activation_16, %activation_17)
+    %activation_18 = irdl.is "erf"
+    %activation = irdl.any_of(%activation_0, %activation_1, %activation_2, %activation_3, %activation_4, %activation_5, %activation_6, %activation_7, %activation_8, %activation_9, %activation_10, %activation_11, %activation_12, %activation_13, %activation_14, %activation_15, %activation_16, %activation_17, %activation_18)
     %in0 = irdl.base "!builtin.tensor"
     %in1 = irdl.base "!builtin.tensor"
     %in2 = irdl.base "!builtin.tensor"
@@ -351,7 +353,8 @@ irdl.dialect @rlx_mir {
     %kind_14 = irdl.is "tan"
     %kind_15 = irdl.is "atan"
     %kind_16 = irdl.is "round"
-    %kind = irdl.any_of(%kind_0, %kind_1, %kind_2, %kind_3, %kind_4, %kind_5, %kind_6, %kind_7, %kind_8, %kind_9, %kind_10, %kind_11, %kind_12, %kind_13, %kind_14, %kind_15, %kind_16)
+    %kind_17 = irdl.is "erf"
+    %kind = irdl.any_of(%kind_0, %kind_1, %kind_2, %kind_3, %kind_4, %kind_5, %kind_6, %kind_7, %kind_8, %kind_9, %kind_10, %kind_11, %kind_12, %kind_13, %kind_14, %kind_15, %kind_16, %kind_17)
     %in0 = irdl.base "!builtin.tensor"
     %out0 = irdl.base "!builtin.tensor"
     irdl.operands(x: %in0)
@@ -525,7 +528,8 @@ irdl.dialect @rlx_mir {
     %activation_15 = irdl.is "tan"
     %activation_16 = irdl.is "atan"
     %activation_17 = irdl.is "round"
-    %activation = irdl.any_of(%activation_0, %activation_1, %activation_2, %activation_3, %activation_4, %activation_5, %activation_6, %activation_7, %activation_8, %activation_9, %activation_10, %activation_11, %activation_12, %activation_13, %activation_14, %activation_15, %activation_16, %activation_17)
+    %activation_18 = irdl.is "erf"
+    %activation = irdl.any_of(%activation_0, %activation_1, %activation_2, %activation_3, %activation_4, %activation_5, %activation_6, %activation_7, %activation_8, %activation_9, %activation_10, %activation_11, %activation_12, %activation_13, %activation_14, %activation_15, %activation_16, %activation_17, %activation_18)
     %in0 = irdl.base "!builtin.tensor"
     %in1 = irdl.base "!builtin.tensor"
     %in2 = irdl.base "!builtin.tensor"
@@ -664,12 +668,44 @@ irdl.dialect @rlx_mir {
     irdl.results(y: %out0)
     irdl.attributes {"axis" = %axis, "start" = %start, "len" = %len}
   }
+  // Constant padding (ONNX ``Pad`` in ``constant`` mode): ``low[i]`` elements before and ``high[i]`` after axis ``i``, filled with ``value``.
+  irdl.operation @pad {
+    %low = irdl.base "#builtin.dense_array"
+    %high = irdl.base "#builtin.dense_array"
+    %value = irdl.base "#builtin.float"
+    %in0 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(y: %out0)
+    irdl.attributes {"low" = %low, "high" = %high, "value" = %value}
+  }
   // A weight bound at load time (``Op::Param``); as ``rlx_hir.param``.
   irdl.operation @param {
     %name = irdl.base "#builtin.string"
     %out0 = irdl.base "!builtin.tensor"
     irdl.results(w: %out0)
     irdl.attributes {"name" = %name}
+  }
+  // Max or average pooling over the spatial dims of ``x [N, C, *spatial]`` (1-3 dims).
+  irdl.operation @pool {
+    %kind_0 = irdl.is "max"
+    %kind_1 = irdl.is "avg"
+    %kind = irdl.any_of(%kind_0, %kind_1)
+    %kernel_size = irdl.base "#builtin.dense_array"
+    %stride = irdl.base "#builtin.dense_array"
+    %dilation = irdl.base "#builtin.dense_array"
+    %padding = irdl.base "#builtin.dense_array"
+    %ceil_mode_t = irdl.is true
+    %ceil_mode_f = irdl.is false
+    %ceil_mode = irdl.any_of(%ceil_mode_t, %ceil_mode_f)
+    %count_include_pad_t = irdl.is true
+    %count_include_pad_f = irdl.is false
+    %count_include_pad = irdl.any_of(%count_include_pad_t, %count_include_pad_f)
+    %in0 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(y: %out0)
+    irdl.attributes {"kind" = %kind, "kernel_size" = %kernel_size, "stride" = %stride, "dilation" = %dilation, "padding" = %padding, "ceil_mode" = %ceil_mode, "count_include_pad" = %count_include_pad}
   }
   // Reduce over ``axes`` (``Op::Reduce``): sum, mean, max, min, prod.
   irdl.operation @reduce {
@@ -724,6 +760,17 @@ irdl.dialect @rlx_mir {
     irdl.operands(x: %in0, cos: %in1, sin: %in2)
     irdl.results(y: %out0)
     irdl.attributes {"head_dim" = %head_dim, "n_rot" = %n_rot, "style" = %style}
+  }
+  // Strided slice over every axis: ``y[i0, i1, ...] = x[s0 + i0 t0, s1 + i1 t1, ...]``.
+  irdl.operation @slice {
+    %starts = irdl.base "#builtin.dense_array"
+    %sizes = irdl.base "#builtin.dense_array"
+    %strides = irdl.base "#builtin.dense_array"
+    %in0 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(y: %out0)
+    irdl.attributes {"starts" = %starts, "sizes" = %sizes, "strides" = %strides}
   }
   // Softmax along ``axis`` with the max subtracted (``Op::Softmax``).
   irdl.operation @softmax {

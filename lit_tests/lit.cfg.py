@@ -21,6 +21,8 @@ subs = [
     ("%rlx-opt", f"{sys.executable} -m rlx.tools.opt"),
     ("%rlx-compile", f"{sys.executable} -m rlx.tools.compile"),
     ("%rlx-run", f"{sys.executable} -m rlx.tools.run"),
+    ("%rlx-import-onnx", f"{sys.executable} -m rlx.tools.import_onnx"),
+    ("%python", sys.executable),
     ("%iree-opt", find_tool("iree-opt")),
     ("%iree-compile", find_tool("iree-compile")),
     ("%hir_irdl", os.path.join(root, "dialects", "rlx_hir.irdl.mlir")),

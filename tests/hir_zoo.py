@@ -206,7 +206,11 @@ def _mir_blocks(h: rlx.HirModule) -> list[rlx.HirValue]:
                dilation=[1, 1], groups=2)
     xq = h.input("xq", (1, 64))
     dq = h.mir("dequant_matmul", [xq, h.param("wq", (16, 68), "i8")], scheme="gguf_q8_0")
-    return [at, sw, emb, pick, cs, cv, dq]
+    pool = h.mir("pool", [img], kind="avg", kernel_size=[3, 2], stride=[2, 1],
+                 dilation=[1, 1], padding=[1, 0, 1, 1], ceil_mode=True, count_include_pad=False)
+    sl = h.mir("slice", [x], starts=[0, 5, 1], sizes=[-1, 3, 4], strides=[1, -2, 3])
+    pd = h.mir("pad", [x], low=[0, 1, 0], high=[0, 0, 2], value=-1.0)
+    return [at, sw, emb, pick, cs, cv, dq, pool, sl, pd]
 
 
 def _mir_scans(h: rlx.HirModule) -> list[rlx.HirValue]:

@@ -44,3 +44,26 @@ module @select {
     return %y, %i : tensor<4xf32>, tensor<4xi32>
   }
 }
+
+// -----
+
+// An i1 function input reaches `where` / `cast` as i8 converted behind a compute barrier
+// (IREE's data tiling cannot pack i1 operands); i1 values computed in the module do not.
+// CHECK-LABEL: module @flags
+// CHECK:      %[[I8:.*]] = linalg.generic {{.*}} ins(%arg0 : tensor<4x4xi1>) outs(%{{.*}} : tensor<4x4xi8>)
+// CHECK:        arith.extui
+// CHECK:      %[[B:.*]] = iree_tensor_ext.compute_barrier.start %[[I8]]
+// CHECK:      linalg.generic {{.*}} ins(%[[B]], %arg1, %arg1 : tensor<4x4xi8>, tensor<4x4xf32>, tensor<4x4xf32>)
+// CHECK:        %[[C:.*]] = arith.cmpi ne
+// CHECK:        arith.select %[[C]]
+// CHECK:      %[[CMP:.*]] = linalg.generic {{.*}} ins(%arg1, %arg1 : tensor<4x4xf32>, tensor<4x4xf32>) outs(%{{.*}} : tensor<4x4xi1>)
+// CHECK-NOT:  compute_barrier
+// CHECK:      linalg.generic {{.*}} ins(%[[CMP]], %arg1, %arg1 : tensor<4x4xi1>, tensor<4x4xf32>, tensor<4x4xf32>)
+module @flags {
+  func.func @main(%m: tensor<4x4xi1>, %x: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>) {
+    %a = "rlx_mir.where"(%m, %x, %x) : (tensor<4x4xi1>, tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    %c = "rlx_mir.compare"(%x, %x) {kind = "lt"} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xi1>
+    %b = "rlx_mir.where"(%c, %x, %x) : (tensor<4x4xi1>, tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    return %a, %b : tensor<4x4xf32>, tensor<4x4xf32>
+  }
+}

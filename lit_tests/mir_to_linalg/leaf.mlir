@@ -1,6 +1,6 @@
 // mir-to-linalg for leaves: one util.global per weight name, bound to a parameter of the
 // "model" scope (no weight bytes in the module), loaded where the param op was.
-// RUN: %rlx-opt --pass=mir-to-linalg %s | FileCheck %s
+// RUN: %rlx-opt --split-input-file --pass=mir-to-linalg %s | FileCheck %s
 
 // CHECK-LABEL: module @leaf
 // CHECK:     util.global private @param.layers.0.w = #flow.parameter.named<"model"::"layers.0.w"> : tensor<4xf32>
@@ -18,5 +18,23 @@ module @leaf {
     %y = "rlx_mir.binary"(%w, %c) {kind = "mul"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
     %z = "rlx_mir.binary"(%y, %w2) {kind = "add"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
     return %z : tensor<4xf32>
+  }
+}
+
+// -----
+
+// An i1 constant is stored as i8 and compared with 0 (IREE 3.13's data tiling cannot pack
+// i1 constants); splats too.
+// CHECK-LABEL: module @mask
+// CHECK-DAG:  %[[BITS:.*]] = arith.constant dense<{{\[\[}}1, 0], [1, 1]]> : tensor<2x2xi8>
+// CHECK-DAG:  %[[ONES:.*]] = arith.constant dense<1> : tensor<2x2xi8>
+// CHECK:      linalg.generic {{.*}} ins(%[[BITS]] : tensor<2x2xi8>) outs(%{{.*}} : tensor<2x2xi1>)
+// CHECK:        arith.cmpi ne
+// CHECK:      linalg.generic {{.*}} ins(%[[ONES]] : tensor<2x2xi8>) outs(%{{.*}} : tensor<2x2xi1>)
+module @mask {
+  func.func @main() -> (tensor<2x2xi1>, tensor<2x2xi1>) {
+    %m = "rlx_mir.constant"() {value = dense<[[true, false], [true, true]]> : tensor<2x2xi1>} : () -> tensor<2x2xi1>
+    %s = "rlx_mir.constant"() {value = dense<true> : tensor<2x2xi1>} : () -> tensor<2x2xi1>
+    return %m, %s : tensor<2x2xi1>, tensor<2x2xi1>
   }
 }

@@ -33,3 +33,25 @@ module @embed {
     return %e : tensor<2x?x24xf32>
   }
 }
+
+// -----
+
+// slice: positive strides are one strided extract_slice (size -1 keeps a dynamic axis); a
+// negative stride reads x[start + i * stride] in a generic. pad: tensor.pad with the value.
+// CHECK-LABEL: module @slices
+// CHECK:      tensor.extract_slice %arg0[0, 1] [%{{.*}}, 3] [1, 2] : tensor<?x8xf32> to tensor<?x3xf32>
+// CHECK:      linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>]
+// CHECK:        %[[I:.*]] = linalg.index 1 : index
+// CHECK:        %[[J:.*]] = arith.muli %[[I]], %c-2
+// CHECK:        %[[K:.*]] = arith.addi %[[J]], %c7
+// CHECK:        tensor.extract %arg0[%{{.*}}, %[[K]]] : tensor<?x8xf32>
+// CHECK:      tensor.pad %arg0 low[0, 1] high[2, 0]
+// CHECK:        tensor.yield %cst : f32
+module @slices {
+  func.func @main(%x: tensor<?x8xf32>) -> (tensor<?x3xf32>, tensor<?x4xf32>, tensor<?x9xf32>) {
+    %a = "rlx_mir.slice"(%x) {sizes = array<i64: -1, 3>, starts = array<i64: 0, 1>, strides = array<i64: 1, 2>} : (tensor<?x8xf32>) -> tensor<?x3xf32>
+    %b = "rlx_mir.slice"(%x) {sizes = array<i64: -1, 4>, starts = array<i64: 0, 7>, strides = array<i64: 1, -2>} : (tensor<?x8xf32>) -> tensor<?x4xf32>
+    %c = "rlx_mir.pad"(%x) {high = array<i64: 2, 0>, low = array<i64: 0, 1>, value = 2.5 : f32} : (tensor<?x8xf32>) -> tensor<?x9xf32>
+    return %a, %b, %c : tensor<?x3xf32>, tensor<?x4xf32>, tensor<?x9xf32>
+  }
+}

@@ -12,6 +12,7 @@ from rlx.generate import generate as generate
 from rlx.ir.diagnostics import BuildError as BuildError
 from rlx.ir.diagnostics import CompileError as CompileError
 from rlx.ir.diagnostics import LoweringError as LoweringError
+from rlx.ir.diagnostics import ModelImportError as ModelImportError
 from rlx.ir.diagnostics import ParseError as ParseError
 from rlx.ir.diagnostics import RlxError as RlxError
 from rlx.ir.diagnostics import RunError as RunError

@@ -41,6 +41,16 @@ def _np_dtype(dtype: DType) -> np.dtype:
     return dtype.numpy
 
 
+def _to_iree(arr: np.ndarray, dtype: DType | None) -> np.ndarray:
+    """bf16 inputs (rlx carries them as uint16 bits) reach IREE as ml_dtypes' bfloat16,
+    which the runtime maps to its bf16 element type."""
+    if dtype != DType.BF16 or arr.dtype.name == "bfloat16":
+        return arr
+    import ml_dtypes
+
+    return arr.view(ml_dtypes.bfloat16)
+
+
 # --------------------------------------------------------------------------------------
 # Weight files
 # --------------------------------------------------------------------------------------
@@ -195,18 +205,23 @@ class Function:
         if names and len(values) != len(names):
             raise RunError(f"error: {self.name}: expected {len(names)} inputs "
                            f"({', '.join(names)}), found {len(values)}")
-        arrays = [v if isinstance(v, DeviceTensor) else np.ascontiguousarray(v)
+        # np.asarray keeps 0-d arrays 0-d (np.ascontiguousarray makes them 1-d)
+        arrays = [v if isinstance(v, DeviceTensor) else np.asarray(v, order="C")
                   for v in values]
         for i, (arr, (shape, dtype)) in enumerate(zip(arrays, self.input_types, strict=False)):
             want = _np_dtype(dtype)
             fits = len(arr.shape) == len(shape) and all(
                 d is None or d == a for d, a in zip(shape, arr.shape, strict=False))
-            if arr.dtype != want or not fits:
+            bf16 = dtype == DType.BF16 and arr.dtype.name == "bfloat16"
+            if (arr.dtype != want and not bf16) or not fits:
                 dims = ", ".join("?" if d is None else str(d) for d in shape)
                 name = names[i] if i < len(names) else f"#{i}"
                 raise RunError(f"error: {self.name}: input '{name}': expected {want} "
                                f"[{dims}], found {arr.dtype} {list(arr.shape)}")
-        return [a.array if isinstance(a, DeviceTensor) else a for a in arrays]
+        dtypes = [dtype for _, dtype in self.input_types]
+        return [a.array if isinstance(a, DeviceTensor) else
+                _to_iree(a, dtypes[i] if i < len(dtypes) else None)
+                for i, a in enumerate(arrays)]
 
 
 class Program:

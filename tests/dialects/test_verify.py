@@ -172,6 +172,23 @@ CASES = {
     "mir_reshape": ("rlx_mir.reshape", [X], "{new_shape = array<i64: 5, -1>}",
                     ["tensor<5x?xf32>"], "attribute 'new_shape': expected sizes whose product "
                                          "divides 64"),
+    "mir_slice_out_of_range": ("rlx_mir.slice", [X], "{sizes = array<i64: 2, 4>, starts = "
+                               "array<i64: 3, 0>, strides = array<i64: 1, 4>}",
+                               ["tensor<2x4xf32>"], "axis 0: expected indices inside [0, 4)"),
+    "mir_slice_kept_axis_strided": ("rlx_mir.slice", [X], "{sizes = array<i64: -1, 4>, "
+                                    "starts = array<i64: 0, 0>, strides = array<i64: 2, 1>}",
+                                    ["tensor<4x4xf32>"], "start 0 and stride 1 for a kept"),
+    "mir_pad_negative": ("rlx_mir.pad", [X], "{high = array<i64: 0, -1>, low = array<i64: 0, "
+                         "0>, value = 0.0 : f32}", [X], "2 sizes >= 0 each"),
+    "mir_pool_rank": ("rlx_mir.pool", [X], '{ceil_mode = false, count_include_pad = false, '
+                      'dilation = array<i64: 1>, kernel_size = array<i64: 2>, kind = "max", '
+                      "padding = array<i64: 0, 0>, stride = array<i64: 1>}", [X],
+                      "rank 3, 4 or 5"),
+    "mir_pool_kernel_too_big": ("rlx_mir.pool", ["tensor<1x2x3xf32>"],
+                                '{ceil_mode = false, count_include_pad = false, dilation = '
+                                'array<i64: 2>, kernel_size = array<i64: 3>, kind = "avg", '
+                                "padding = array<i64: 0, 0>, stride = array<i64: 1>}",
+                                ["tensor<1x2x1xf32>"], "spatial dim 2 that fits the kernel"),
 }
 
 

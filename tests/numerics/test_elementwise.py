@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from harness import TARGETS, check_module
+from harness import DEVICE, TARGETS, check_module, require
 
 import rlx
 from rlx.dialects.enums import ACTIVATIONS, BINARY_OPS, COMPARE_OPS
@@ -56,3 +56,33 @@ def test_integer_ops(target: str) -> None:
     outs.append(h.mir("cast", [h.mir("compare", [a, b], kind="gt")], to="i32"))
     h.set_outputs(outs)
     check_module(h, target)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_pow_of_negative_bases(target: str) -> None:
+    """numpy's ``a ** b``: odd integer exponents keep the sign, even ones drop it, and a
+    fractional exponent of a negative base is NaN."""
+    h = rlx.HirModule("pow")
+    a, b = h.input("a", (None,)), h.input("b", (None,))
+    h.set_outputs([h.mir("binary", [a, b], kind="pow")])
+    check_module(h, target, inputs={"a": np.array([-4, -2, -1.5, 0, 2, -3], np.float32),
+                                    "b": np.array([3, 2, 1, 2, 0.5, 0], np.float32)})
+    require(target)
+    program = rlx.runtime.load(rlx.compile(h, target), DEVICE[target])
+    got = program.main(np.array([-1.5, 1.5], np.float32), np.array([0.5, 0.5], np.float32))
+    assert np.isnan(got[0])
+    assert np.isclose(got[1], 1.5 ** 0.5)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_bool_inputs_next_to_a_matmul(target: str) -> None:
+    """A bool mask given as an input selects (and is cast) next to a matmul whose consumer
+    IREE data-tiles on llvm-cpu."""
+    h = rlx.HirModule("flags")
+    a, b = h.input("a", (1, 2, 4, 8)), h.input("b", (1, 2, 8, 4))
+    keep = h.input("keep", (4, 4), "i1")
+    scores = h.mir("matmul", [a, b])
+    masked = h.mir("where", [keep, scores, h.constant(np.full(1, -1e9, np.float32))])
+    scaled = h.mir("binary", [scores, h.mir("cast", [keep], to="f32")], kind="mul")
+    h.set_outputs([h.mir("softmax", [masked], axis=-1), scaled])
+    check_module(h, target, inputs={"keep": np.tril(np.ones((4, 4), bool))})

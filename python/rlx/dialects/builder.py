@@ -306,7 +306,7 @@ class HirModule:
         """Small inline data (``HirOp::Constant``)."""
         arr = np.asarray(data)
         dt = DType.parse(dtype) if dtype is not None else DType.parse(arr.dtype)
-        arr = np.ascontiguousarray(arr.astype(dt.numpy))
+        arr = np.asarray(arr.astype(dt.numpy), order="C")  # keeps 0-d arrays 0-d
         with self._ctx:
             t = TensorInfo(tuple(arr.shape), dt).mlir()
             attr = ir.DenseElementsAttr.get(arr, type=t)

@@ -12,7 +12,7 @@ INDEX_TYPES = frozenset({DType.F32, DType.I32, DType.I64})
 
 ACTIVATIONS = (
     "gelu", "gelu_approx", "silu", "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt",
-    "neg", "abs", "sin", "cos", "tan", "atan", "round",
+    "neg", "abs", "sin", "cos", "tan", "atan", "round", "erf",
 )
 """Unary activations (spec 3.1). ``gelu`` is the exact erf form; ``round`` is half-to-even."""
 

@@ -72,3 +72,8 @@ class WeightError(RlxError):
 
 class RunError(RlxError):
     """Running a compiled module failed (bad inputs, missing parameters, runtime error)."""
+
+
+class ModelImportError(RlxError):
+    """A model file could not be imported: unreadable or corrupt, or it uses an op, opset or
+    element type rlx does not support (the message names the node, its op type and opset)."""

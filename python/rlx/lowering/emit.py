@@ -358,6 +358,20 @@ def narrow(v: ir.Value, axis: int, start: Size, length: Size) -> ir.Value:
     return extract_slice(v, offsets, ss)
 
 
+def pad(v: ir.Value, low: Sequence[int], high: Sequence[int], value: ir.Value) -> ir.Value:
+    """``tensor.pad`` with a constant scalar ``value`` (static pad sizes)."""
+    if not any(low) and not any(high):
+        return v
+    out = [None if d is None else d + lo + hi
+           for d, lo, hi in zip(static_shape(v), low, high, strict=True)]
+    result = ir.RankedTensorType.get([DYN if o is None else o for o in out], elem(v))
+    op = tensor.PadOp(result, v, [], [], list(low), list(high))
+    block = op.regions[0].blocks.append(*[index_type()] * rank(v))
+    with ir.InsertionPoint(block):
+        tensor.YieldOp(value)
+    return op.result
+
+
 def concat(values: Sequence[ir.Value], axis: int) -> ir.Value:
     if len(values) == 1:
         return values[0]
@@ -442,6 +456,10 @@ def reshape(v: ir.Value, out_sizes: Sequence[Size]) -> ir.Value:
     dst = [s if isinstance(s, int) else None for s in out_sizes]
     if src == dst:
         return v
+    if not src:  # rank 0: an expand with no reassociation groups
+        return expand(v, [], out_sizes)
+    if not dst:
+        return collapse(v, [])
     groups = _groups_for(src, dst)
     if groups is not None and len(src) > len(dst):
         return collapse(v, groups)

@@ -31,7 +31,7 @@ ACTIVATIONS = {
     "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
     "tanh": np.tanh, "exp": np.exp, "log": np.log, "sqrt": np.sqrt,
     "rsqrt": lambda x: 1.0 / np.sqrt(x), "neg": np.negative, "abs": np.abs, "sin": np.sin,
-    "cos": np.cos, "tan": np.tan, "atan": np.arctan, "round": np.round,
+    "cos": np.cos, "tan": np.tan, "atan": np.arctan, "round": np.round, "erf": _erf,
 }
 
 
@@ -270,6 +270,25 @@ def narrow(x: np.ndarray, *, axis: int, start: int, len: int) -> np.ndarray:
     return np.take(x, np.arange(start, start + len), axis=axis)
 
 
+def slice_(x: np.ndarray, *, starts: tuple[int, ...], sizes: tuple[int, ...],
+           strides: tuple[int, ...]) -> np.ndarray:
+    """Element ``i`` of axis ``k`` is ``x[starts[k] + i * strides[k]]``; size -1 keeps the
+    axis."""
+    x = np.asarray(x)
+    index = []
+    for start, size, stride, dim in zip(starts, sizes, strides, x.shape, strict=True):
+        count = dim if size == -1 else size
+        index.append(start + np.arange(count) * stride)
+    return x[np.ix_(*index)] if index else x
+
+
+def pad(x: np.ndarray, *, low: tuple[int, ...], high: tuple[int, ...], value: float
+        ) -> np.ndarray:
+    x = np.asarray(x)
+    fill = value if x.dtype.kind == "f" else int(value)
+    return np.pad(x, list(zip(low, high, strict=True)), constant_values=fill)
+
+
 def concat(*xs: np.ndarray, axis: int) -> np.ndarray:
     return np.concatenate(xs, axis=axis)
 
@@ -349,6 +368,46 @@ def conv(x: np.ndarray, w: np.ndarray, *, kernel_size: tuple[int, int],
                            v * dw: v * dw + sw * (ow - 1) + 1: sw]
                 wk = w[g * og:(g + 1) * og, :, u, v]
                 out[:, g * og:(g + 1) * og] += np.einsum("nchw,oc->nohw", patch, wk)
+    return out
+
+
+def pool(x: np.ndarray, *, kind: str, kernel_size: tuple[int, ...], stride: tuple[int, ...],
+         dilation: tuple[int, ...], padding: tuple[int, ...], ceil_mode: bool,
+         count_include_pad: bool) -> np.ndarray:
+    """Max / average pooling over the trailing spatial dims (ONNX MaxPool / AveragePool):
+    window position ``o*s + u*d - begin`` along each axis; padding never wins a max; the
+    average divides by the taps inside the input (or inside the padded input)."""
+    xa = np.asarray(x)
+    data = _f(xa) if kind == "avg" else xa
+    n = len(kernel_size)
+    sizes = xa.shape[2:]
+    outs = []
+    for i in range(n):
+        begin, end = padding[i], padding[n + i]
+        span = sizes[i] + begin + end - (kernel_size[i] - 1) * dilation[i] - 1
+        if ceil_mode:
+            o = -(-span // stride[i]) + 1
+            o -= 1 if (o - 1) * stride[i] >= sizes[i] + begin else 0
+        else:
+            o = span // stride[i] + 1
+        outs.append(o)
+    out = np.zeros((*xa.shape[:2], *outs), dtype=F if kind == "avg" else xa.dtype)
+    for pos in np.ndindex(*outs):
+        taps = [pos[i] * stride[i] - padding[i] + np.arange(kernel_size[i]) * dilation[i]
+                for i in range(n)]
+        inside = [t[(t >= 0) & (t < sizes[i])] for i, t in enumerate(taps)]
+        window = data[(slice(None), slice(None), *np.ix_(*inside))]
+        if kind == "max":
+            out[(slice(None), slice(None), *pos)] = window.max(axis=tuple(range(2, 2 + n)))
+            continue
+        if count_include_pad:
+            lo = [-padding[i] for i in range(n)]
+            hi = [sizes[i] + padding[n + i] for i in range(n)]
+            count = math.prod(int(((t >= lo[i]) & (t < hi[i])).sum())
+                              for i, t in enumerate(taps))
+        else:
+            count = math.prod(len(t) for t in inside)
+        out[(slice(None), slice(None), *pos)] = window.sum(axis=tuple(range(2, 2 + n))) / count
     return out
 
 

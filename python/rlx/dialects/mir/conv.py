@@ -1,10 +1,10 @@
-"""MIR convolution: conv (NCHW, grouped)."""
+"""MIR convolution and pooling: conv (NCHW, grouped), pool (max / average, 1-3 spatial dims)."""
 
 from __future__ import annotations
 
 from rlx.dialects import checks
 from rlx.dialects.mir.dialect import MIR
-from rlx.dialects.schema import Check, int_attr, ints_attr
+from rlx.dialects.schema import Check, bool_attr, enum_attr, int_attr, ints_attr
 from rlx.ir.types import Dim, TensorInfo
 
 
@@ -61,3 +61,73 @@ def conv(c: Check) -> list[TensorInfo]:
     h = out(x.shape[2], kh, sh, ph, dh)
     w = out(x.shape[3], kw, sw, pw, dw)
     return [x.with_shape((x.shape[0], cout, h, w))]
+
+
+POOL_KINDS = ("max", "avg")
+
+
+def pool_out_size(size: int, k: int, s: int, d: int, begin: int, end: int,
+                  ceil_mode: bool) -> int | None:
+    """Windows along one axis (ONNX / PyTorch rule: in ceil mode the last window must start
+    inside the input or its begin padding); None when the kernel does not fit."""
+    span = size + begin + end - ((k - 1) * d + 1)
+    if span < 0:
+        return None
+    if not ceil_mode:
+        return span // s + 1
+    out = -(-span // s) + 1
+    return out - 1 if (out - 1) * s >= size + begin else out
+
+
+@MIR.op("pool", operands=["x"],
+        attrs=[enum_attr("kind", POOL_KINDS), ints_attr("kernel_size"), ints_attr("stride"),
+               ints_attr("dilation"), ints_attr("padding", "begin pads, then end pads"),
+               bool_attr("ceil_mode", "round the window count up", default=False),
+               bool_attr("count_include_pad", "avg: divide by the window size inside the "
+                         "padded input (else only the input elements)", default=False)])
+def pool(c: Check) -> list[TensorInfo]:
+    """Max or average pooling over the spatial dims of ``x [N, C, *spatial]`` (1-3 dims).
+
+    Per spatial axis: ``kernel_size``, ``stride``, ``dilation``; ``padding`` holds the
+    begin pads of every axis, then the end pads (ONNX ``pads``). Padding never wins a max;
+    ``avg`` divides by the count of window elements inside the input, or inside the padded
+    input with ``count_include_pad``. ``ceil_mode`` rounds the window count up (the last
+    window must start inside the input or its begin padding). Spatial dims are static.
+
+    Example::
+
+        %y = "rlx_mir.pool"(%x) {ceil_mode = false, count_include_pad = false,
+              dilation = array<i64: 1, 1>, kernel_size = array<i64: 3, 3>, kind = "max",
+              padding = array<i64: 1, 1, 1, 1>, stride = array<i64: 2, 2>}
+            : (tensor<?x8x16x16xf32>) -> tensor<?x8x8x8xf32>
+    """
+    x = c["x"]
+    n = x.rank - 2
+    if n not in (1, 2, 3):
+        c.fail("operand 'x'", "rank 3, 4 or 5 ([N, C, 1-3 spatial dims])", str(x))
+    kernel, stride, dilation = (list(c.attr(a)) for a in ("kernel_size", "stride",
+                                                            "dilation"))
+    padding = list(c.attr("padding"))
+    for name, values, count, least in (("kernel_size", kernel, n, 1), ("stride", stride, n, 1),
+                                       ("dilation", dilation, n, 1),
+                                       ("padding", padding, 2 * n, 0)):
+        if len(values) != count or min(values) < least:
+            c.fail(f"attribute '{name}'", f"{count} values >= {least}", str(values))
+    if c.attr("kind") == "avg":
+        checks.float_operands(c, "x")
+    shape: list[Dim] = list(x.shape[:2])
+    for i in range(n):
+        size = x.shape[2 + i]
+        if size is None:
+            c.fail(f"operand 'x' dim {2 + i}", "a static spatial size", str(x))
+        out = pool_out_size(size, kernel[i], stride[i], dilation[i], padding[i],
+                            padding[n + i], c.attr("ceil_mode"))
+        if out is None:
+            c.fail("operand 'x'", f"spatial dim {2 + i} that fits the kernel ({kernel[i]}, "
+                   f"dilation {dilation[i]}, pads {padding[i]} + {padding[n + i]})", str(x))
+        if padding[i] >= (kernel[i] - 1) * dilation[i] + 1 or padding[n + i] >= (
+                kernel[i] - 1) * dilation[i] + 1:
+            c.fail("attribute 'padding'", "pads smaller than the (dilated) kernel",
+                   str(padding))
+        shape.append(out)
+    return [x.with_shape(shape)]

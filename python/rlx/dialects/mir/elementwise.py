@@ -15,7 +15,7 @@ def activation(c: Check) -> list[TensorInfo]:
 
     Attribute ``kind``: ``gelu`` (exact, erf), ``gelu_approx`` (tanh form), ``silu``,
     ``relu``, ``sigmoid``, ``tanh``, ``exp``, ``log``, ``sqrt``, ``rsqrt``, ``neg``,
-    ``abs``, ``sin``, ``cos``, ``tan``, ``atan``, ``round`` (half to even).
+    ``abs``, ``sin``, ``cos``, ``tan``, ``atan``, ``round`` (half to even), ``erf``.
 
     Example::
 

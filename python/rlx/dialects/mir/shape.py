@@ -1,4 +1,4 @@
-"""MIR data-movement ops: reshape, transpose, narrow, concat, expand, gather."""
+"""MIR data-movement ops: reshape, transpose, narrow, slice, pad, concat, expand, gather."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 from rlx.dialects import checks
 from rlx.dialects.enums import INDEX_TYPES
 from rlx.dialects.mir.dialect import MIR
-from rlx.dialects.schema import Check, int_attr, ints_attr, variadic
+from rlx.dialects.schema import Check, float_attr, int_attr, ints_attr, variadic
 from rlx.ir.types import Dim, TensorInfo, dims_compatible, merge_dim
 
 
@@ -78,6 +78,73 @@ def narrow(c: Check) -> list[TensorInfo]:
     shape = list(x.shape)
     shape[axis] = length
     return [x.with_shape(shape)]
+
+
+@MIR.op("slice", operands=["x"],
+        attrs=[ints_attr("starts", "first index read, per axis"),
+               ints_attr("sizes", "result size per axis; -1 keeps the whole axis"),
+               ints_attr("strides", "step per axis, non-zero (negative reads backwards)")])
+def slice_(c: Check) -> list[TensorInfo]:
+    """Strided slice over every axis: ``y[i0, i1, ...] = x[s0 + i0 t0, s1 + i1 t1, ...]``.
+
+    One entry per axis in ``starts``, ``sizes`` and ``strides`` (``t``). A negative stride
+    reads backwards from ``start``; a size of ``-1`` keeps the whole axis (start 0, stride
+    1; the axis may be dynamic). Every index read lies inside the input (ONNX ``Slice``
+    after its clamping rules, resolved by the importer).
+
+    Example::
+
+        %y = "rlx_mir.slice"(%x) {sizes = array<i64: -1, 3>, starts = array<i64: 0, 7>,
+              strides = array<i64: 1, -2>} : (tensor<?x8xf32>) -> tensor<?x3xf32>
+    """
+    x = c["x"]
+    starts, sizes, strides = (list(c.attr(n)) for n in ("starts", "sizes", "strides"))
+    if not len(starts) == len(sizes) == len(strides) == x.rank:
+        c.fail("attributes 'starts', 'sizes', 'strides'", f"{x.rank} entries each (the "
+               "rank of 'x')", f"{len(starts)}, {len(sizes)}, {len(strides)}")
+    shape: list[Dim] = []
+    for axis, (start, size, stride, dim) in enumerate(zip(starts, sizes, strides, x.shape,
+                                                          strict=True)):
+        if size == -1:
+            if start != 0 or stride != 1:
+                c.fail(f"axis {axis}", "start 0 and stride 1 for a kept axis (size -1)",
+                       f"start {start}, stride {stride}")
+            shape.append(dim)
+            continue
+        if size < 0 or stride == 0:
+            c.fail(f"axis {axis}", "a size >= 0 (or -1) and a non-zero stride",
+                   f"size {size}, stride {stride}")
+        last = start + (size - 1) * stride
+        if size and (min(start, last) < 0 or (dim is not None and max(start, last) >= dim)):
+            c.fail(f"axis {axis}", f"indices inside [0, {'?' if dim is None else dim}) "
+                   f"(dim {axis} of {x})", f"{start} .. {last} (stride {stride})")
+        if size and dim is None and stride < 0:
+            c.fail(f"axis {axis}", "a static dim for a negative stride", str(x))
+        shape.append(size)
+    return [x.with_shape(shape)]
+
+
+@MIR.op("pad", operands=["x"],
+        attrs=[ints_attr("low", "elements added before each axis"),
+               ints_attr("high", "elements added after each axis"),
+               float_attr("value", "the fill value (converted to the element type)",
+                          default=0.0)])
+def pad(c: Check) -> list[TensorInfo]:
+    """Constant padding (ONNX ``Pad`` in ``constant`` mode): ``low[i]`` elements before and
+    ``high[i]`` after axis ``i``, filled with ``value``.
+
+    Example::
+
+        %y = "rlx_mir.pad"(%x) {high = array<i64: 0, 2>, low = array<i64: 0, 1>,
+              value = 0.0 : f32} : (tensor<?x8xf32>) -> tensor<?x11xf32>
+    """
+    x = c["x"]
+    low, high = list(c.attr("low")), list(c.attr("high"))
+    if len(low) != x.rank or len(high) != x.rank or min(low + high, default=0) < 0:
+        c.fail("attributes 'low', 'high'", f"{x.rank} sizes >= 0 each (the rank of 'x')",
+               f"low {low}, high {high}")
+    return [x.with_shape(None if d is None else d + lo + hi
+                         for d, lo, hi in zip(x.shape, low, high, strict=True))]
 
 
 @MIR.op("concat", operands=[variadic("inputs")], attrs=[int_attr("axis")])

@@ -1,29 +1,17 @@
-"""mir-to-linalg for convolution: conv (NCHW, grouped) as one contraction generic."""
+"""mir-to-linalg for convolution and pooling: conv (NCHW, grouped) as one contraction
+generic, pool as one reduction generic over a padded input."""
 
 from __future__ import annotations
 
+import numpy as np
 from iree.compiler import ir
-from iree.compiler.dialects import arith, tensor
+from iree.compiler.dialects import arith
 
 from rlx.dialects.schema import Decoded
 from rlx.lowering import emit
 from rlx.lowering.mir_to_linalg import MIR_TO_LINALG
 from rlx.lowering.mir_to_linalg.contraction import accumulator
 from rlx.lowering.registry import LoweringContext
-
-
-def _pad(x: ir.Value, ph: int, pw: int) -> ir.Value:
-    if ph == 0 and pw == 0:
-        return x
-    pads = [0, 0, ph, pw]
-    out = [None if d is None else d + 2 * p for d, p in zip(emit.static_shape(x), pads,
-                                                               strict=True)]
-    result = ir.RankedTensorType.get([emit.DYN if o is None else o for o in out], emit.elem(x))
-    pad = tensor.PadOp(result, x, [], [], pads, pads)
-    block = pad.regions[0].blocks.append(*[emit.index_type()] * 4)
-    with ir.InsertionPoint(block):
-        tensor.YieldOp(emit.scalar(0.0, emit.elem(x)))
-    return pad.result
 
 
 @MIR_TO_LINALG.register("conv")
@@ -34,7 +22,7 @@ def lower_conv(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = (a["kernel_size"], a["stride"], a["padding"],
                                               a["dilation"])
     groups = a["groups"]
-    x = _pad(op["x"], ph, pw)
+    x = emit.pad(op["x"], [0, 0, ph, pw], [0, 0, ph, pw], emit.scalar(0.0, emit.elem(op["x"])))
     w = op["w"]
     n, _, hp, wp = emit.sizes(x)
     cout = emit.static_shape(w)[0]
@@ -62,3 +50,73 @@ def _out(size: emit.Size, k: int, s: int, d: int) -> emit.Size:
         return (size - d * (k - 1) - 1) // s + 1
     span = emit.sub_sizes(size, d * (k - 1) + 1)
     return arith.addi(arith.divui(emit.as_value(span), emit.index(s)), emit.index(1))
+
+
+def _window_counts(sizes: list[int], outs: list[int], a: dict) -> np.ndarray:
+    """Per output position, the window elements inside the input (or, with
+    ``count_include_pad``, inside the padded input): a product of per-axis counts."""
+    n = len(sizes)
+    counts = np.ones(outs, dtype=np.float64)
+    for i in range(n):
+        begin, end = a["padding"][i], a["padding"][n + i]
+        lo, hi = (-begin, sizes[i] + end) if a["count_include_pad"] else (0, sizes[i])
+        starts = np.arange(outs[i]) * a["stride"][i] - begin
+        taps = starts[:, None] + np.arange(a["kernel_size"][i])[None, :] * a["dilation"][i]
+        per_axis = ((taps >= lo) & (taps < hi)).sum(axis=1)
+        shape = [1] * n
+        shape[i] = outs[i]
+        counts = counts * per_axis.reshape(shape)
+    return counts
+
+
+def _lowest(t: ir.Type) -> float | int:
+    if emit.is_float(t):
+        return float("-inf")
+    return -(2 ** (ir.IntegerType(t).width - 1))
+
+
+@MIR_TO_LINALG.register("pool")
+def lower_pool(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+    """Pad with the kind's neutral value (up to the last ceil-mode window; cut to the
+    extent the windows read), then one reduction generic over ``(n, c, out...,
+    window...)``; ``avg`` divides the sums by a constant tensor of window counts."""
+    a = op.attrs
+    x = op["x"]
+    kernel, stride, dilation, padding = (a["kernel_size"], a["stride"], a["dilation"],
+                                         a["padding"])
+    n = len(kernel)
+    sizes = [int(s) for s in emit.static_shape(x)[2:]]
+    outs = [int(s) for s in emit.static_shape(op.op.results[0])[2:]]
+    # the padded extent the windows read, exactly (linalg infers loop bounds from it)
+    needed = [(outs[i] - 1) * stride[i] + (kernel[i] - 1) * dilation[i] + 1 for i in range(n)]
+    high = [needed[i] - sizes[i] - padding[i] for i in range(n)]
+    t = emit.elem(x)
+    avg = a["kind"] == "avg"
+    acc_t = accumulator(t) if avg else t
+    neutral = 0.0 if avg else _lowest(t)
+    xp = emit.pad(x, [0, 0, *padding[:n]], [0, 0, *(max(hi, 0) for hi in high)],
+                  emit.scalar(neutral, t))
+    if min(high) < 0:
+        xp = emit.extract_slice(xp, [0] * (n + 2), [*emit.sizes(x)[:2], *needed])
+    d = emit.d
+    loops = 2 + 2 * n
+    taps = [d(2 + i) * stride[i] + d(2 + n + i) * dilation[i] for i in range(n)]
+    maps = [emit.amap(loops, [0, 1, *taps]), emit.amap(loops, list(range(2 + n, loops))),
+            emit.amap(loops, list(range(2 + n)))]
+    iters = [emit.PARALLEL] * (2 + n) + [emit.REDUCTION] * n
+    init = emit.filled([*emit.sizes(x)[:2], *outs], acc_t, neutral)
+    window = emit.empty(list(kernel), t)
+
+    def body(v: ir.Value, _: ir.Value, acc: ir.Value) -> ir.Value:
+        v = emit.convert(v, acc_t)
+        return emit.add(acc, v) if avg else emit.maximum(acc, v)
+
+    y = emit.generic([xp, window], [init], maps, iters, body)[0]
+    if not avg:
+        return [y]
+    count_t = emit.tensor_type(outs, acc_t)  # f32: avg pools float inputs only
+    counts = _window_counts(sizes, outs, a).astype(np.float32)
+    divisor = arith.ConstantOp(count_t, ir.DenseElementsAttr.get(counts, type=count_t)).result
+    mean = emit.map_elementwise([y, divisor], acc_t, arith.divf, emit.sizes(y))
+    return [emit.convert_tensor(mean, t)]
+

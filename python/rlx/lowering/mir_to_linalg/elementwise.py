@@ -53,6 +53,7 @@ ACTIVATIONS: dict[str, Unary] = {
     "tan": math.tan,
     "atan": math.atan,
     "round": math.roundeven,
+    "erf": math.erf,
 }
 EXACT_IN_ANY_WIDTH = frozenset({"neg", "abs", "relu", "round"})
 
@@ -73,10 +74,25 @@ def lower_activation(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
                                  emit.sizes(x))]
 
 
+def _signed_pow(a: ir.Value, b: ir.Value) -> ir.Value:
+    """numpy's ``a ** b``: ``|a| ** b`` with the sign of ``a`` for odd integer ``b``, NaN
+    for a negative ``a`` and a fractional ``b`` (``math.powf`` alone is NaN for every
+    negative base)."""
+    t = a.type
+    magnitude = math.powf(math.absf(a), b)
+    whole = arith.cmpf(arith.CmpFPredicate.OEQ, math.roundeven(b), b)
+    half = arith.mulf(b, emit.scalar(0.5, t))
+    odd = arith.andi(whole, arith.cmpf(arith.CmpFPredicate.UNE, math.roundeven(half), half))
+    signed = arith.select(odd, arith.negf(magnitude), magnitude)
+    negative = arith.cmpf(arith.CmpFPredicate.OLT, a, emit.scalar(0.0, t))
+    nan = emit.scalar(float("nan"), t)
+    return arith.select(negative, arith.select(whole, signed, nan), magnitude)
+
+
 def _pow(a: ir.Value, b: ir.Value) -> ir.Value:
     if isinstance(a.type, ir.F32Type | ir.F64Type):
-        return math.powf(a, b)
-    return emit.convert(math.powf(emit.to_f32(a), emit.to_f32(b)), a.type)
+        return _signed_pow(a, b)
+    return emit.convert(_signed_pow(emit.to_f32(a), emit.to_f32(b)), a.type)
 
 
 BINARY: dict[str, Callable[[ir.Value, ir.Value], ir.Value]] = {
@@ -110,12 +126,39 @@ def lower_compare(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
                                  lambda a, b: compare(kind, a, b))]
 
 
+def input_flags_as_i8(ctx: LoweringContext, v: ir.Value) -> ir.Value | None:
+    """An i1 function input as i8 behind a compute barrier, on targets with data tiling.
+
+    IREE 3.13 packs every operand of an elementwise consumer it fuses into a data-tiled
+    matmul, and cannot pack i1 ("'linalg.pack' op expected padding_value has 'i8' but got:
+    'i1'"); converted in a dispatch of its own, the mask reaches the consumer as i8. (i1
+    constants are stored as i8 by the constant rule; i1 values computed in the module fuse
+    with their producers and never reach a dispatch as i1.)"""
+    if not ctx.options.compute_barriers or emit.elem(v) != emit.i1() or not isinstance(
+            v.owner, ir.Block):
+        return None
+    return emit.barrier(emit.convert_tensor(v, ir.IntegerType.get_signless(8)))
+
+
 @MIR_TO_LINALG.register("where")
 def lower_where(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
-    operands = [op["cond"], op["on_true"], op["on_false"]]
-    return [emit.map_elementwise(operands, emit.elem(op["on_true"]), arith.select)]
+    cond, on_true, on_false = op["cond"], op["on_true"], op["on_false"]
+    flags = input_flags_as_i8(ctx, cond)
+    if flags is None:
+        return [emit.map_elementwise([cond, on_true, on_false], emit.elem(on_true),
+                                     arith.select)]
+
+    def pick(c: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:
+        return arith.select(arith.cmpi(arith.CmpIPredicate.ne, c, emit.scalar(0, c.type)),
+                            a, b)
+
+    return [emit.map_elementwise([flags, on_true, on_false], emit.elem(on_true), pick,
+                                 emit.broadcast_sizes([cond, on_true, on_false]))]
 
 
 @MIR_TO_LINALG.register("cast")
 def lower_cast(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
-    return [emit.convert_tensor(op["x"], DType.parse(op.attrs["to"]).mlir())]
+    x = op["x"]
+    flags = input_flags_as_i8(ctx, x)
+    return [emit.convert_tensor(x if flags is None else flags,
+                                DType.parse(op.attrs["to"]).mlir())]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 from iree.compiler import ir
 from iree.compiler.dialects import arith, util
 
 from rlx.dialects.schema import Decoded
+from rlx.lowering import emit
 from rlx.lowering.mir_to_linalg import MIR_TO_LINALG, param_symbol
 from rlx.lowering.registry import LoweringContext
 
@@ -18,5 +20,22 @@ def lower_param(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
 
 @MIR_TO_LINALG.register("constant")
 def lower_constant(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+    """``arith.constant``; an i1 constant is stored as i8 and compared with 0: IREE 3.13's
+    llvm-cpu data tiling cannot pack an i1 constant that fuses into a matmul's consumer
+    ("'linalg.pack' op expected padding_value has 'i8' but got: 'i1'")."""
     value = op.attrs["value"]
-    return [arith.ConstantOp(value.type, value).result]
+    t = ir.RankedTensorType(value.type)
+    if t.element_type != emit.i1():
+        return [arith.ConstantOp(value.type, value).result]
+    i8 = ir.IntegerType.get_signless(8)
+    as_i8 = ir.RankedTensorType.get(t.shape, i8)
+    dense = ir.DenseElementsAttr(value)
+    if dense.is_splat:
+        bits = np.full(t.shape, ir.IntegerAttr(dense.get_splat_value()).value != 0, np.int8)
+    else:
+        bits = np.array(dense).astype(np.int8)
+    stored = arith.ConstantOp(as_i8, ir.DenseElementsAttr.get(bits, type=as_i8)).result
+    zero = emit.scalar(0, i8)
+    return [emit.map_elementwise([stored], emit.i1(),
+                                 lambda v: arith.cmpi(arith.CmpIPredicate.ne, v, zero),
+                                 emit.sizes(stored))]

@@ -1,4 +1,5 @@
-"""mir-to-linalg for data movement: reshape, transpose, narrow, concat, expand, gather."""
+"""mir-to-linalg for data movement: reshape, transpose, narrow, slice, pad, concat, expand,
+gather."""
 
 from __future__ import annotations
 
@@ -32,6 +33,38 @@ def lower_transpose(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
 def lower_narrow(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     a = op.attrs
     return [emit.narrow(op["x"], a["axis"], a["start"], a["len"])]
+
+
+@MIR_TO_LINALG.register("slice")
+def lower_slice(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+    """Positive strides: one strided ``tensor.extract_slice``. With a negative stride, one
+    generic over the result that reads ``x[start + i * stride]`` (a reversing indexing map
+    breaks IREE's SPIR-V tiling)."""
+    x = op["x"]
+    a = op.attrs
+    sizes = [emit.dim(x, axis) if size == -1 else size for axis, size in enumerate(a["sizes"])]
+    if min(a["strides"]) > 0:
+        return [emit.extract_slice(x, list(a["starts"]), sizes, list(a["strides"]))]
+    n = emit.rank(x)
+
+    def body(_: ir.Value) -> ir.Value:
+        coords = []
+        for axis, (start, stride) in enumerate(zip(a["starts"], a["strides"], strict=True)):
+            i = emit.loop_index(axis)
+            if stride != 1:
+                i = arith.muli(i, emit.index(stride))
+            coords.append(arith.addi(i, emit.index(start)) if start else i)
+        return tensor.extract(x, coords)
+
+    init = emit.empty(sizes, emit.elem(x))
+    return [emit.generic([], [init], [emit.identity(n)], [emit.PARALLEL] * n, body)[0]]
+
+
+@MIR_TO_LINALG.register("pad")
+def lower_pad(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+    x = op["x"]
+    value = emit.scalar(op.attrs["value"], emit.elem(x))
+    return [emit.pad(x, op.attrs["low"], op.attrs["high"], value)]
 
 
 @MIR_TO_LINALG.register("concat")

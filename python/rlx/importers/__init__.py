@@ -1,0 +1,1 @@
+"""Model importers: ONNX files to rlx HIR modules (:mod:`rlx.importers.onnx`)."""

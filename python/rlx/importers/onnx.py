@@ -1,0 +1,543 @@
+"""Import ONNX models as rlx HIR modules: ``rlx.importers.onnx.load(path)`` and the
+``rlx-import-onnx`` tool.
+
+Built on the ``onnx`` package (parsing, the checker, shape inference). Graph inputs become
+function inputs (symbolic dims stay ``?``), initializers become ``rlx_hir.param`` weights
+(small ones inline constants), outputs keep their order. Nodes whose inputs are all known
+at import time are folded in numpy (shape arithmetic, ``Constant``, ``Range``, ...);
+common subgraphs are recognized as HIR blocks (:mod:`rlx.importers.onnx_blocks`); every
+other node becomes MIR ops through its converter (:mod:`rlx.importers.onnx_ops`). Every op
+made from a node carries the node's name (or ``<op_type>_<index>``) as its label.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+import numpy as np
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import numpy_helper
+
+from rlx.dialects.builder import HirModule, HirValue
+from rlx.importers.onnx_ops import (
+    CONVERTERS,
+    FOLDERS,
+    ONNX_DTYPES,
+    RUNTIME_DTYPES,
+    Node,
+    Value,
+    dtype_of,
+    is_symbolic,
+    onnx_dtype_name,
+    why_unsupported,
+)
+from rlx.ir.diagnostics import ModelImportError, RlxError
+from rlx.ir.types import DType
+
+MIN_OPSET = 7
+MAX_OPSET = onnx.defs.onnx_opset_version()
+INLINE_MAX_BYTES = 1024
+"""Constants up to this size are inline ``rlx_hir.constant`` ops; larger ones are weights in
+the parameter file (never inlined), except splats, which are a scalar expanded."""
+DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+# --------------------------------------------------------------------------------------
+# Results
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Block:
+    """A subgraph imported as one HIR block."""
+
+    kind: str
+    label: str
+    nodes: tuple[str, ...]
+    scope: str = ""
+    """The module the nodes come from, where the exporter recorded it (torch.onnx)."""
+
+
+@dataclass
+class ImportReport:
+    """What the importer did with each node."""
+
+    source: str
+    opset: int
+    nodes: int = 0
+    folded: Counter[str] = field(default_factory=Counter)
+    converted: Counter[str] = field(default_factory=Counter)
+    blocks: list[Block] = field(default_factory=list)
+    params: int = 0
+    param_bytes: int = 0
+
+    def block_counts(self) -> Counter[str]:
+        return Counter(b.kind for b in self.blocks)
+
+    def summary(self) -> str:
+        def counts(c: Counter[str]) -> str:
+            return ", ".join(f"{k} {v}" for k, v in sorted(c.items())) or "none"
+
+        lines = [f"{self.source}: {self.nodes} nodes, ai.onnx opset {self.opset}",
+                 f"  blocks recognized: {len(self.blocks)} ({counts(self.block_counts())})"]
+        lines += [f"    {b.kind} \"{b.label}\"{f' [{b.scope}]' if b.scope else ''} <- "
+                  f"{len(b.nodes)} nodes: {', '.join(b.nodes)}" for b in self.blocks]
+        in_blocks = sum(len(b.nodes) for b in self.blocks)
+        lines += [f"  nodes in blocks: {in_blocks}",
+                  f"  folded at import: {sum(self.folded.values())} ({counts(self.folded)})",
+                  f"  converted to MIR ops: {sum(self.converted.values())} "
+                  f"({counts(self.converted)})",
+                  f"  weights: {self.params} ({_size(self.param_bytes)})"]
+        return "\n".join(lines)
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} bytes"
+    return f"{n / 1024:.1f} KiB" if n < 1 << 20 else f"{n / 2**20:.1f} MiB"
+
+
+@dataclass
+class OnnxImport:
+    """An imported model: the HIR module, its weights, and the report."""
+
+    module: HirModule
+    params: dict[str, np.ndarray]
+    report: ImportReport
+
+    def save(self, hir_path: str | Path, params_path: str | Path | None = None) -> None:
+        """Write the HIR text and the weights (``.irpa``); both or neither: each is written
+        to a temporary file first and only renamed into place once both are complete."""
+        from rlx.runtime import save_params
+
+        hir_path = Path(hir_path)
+        if self.params and params_path is None:
+            raise ModelImportError(f"{hir_path}: error: the model has {len(self.params)} "
+                                   "weights; give a parameter file (--params-out)")
+        staged: list[tuple[Path, Path]] = []
+        try:
+            tmp_hir = hir_path.with_name(f".{hir_path.name}.tmp")
+            tmp_hir.write_text(str(self.module))
+            staged.append((tmp_hir, hir_path))
+            if params_path is not None:
+                params_path = Path(params_path)
+                if params_path.suffix != ".irpa":
+                    raise ModelImportError(f"{params_path}: error: weights are written as "
+                                           ".irpa (IREE parameter archive)")
+                tmp_params = params_path.with_name(f".{params_path.stem}.tmp.irpa")
+                save_params(self.params, tmp_params)
+                staged.append((tmp_params, params_path))
+        except OSError as e:
+            for tmp, _ in staged:
+                tmp.unlink(missing_ok=True)
+            raise ModelImportError(f"error: cannot write the import: {e.strerror or e}"
+                                   ) from None
+        except BaseException:
+            for tmp, _ in staged:
+                tmp.unlink(missing_ok=True)
+            raise
+        for tmp, final in staged:
+            os.replace(tmp, final)
+
+
+# --------------------------------------------------------------------------------------
+# Reading
+# --------------------------------------------------------------------------------------
+
+
+def read_model(path: str | Path, *, validate: bool = True) -> onnx.ModelProto:
+    """Parse (and with ``validate``, check) an ONNX file; a missing, truncated or corrupt
+    file is one :class:`ModelImportError`."""
+    p = Path(path)
+    if not p.is_file():
+        raise ModelImportError(f"{p}: error: no such file")
+    try:
+        model = onnx.load(str(p), load_external_data=True)
+    except (DecodeError, OSError, ValueError, RuntimeError, TypeError) as e:
+        raise ModelImportError(f"{p}: error: not a valid ONNX model (the protobuf does not "
+                               f"parse: {_first_line(e)})") from None
+    check_parsed(model, str(p))
+    if validate:
+        check(model, str(p), p)
+    return model
+
+
+def check_parsed(model: onnx.ModelProto, source: str) -> None:
+    """A protobuf that parsed may still be no model (an empty or truncated file)."""
+    if model.ir_version <= 0 or not model.HasField("graph"):
+        raise ModelImportError(f"{source}: error: not a valid ONNX model (no IR version or "
+                               "graph: truncated or not an ONNX file)")
+
+
+def check(model: onnx.ModelProto, source: str, path: Path | None = None) -> None:
+    """ONNX's checker; run after rlx's own per-node checks (which name the node)."""
+    try:
+        onnx.checker.check_model(str(path) if path is not None else model)
+    except (onnx.checker.ValidationError, DecodeError, ValueError, OSError) as e:
+        raise ModelImportError(f"{source}: error: invalid ONNX model: {_first_line(e)}"
+                               ) from None
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip() or type(e).__name__
+    return text.splitlines()[0]
+
+
+def _tensor_array(init: onnx.TensorProto, source: str) -> np.ndarray:
+    try:
+        arr = numpy_helper.to_array(init)
+    except (ValueError, TypeError, OSError, RuntimeError) as e:
+        raise ModelImportError(f"{source}: error: initializer '{init.name}' is corrupt: "
+                               f"{_first_line(e)}") from None
+    expected = tuple(int(d) for d in init.dims)
+    if arr.shape != expected:
+        raise ModelImportError(f"{source}: error: initializer '{init.name}' holds "
+                               f"{arr.size} elements for dims {list(expected)} (truncated?)")
+    return arr
+
+
+def default_opset(model: onnx.ModelProto) -> int:
+    for entry in model.opset_import:
+        if entry.domain in DEFAULT_DOMAINS:
+            return int(entry.version)
+    return 1
+
+
+def node_version(model: onnx.ModelProto, opset: int, proto: onnx.NodeProto, index: int,
+                 source: str) -> int:
+    """The version of the node's op schema in effect; an op of another domain, an opset
+    outside rlx's range or an op the opset lacks is an error naming the node."""
+    label = proto.name or f"{proto.op_type}_{index}"
+    where = f"{source}: error: node '{label}'"
+    if proto.domain not in DEFAULT_DOMAINS:
+        versions = {e.domain: e.version for e in model.opset_import}
+        raise ModelImportError(
+            f"{where} ({proto.domain}.{proto.op_type}, opset "
+            f"{versions.get(proto.domain, '?')}): ops of domain '{proto.domain}' are not "
+            "supported (rlx imports the default ai.onnx domain)")
+    if not MIN_OPSET <= opset <= MAX_OPSET:
+        raise ModelImportError(f"{where} ({proto.op_type}, opset {opset}): opset {opset} is "
+                               f"not supported (rlx imports ai.onnx opsets {MIN_OPSET}.."
+                               f"{MAX_OPSET})")
+    try:
+        return onnx.defs.get_schema(proto.op_type, opset, "").since_version
+    except onnx.defs.SchemaError:
+        raise ModelImportError(f"{where} ({proto.op_type}, opset {opset}): no such op in "
+                               f"ai.onnx opset {opset}") from None
+
+
+def check_nodes(model: onnx.ModelProto, source: str) -> None:
+    """:func:`node_version` of every node (before ONNX's checker, whose errors do not name
+    the node)."""
+    opset = default_opset(model)
+    for i, proto in enumerate(model.graph.node):
+        node_version(model, opset, proto, i, source)
+
+
+# --------------------------------------------------------------------------------------
+# The graph importer
+# --------------------------------------------------------------------------------------
+
+
+class GraphImporter:
+    """Walks one ONNX graph in order and builds HIR into ``h`` (its current function)."""
+
+    def __init__(self, model: onnx.ModelProto, h: HirModule, source: str, *,
+                 bind: Mapping[str, np.ndarray] | None = None, blocks: bool = True,
+                 param_prefix: str = "") -> None:
+        self.model = model
+        self.graph = model.graph
+        self.h = h
+        self.source = source
+        self.bind = dict(bind or {})
+        self.use_blocks = blocks
+        self.param_prefix = param_prefix
+        self.opset = default_opset(model)
+        self.values: dict[str, Value] = {}
+        self.params: dict[str, np.ndarray] = {}
+        self._materialized: dict[str, HirValue] = {}
+        self._const_count = 0
+        self.report = ImportReport(source, self.opset, nodes=len(self.graph.node))
+        self.shapes = inferred_shapes(model)
+        self.nodes = [Node(self, proto, i, node_version(model, self.opset, proto, i, source))
+                      for i, proto in enumerate(self.graph.node)]
+
+    # -- checks ------------------------------------------------------------------------
+    def fail(self, message: str) -> NoReturn:
+        raise ModelImportError(f"{self.source}: error: {message}")
+
+    # -- values --------------------------------------------------------------------------
+    def materialize(self, arr: np.ndarray, name: str | None, node: Node | None) -> HirValue:
+        """A constant as a HIR value: inline when small, a weight when large, a scalar
+        expanded when every element is equal."""
+        if name is not None and name in self._materialized:
+            return self._materialized[name]
+
+        def fail(message: str) -> NoReturn:
+            if node is not None:
+                node.fail(message)
+            self.fail(message)
+
+        if is_symbolic(arr):
+            fail(f"'{name}' is a shape holding dynamic sizes ({list(arr.reshape(-1))}), used "
+                 "as data: "
+                 "data-dependent shapes are not supported")
+        dtype = dtype_of(arr)
+        if dtype is None or dtype not in RUNTIME_DTYPES:
+            fail(f"constant '{name}' has element type {arr.dtype.name}: "
+                 f"{why_unsupported(arr.dtype.name)}")
+        data = np.asarray(arr.view(np.uint16) if dtype == DType.BF16 else arr, order="C")
+        if data.nbytes <= INLINE_MAX_BYTES or data.size == 0:
+            value = self.h.constant(data, dtype)
+        elif np.all(data == data.reshape(-1)[0]):
+            one = self.h.constant(data.reshape(-1)[:1].reshape([1] * data.ndim), dtype)
+            value = self.h.mir("expand", [one], target_shape=list(data.shape))
+        else:
+            pname = self._param_name(name)
+            value = self.h.param(pname, data.shape, dtype)
+            self.params[pname] = data
+            self.report.params += 1
+            self.report.param_bytes += data.nbytes
+        if name is not None:
+            self._materialized[name] = value
+        return value
+
+    def _param_name(self, name: str | None) -> str:
+        if name is None:
+            self._const_count += 1
+            name = f"const.{self._const_count}"
+        pname = f"{self.param_prefix}{name}"
+        k = 1
+        while pname in self.params:
+            k += 1
+            pname = f"{self.param_prefix}{name}.{k}"
+        return pname
+
+    # -- the walk ------------------------------------------------------------------------
+    def run(self) -> list[HirValue]:
+        for init in self.graph.initializer:
+            self.values[init.name] = _tensor_array(init, self.source)
+        if len(self.graph.sparse_initializer):
+            self.fail("sparse initializers are not supported")
+        for name, arr in self.bind.items():
+            self.values[name] = np.asarray(arr)
+        for inp in self.graph.input:
+            if inp.name not in self.values:
+                self.values[inp.name] = self._input(inp)
+        for node in self.nodes:
+            self._try_fold(node, prepass=True)
+        matches: dict[int, Any] = {}
+        covered: set[int] = set()
+        if self.use_blocks:
+            from rlx.importers.onnx_blocks import find_blocks
+
+            matches = find_blocks(self)
+            covered = {i for m in matches.values() for i in m.nodes}
+        for node in self.nodes:
+            if node.index in matches:
+                self._emit_block(matches[node.index])
+            elif node.index not in covered:
+                self._convert(node)
+        return [self._output(o.name) for o in self.graph.output]
+
+    def _consumer(self, name: str) -> Node | None:
+        return next((n for n in self.nodes if name in n.proto.input), None)
+
+    def _input(self, inp: onnx.ValueInfoProto) -> HirValue:
+        t = inp.type.tensor_type if inp.type.HasField("tensor_type") else None
+        user = self._consumer(inp.name)
+        if t is None:
+            where = f"node '{user.label}' ({user.op_type}, opset {self.opset}): " if user else ""
+            self.fail(f"{where}graph input '{inp.name}' is not a tensor (sequences, maps and "
+                      "optionals are not supported)")
+        dtype = ONNX_DTYPES.get(t.elem_type)
+        if dtype is None or dtype not in RUNTIME_DTYPES:
+            name = onnx_dtype_name(t.elem_type)
+            if user is not None:
+                user.fail(f"input '{inp.name}' is {name}: {why_unsupported(name)}")
+            self.fail(f"graph input '{inp.name}' is {name}: {why_unsupported(name)}")
+        if not t.HasField("shape"):
+            self.fail(f"graph input '{inp.name}' has no shape (rank unknown)")
+        dims = [int(d.dim_value) if d.HasField("dim_value") else None for d in t.shape.dim]
+        return self.h.input(inp.name, dims, dtype)
+
+    def _try_fold(self, node: Node, *, prepass: bool = False) -> bool:
+        """Compute ``node`` in numpy when every input it has is known (and a folder
+        exists); in the pre-pass, ``Shape`` also folds when ONNX's shape inference knows a
+        static shape."""
+        outputs = [o for o in node.proto.output if o]
+        if outputs and all(isinstance(self.values.get(o), np.ndarray) for o in outputs):
+            return True
+        fold = FOLDERS.get(node.op_type)
+        if fold is None:
+            return False
+        inputs: list[np.ndarray | None] = []
+        for name in node.proto.input:
+            v = self.values.get(name) if name else None
+            if name and not isinstance(v, np.ndarray):
+                static = self.shapes.get(name) if prepass and node.op_type in (
+                    "Shape", "Size") else None
+                if static is None or None in static:
+                    return False
+                v = np.broadcast_to(np.zeros((), np.bool_), static)
+            inputs.append(v)
+        out = fold(node, inputs)
+        if out is None:
+            return False
+        for name, v in zip(node.proto.output, out, strict=False):
+            if name:
+                self.values[name] = np.asarray(v)  # numpy folds 0-d results to scalars
+        self.report.folded[node.op_type] += 1
+        return True
+
+    def _convert(self, node: Node) -> None:
+        if self._try_fold(node):
+            return
+        conv = CONVERTERS.get(node.op_type)
+        if conv is None:
+            node.fail("no rlx importer for this op (the supported ops are listed in "
+                      "docs/onnx-coverage.md)")
+        if node.version < conv.since:
+            node.fail(f"{node.op_type}-{node.version} (the version of opset {self.opset}) is "
+                      f"not supported; rlx imports {node.op_type} from version {conv.since}")
+        start = len(self.h)
+        try:
+            outs = conv.fn(node)
+        except ModelImportError:
+            raise
+        except RlxError as e:  # an op the converter built breaks its schema: a bug
+            raise ModelImportError(f"{node.where()}: {str(e).removeprefix('error: ')}") from e
+        self._store(node, outs)
+        self.h.label_nodes_since(start, node.label)
+        if all(isinstance(v, np.ndarray) for v in outs):
+            self.report.folded[node.op_type] += 1
+        else:
+            self.report.converted[node.op_type] += 1
+
+    def _store(self, node: Node, outs: list[Value]) -> None:
+        wanted = [o for o in node.proto.output]
+        if len(outs) < len([o for o in wanted if o]):
+            node.fail(f"{len(wanted)} outputs asked for; rlx produces {len(outs)}")
+        for name, v in zip(wanted, outs, strict=False):
+            if not name:
+                continue
+            if isinstance(v, HirValue) and v.dtype not in RUNTIME_DTYPES:
+                node.fail(f"output '{name}' would be {v.dtype}: {why_unsupported('float64')}")
+            self.values[name] = v
+
+    def _emit_block(self, match: Any) -> None:
+        start = len(self.h)
+        node = self.nodes[match.output]
+        try:
+            outs = match.emit(self)
+        except ModelImportError:
+            raise
+        except RlxError as e:
+            raise ModelImportError(f"{node.where()}: {str(e).removeprefix('error: ')}") from e
+        for name, v in zip(match.outputs, outs, strict=True):
+            self.values[name] = v
+        self.h.label_nodes_since(start, match.label)
+        self.report.blocks.append(Block(match.kind, match.label,
+                                        tuple(self.nodes[i].label for i in sorted(match.nodes)),
+                                        match.scope))
+
+    def _output(self, name: str) -> HirValue:
+        v = self.values.get(name)
+        if v is None:
+            self.fail(f"graph output '{name}' is not produced by any node")
+        if isinstance(v, HirValue):
+            return v
+        start = len(self.h)
+        producer = self._producer(name)
+        out = self.materialize(v, name, producer)
+        self.h.label_nodes_since(start, producer.label if producer is not None else name)
+        return out
+
+    def _producer(self, name: str) -> Node | None:
+        return next((n for n in self.nodes if name in n.proto.output), None)
+
+
+def inferred_shapes(model: onnx.ModelProto) -> dict[str, tuple[int | None, ...]]:
+    """The shapes ONNX's shape inference knows (None: a dynamic dim), by value name."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    except (onnx.shape_inference.InferenceError, ValueError, RuntimeError):
+        return {}
+    out = {}
+    for vi in [*inferred.graph.value_info, *inferred.graph.input, *inferred.graph.output]:
+        t = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+        if t is None or not t.HasField("shape"):
+            continue
+        out[vi.name] = tuple(int(d.dim_value) if d.HasField("dim_value") else None
+                             for d in t.shape.dim)
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Entry points
+# --------------------------------------------------------------------------------------
+
+
+def _module_name(model: onnx.ModelProto, source: str) -> str:
+    raw = model.graph.name or Path(source).stem or "model"
+    name = "".join(c if c.isalnum() or c == "_" else "_" for c in raw)
+    return name if name and not name[0].isdigit() else f"m_{name}"
+
+
+def import_model(model: str | Path | onnx.ModelProto, *, module: HirModule | None = None,
+                 function: str = "main", bind: Mapping[str, np.ndarray] | None = None,
+                 blocks: bool = True, param_prefix: str = "", source: str | None = None
+                 ) -> OnnxImport:
+    """Import an ONNX model (a path or a ``ModelProto``) into a new HIR module, or into
+    function ``function`` of ``module``.
+
+    ``bind`` turns graph inputs into constants (their values known at import time);
+    ``blocks=False`` imports node by node, without recognizing blocks; ``param_prefix``
+    prefixes the weight names.
+    """
+    path = Path(model) if isinstance(model, str | Path) else None
+    if path is not None:
+        source = source or str(path)
+        proto = read_model(path, validate=False)
+    else:
+        source = source or (model.graph.name or "model") + ".onnx"  # type: ignore[union-attr]
+        proto = model  # type: ignore[assignment]
+        check_parsed(proto, source)
+    check_nodes(proto, source)
+    check(proto, source, path)
+    if module is None:
+        h = HirModule(_module_name(proto, source), function=function)
+    else:
+        h = module.function(function)
+    importer = GraphImporter(proto, h, source, bind=bind, blocks=blocks,
+                             param_prefix=param_prefix)
+    h.set_outputs(importer.run())
+    return OnnxImport(h, importer.params, importer.report)
+
+
+def load(path: str | Path, *, params_out: str | Path | None = None) -> HirModule:
+    """The HIR module of an ONNX file; with ``params_out``, its weights are written there
+    (``.irpa``). :func:`import_model` also returns the weights and the report."""
+    result = import_model(path)
+    if params_out is not None:
+        from rlx.runtime import save_params
+
+        target = Path(params_out)
+        tmp = target.with_name(f".{target.stem}.tmp.irpa")
+        try:
+            save_params(result.params, tmp)
+            os.replace(tmp, target)
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            raise ModelImportError(f"{target}: error: cannot write: {e.strerror or e}"
+                                   ) from None
+    return result.module
+
+
+__all__ = ["Block", "ImportReport", "OnnxImport", "import_model", "load", "read_model"]

@@ -1,0 +1,130 @@
+"""ONNX convolution-family ops: Conv (1-D and 2-D), MaxPool / AveragePool (1-3 spatial
+dims), GlobalAveragePool / GlobalMaxPool, BatchNormalization (inference)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlx.dialects.builder import HirValue
+from rlx.importers.onnx_ops import Node, Value, converter
+from rlx.importers.onnx_ops.reduction import reduce
+
+
+def _spatial(node: Node, x: HirValue, n: int) -> list[int]:
+    sizes = list(x.shape[2:])
+    if any(s is None for s in sizes):
+        node.fail(f"input {x.type}: spatial dims must be static")
+    return [int(s) for s in sizes]  # type: ignore[arg-type]
+
+
+def resolve_pads(node: Node, sizes: list[int], kernel: list[int], strides: list[int],
+                 dilations: list[int]) -> list[int]:
+    """``pads`` (begin..., end...) with ``auto_pad`` resolved: SAME_* pads so that the
+    output has ``ceil(in / stride)`` positions (the odd pad at the end for SAME_UPPER)."""
+    n = len(sizes)
+    auto = node.attr("auto_pad", "NOTSET")
+    if auto in ("NOTSET", ""):
+        pads = node.ints("pads", [0] * 2 * n) or [0] * 2 * n
+        if len(pads) != 2 * n:
+            node.fail(f"pads {pads}: expected {2 * n} values")
+        return pads
+    if auto == "VALID":
+        return [0] * 2 * n
+    if auto not in ("SAME_UPPER", "SAME_LOWER"):
+        node.fail(f"auto_pad '{auto}'")
+    begin, end = [], []
+    for size, k, s, d in zip(sizes, kernel, strides, dilations, strict=True):
+        total = max((-(-size // s) - 1) * s + (k - 1) * d + 1 - size, 0)
+        small, big = total // 2, total - total // 2
+        begin.append(small if auto == "SAME_UPPER" else big)
+        end.append(big if auto == "SAME_UPPER" else small)
+    return begin + end
+
+
+@converter("Conv")
+def convert_conv(node: Node) -> list[Value]:
+    """``rlx_mir.conv`` (2-D; 1-D gains a unit height); asymmetric pads go through
+    ``rlx_mir.pad``; the bias is added per channel."""
+    x, w = node.tensor(0), node.tensor(1)
+    n = len(x.shape) - 2
+    if n not in (1, 2):
+        node.fail(f"input {x.type}: rlx convolves 1-D and 2-D inputs")
+    sizes = _spatial(node, x, n)
+    kernel = node.ints("kernel_shape") or [int(k) for k in w.shape[2:]]  # type: ignore[misc]
+    strides = node.ints("strides", [1] * n) or [1] * n
+    dilations = node.ints("dilations", [1] * n) or [1] * n
+    pads = resolve_pads(node, sizes, kernel, strides, dilations)
+    if n == 1:
+        x = node.reshape(x, [x.shape[0] if x.shape[0] is not None else -1, x.shape[1], 1,
+                             sizes[0]])
+        w = node.reshape(w, [w.shape[0], w.shape[1], 1, kernel[0]])
+        kernel, strides, dilations = [1, *kernel], [1, *strides], [1, *dilations]
+        pads = [0, pads[0], 0, pads[1]]
+    begin, end = pads[:2], pads[2:]
+    if begin != end:
+        x = node.mir("pad", [x], low=[0, 0, *begin], high=[0, 0, *end], value=0.0)
+        begin = [0, 0]
+    y = node.mir("conv", [x, w], kernel_size=kernel, stride=strides, padding=begin,
+                 dilation=dilations, groups=node.attr("group", 1))
+    if node.has(2):
+        bias = node.reshape(node.tensor(2), [y.shape[1], 1, 1])
+        y = node.mir("binary", [y, bias], kind="add")
+    if n == 1:
+        y = node.reshape(y, [y.shape[0] if y.shape[0] is not None else -1, y.shape[1],
+                             y.shape[3]])
+    return [y]
+
+
+@converter("MaxPool", "AveragePool", since=7)
+def convert_pool(node: Node) -> list[Value]:
+    x = node.tensor(0)
+    n = len(x.shape) - 2
+    sizes = _spatial(node, x, n)
+    if len(node.proto.output) > 1 and node.proto.output[1]:
+        node.fail("the Indices output of MaxPool is not supported")
+    if node.op_type == "MaxPool" and node.attr("storage_order", 0):
+        node.fail("storage_order = 1 (only with Indices)")
+    kernel = node.ints("kernel_shape")
+    if kernel is None or len(kernel) != n:
+        node.fail(f"kernel_shape {kernel} for {n} spatial dims")
+    strides = node.ints("strides", [1] * n) or [1] * n
+    dilations = node.ints("dilations", [1] * n) or [1] * n
+    pads = resolve_pads(node, sizes, kernel, strides, dilations)
+    kind = "max" if node.op_type == "MaxPool" else "avg"
+    return [node.mir("pool", [x], kind=kind, kernel_size=kernel, stride=strides,
+                     dilation=dilations, padding=pads,
+                     ceil_mode=bool(node.attr("ceil_mode", 0)),
+                     count_include_pad=bool(node.attr("count_include_pad", 0)))]
+
+
+@converter("GlobalAveragePool", "GlobalMaxPool")
+def convert_global_pool(node: Node) -> list[Value]:
+    x = node.tensor(0)
+    kind = "mean" if node.op_type == "GlobalAveragePool" else "max"
+    return [reduce(node, x, kind, list(range(2, len(x.shape))), True)]
+
+
+@converter("BatchNormalization", since=9)
+def convert_batch_norm(node: Node) -> list[Value]:
+    """Inference: ``(x - mean) / sqrt(var + eps) * scale + bias`` per channel (dim 1);
+    with constant statistics, one multiply-add by ``scale / sqrt(var + eps)``."""
+    if node.attr("training_mode", 0) or any(node.proto.output[1:]):
+        node.fail("training mode (running statistics outputs) is not supported")
+    x = node.tensor(0)
+    rank = len(x.shape)
+    shape = [x.shape[1] if x.shape[1] is not None else -1] + [1] * (rank - 2)
+    eps = node.attr("epsilon", 1e-5)
+    params = [node.maybe_const(i) for i in range(1, 5)]
+    if all(p is not None for p in params):
+        scale, bias, mean, var = (np.asarray(p, dtype=np.float64) for p in params)
+        a = scale / np.sqrt(var + eps)
+        b = bias - mean * a
+        dtype = np.asarray(node.scalar(0, x)).dtype
+        y = node.mir("binary", [x, a.astype(dtype).reshape(shape)], kind="mul")
+        return [node.mir("binary", [y, b.astype(dtype).reshape(shape)], kind="add")]
+    scale, bias, mean, var = (node.reshape(node.tensor(i), shape) for i in range(1, 5))
+    std = node.mir("activation", [node.mir("binary", [var, node.scalar(eps, x)], kind="add")],
+                   kind="sqrt")
+    y = node.mir("binary", [node.mir("binary", [x, mean], kind="sub"), std], kind="div")
+    y = node.mir("binary", [y, scale], kind="mul")
+    return [node.mir("binary", [y, bias], kind="add")]

@@ -1,0 +1,361 @@
+"""ONNX elementwise ops: arithmetic, math functions, activations, comparisons, logic,
+``Where``, ``Cast``, ``Clip``, ``Identity``; and their import-time folders.
+
+Everything becomes ``rlx_mir.activation`` / ``binary`` / ``compare`` / ``where`` /
+``cast`` with numpy broadcasting, which is ONNX's multidirectional broadcasting.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import helper
+
+from rlx.dialects.builder import HirValue
+from rlx.importers.onnx_ops import (
+    ONNX_DTYPES,
+    Node,
+    Value,
+    converter,
+    folder,
+    is_symbolic,
+    np_dtype,
+    onnx_dtype_name,
+    why_unsupported,
+)
+from rlx.ir.types import DType
+
+BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div"}
+COMPARE = {"Equal": "eq", "Less": "lt", "Greater": "gt", "LessOrEqual": "le",
+           "GreaterOrEqual": "ge"}
+FLOAT_UNARY = {"Sqrt": "sqrt", "Exp": "exp", "Log": "log", "Tanh": "tanh",
+               "Sigmoid": "sigmoid", "Erf": "erf", "Sin": "sin", "Cos": "cos", "Tan": "tan",
+               "Atan": "atan", "Round": "round"}
+
+
+def float_input(node: Node, i: int = 0) -> HirValue:
+    x = node.tensor(i)
+    if not x.dtype.is_float:
+        node.fail(f"input {i} is {x.dtype}; rlx computes {node.op_type} on float tensors")
+    return x
+
+
+# --------------------------------------------------------------------------------------
+# Arithmetic
+# --------------------------------------------------------------------------------------
+
+
+@converter(*BINARY, since=7)
+def convert_binary(node: Node) -> list[Value]:
+    return [node.mir("binary", [node.tensor(0), node.tensor(1)], kind=BINARY[node.op_type])]
+
+
+@converter("Pow", since=7)
+def convert_pow(node: Node) -> list[Value]:
+    """Float bases: ``binary pow`` (the exponent converted to the base's type). Integer
+    bases are raised in f32 and rounded back (exact while results fit f32's 24 bits)."""
+    base = node.tensor(0)
+    compute = base.dtype if base.dtype.is_float else DType.F32
+    exponent = node.cast(node.tensor(1), compute)
+    if base.dtype.is_float:
+        return [node.mir("binary", [base, exponent], kind="pow")]
+    y = node.mir("binary", [node.cast(base, compute), exponent], kind="pow")
+    return [node.cast(node.mir("activation", [y], kind="round"), base.dtype)]
+
+
+@converter("Max", "Min", "Sum", "Mean", since=8)
+def convert_variadic(node: Node) -> list[Value]:
+    kind = {"Max": "max", "Min": "min", "Sum": "add", "Mean": "add"}[node.op_type]
+    values = [node.tensor(i) for i in range(node.n_inputs) if node.has(i)]
+    y = values[0]
+    for v in values[1:]:
+        y = node.mir("binary", [y, v], kind=kind)
+    if node.op_type == "Mean" and len(values) > 1:
+        y = node.mir("binary", [y, node.scalar(len(values), y)], kind="div")
+    return [y]
+
+
+@converter("Reciprocal")
+def convert_reciprocal(node: Node) -> list[Value]:
+    x = float_input(node)
+    return [node.mir("binary", [node.scalar(1.0, x), x], kind="div")]
+
+
+@converter("Neg", "Abs")
+def convert_sign_ops(node: Node) -> list[Value]:
+    x = node.tensor(0)
+    kind = node.op_type.lower()
+    if x.dtype.is_float:
+        return [node.mir("activation", [x], kind=kind)]
+    negated = node.mir("binary", [node.scalar(0, x), x], kind="sub")
+    if kind == "neg":
+        return [negated]
+    negative = node.mir("compare", [x, node.scalar(0, x)], kind="lt")
+    return [node.mir("where", [negative, negated, x])]
+
+
+# --------------------------------------------------------------------------------------
+# Math functions and activations
+# --------------------------------------------------------------------------------------
+
+
+@converter(*FLOAT_UNARY)
+def convert_unary(node: Node) -> list[Value]:
+    return [node.mir("activation", [float_input(node)], kind=FLOAT_UNARY[node.op_type])]
+
+
+@converter("Relu")
+def convert_relu(node: Node) -> list[Value]:
+    x = node.tensor(0)
+    if x.dtype.is_float:
+        return [node.mir("activation", [x], kind="relu")]
+    return [node.mir("binary", [x, node.scalar(0, x)], kind="max")]
+
+
+@converter("Gelu", since=20)
+def convert_gelu(node: Node) -> list[Value]:
+    approximate = node.attr("approximate", "none")
+    if approximate not in ("none", "tanh"):
+        node.fail(f"attribute approximate = {approximate!r}: expected 'none' or 'tanh'")
+    kind = "gelu" if approximate == "none" else "gelu_approx"
+    return [node.mir("activation", [float_input(node)], kind=kind)]
+
+
+@converter("LeakyRelu")
+def convert_leaky_relu(node: Node) -> list[Value]:
+    x = float_input(node)
+    scaled = node.mir("binary", [x, node.scalar(node.attr("alpha", 0.01), x)], kind="mul")
+    negative = node.mir("compare", [x, node.scalar(0.0, x)], kind="lt")
+    return [node.mir("where", [negative, scaled, x])]
+
+
+@converter("Identity")
+def convert_identity(node: Node) -> list[Value]:
+    v = node.value(0)
+    if v is None:
+        node.fail("input 0 is required")
+    return [v]
+
+
+@converter("Dropout")
+def convert_dropout(node: Node) -> list[Value]:
+    """Inference: the input itself, and an all-true mask when asked for."""
+    training = node.maybe_const(2) if node.has(2) else np.asarray(False)
+    if training is None or bool(training):
+        node.fail("training mode (random masks) is not supported; rlx imports inference "
+                  "graphs")
+    outs: list[Value] = [node.value(0) if node.value(0) is not None else node.tensor(0)]
+    if len(node.proto.output) > 1 and node.proto.output[1]:
+        t = node.info(0)
+        if not t.is_static:
+            node.fail("the mask output of a dynamically shaped input is not supported")
+        outs.append(np.ones(t.shape, dtype=bool))
+    return outs
+
+
+# --------------------------------------------------------------------------------------
+# Comparisons, logic, selection
+# --------------------------------------------------------------------------------------
+
+
+@converter(*COMPARE, since=7)
+def convert_compare(node: Node) -> list[Value]:
+    return [node.mir("compare", [node.tensor(0), node.tensor(1)],
+                     kind=COMPARE[node.op_type])]
+
+
+@converter("Not")
+def convert_not(node: Node) -> list[Value]:
+    x = node.tensor(0)
+    return [node.mir("compare", [x, node.scalar(False, x)], kind="eq")]
+
+
+@converter("And", "Or", "Xor", since=7)
+def convert_logic(node: Node) -> list[Value]:
+    a, b = node.tensor(0), node.tensor(1)
+    if node.op_type == "Xor":
+        return [node.mir("compare", [a, b], kind="ne")]
+    if node.op_type == "And":
+        return [node.mir("where", [a, b, node.scalar(False, a)])]
+    return [node.mir("where", [a, node.scalar(True, a), b])]
+
+
+@converter("Where", since=9)
+def convert_where(node: Node) -> list[Value]:
+    return [node.mir("where", [node.tensor(0), node.tensor(1), node.tensor(2)])]
+
+
+@converter("Clip")
+def convert_clip(node: Node) -> list[Value]:
+    """``min(max(x, lo), hi)`` (so ``hi`` wins when ``lo > hi``, as in ONNX)."""
+    x = node.tensor(0)
+    if node.version < 11:
+        lo, hi = node.attr("min"), node.attr("max")
+        bounds: list[Value | None] = [None if lo is None else node.scalar(lo, x),
+                                      None if hi is None else node.scalar(hi, x)]
+    else:
+        bounds = [node.value(1), node.value(2)]
+    y = x
+    for bound, kind in zip(bounds, ("max", "min"), strict=True):
+        if bound is not None:
+            y = node.mir("binary", [y, node.as_tensor(bound)], kind=kind)
+    return [y]
+
+
+# --------------------------------------------------------------------------------------
+# Casts
+# --------------------------------------------------------------------------------------
+
+
+def target_dtype(node: Node, elem_type: int) -> DType:
+    dtype = ONNX_DTYPES.get(elem_type)
+    name = onnx_dtype_name(elem_type)
+    if dtype is None or dtype == DType.F64:
+        node.fail(f"cast to {name}: {why_unsupported(name)}")
+    return dtype
+
+
+def cast_to(node: Node, x: HirValue, dtype: DType) -> HirValue:
+    """ONNX cast: to bool is ``x != 0``; float to int truncates; floats round to nearest."""
+    if dtype == DType.I1 and x.dtype != DType.I1:
+        return node.mir("compare", [x, node.scalar(0, x)], kind="ne")
+    return node.cast(x, dtype)
+
+
+@converter("Cast", since=6)
+def convert_cast(node: Node) -> list[Value]:
+    return [cast_to(node, node.tensor(0), target_dtype(node, node.attr("to")))]
+
+
+@converter("CastLike", since=15)
+def convert_cast_like(node: Node) -> list[Value]:
+    """Only the element type of input 1 matters: a constant input 0 stays a constant."""
+    dtype = node.info(1).dtype
+    const = node.maybe_const(0)
+    if const is not None:
+        return [const.astype(np_dtype(dtype)) if dtype != DType.I1 else const != 0]
+    return [cast_to(node, node.tensor(0), dtype)]
+
+
+# --------------------------------------------------------------------------------------
+# Folders (import-time numpy, ONNX semantics)
+# --------------------------------------------------------------------------------------
+
+
+def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Integer division truncating toward zero (C semantics, as ONNX's integer Div)."""
+    q = np.floor_divide(a, b)
+    fix = (np.remainder(a, b) != 0) & ((a < 0) != (b < 0))
+    return (q + fix).astype(np.result_type(a, b))
+
+
+def _numeric(*arrays: np.ndarray | None) -> bool:
+    return all(a is not None and not is_symbolic(a) for a in arrays)
+
+
+@folder(*BINARY)
+def fold_binary(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray] | None:
+    a, b = inputs[0], inputs[1]
+    if not _numeric(a, b) or a.dtype != b.dtype:
+        return None
+    if node.op_type == "Div" and a.dtype.kind in "iu":
+        return [_int_div(a, b)]
+    fn = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide}
+    with np.errstate(all="ignore"):
+        return [np.asarray(fn[node.op_type](a, b)).astype(a.dtype)]
+
+
+@folder("Pow")
+def fold_pow(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray] | None:
+    a, b = inputs[0], inputs[1]
+    if not _numeric(a, b):
+        return None
+    with np.errstate(all="ignore"):
+        return [np.power(a, b.astype(a.dtype)).astype(a.dtype)]
+
+
+FOLD_UNARY = {"Sqrt": np.sqrt, "Exp": np.exp, "Log": np.log, "Neg": np.negative,
+              "Abs": np.abs, "Sin": np.sin, "Cos": np.cos, "Floor": np.floor,
+              "Ceil": np.ceil, "Reciprocal": np.reciprocal, "Tanh": np.tanh}
+
+
+@folder(*FOLD_UNARY)
+def fold_unary(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray] | None:
+    x = inputs[0]
+    if not _numeric(x):
+        return None
+    if node.op_type == "Reciprocal" and x.dtype.kind != "f":
+        return None
+    with np.errstate(all="ignore"):
+        return [np.asarray(FOLD_UNARY[node.op_type](x)).astype(x.dtype)]
+
+
+@folder(*COMPARE, "Not", "And", "Or", "Xor")
+def fold_logic(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray] | None:
+    if not _numeric(*inputs[:1 if node.op_type == "Not" else 2]):
+        return None
+    fn = {"Equal": np.equal, "Less": np.less, "Greater": np.greater,
+          "LessOrEqual": np.less_equal, "GreaterOrEqual": np.greater_equal,
+          "And": np.logical_and, "Or": np.logical_or, "Xor": np.logical_xor}
+    if node.op_type == "Not":
+        return [np.logical_not(inputs[0])]
+    return [np.asarray(fn[node.op_type](inputs[0], inputs[1]))]
+
+
+@folder("Where")
+def fold_where(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray] | None:
+    c, a, b = inputs[:3]
+    if c is None or a is None or b is None or is_symbolic(c):
+        return None
+    out = np.where(c, a, b)
+    return [out if out.dtype == object or a.dtype == object else out.astype(a.dtype)]
+
+
+@folder("Max", "Min", "Sum")
+def fold_variadic(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray] | None:
+    if not inputs or not _numeric(*inputs):
+        return None
+    fn = {"Max": np.maximum, "Min": np.minimum, "Sum": np.add}[node.op_type]
+    out = inputs[0]
+    for x in inputs[1:]:
+        out = fn(out, x)
+    return [np.asarray(out).astype(inputs[0].dtype)]
+
+
+@folder("Identity")
+def fold_identity(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray] | None:
+    return [inputs[0]] if inputs[0] is not None else None
+
+
+def _cast_array(x: np.ndarray, elem_type: int) -> np.ndarray | None:
+    try:
+        to = helper.tensor_dtype_to_np_dtype(elem_type)
+    except (KeyError, ValueError, TypeError):
+        return None
+    if is_symbolic(x):
+        return x if to.kind in "iu" else None
+    if to == np.bool_:
+        return x != 0
+    with np.errstate(all="ignore"):
+        return (np.trunc(x) if x.dtype.kind == "f" and to.kind in "iu" else x).astype(to)
+
+
+@folder("Cast")
+def fold_cast(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray] | None:
+    x = inputs[0]
+    if x is None:
+        return None
+    out = _cast_array(x, node.attr("to"))
+    return None if out is None else [out]
+
+
+@folder("CastLike")
+def fold_cast_like(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray] | None:
+    x, like = inputs[0], inputs[1]
+    if x is None or like is None or is_symbolic(like):
+        return None
+    if is_symbolic(x):
+        return [x] if like.dtype.kind in "iu" else None
+    return [x.astype(like.dtype)]
+
+
+__all__ = ["cast_to", "float_input", "np_dtype"]

@@ -1,0 +1,197 @@
+"""The ONNX importer's surface: inputs (symbolic dims stay ``?``), weights (a parameter file,
+never inlined when large), outputs in order, node-name labels, the CLI, and one clear error
+for every kind of bad input, with nothing written."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+import rlx
+from onnx_models import init, model, ort_run, rand, vi
+from rlx.importers.onnx import INLINE_MAX_BYTES, import_model, load
+from rlx.ir.diagnostics import ModelImportError
+from rlx.reference.tolerance import assert_close
+
+RNG = np.random.default_rng(3)
+
+
+def two_outputs() -> onnx.ModelProto:
+    """A dynamic batch, a large weight, a small constant, a splat, a reshape through
+    ``Shape`` of the dynamic dim, two outputs; some nodes unnamed."""
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["h"], name="proj"),
+        helper.make_node("Add", ["h", "b"], ["hb"]),
+        helper.make_node("Mul", ["hb", "ones"], ["hs"]),
+        helper.make_node("Shape", ["hs"], ["shape"], name="shape", start=0, end=1),
+        helper.make_node("Concat", ["shape", "tail"], ["target"], name="target", axis=0),
+        helper.make_node("Reshape", ["hs", "target"], ["y"], name="split_heads"),
+        helper.make_node("Tanh", ["x"], ["t"], name="side"),
+    ]
+    inits = [init("w", rand(RNG, 16, 64)), init("b", rand(RNG, 64)),
+             init("ones", np.full((64,), 2.0, np.float32)),
+             init("tail", np.array([4, -1], np.int64))]
+    return model(nodes, [vi("x", ["batch", 16])], [vi("t", ["batch", 16]),
+                                                    vi("y", ["batch", 4, 16])], inits)
+
+
+def test_inputs_weights_outputs_and_labels(tmp_path: Path) -> None:
+    m = two_outputs()
+    path = tmp_path / "m.onnx"
+    onnx.save(m, str(path))
+    weights = tmp_path / "m.irpa"
+    h = load(path, params_out=weights)
+    text = str(h)
+    assert 'func.func @main(%arg0: tensor<?x16xf32> {rlx.name = "x"})' in text
+    assert '"rlx_hir.param"() {name = "w"} : () -> tensor<16x64xf32>' in text
+    assert 'name = "b"' not in text  # 256 bytes: inline
+    assert "dense<[" in text
+    assert 'loc("Add_1")' in text  # unnamed nodes: op type and index
+    assert 'loc("split_heads")' in text
+    assert "-> (tensor<?x16xf32>, tensor<?x4x16xf32>)" in text
+    assert '"rlx_mir.reshape"' in text
+    assert "new_shape = array<i64: -1, 4, 16>" in text
+    program = rlx.runtime.load(rlx.compile(h, "llvm-cpu"), "local-task", weights)
+    x = rand(RNG, 3, 16)
+    got = program.main(x=x)
+    for g, w in zip(got, ort_run(m, {"x": x}), strict=True):
+        assert_close(g, w, "f32")
+
+
+def test_large_constants_are_weights_unless_splats() -> None:
+    big = rand(RNG, 8, 64)
+    assert big.nbytes > INLINE_MAX_BYTES
+    nodes = [helper.make_node("Add", ["x", "big"], ["a"], name="a"),
+             helper.make_node("Add", ["a", "splat"], ["y"], name="s")]
+    m = model(nodes, [vi("x", [8, 64])], [vi("y", [8, 64])],
+              [init("big", big), init("splat", np.full((8, 64), 0.5, np.float32))])
+    result = import_model(m)
+    assert set(result.params) == {"big"}
+    np.testing.assert_array_equal(result.params["big"], big)
+    text = str(result.module)
+    assert '"rlx_mir.expand"' in text
+    assert "dense<5.000000e-01> : tensor<1x1xf32>" in text
+    assert result.report.params == 1
+    assert result.report.param_bytes == big.nbytes
+
+
+def test_report_counts_folded_and_converted_nodes() -> None:
+    report = import_model(two_outputs()).report
+    assert report.nodes == 7
+    # Shape of a dynamic dim is a symbolic shape vector, folded like the numbers around it
+    assert report.folded == {"Shape": 1, "Concat": 1}
+    assert report.converted["Reshape"] == 1
+    assert "converted to MIR ops: " in report.summary()
+
+
+# --------------------------------------------------------------------------------------
+# Errors: one message naming the node, its op type and the opset
+# --------------------------------------------------------------------------------------
+
+
+def single(op: str, inputs: list[str], *, elem: int = TensorProto.FLOAT, opset: int = 18,
+           domain: str = "", inits: tuple = (), **attrs: object) -> onnx.ModelProto:
+    node = helper.make_node(op, inputs, ["y"], name="the_node", domain=domain, **attrs)
+    ins = [vi(n, [2, 3], elem) for n in inputs if n not in {i.name for i in inits}]
+    m = model([node], ins, [vi("y", [2, 3], elem)], inits, opset=opset)
+    if domain:
+        m.opset_import.append(helper.make_opsetid(domain, 1))
+    return m
+
+
+ERRORS = {
+    "unsupported op": (lambda: single("NonZero", ["x"]),
+                       "node 'the_node' (NonZero, opset 18): no rlx importer for this op"),
+    "unsupported opset": (lambda: single("Add", ["x", "z"], opset=6),
+                          "node 'the_node' (Add, opset 6): opset 6 is not supported"),
+    "old op version": (lambda: single("Gelu", ["x"], opset=18),
+                       "node 'the_node' (Gelu, opset 18): no such op in ai.onnx opset 18"),
+    "unsupported dtype": (lambda: single("Add", ["x", "z"], elem=TensorProto.DOUBLE),
+                          "node 'the_node' (Add, opset 18): input 'x' is float64"),
+    "unsigned dtype": (lambda: single("Add", ["x", "z"], elem=TensorProto.UINT8),
+                       "(Add, opset 18): input 'x' is uint8: rlx has no unsigned integer"),
+    "foreign domain": (lambda: single("FusedMatMul", ["x", "z"], domain="com.microsoft"),
+                       "node 'the_node' (com.microsoft.FusedMatMul, opset 1): ops of domain "
+                       "'com.microsoft' are not supported"),
+    "data-dependent shape": (lambda: single("Reshape", ["x", "s"], inits=()),
+                             "node 'the_node' (Reshape, opset 18): input 1 ('s', the new "
+                             "shape) must be known at import time"),
+    "cast to f64": (lambda: single("Cast", ["x"], to=TensorProto.DOUBLE),
+                    "node 'the_node' (Cast, opset 18): cast to float64"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ERRORS))
+def test_unsupported_input_is_one_clear_error(case: str) -> None:
+    build, fragment = ERRORS[case]
+    m = build()
+    if case == "data-dependent shape":
+        m.graph.input[1].type.tensor_type.elem_type = TensorProto.INT64
+    with pytest.raises(ModelImportError) as info:
+        import_model(m, source="bad.onnx")
+    message = str(info.value)
+    assert message.startswith("bad.onnx: error: "), message
+    assert fragment in message
+    assert "\n" not in message
+
+
+def weighty(path: Path) -> bytes:
+    m = model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], [vi("x", [1, 64])],
+              [vi("y", [1, 64])], [init("w", rand(RNG, 64, 64))])
+    onnx.save(m, str(path))
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("cut", [0, 1, 7, 40, 1000, 8000, -3])
+def test_truncated_file_is_one_clear_error(tmp_path: Path, cut: int) -> None:
+    path = tmp_path / "m.onnx"
+    data = weighty(path)
+    path.write_bytes(data[:cut])
+    with pytest.raises(ModelImportError) as info:
+        import_model(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: error: "), message
+    assert "\n" not in message
+
+
+def test_garbage_and_missing_files(tmp_path: Path) -> None:
+    path = tmp_path / "junk.onnx"
+    path.write_bytes(bytes(range(256)) * 8)
+    with pytest.raises(ModelImportError, match="not a valid ONNX model"):
+        import_model(path)
+    with pytest.raises(ModelImportError, match="no such file"):
+        import_model(tmp_path / "absent.onnx")
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "rlx.tools.import_onnx", *args],
+                          capture_output=True, text=True)
+
+
+def test_cli_writes_both_files_or_nothing(tmp_path: Path) -> None:
+    src = tmp_path / "m.onnx"
+    data = weighty(src)
+    hir, weights = tmp_path / "out.hir", tmp_path / "out.irpa"
+    proc = cli(str(src), "-o", str(hir))  # weights but no --params-out
+    assert proc.returncode == 1
+    assert "give a parameter file (--params-out)" in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+    src.write_bytes(data[: len(data) // 2])
+    proc = cli(str(src), "-o", str(hir), "--params-out", str(weights))
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.count("error:") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+    src.write_bytes(data)
+    proc = cli(str(src), "-o", str(hir), "--params-out", str(weights))
+    assert proc.returncode == 0, proc.stderr
+    assert "blocks recognized: 1 (linear 1)" in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "out.hir", "out.irpa"]
+    assert '"rlx_hir.linear"' in hir.read_text()
+    assert rlx.load_hir(hir).input_names == ["x"]

@@ -1,0 +1,139 @@
+"""ONNX op converters against ONNX Runtime where ONNX's node tests cannot show them: their
+f32 versions (Einsum and CumSum tests are float64), older opset semantics, import-time
+folding, ONNX's Attention op; all models in one compile."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+from onnx_models import init, model, rand, run_models, vi
+from rlx.reference.tolerance import assert_close
+
+RNG = np.random.default_rng(7)
+
+
+def one(op: str, inputs: dict[str, np.ndarray], out_shape: list, inits: tuple = (),
+        opset: int = 18, out_elem: int = TensorProto.FLOAT, **attrs: object) -> tuple:
+    names = [*inputs, *(i.name for i in inits)]
+    node = helper.make_node(op, names, ["y"], name=f"{op.lower()}_node", **attrs)
+    ins = [vi(n, list(a.shape), helper.np_dtype_to_tensor_dtype(a.dtype))
+           for n, a in inputs.items()]
+    return model([node], ins, [vi("y", out_shape, out_elem)], inits, opset=opset), inputs
+
+
+def einsum(eq: str, *shapes: tuple[int, ...]) -> tuple:
+    inputs = {f"x{i}": rand(RNG, *s) for i, s in enumerate(shapes)}
+    want = np.einsum(eq, *inputs.values())
+    return one("Einsum", inputs, list(want.shape), equation=eq)
+
+
+def shape_chain() -> tuple:
+    """Range / ConstantOfShape / Shape arithmetic folded at import into a reshape target."""
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"], name="shape"),
+        helper.make_node("Gather", ["s", "zero"], ["n"], name="n", axis=0),
+        helper.make_node("Mul", ["n", "two"], ["n2"], name="n2"),
+        helper.make_node("Range", ["zero", "n2", "one"], ["r"], name="range"),
+        helper.make_node("Cast", ["r"], ["rf"], name="cast", to=TensorProto.FLOAT),
+        helper.make_node("ConstantOfShape", ["s"], ["c"], name="fill",
+                         value=helper.make_tensor("v", TensorProto.FLOAT, [1], [0.25])),
+        helper.make_node("Add", ["x", "c"], ["xc"], name="add"),
+        helper.make_node("Reshape", ["xc", "flat"], ["xf"], name="flatten"),
+        helper.make_node("Add", ["xf", "rf"], ["y"], name="plus_range"),
+    ]
+    inits = [init("zero", np.array(0, np.int64)), init("one", np.array(1, np.int64)),
+             init("two", np.array(2, np.int64)), init("flat", np.array([-1], np.int64))]
+    x = rand(RNG, 6, 2)
+    return model(nodes, [vi("x", [6, 2])], [vi("y", [12])], inits), {"x": x}
+
+
+def attention_op() -> tuple:
+    """ONNX's Attention (opset 23): GQA, causal with a past cache, present outputs."""
+    node = helper.make_node("Attention", ["q", "k", "v", "", "pk", "pv"],
+                            ["y", "present_k", "present_v"], name="attn", is_causal=1)
+    shapes = {"q": (1, 4, 3, 8), "k": (1, 2, 3, 8), "v": (1, 2, 3, 8), "pk": (1, 2, 5, 8),
+              "pv": (1, 2, 5, 8)}
+    inputs = {n: rand(RNG, *s) for n, s in shapes.items()}
+    outs = [vi("y", [1, 4, 3, 8]), vi("present_k", [1, 2, 8, 8]), vi("present_v", [1, 2, 8, 8])]
+    return model([node], [vi(n, list(s)) for n, s in shapes.items()], outs, opset=23), inputs
+
+
+def attention_op_3d() -> tuple:
+    """3-D Attention with a bool mask, a scale and a softcap."""
+    node = helper.make_node("Attention", ["q", "k", "v", "mask"], ["y"], name="attn3",
+                            q_num_heads=2, kv_num_heads=2, scale=0.2, softcap=3.0)
+    inputs = {"q": rand(RNG, 2, 4, 16), "k": rand(RNG, 2, 6, 16), "v": rand(RNG, 2, 6, 16),
+              "mask": RNG.random((4, 6)) < 0.7}
+    inputs["mask"][:, 0] = True
+    ins = [vi(n, list(a.shape), TensorProto.BOOL if n == "mask" else TensorProto.FLOAT)
+           for n, a in inputs.items()]
+    return model([node], ins, [vi("y", [2, 4, 16])], opset=23), inputs
+
+
+CASES = {
+    "einsum_matmul": einsum("ij,jk->ik", (3, 4), (4, 5)),
+    "einsum_batch": einsum("bij,bjk->bik", (2, 3, 4), (2, 4, 5)),
+    "einsum_diagonal": einsum("...ii->...i", (2, 4, 4)),
+    "einsum_inner": einsum("i,i", (7,), (7,)),
+    "einsum_sum": einsum("ij->i", (3, 4)),
+    "einsum_transpose": einsum("ij->ji", (3, 4)),
+    "einsum_three": einsum("ij,jk,kl->il", (2, 3), (3, 4), (4, 2)),
+    "einsum_outer_implicit": einsum("i,j", (3,), (4,)),
+    "cumsum_reverse_exclusive": one("CumSum", {"x": rand(RNG, 3, 5)}, [3, 5],
+                                    (init("axis", np.array(1, np.int64)),), reverse=1,
+                                    exclusive=1),
+    "cumsum_axis0": one("CumSum", {"x": rand(RNG, 4, 3)}, [4, 3],
+                        (init("axis", np.array(-2, np.int64)),)),
+    "softmax_opset11": one("Softmax", {"x": rand(RNG, 2, 3, 4)}, [2, 3, 4], opset=11,
+                           axis=1),
+    "logsoftmax_large": one("LogSoftmax", {"x": rand(RNG, 2, 5, scale=50)}, [2, 5]),
+    "tile": one("Tile", {"x": rand(RNG, 2, 3)}, [4, 9],
+                (init("reps", np.array([2, 3], np.int64)),)),
+    "pad_crop": one("Pad", {"x": rand(RNG, 4, 5)}, [5, 4],
+                    (init("pads", np.array([1, 0, 0, -1], np.int64)),
+                     init("value", np.float32(1.5)))),
+    "leaky_relu": one("LeakyRelu", {"x": rand(RNG, 3, 4)}, [3, 4], alpha=0.2),
+    "conv1d_bias_same": one("Conv", {"x": rand(RNG, 1, 4, 9)}, [1, 6, 5],
+                            (init("w", rand(RNG, 6, 2, 3)), init("b", rand(RNG, 6))),
+                            group=2, strides=[2], auto_pad="SAME_UPPER"),
+    "layer_norm_axis1": one("LayerNormalization", {"x": rand(RNG, 2, 3, 4)}, [2, 3, 4],
+                            (init("g", rand(RNG, 3, 4)), init("b", rand(RNG, 4))), axis=1),
+    "gemm_trans": one("Gemm", {"a": rand(RNG, 4, 3)}, [3, 5],
+                      (init("bw", rand(RNG, 5, 4)), init("c", rand(RNG, 5))),
+                      transA=1, transB=1, alpha=0.5, beta=2.0),
+    "matmul_vector": one("MatMul", {"a": rand(RNG, 2, 3, 4), "v": rand(RNG, 4)}, [2, 3]),
+    "batch_norm_runtime": one("BatchNormalization",
+                              {"x": rand(RNG, 2, 3, 4, 4), "s": rand(RNG, 3),
+                               "bb": rand(RNG, 3), "m": rand(RNG, 3),
+                               "v": np.abs(rand(RNG, 3)) + 0.5}, [2, 3, 4, 4]),
+    "gather_negative": one("Gather", {"x": rand(RNG, 5, 3), "i": np.array([-1, 0, -5], np.int64)},
+                           [3, 3]),
+    "pow_int": one("Pow", {"x": np.array([2, 3, -4], np.int32),
+                           "e": np.array([10, 5, 3], np.int32)}, [3],
+                   out_elem=TensorProto.INT32),
+    "shape_chain": shape_chain(),
+    "attention_op": attention_op(),
+    "attention_op_3d": attention_op_3d(),
+}
+
+
+@pytest.fixture(scope="module")
+def ran() -> dict:
+    return run_models(CASES)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_op_matches_onnx_runtime(ran: dict, name: str) -> None:
+    r = ran[name]
+    for i, (got, want) in enumerate(zip(r.got, r.want, strict=True)):
+        assert got.shape == want.shape
+        assert_close(got, want, "i32" if want.dtype == np.int32 else "f32", f"{name} #{i}")
+
+
+def test_shape_arithmetic_is_folded(ran: dict) -> None:
+    report = ran["shape_chain"].report
+    assert set(report.folded) == {"Shape", "Gather", "Mul", "Range", "Cast",
+                                  "ConstantOfShape"}
+    assert set(report.converted) == {"Add", "Reshape"}
