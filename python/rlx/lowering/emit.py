@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from iree.compiler import ir
-from iree.compiler.dialects import arith, linalg, math, tensor
+from iree.compiler.dialects import arith, linalg, math, scf, tensor
 
 Size = int | ir.Value
 Sizes = list[Size]
@@ -512,3 +512,22 @@ def _contraction(a: ir.Value, b: ir.Value, init: ir.Value, maps: Sequence[ir.Aff
         return arith.addf(z, arith.mulf(convert(x, acc), convert(y, acc)))
 
     return generic([a, b], [init], maps, iterators, body)[0]
+
+
+# --------------------------------------------------------------------------------------
+# Loops
+# --------------------------------------------------------------------------------------
+
+
+LoopBody = Callable[[ir.Value, list[ir.Value]], Sequence[ir.Value]]
+
+
+def for_loop(upper: Size, inits: Sequence[ir.Value], body: LoopBody) -> list[ir.Value]:
+    """``scf.for %i = 0 to upper step 1 iter_args(inits)``; ``body(i, carried)`` returns
+    the next carried values (cast back to the carried types). Loop-invariant work belongs
+    before the call: the body is what runs once per step."""
+    loop = scf.ForOp(index(0), as_value(upper), index(1), list(inits))
+    with ir.InsertionPoint(loop.body):
+        nxt = body(loop.induction_variable, list(loop.inner_iter_args))
+        scf.YieldOp([cast_tensor(v, i.type) for v, i in zip(nxt, inits, strict=True)])
+    return list(loop.results)

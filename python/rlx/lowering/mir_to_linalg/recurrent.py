@@ -1,0 +1,310 @@
+"""mir-to-linalg for scans: gated_delta_net, lstm, gru.
+
+Every scan is an ``scf.for`` over the sequence (``tensor.dim`` when S is dynamic) whose
+``iter_args`` are the carried state and the output being filled with
+``tensor.insert_slice``; the per-step work is linalg on ``[B, ...]`` tensors. The IR does
+not grow with the sequence length. Work that does not depend on the previous step is
+hoisted before the loop: LSTM / GRU project every step's input with one matmul
+(``x W_ihᵀ + b``) per layer and direction, so the loop only does ``h W_hhᵀ`` and the gates;
+GDN computes ``exp(g)`` and ``q / sqrt(n)`` once. Layers and directions are Python loops
+(static counts); the reverse direction walks ``t = S-1 .. 0`` and writes at ``t``.
+Everything runs in f32 (16-bit operands are widened once, results rounded once).
+"""
+
+from __future__ import annotations
+
+import math as pymath
+from collections.abc import Callable
+
+from iree.compiler import ir
+from iree.compiler.dialects import arith, math
+
+from rlx.dialects.schema import Decoded
+from rlx.lowering import emit
+from rlx.lowering.mir_to_linalg import MIR_TO_LINALG
+from rlx.lowering.registry import LoweringContext
+
+P, R = emit.PARALLEL, emit.REDUCTION
+
+
+def _f32(v: ir.Value) -> ir.Value:
+    return emit.convert_tensor(v, emit.f32())
+
+
+def _time(t: ir.Value, last: emit.Size, reverse: bool) -> ir.Value:
+    """The position step ``t`` works on: ``t``, or ``S-1-t`` walking backwards."""
+    return arith.subi(emit.as_value(last), t) if reverse else t
+
+
+# --------------------------------------------------------------------------------------
+# Gated DeltaNet
+# --------------------------------------------------------------------------------------
+
+
+def _gdn_step(state: ir.Value, k: ir.Value, q: ir.Value, v: ir.Value, decay: ir.Value,
+              beta: ir.Value, kq: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """One step on the state ``S [B, H, n, n]``; ``k, q, v`` ``[B, 1, H, n]`` (q already
+    scaled by 1/sqrt(n)), ``decay = exp(g)``, ``beta``, ``kq = k·q`` ``[B, 1, H]``.
+
+    Spec 2.12 reads ``S' = e S + k ⊗ d`` with ``d = (v - kᵀ(e S)) beta`` and
+    ``y = qᵀS'``. Expanding ``qᵀS' = e qᵀS + (q·k) d`` lets one reduction read the old state
+    once for both ``kᵀS`` and ``qᵀS``; then ``d`` and ``y`` are per-column, and ``S'`` one
+    elementwise pass. Returns ``(S', y [B, H, n])``."""
+    f32 = emit.f32()
+    b, h, n = emit.dim(state, 0), emit.dim(state, 1), emit.dim(state, 2)
+    # reduction loops (b, h, j, i): S[b, h, i, j], vectors read at i, results at j
+    vec_i = emit.amap(4, [0, "0", 1, 3])
+    out_j = emit.amap(4, [0, 1, 2])
+
+    def reads(sv: ir.Value, kv: ir.Value, qv: ir.Value, ka: ir.Value, qa: ir.Value
+              ) -> list[ir.Value]:
+        return [arith.addf(ka, arith.mulf(sv, kv)), arith.addf(qa, arith.mulf(sv, qv))]
+
+    zeros = [emit.filled([b, h, n], f32, 0.0) for _ in range(2)]
+    ks, qs = emit.generic([state, k, q], zeros,
+                          [emit.amap(4, [0, 1, 3, 2]), vec_i, vec_i, out_j, out_j],
+                          [P, P, P, R], reads)
+
+    def column(vv: ir.Value, ka: ir.Value, qa: ir.Value, e: ir.Value, bt: ir.Value,
+               kqv: ir.Value, *_: ir.Value) -> list[ir.Value]:
+        d = arith.mulf(arith.subf(vv, arith.mulf(e, ka)), bt)
+        return [d, arith.addf(arith.mulf(e, qa), arith.mulf(kqv, d))]
+
+    head = emit.amap(3, [0, "0", 1])
+    ident = emit.identity(3)
+    d, y = emit.generic([v, ks, qs, decay, beta, kq], [emit.empty([b, h, n], f32)] * 2,
+                        [emit.amap(3, [0, "0", 1, 2]), ident, ident, head, head, head, ident,
+                         ident], [P, P, P], column)
+
+    def update(sv: ir.Value, kv: ir.Value, dv: ir.Value, e: ir.Value, _: ir.Value
+               ) -> ir.Value:
+        return arith.addf(arith.mulf(e, sv), arith.mulf(kv, dv))
+
+    # elementwise loops (b, h, i, j)
+    new = emit.generic([state, k, d, decay], [emit.empty([b, h, n, n], f32)],
+                       [emit.identity(4), emit.amap(4, [0, "0", 1, 2]), emit.amap(4, [0, 1, 3]),
+                        emit.amap(4, [0, "0", 1]), emit.identity(4)], [P] * 4, update)[0]
+    return new, y
+
+
+@MIR_TO_LINALG.register("gated_delta_net")
+def lower_gated_delta_net(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+    """``exp(g)``, ``q / sqrt(n)`` and ``k·q`` for every step before an ``scf.for`` with
+    iter_args ``(S [B, H, n, n], y [B, S, H, n])``; zero initial state without
+    ``carry_state``, else ``state``, returned as the final state."""
+    n = op.attrs["state_size"]
+    out_t = emit.elem(op["q"])
+    f32 = emit.f32()
+    k, v = _f32(op["k"]), _f32(op["v"])
+    b, s, h, _ = emit.sizes(k)
+    scale = emit.scalar(1.0 / pymath.sqrt(n), f32)
+    q = emit.map_elementwise([op["q"]], f32, lambda x: arith.mulf(emit.to_f32(x), scale))
+    decay = emit.map_elementwise([op["g"]], f32, lambda x: math.exp(emit.to_f32(x)))
+    beta = _f32(op["beta"])
+    kq = emit.generic([k, q], [emit.filled([b, s, h], f32, 0.0)],
+                      [emit.identity(4), emit.identity(4), emit.amap(4, [0, 1, 2])],
+                      [P, P, P, R], lambda kv, qv, acc: arith.addf(acc, arith.mulf(kv, qv)))[0]
+    state = _f32(op["state"]) if op.has("state") else emit.filled([b, h, n, n], f32, 0.0)
+
+    def step(t: ir.Value, carried: list[ir.Value]) -> list[ir.Value]:
+        st, y = carried
+        kt, qt, vt = (emit.extract_slice(x, [0, t, 0, 0], [b, 1, h, n]) for x in (k, q, v))
+        et, bt, kqt = (emit.extract_slice(x, [0, t, 0], [b, 1, h]) for x in (decay, beta, kq))
+        new, yt = _gdn_step(st, kt, qt, vt, et, bt, kqt)
+        yt = emit.expand(yt, [[0, 1], [2], [3]], [b, 1, h, n])
+        return [new, emit.insert_slice(yt, y, [0, t, 0, 0])]
+
+    final, y = emit.for_loop(s, [state, emit.empty([b, s, h, n], f32)], step)
+    out = [emit.convert_tensor(y, out_t)]
+    if op.has("state"):
+        out.append(emit.convert_tensor(final, emit.elem(op["state"])))
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# LSTM / GRU: packed weights, input projection, one loop per layer and direction
+# --------------------------------------------------------------------------------------
+
+
+class _Packed:
+    """Per-(layer, direction) views of the packed PyTorch weights (spec 2.13)."""
+
+    def __init__(self, op: Decoded, gates: int) -> None:
+        a = op.attrs
+        self.hidden = a["hidden_size"]
+        self.layers = a["num_layers"]
+        self.dirs = 2 if a["bidirectional"] else 1
+        self.rows = gates * self.hidden
+        self.features = emit.static_shape(op["x"])[2]
+
+    def width(self, layer: int) -> int:
+        return self.features if layer == 0 else self.dirs * self.hidden
+
+    def _offset(self, index: int) -> int:
+        """Element offset of block ``index`` (layer-major, then direction) of ``w_ih``."""
+        return sum(self.rows * self.width(i // self.dirs) for i in range(index))
+
+    def weight(self, w: ir.Value, index: int, width: int, offset: int) -> ir.Value:
+        """Block ``[rows, width]`` of a flat or ``[L*D*rows, width]`` packed weight."""
+        if emit.rank(w) == 2:
+            return _f32(emit.extract_slice(w, [index * self.rows, 0], [self.rows, width]))
+        flat = emit.extract_slice(w, [offset], [self.rows * width])
+        return _f32(emit.expand(flat, [[0, 1]], [self.rows, width]))
+
+    def w_ih(self, w: ir.Value, layer: int, d: int) -> ir.Value:
+        index = layer * self.dirs + d
+        return self.weight(w, index, self.width(layer), self._offset(index))
+
+    def w_hh(self, w: ir.Value, layer: int, d: int) -> ir.Value:
+        index = layer * self.dirs + d
+        return self.weight(w, index, self.hidden, index * self.rows * self.hidden)
+
+    def bias(self, bias: ir.Value, layer: int, d: int) -> ir.Value:
+        """Block ``[rows]`` of a flat or ``[L*D, rows]`` packed bias."""
+        index = layer * self.dirs + d
+        if emit.rank(bias) == 2:
+            row = emit.extract_slice(bias, [index, 0], [1, self.rows])
+            return _f32(emit.collapse(row, [[0, 1]]))
+        return _f32(emit.extract_slice(bias, [index * self.rows], [self.rows]))
+
+
+def _project(x: ir.Value, w: ir.Value, bias: ir.Value) -> ir.Value:
+    """Every step's input term at once: ``x [B, S, in] @ wᵀ + bias`` -> ``[B, S, rows]``."""
+    b, s, _ = emit.sizes(x)
+    rows = emit.static_shape(w)[0]
+    x2 = emit.collapse(x, [[0, 1], [2]])
+    mm = emit.matmul(x2, emit.transpose(w, [1, 0]))
+    out = emit.map_elementwise([mm, bias], emit.f32(), arith.addf)
+    return emit.expand(out, [[0, 1], [2]], [b, s, rows])
+
+
+def _initial(state: ir.Value | None, index: int, b: emit.Size, hidden: int) -> ir.Value:
+    """``state[index]`` (``[L*D, B, H]``) as ``[B, H]``, or zeros."""
+    if state is None:
+        return emit.filled([b, hidden], emit.f32(), 0.0)
+    row = emit.extract_slice(state, [index, 0, 0], [1, b, hidden])
+    return _f32(emit.collapse(row, [[0, 1], [2]]))
+
+
+def _stack(finals: list[ir.Value], like: ir.Value) -> ir.Value:
+    """``[B, H]`` final states -> ``[L*D, B, H]`` in ``like``'s element type."""
+    rows = [emit.expand(f, [[0, 1], [2]], [1, *emit.sizes(f)]) for f in finals]
+    return emit.convert_tensor(emit.concat(rows, 0), emit.elem(like))
+
+
+def _gate_maps(gates: int) -> tuple[list[ir.AffineMap], list[ir.AffineMap]]:
+    """Over ``(b, j)``: gate ``g`` of the step input ``[B, 1, G, H]`` and of ``h W_hhᵀ``
+    ``[B, G, H]`` (a packed ``[.., G*H]`` viewed per gate)."""
+    x_maps = [emit.amap(2, [0, "0", str(g), 1]) for g in range(gates)]
+    h_maps = [emit.amap(2, [0, str(g), 1]) for g in range(gates)]
+    return x_maps, h_maps
+
+
+def _per_gate(v: ir.Value, gates: int, hidden: int) -> ir.Value:
+    """``[..., G*H]`` -> ``[..., G, H]``."""
+    r = emit.rank(v)
+    groups = [[i] for i in range(r - 1)] + [[r - 1, r]]
+    return emit.expand(v, groups, [*emit.sizes(v)[:-1], gates, hidden])
+
+
+Cell = Callable[[ir.Value, ir.Value, list[ir.Value]], list[ir.Value]]
+"""One step's state update: ``cell(xt, hh, states) -> new states``, ``xt`` the projected
+input ``[B, 1, G, H]``, ``hh = h W_hhᵀ`` ``[B, G, H]``, ``states[0]`` the hidden state."""
+
+
+def _scan(op: Decoded, gates: int, make_cell: Callable[[int, int], Cell],
+          states: tuple[str, ...], x_bias: str) -> list[ir.Value]:
+    """The layer / direction loops shared by LSTM (states h, c) and GRU (state h);
+    ``make_cell(layer, direction)`` builds its loop-invariant values before the loop."""
+    pk = _Packed(op, gates)
+    hid, dirs = pk.hidden, pk.dirs
+    out_t = emit.elem(op["x"])
+    x = _f32(op["x"])
+    b, s, _ = emit.sizes(x)
+    last = emit.sub_sizes(s, 1)
+    given = {name: op[name] if op.has(name) else None for name in states}
+    finals: dict[str, list[ir.Value]] = {name: [] for name in states}
+    for layer in range(pk.layers):
+        y = emit.empty([b, s, dirs * hid], emit.f32())
+        for d in range(dirs):
+            index = layer * dirs + d
+            xw = _project(x, pk.w_ih(op["w_ih"], layer, d), pk.bias(op[x_bias], layer, d))
+            whh_t = emit.transpose(pk.w_hh(op["w_hh"], layer, d), [1, 0])
+            cell = make_cell(layer, d)
+            init = [_initial(given[name], index, b, hid) for name in states]
+
+            def step(t: ir.Value, carried: list[ir.Value], xw: ir.Value = xw,
+                     whh_t: ir.Value = whh_t, cell: Cell = cell, d: int = d
+                     ) -> list[ir.Value]:
+                *st, out = carried
+                tt = _time(t, last, d == 1)
+                xt = emit.extract_slice(xw, [0, tt, 0], [b, 1, gates * hid])
+                new = cell(_per_gate(xt, gates, hid),
+                           _per_gate(emit.matmul(st[0], whh_t), gates, hid), st)
+                row = emit.expand(new[0], [[0, 1], [2]], [b, 1, hid])
+                return [*new, emit.insert_slice(row, out, [0, tt, d * hid])]
+
+            *ends, y = emit.for_loop(s, [*init, y], step)
+            for name, end in zip(states, ends, strict=True):
+                finals[name].append(end)
+        x = y
+    out = [emit.convert_tensor(x, out_t)]
+    return out + [_stack(finals[name], op[name]) for name in states if op.has(name)]
+
+
+@MIR_TO_LINALG.register("lstm")
+def lower_lstm(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+    """Per layer and direction: ``xw = x W_ihᵀ + b`` before an ``scf.for`` carrying
+    ``(h, c, y)``; each step is ``h W_hhᵀ`` and one generic for the gates (i, f, g, o)
+    with two results (h', c')."""
+    x_maps, h_maps = _gate_maps(4)
+    ident = emit.identity(2)
+
+    def cell(xt: ir.Value, hh: ir.Value, st: list[ir.Value]) -> list[ir.Value]:
+        c = st[1]
+
+        def body(*a: ir.Value) -> list[ir.Value]:
+            z = [arith.addf(a[g], a[4 + g]) for g in range(4)]
+            i, f, o = emit.sigmoid(z[0]), emit.sigmoid(z[1]), emit.sigmoid(z[3])
+            c_new = arith.addf(arith.mulf(f, a[8]), arith.mulf(i, math.tanh(z[2])))
+            return [arith.mulf(o, math.tanh(c_new)), c_new]
+
+        sizes = emit.sizes(c)
+        outs = [emit.empty(sizes, emit.f32()), emit.empty(sizes, emit.f32())]
+        return emit.generic([xt] * 4 + [hh] * 4 + [c], outs,
+                            [*x_maps, *h_maps, ident, ident, ident], [P, P], body)
+
+    return _scan(op, 4, lambda layer, d: cell, ("h0", "c0"), "bias")
+
+
+@MIR_TO_LINALG.register("gru")
+def lower_gru(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+    """Per layer and direction: ``a = x W_ihᵀ + b_ih`` before an ``scf.for`` carrying
+    ``(h, y)``; each step is ``h W_hhᵀ`` and one generic for the gates (r, z, n), with
+    ``b_hh`` added inside (the reset gate multiplies ``h W_hnᵀ + b_hn``)."""
+    pk = _Packed(op, 3)
+    hid = pk.hidden
+    x_maps, h_maps = _gate_maps(3)
+    b_maps = [emit.amap(2, [str(g), 1]) for g in range(3)]
+    ident = emit.identity(2)
+
+    def body(*a: ir.Value) -> ir.Value:
+        xr, xz, xn, hr, hz, hn, br, bz, bn, hv = a[:10]
+        r = emit.sigmoid(arith.addf(xr, arith.addf(hr, br)))
+        z = emit.sigmoid(arith.addf(xz, arith.addf(hz, bz)))
+        nn = math.tanh(arith.addf(xn, arith.mulf(r, arith.addf(hn, bn))))
+        one = emit.scalar(1.0, emit.f32())
+        return arith.addf(arith.mulf(arith.subf(one, z), nn), arith.mulf(z, hv))
+
+    def make_cell(layer: int, d: int) -> Cell:
+        bhh = _per_gate(pk.bias(op["b_hh"], layer, d), 3, hid)
+
+        def cell(xt: ir.Value, hh: ir.Value, st: list[ir.Value]) -> list[ir.Value]:
+            h = st[0]
+            return emit.generic([xt] * 3 + [hh] * 3 + [bhh] * 3 + [h],
+                                [emit.empty(emit.sizes(h), emit.f32())],
+                                [*x_maps, *h_maps, *b_maps, ident, ident], [P, P], body)
+
+        return cell
+
+    return _scan(op, 3, make_cell, ("h0",), "b_ih")
