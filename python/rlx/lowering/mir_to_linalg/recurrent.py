@@ -37,7 +37,7 @@ def _same_sizes(op: Decoded, ref: str, checks: list[tuple[str, int, int]]) -> No
     ``ref`` dim ``ref_axis``), a ``cf.assert``: the call fails with this message instead of
     the scan reading out of bounds."""
     for name, axis, ref_axis in checks:
-        if not op.has(name):
+        if not op.has(name) or (op[name] == op[ref] and axis == ref_axis):
             continue
         a, b = emit.dim(op[name], axis), emit.dim(op[ref], ref_axis)
         if isinstance(a, int) and isinstance(b, int):
