@@ -2,7 +2,9 @@
 // carrying the state and the output, filled with tensor.insert_slice at step t. Work that
 // does not depend on the previous step is hoisted before the loop (LSTM/GRU: the input
 // projection of every step, one matmul; GDN: exp(g), q / sqrt(n), k·q); the reverse
-// direction walks t' = S-1-t and writes at t' (time-aligned), at feature offset H.
+// direction walks t' = S-1-t and writes at t' (time-aligned), at feature offset H. The
+// carried tensors are pinned to the device (flow.tensor.transfer) so that IREE updates them
+// in place instead of cloning them every trip.
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg %s | FileCheck %s
 
 // CHECK-LABEL: module @gdn
@@ -14,7 +16,9 @@
 // CHECK:       %[[E:.*]] = linalg.generic {{.*}} ins(%arg1 : tensor<1x?x2xf32>)
 // CHECK:         math.exp
 // CHECK:       %[[KQ:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%arg0, %[[QS]] :
-// CHECK:       %[[R:.*]]:2 = scf.for %[[T:.*]] = %c0 to %[[S]] step %c1 iter_args(%[[ST:.*]] = %arg2, %[[Y:.*]] = %{{.*}}) -> (tensor<1x2x4x4xf32>, tensor<1x?x2x4xf32>)
+// CHECK:       %[[R:.*]]:2 = scf.for %[[T:.*]] = %c0 to %[[S]] step %c1 iter_args(%[[STA:.*]] = %arg2, %[[YA:.*]] = %{{.*}}) -> (tensor<1x2x4x4xf32>, tensor<1x?x2x4xf32>)
+// CHECK:         %[[ST:.*]] = flow.tensor.transfer %[[STA]] : tensor<1x2x4x4xf32> to #hal.device.affinity<@__device_0>
+// CHECK:         %[[Y:.*]] = flow.tensor.transfer %[[YA]] : tensor<1x?x2x4xf32>{%{{.*}}} to #hal.device.affinity<@__device_0>
 // CHECK:         %[[KT:.*]] = tensor.extract_slice %arg0[0, %[[T]], 0, 0] [1, 1, 2, 4]
 // CHECK:         %[[QT:.*]] = tensor.extract_slice %[[QS]][0, %[[T]], 0, 0] [1, 1, 2, 4]
 // CHECK:         %[[RD:.*]]:2 = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%[[ST]], %[[KT]], %[[QT]] :
@@ -37,19 +41,22 @@ module @gdn {
 // CHECK-LABEL: module @lstm
 // CHECK:       %[[S:.*]] = tensor.dim %arg0, %c1 : tensor<2x?x4xf32>
 // CHECK:       %[[LAST:.*]] = arith.subi %[[S]], %c1 : index
-// CHECK:       %[[WF:.*]] = tensor.extract_slice %param.wih[0, 0] [32, 4]
-// CHECK:       %[[XW:.*]] = linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<?x4xf32>, tensor<4x32xf32>)
+// CHECK:       tensor.extract_slice %param.wih[0, 0] [32, 4]
+// CHECK:       linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<?x4xf32>, tensor<4x32xf32>)
+// CHECK:       tensor.extract_slice %param.wih[32, 0] [32, 4]
+// CHECK:       linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<?x4xf32>, tensor<4x32xf32>)
 // CHECK:       %[[HF:.*]] = linalg.transpose ins(%{{.*}} : tensor<32x8xf32>)
-// CHECK:       %[[FWD:.*]]:3 = scf.for %[[T:.*]] = %c0 to %[[S]] step %c1 iter_args(%[[H:.*]] = %{{.*}}, %[[C:.*]] = %{{.*}}, %[[Y:.*]] = %{{.*}}) -> (tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x?x16xf32>)
+// CHECK:       %[[FWD:.*]]:3 = scf.for %[[T:.*]] = %c0 to %[[S]] step %c1 iter_args(%[[HA:.*]] = %{{.*}}, %{{.*}} = %{{.*}}, %[[YA:.*]] = %{{.*}}) -> (tensor<2x8xf32>, tensor<2x8xf32>, tensor<2x?x16xf32>)
+// CHECK:         %[[H:.*]] = flow.tensor.transfer %[[HA]]
+// CHECK:         %[[Y:.*]] = flow.tensor.transfer %[[YA]]
 // CHECK:         tensor.extract_slice %{{.*}}[0, %[[T]], 0] [2, 1, 32]
 // CHECK:         linalg.matmul ins(%[[H]], %[[HF]] : tensor<2x8xf32>, tensor<8x32xf32>)
 // CHECK:         %[[G:.*]]:2 = linalg.generic {{.*}} iterator_types = ["parallel", "parallel"]}
 // CHECK-COUNT-2:   math.tanh
 // CHECK:         tensor.insert_slice %{{.*}} into %[[Y]][0, %[[T]], 0] [2, 1, 8]
 // CHECK:         scf.yield %[[G]]#0, %[[G]]#1,
-// CHECK:       tensor.extract_slice %param.wih[32, 0] [32, 4]
-// CHECK:       linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<?x4xf32>, tensor<4x32xf32>)
-// CHECK:       %[[BWD:.*]]:3 = scf.for %[[T2:.*]] = %c0 to %[[S]] step %c1 iter_args({{.*}}, %[[Y2:.*]] = %[[FWD]]#2)
+// CHECK:       %[[BWD:.*]]:3 = scf.for %[[T2:.*]] = %c0 to %[[S]] step %c1 iter_args({{.*}}, %[[Y2A:.*]] = %[[FWD]]#2)
+// CHECK:         %[[Y2:.*]] = flow.tensor.transfer %[[Y2A]]
 // CHECK:         %[[REV:.*]] = arith.subi %[[LAST]], %[[T2]] : index
 // CHECK:         tensor.extract_slice %{{.*}}[0, %[[REV]], 0] [2, 1, 32]
 // CHECK:         tensor.insert_slice %{{.*}} into %[[Y2]][0, %[[REV]], 8] [2, 1, 8]
@@ -66,17 +73,19 @@ module @lstm {
 
 // -----
 
-// Two layers, flat w_ih (block widths 4, then 8): layer 1 reads layer 0's output; the
-// initial state is h0[l] and the final states are stacked into hn.
+// Two layers, flat w_ih (block widths 4, then 8): layer 1 projects layer 0's output, then
+// writes its own output over it (one buffer); the initial state is h0[l] and the final
+// states are stacked into hn.
 // CHECK-LABEL: module @gru
 // CHECK:       tensor.extract_slice %param.wih[0] [96] [1] : tensor<288xf32> to tensor<96xf32>
 // CHECK:       %[[BHH0:.*]] = tensor.expand_shape %{{.*}} {{\[\[}}0, 1]] output_shape [3, 8] : tensor<24xf32> into tensor<3x8xf32>
 // CHECK:       %[[H0:.*]] = tensor.collapse_shape %{{.*}} {{\[\[}}0, 1], [2]] : tensor<1x1x8xf32> into tensor<1x8xf32>
-// CHECK:       %[[L0:.*]]:2 = scf.for {{.*}} iter_args(%[[H:.*]] = %[[H0]], %{{.*}} = %{{.*}}) -> (tensor<1x8xf32>, tensor<1x?x8xf32>)
+// CHECK:       %[[L0:.*]]:2 = scf.for {{.*}} iter_args(%[[HA:.*]] = %[[H0]], %{{.*}} = %{{.*}}) -> (tensor<1x8xf32>, tensor<1x?x8xf32>)
+// CHECK:         %[[H:.*]] = flow.tensor.transfer %[[HA]]
 // CHECK:         linalg.generic {{.*}} ins({{.*}}, %[[BHH0]], %[[BHH0]], %[[BHH0]], %[[H]] :
 // CHECK:       tensor.extract_slice %param.wih[96] [192] [1] : tensor<288xf32> to tensor<192xf32>
 // CHECK:       tensor.collapse_shape %[[L0]]#1 {{\[\[}}0, 1], [2]] : tensor<1x?x8xf32> into tensor<?x8xf32>
-// CHECK:       %[[L1:.*]]:2 = scf.for
+// CHECK:       %[[L1:.*]]:2 = scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %[[L0]]#1)
 // CHECK:       %[[A:.*]] = tensor.expand_shape %[[L0]]#0 {{.*}} into tensor<1x1x8xf32>
 // CHECK:       %[[B:.*]] = tensor.expand_shape %[[L1]]#0 {{.*}} into tensor<1x1x8xf32>
 // CHECK:       %[[HN:.*]] = tensor.concat dim(0) %[[A]], %[[B]]

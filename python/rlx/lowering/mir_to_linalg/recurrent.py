@@ -244,11 +244,14 @@ def _scan(op: Decoded, gates: int, make_cell: Callable[[int, int], Cell],
     last = emit.sub_sizes(s, 1)
     given = {name: op[name] if op.has(name) else None for name in states}
     finals: dict[str, list[ir.Value]] = {name: [] for name in states}
+    # One output buffer for every layer: a layer's input is dead once its projections are
+    # computed, so the next layer writes over it (no second buffer, no copy).
+    y = emit.empty([b, s, dirs * hid], emit.f32())
     for layer in range(pk.layers):
-        y = emit.empty([b, s, dirs * hid], emit.f32())
-        for d in range(dirs):
+        xws = [_project(x, pk.w_ih(op["w_ih"], layer, d), pk.bias(op[x_bias], layer, d))
+               for d in range(dirs)]
+        for d, xw in enumerate(xws):
             index = layer * dirs + d
-            xw = _project(x, pk.w_ih(op["w_ih"], layer, d), pk.bias(op[x_bias], layer, d))
             whh_t = emit.transpose(pk.w_hh(op["w_hh"], layer, d), [1, 0])
             cell = make_cell(layer, d)
             init = [_initial(given[name], index, b, hid) for name in states]
