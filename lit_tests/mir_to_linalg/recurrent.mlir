@@ -78,11 +78,14 @@ module @lstm {
 // states are stacked into hn.
 // CHECK-LABEL: module @gru
 // CHECK:       tensor.extract_slice %param.wih[0] [96] [1] : tensor<288xf32> to tensor<96xf32>
+// CHECK:       tensor.extract_slice %param.bih[0, 0] [1, 24]
+// CHECK:       %[[BIH0:.*]] = tensor.expand_shape %{{.*}} {{\[\[}}0, 1]] output_shape [3, 8] : tensor<24xf32> into tensor<3x8xf32>
+// CHECK:       tensor.extract_slice %param.bhh[0, 0] [1, 24]
 // CHECK:       %[[BHH0:.*]] = tensor.expand_shape %{{.*}} {{\[\[}}0, 1]] output_shape [3, 8] : tensor<24xf32> into tensor<3x8xf32>
 // CHECK:       %[[H0:.*]] = tensor.collapse_shape %{{.*}} {{\[\[}}0, 1], [2]] : tensor<1x1x8xf32> into tensor<1x8xf32>
 // CHECK:       %[[L0:.*]]:2 = scf.for {{.*}} iter_args(%[[HA:.*]] = %[[H0]], %{{.*}} = %{{.*}}) -> (tensor<1x8xf32>, tensor<1x?x8xf32>)
 // CHECK:         %[[H:.*]] = flow.tensor.transfer %[[HA]]
-// CHECK:         linalg.generic {{.*}} ins({{.*}}, %[[BHH0]], %[[BHH0]], %[[BHH0]], %[[H]] :
+// CHECK:         linalg.generic {{.*}} ins({{.*}}, %[[BIH0]], %[[BIH0]], %[[BIH0]], %[[BHH0]], %[[BHH0]], %[[BHH0]], %[[H]] :
 // CHECK:       tensor.extract_slice %param.wih[96] [192] [1] : tensor<288xf32> to tensor<192xf32>
 // CHECK:       tensor.collapse_shape %[[L0]]#1 {{\[\[}}0, 1], [2]] : tensor<1x?x8xf32> into tensor<?x8xf32>
 // CHECK:       %[[L1:.*]]:2 = scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %[[L0]]#1)

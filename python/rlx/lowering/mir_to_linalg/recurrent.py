@@ -5,7 +5,8 @@ Every scan is an ``scf.for`` over the sequence (``tensor.dim`` when S is dynamic
 ``tensor.insert_slice``; the per-step work is linalg on ``[B, ...]`` tensors. The IR does
 not grow with the sequence length. Work that does not depend on the previous step is
 hoisted before the loop: LSTM / GRU project every step's input with one matmul
-(``x W_ihᵀ + b``) per layer and direction, so the loop only does ``h W_hhᵀ`` and the gates;
+(``x W_ihᵀ``) per layer and direction, so the loop only does ``h W_hhᵀ`` and one generic
+for the gates (biases included);
 GDN computes ``exp(g)`` and ``q / sqrt(n)`` once. Layers and directions are Python loops
 (static counts); the reverse direction walks ``t = S-1 .. 0`` and writes at ``t``.
 Everything runs in f32 (16-bit operands are widened once, results rounded once).
@@ -187,14 +188,15 @@ class _Packed:
         return _f32(emit.extract_slice(bias, [index * self.rows], [self.rows]))
 
 
-def _project(x: ir.Value, w: ir.Value, bias: ir.Value) -> ir.Value:
-    """Every step's input term at once: ``x [B, S, in] @ wᵀ + bias`` -> ``[B, S, rows]``."""
+def _project(x: ir.Value, w: ir.Value) -> ir.Value:
+    """Every step's input term at once: ``x [B, S, in] @ wᵀ`` -> ``[B, S, rows]`` (the
+    biases are added in the step's gate generic: added here, IREE sinks the add into the
+    loop as one more dispatch a step)."""
     b, s, _ = emit.sizes(x)
     rows = emit.static_shape(w)[0]
     x2 = emit.collapse(x, [[0, 1], [2]])
     mm = emit.matmul(x2, emit.transpose(w, [1, 0]))
-    out = emit.map_elementwise([mm, bias], emit.f32(), arith.addf)
-    return emit.expand(out, [[0, 1], [2]], [b, s, rows])
+    return emit.expand(mm, [[0, 1], [2]], [b, s, rows])
 
 
 def _initial(state: ir.Value | None, index: int, b: emit.Size, hidden: int) -> ir.Value:
@@ -231,8 +233,12 @@ Cell = Callable[[ir.Value, ir.Value, list[ir.Value]], list[ir.Value]]
 input ``[B, 1, G, H]``, ``hh = h W_hhᵀ`` ``[B, G, H]``, ``states[0]`` the hidden state."""
 
 
+def _cell_outputs(state: ir.Value, n: int) -> list[ir.Value]:
+    return [emit.empty(emit.sizes(state), emit.f32()) for _ in range(n)]
+
+
 def _scan(op: Decoded, gates: int, make_cell: Callable[[int, int], Cell],
-          states: tuple[str, ...], x_bias: str) -> list[ir.Value]:
+          states: tuple[str, ...]) -> list[ir.Value]:
     """The layer / direction loops shared by LSTM (states h, c) and GRU (state h);
     ``make_cell(layer, direction)`` builds its loop-invariant values before the loop."""
     pk = _Packed(op, gates)
@@ -248,8 +254,7 @@ def _scan(op: Decoded, gates: int, make_cell: Callable[[int, int], Cell],
     # computed, so the next layer writes over it (no second buffer, no copy).
     y = emit.empty([b, s, dirs * hid], emit.f32())
     for layer in range(pk.layers):
-        xws = [_project(x, pk.w_ih(op["w_ih"], layer, d), pk.bias(op[x_bias], layer, d))
-               for d in range(dirs)]
+        xws = [_project(x, pk.w_ih(op["w_ih"], layer, d)) for d in range(dirs)]
         for d, xw in enumerate(xws):
             index = layer * dirs + d
             whh_t = emit.transpose(pk.w_hh(op["w_hh"], layer, d), [1, 0])
@@ -275,59 +280,69 @@ def _scan(op: Decoded, gates: int, make_cell: Callable[[int, int], Cell],
     return out + [_stack(finals[name], op[name]) for name in states if op.has(name)]
 
 
+def _gate_bias(pk: _Packed, bias: ir.Value, layer: int, d: int) -> ir.Value:
+    """The ``[G, H]`` bias block of (layer, direction)."""
+    return _per_gate(pk.bias(bias, layer, d), pk.rows // pk.hidden, pk.hidden)
+
+
 @MIR_TO_LINALG.register("lstm")
 def lower_lstm(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
-    """Per layer and direction: ``xw = x W_ihᵀ + b`` before an ``scf.for`` carrying
-    ``(h, c, y)``; each step is ``h W_hhᵀ`` and one generic for the gates (i, f, g, o)
-    with two results (h', c')."""
+    """Per layer and direction: ``xw = x W_ihᵀ`` before an ``scf.for`` carrying
+    ``(h, c, y)``; each step is ``h W_hhᵀ`` and one generic for the gates (i, f, g, o,
+    ``z = xw + hh + bias``) with two results (h', c')."""
+    pk = _Packed(op, 4)
     x_maps, h_maps = _gate_maps(4)
+    b_maps = [emit.amap(2, [str(g), 1]) for g in range(4)]
     ident = emit.identity(2)
 
-    def cell(xt: ir.Value, hh: ir.Value, st: list[ir.Value]) -> list[ir.Value]:
-        c = st[1]
+    def body(*a: ir.Value) -> list[ir.Value]:
+        z = [arith.addf(arith.addf(a[g], a[4 + g]), a[8 + g]) for g in range(4)]
+        i, f, o = emit.sigmoid(z[0]), emit.sigmoid(z[1]), emit.sigmoid(z[3])
+        c_new = arith.addf(arith.mulf(f, a[12]), arith.mulf(i, math.tanh(z[2])))
+        return [arith.mulf(o, math.tanh(c_new)), c_new]
 
-        def body(*a: ir.Value) -> list[ir.Value]:
-            z = [arith.addf(a[g], a[4 + g]) for g in range(4)]
-            i, f, o = emit.sigmoid(z[0]), emit.sigmoid(z[1]), emit.sigmoid(z[3])
-            c_new = arith.addf(arith.mulf(f, a[8]), arith.mulf(i, math.tanh(z[2])))
-            return [arith.mulf(o, math.tanh(c_new)), c_new]
+    def make_cell(layer: int, d: int) -> Cell:
+        bias = _gate_bias(pk, op["bias"], layer, d)
 
-        sizes = emit.sizes(c)
-        outs = [emit.empty(sizes, emit.f32()), emit.empty(sizes, emit.f32())]
-        return emit.generic([xt] * 4 + [hh] * 4 + [c], outs,
-                            [*x_maps, *h_maps, ident, ident, ident], [P, P], body)
+        def cell(xt: ir.Value, hh: ir.Value, st: list[ir.Value]) -> list[ir.Value]:
+            return emit.generic([xt] * 4 + [hh] * 4 + [bias] * 4 + [st[1]],
+                                _cell_outputs(st[1], 2),
+                                [*x_maps, *h_maps, *b_maps, ident, ident, ident], [P, P], body)
 
-    return _scan(op, 4, lambda layer, d: cell, ("h0", "c0"), "bias")
+        return cell
+
+    return _scan(op, 4, make_cell, ("h0", "c0"))
 
 
 @MIR_TO_LINALG.register("gru")
 def lower_gru(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
-    """Per layer and direction: ``a = x W_ihᵀ + b_ih`` before an ``scf.for`` carrying
-    ``(h, y)``; each step is ``h W_hhᵀ`` and one generic for the gates (r, z, n), with
-    ``b_hh`` added inside (the reset gate multiplies ``h W_hnᵀ + b_hn``)."""
+    """Per layer and direction: ``xw = x W_ihᵀ`` before an ``scf.for`` carrying
+    ``(h, y)``; each step is ``h W_hhᵀ`` and one generic for the gates (r, z, n) with both
+    biases (the reset gate multiplies ``h W_hnᵀ + b_hn``)."""
     pk = _Packed(op, 3)
-    hid = pk.hidden
     x_maps, h_maps = _gate_maps(3)
     b_maps = [emit.amap(2, [str(g), 1]) for g in range(3)]
     ident = emit.identity(2)
 
     def body(*a: ir.Value) -> ir.Value:
-        xr, xz, xn, hr, hz, hn, br, bz, bn, hv = a[:10]
-        r = emit.sigmoid(arith.addf(xr, arith.addf(hr, br)))
-        z = emit.sigmoid(arith.addf(xz, arith.addf(hz, bz)))
-        nn = math.tanh(arith.addf(xn, arith.mulf(r, arith.addf(hn, bn))))
+        (xr, xz, xn), (hr, hz, hn), (ir_, iz, in_), (br, bz, bn), hv = (
+            a[0:3], a[3:6], a[6:9], a[9:12], a[12])
+        r = emit.sigmoid(arith.addf(arith.addf(xr, ir_), arith.addf(hr, br)))
+        z = emit.sigmoid(arith.addf(arith.addf(xz, iz), arith.addf(hz, bz)))
+        nn = math.tanh(arith.addf(arith.addf(xn, in_), arith.mulf(r, arith.addf(hn, bn))))
         one = emit.scalar(1.0, emit.f32())
         return arith.addf(arith.mulf(arith.subf(one, z), nn), arith.mulf(z, hv))
 
     def make_cell(layer: int, d: int) -> Cell:
-        bhh = _per_gate(pk.bias(op["b_hh"], layer, d), 3, hid)
+        b_ih = _gate_bias(pk, op["b_ih"], layer, d)
+        b_hh = _gate_bias(pk, op["b_hh"], layer, d)
 
         def cell(xt: ir.Value, hh: ir.Value, st: list[ir.Value]) -> list[ir.Value]:
-            h = st[0]
-            return emit.generic([xt] * 3 + [hh] * 3 + [bhh] * 3 + [h],
-                                [emit.empty(emit.sizes(h), emit.f32())],
-                                [*x_maps, *h_maps, *b_maps, ident, ident], [P, P], body)
+            return emit.generic([xt] * 3 + [hh] * 3 + [b_ih] * 3 + [b_hh] * 3 + [st[0]],
+                                _cell_outputs(st[0], 1),
+                                [*x_maps, *h_maps, *b_maps, *b_maps, ident, ident], [P, P],
+                                body)
 
         return cell
 
-    return _scan(op, 3, make_cell, ("h0",), "b_ih")
+    return _scan(op, 3, make_cell, ("h0",))
