@@ -347,3 +347,28 @@ def test_state_of_the_wrong_shape_is_refused_before_the_call() -> None:
     with pytest.raises(rlx.RunError, match=r"input 'state': expected float32 \[2, 3, 8, 8\], "
                                            r"found float32 \[2, 3, 8, 4\]"):
         gdn_program("llvm-cpu").main(**x)
+
+
+def test_f16_scans_against_the_spec_reference() -> None:
+    """16-bit operands: the scans run in f32 inside and round their results once, against
+    the float64 numpy reference of spec 2.12-2.14 (rlx.reference.recurrent)."""
+    from harness import check_module
+
+    h = rlx.HirModule("scans_f16")
+    q = h.input("q", (1, None, 2, 8), "f16")
+    g = h.input("g", (1, None, 2), "f16")
+    s0 = h.input("s0", (1, 2, 8, 8), "f16")
+    x = h.input("x", (2, None, 4), "f16")
+    y_gdn, fin = h.gated_delta_net_carry(q, q, q, g, g, s0, 8)
+    y_lstm, hn, cn = h.lstm_carry(x, h.param("wih", (32, 4), "f16"), h.param("whh", (32, 8), "f16"),
+                                  h.param("b", (32,), "f16"), h.input("h0", (1, 2, 8), "f16"),
+                                  h.input("c0", (1, 2, 8), "f16"), 8)
+    y_gru = h.gru(x, h.param("gih", (24, 4), "f16"), h.param("ghh", (24, 8), "f16"),
+                  h.param("gbi", (24,), "f16"), h.param("gbh", (24,), "f16"), 8)
+    h.set_outputs([y_gdn, fin, y_lstm, hn, cn, y_gru])
+    rng = np.random.default_rng(6)
+    unit = rng.standard_normal((1, 5, 2, 8))
+    unit /= np.linalg.norm(unit, axis=-1, keepdims=True)
+    check_module(h, "llvm-cpu", dyn=5, inputs={
+        "q": unit.astype(np.float16), "g": -np.abs(rng.standard_normal((1, 5, 2))).astype(
+            np.float16)})
