@@ -12,8 +12,8 @@
 Every call takes and returns host arrays on both sides. Each round runs every
 implementation ``--calls`` times in a fresh random order; the table gives the median per
 call and the rlx / torch ratio (< 1: rlx is faster), plus the max error against torch. Both
-sides use 2 threads. The compile section shows that the vmfb and the compile time do not
-grow with the sequence length (static S = 16 and 256).
+sides use ``--threads`` threads (2 by default). The compile section shows that the vmfb and
+the compile time do not grow with the sequence length (static S = 16 and 256).
 """
 
 from __future__ import annotations
@@ -28,8 +28,22 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-THREADS = 2
-os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
+
+def _threads() -> int:
+    """``--threads N`` (default 2), read before torch starts its OpenMP pool."""
+    import sys
+
+    argv = sys.argv
+    for i, a in enumerate(argv):
+        if a.startswith("--threads="):
+            return int(a.split("=", 1)[1])
+        if a == "--threads" and i + 1 < len(argv):
+            return int(argv[i + 1])
+    return 2
+
+
+THREADS = _threads()
+os.environ["OMP_NUM_THREADS"] = str(THREADS)
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -196,6 +210,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--calls", type=int, default=3)
     parser.add_argument("--cases", nargs="*", default=list(CASES), choices=CASES)
+    parser.add_argument("--threads", type=int, default=2,
+                        help="threads on both sides (torch and IREE's task pool)")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     torch.set_num_threads(THREADS)
@@ -214,7 +230,8 @@ def main() -> None:
         "host": f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} cpus, "
                 f"torch {torch.__version__}",
         "rounds": args.rounds, "calls": args.calls,
-        "command": f"python benchmarks/recurrent.py --rounds {args.rounds} --calls {args.calls}",
+        "command": f"python benchmarks/recurrent.py --rounds {args.rounds} --calls {args.calls}"
+                   f" --threads {THREADS}",
         "cases": {}, "compile": compile_scaling()}
     for case in args.cases:
         impls = {}

@@ -1,7 +1,7 @@
 // mir-to-linalg for scans: one scf.for over the sequence (dynamic S through tensor.dim)
 // carrying the state and the output, filled with tensor.insert_slice at step t. Work that
 // does not depend on the previous step is hoisted before the loop (LSTM/GRU: the input
-// projection of every step, one matmul; GDN: exp(g), q / sqrt(n), k·q); the reverse
+// projection of every step, one matmul; GDN: exp(g), k·q / sqrt(n)); the reverse
 // direction walks t' = S-1-t and writes at t' (time-aligned), at feature offset H. The
 // carried tensors are pinned to the device (flow.tensor.transfer) so that IREE updates them
 // in place instead of cloning them every trip.
@@ -11,16 +11,16 @@
 // CHECK:       cf.assert %{{.*}}, "{{.*}}\22gdn\22: error: 'rlx_mir.gated_delta_net': operand 'g' dim 1: expected the size of 'k' dim 1
 // CHECK:       cf.assert %{{.*}}, "{{.*}}operand 'beta' dim 1: expected the size of 'k' dim 1
 // CHECK:       %[[S:.*]] = tensor.dim %arg0, %c1 : tensor<1x?x2x4xf32>
-// CHECK:       %[[QS:.*]] = linalg.generic {{.*}} ins(%arg0 : tensor<1x?x2x4xf32>)
-// CHECK:         arith.mulf %{{.*}}, %cst
 // CHECK:       %[[E:.*]] = linalg.generic {{.*}} ins(%arg1 : tensor<1x?x2xf32>)
 // CHECK:         math.exp
-// CHECK:       %[[KQ:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%arg0, %[[QS]] :
+// CHECK:       %[[KQ:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%arg0, %arg0 :
+// CHECK:         arith.mulf
+// CHECK:         arith.mulf %{{.*}}, %cst
 // CHECK:       %[[R:.*]]:2 = scf.for %[[T:.*]] = %c0 to %[[S]] step %c1 iter_args(%[[STA:.*]] = %arg2, %[[YA:.*]] = %{{.*}}) -> (tensor<1x2x4x4xf32>, tensor<1x?x2x4xf32>)
 // CHECK:         %[[ST:.*]] = flow.tensor.transfer %[[STA]] : tensor<1x2x4x4xf32> to #hal.device.affinity<@__device_0>
 // CHECK:         %[[Y:.*]] = flow.tensor.transfer %[[YA]] : tensor<1x?x2x4xf32>{%{{.*}}} to #hal.device.affinity<@__device_0>
 // CHECK:         %[[KT:.*]] = tensor.extract_slice %arg0[0, %[[T]], 0, 0] [1, 1, 2, 4]
-// CHECK:         %[[QT:.*]] = tensor.extract_slice %[[QS]][0, %[[T]], 0, 0] [1, 1, 2, 4]
+// CHECK:         %[[QT:.*]] = tensor.extract_slice %arg0[0, %[[T]], 0, 0] [1, 1, 2, 4]
 // CHECK:         %[[RD:.*]]:2 = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%[[ST]], %[[KT]], %[[QT]] :
 // CHECK:         %[[DY:.*]]:2 = linalg.generic {{.*}} ins(%{{.*}}, %[[RD]]#0, %[[RD]]#1,
 // CHECK:         %[[NEW:.*]] = linalg.generic {{.*}} ins(%[[ST]], %[[KT]], %[[DY]]#0,
@@ -75,17 +75,20 @@ module @lstm {
 
 // Two layers, flat w_ih (block widths 4, then 8): layer 1 projects layer 0's output, then
 // writes its own output over it (one buffer); the initial state is h0[l] and the final
-// states are stacked into hn.
+// states are stacked into hn. The gate generic reads each gate (and each gate of b_ih,
+// b_hh) as its own [B, H] / [H] slice.
 // CHECK-LABEL: module @gru
 // CHECK:       tensor.extract_slice %param.wih[0] [96] [1] : tensor<288xf32> to tensor<96xf32>
-// CHECK:       tensor.extract_slice %param.bih[0, 0] [1, 24]
-// CHECK:       %[[BIH0:.*]] = tensor.expand_shape %{{.*}} {{\[\[}}0, 1]] output_shape [3, 8] : tensor<24xf32> into tensor<3x8xf32>
-// CHECK:       tensor.extract_slice %param.bhh[0, 0] [1, 24]
-// CHECK:       %[[BHH0:.*]] = tensor.expand_shape %{{.*}} {{\[\[}}0, 1]] output_shape [3, 8] : tensor<24xf32> into tensor<3x8xf32>
+// CHECK:       %[[BIH:.*]] = tensor.collapse_shape %{{.*}} : tensor<1x24xf32> into tensor<24xf32>
+// CHECK:       %[[BIR:.*]] = tensor.extract_slice %[[BIH]][0] [8] [1] : tensor<24xf32> to tensor<8xf32>
+// CHECK:       %[[BIZ:.*]] = tensor.extract_slice %[[BIH]][8] [8] [1]
+// CHECK:       %[[BIN:.*]] = tensor.extract_slice %[[BIH]][16] [8] [1]
 // CHECK:       %[[H0:.*]] = tensor.collapse_shape %{{.*}} {{\[\[}}0, 1], [2]] : tensor<1x1x8xf32> into tensor<1x8xf32>
 // CHECK:       %[[L0:.*]]:2 = scf.for {{.*}} iter_args(%[[HA:.*]] = %[[H0]], %{{.*}} = %{{.*}}) -> (tensor<1x8xf32>, tensor<1x?x8xf32>)
 // CHECK:         %[[H:.*]] = flow.tensor.transfer %[[HA]]
-// CHECK:         linalg.generic {{.*}} ins({{.*}}, %[[BIH0]], %[[BIH0]], %[[BIH0]], %[[BHH0]], %[[BHH0]], %[[BHH0]], %[[H]] :
+// CHECK:         %[[HW:.*]] = linalg.matmul ins(%[[H]], %{{.*}} : tensor<1x8xf32>, tensor<8x24xf32>)
+// CHECK:         %[[HR:.*]] = tensor.extract_slice %[[HW]][0, 0] [1, 8]
+// CHECK:         linalg.generic {{.*}} ins(%{{.*}}, %{{.*}}, %{{.*}}, %[[HR]], %{{.*}}, %{{.*}}, %[[BIR]], %[[BIZ]], %[[BIN]], %{{.*}}, %{{.*}}, %{{.*}}, %[[H]] :
 // CHECK:       tensor.extract_slice %param.wih[96] [192] [1] : tensor<288xf32> to tensor<192xf32>
 // CHECK:       tensor.collapse_shape %[[L0]]#1 {{\[\[}}0, 1], [2]] : tensor<1x?x8xf32> into tensor<?x8xf32>
 // CHECK:       %[[L1:.*]]:2 = scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %[[L0]]#1)
