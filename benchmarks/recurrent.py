@@ -156,8 +156,11 @@ CASES: dict[str, Callable[[], tuple[dict[str, Callable[[], Any]], float]]] = {
 
 
 def measure(fns: dict[tuple[str, str], Callable[[], Any]], rounds: int, calls: int
-            ) -> dict[tuple[str, str], list[float]]:
-    times: dict[tuple[str, str], list[float]] = {k: [] for k in fns}
+            ) -> dict[tuple[str, str], list[tuple[float, float]]]:
+    """(wall, process CPU) seconds of every call. CPU time is what the call cost the
+    machine, all threads together; on a shared machine it is steadier than wall time (a
+    descheduled thread does not count), so the table shows both."""
+    times: dict[tuple[str, str], list[tuple[float, float]]] = {k: [] for k in fns}
     for fn in fns.values():
         fn()
     for _ in range(rounds):
@@ -166,9 +169,9 @@ def measure(fns: dict[tuple[str, str], Callable[[], Any]], rounds: int, calls: i
         for key in order:
             time.sleep(0.02)  # let the other runtime's worker threads park
             for _ in range(calls):
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 fns[key]()
-                times[key].append(time.perf_counter() - t0)
+                times[key].append((time.perf_counter() - t0, time.process_time() - c0))
     return times
 
 
@@ -189,15 +192,17 @@ def report(results: dict[str, Any]) -> str:
              f"{results['host']}; {THREADS} threads on both sides; {results['rounds']} "
              f"interleaved rounds x {results['calls']} calls.", "",
              f"Reproduce: `{results['command']}`", "",
-             "| case | impl | median ms | p25-p75 ms | rlx / impl | max rel err vs torch |",
-             "|---|---|---|---|---|---|"]
+             "| case | impl | median ms | p25-p75 ms | rlx / impl | CPU ms | rlx / impl (CPU) "
+             "| max rel err vs torch |",
+             "|---|---|---|---|---|---|---|---|"]
     for case, row in results["cases"].items():
-        rlx_ms = row["impls"]["rlx"]["median_ms"]
+        mine = row["impls"]["rlx"]
         for impl, t in row["impls"].items():
-            ratio = "" if impl == "rlx" else f"{rlx_ms / t['median_ms']:.2f}"
+            ratio = "" if impl == "rlx" else f"{mine['median_ms'] / t['median_ms']:.2f}"
+            cpu = "" if impl == "rlx" else f"{mine['cpu_ms'] / t['cpu_ms']:.2f}"
             err = f"{row['max_rel_err']:.1e}" if impl == "rlx" else ""
             lines.append(f"| {case} | {impl} | {t['median_ms']:.2f} | {t['p25_ms']:.2f}-"
-                         f"{t['p75_ms']:.2f} | {ratio} | {err} |")
+                         f"{t['p75_ms']:.2f} | {ratio} | {t['cpu_ms']:.2f} | {cpu} | {err} |")
     lines += ["", "| case | static S | vmfb bytes | compile s |", "|---|---|---|---|"]
     lines += [f"| {r['case']} | {r['seq']} | {r['vmfb_bytes']} | {r['compile_s']:.2f} |"
               for r in results["compile"]]
@@ -238,9 +243,11 @@ def main() -> None:
         for (c, impl), ts in times.items():
             if c != case:
                 continue
-            q = statistics.quantiles(ts, n=4)
-            impls[impl] = {"median_ms": statistics.median(ts) * 1e3, "p25_ms": q[0] * 1e3,
-                           "p75_ms": q[2] * 1e3}
+            wall = [w for w, _ in ts]
+            q = statistics.quantiles(wall, n=4)
+            impls[impl] = {"median_ms": statistics.median(wall) * 1e3, "p25_ms": q[0] * 1e3,
+                           "p75_ms": q[2] * 1e3,
+                           "cpu_ms": statistics.median(c for _, c in ts) * 1e3}
         results["cases"][case] = {"impls": impls, "max_rel_err": errors[case]}
     md = report(results)
     print(md)
