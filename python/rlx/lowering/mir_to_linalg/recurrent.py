@@ -2,14 +2,15 @@
 
 Every scan is an ``scf.for`` over the sequence (``tensor.dim`` when S is dynamic) whose
 ``iter_args`` are the carried state and the output being filled with
-``tensor.insert_slice``; the per-step work is linalg on ``[B, ...]`` tensors. The IR does
-not grow with the sequence length. Work that does not depend on the previous step is
+``tensor.insert_slice`` (both pinned to the device so that IREE updates them in place,
+see ``emit.for_loop``); the per-step work is linalg on ``[B, ...]`` tensors, and the IR
+does not grow with the sequence length. Work that does not depend on the previous step is
 hoisted before the loop: LSTM / GRU project every step's input with one matmul
-(``x W_ihᵀ``) per layer and direction, so the loop only does ``h W_hhᵀ`` and one generic
-for the gates (biases included);
-GDN computes ``exp(g)`` and ``k·q`` once. Layers and directions are Python loops
-(static counts); the reverse direction walks ``t = S-1 .. 0`` and writes at ``t``.
-Everything runs in f32 (16-bit operands are widened once, results rounded once).
+(``x W_ihᵀ``) per layer and direction, so the loop only does ``h W_hhᵀ`` and one generic for
+the gates (biases included); GDN computes ``exp(g)`` and ``k·q`` once. Layers and
+directions are Python loops (static counts); the reverse direction walks
+``t = S-1 .. 0`` and writes at ``t``. Everything runs in f32 (16-bit operands are widened
+once, results rounded once).
 """
 
 from __future__ import annotations
