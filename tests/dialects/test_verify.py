@@ -240,3 +240,104 @@ def test_builder_value_errors() -> None:
         h.mir("softmax", [g], axiz=0)
     with pytest.raises(rlx.BuildError, match="fusion policy"):
         h.fusion_policy = "greedy"
+
+
+# -- scans, convolution and window helpers (issue 4) -----------------------------------
+
+LSTM_ATTRS = ('{{bidirectional = {bi}, carry = {carry}, hidden_size = 8 : i64, '
+              'num_layers = {layers} : i64}}')
+X3 = "tensor<1x3x4xf32>"
+GDN_IN = ["tensor<1x3x2x8xf32>"] * 3 + ["tensor<1x3x2xf32>"] * 2
+
+SCAN_CASES = {
+    "lstm_h0_batch": ("rlx_hir.lstm", [X3, "tensor<32x4xf32>", "tensor<32x8xf32>",
+                                       "tensor<32xf32>", "tensor<1x2x8xf32>",
+                                       "tensor<1x1x8xf32>"],
+                      LSTM_ATTRS.format(bi="false", carry="true", layers=1),
+                      ["tensor<1x3x8xf32>", "tensor<1x1x8xf32>", "tensor<1x1x8xf32>"],
+                      "operand 'h0': expected shape [1, 1, 8] ([num_layers * directions, B, "
+                      "hidden]), found [1, 2, 8]"),
+    "lstm_bidirectional_h0_rows": ("rlx_hir.lstm", [X3, "tensor<64x4xf32>", "tensor<64x8xf32>",
+                                                    "tensor<64xf32>", "tensor<1x1x8xf32>",
+                                                    "tensor<1x1x8xf32>"],
+                                   LSTM_ATTRS.format(bi="true", carry="true", layers=1),
+                                   ["tensor<1x3x16xf32>", "tensor<2x1x8xf32>",
+                                    "tensor<2x1x8xf32>"],
+                                   "operand 'h0': expected shape [2, 1, 8]"),
+    "gru_hidden_vs_w_hh": ("rlx_hir.gru", [X3, "tensor<24x4xf32>", "tensor<24x6xf32>",
+                                           "tensor<24xf32>", "tensor<24xf32>"],
+                           LSTM_ATTRS.format(bi="false", carry="false", layers=1),
+                           ["tensor<1x3x8xf32>"],
+                           "operand 'w_hh' dim 1: expected 8 (the width of each "
+                           "[3*hidden, hidden] block), found 6"),
+    "gru_hidden_vs_b_hh": ("rlx_hir.gru", [X3, "tensor<24x4xf32>", "tensor<24x8xf32>",
+                                           "tensor<24xf32>", "tensor<32xf32>"],
+                           LSTM_ATTRS.format(bi="false", carry="false", layers=1),
+                           ["tensor<1x3x8xf32>"],
+                           "operand 'b_hh': expected 24 elements (1 [3*hidden] blocks"),
+    "lstm_two_layers_rank2_w_ih": ("rlx_hir.lstm", [X3, "tensor<64x4xf32>", "tensor<64x8xf32>",
+                                                    "tensor<64xf32>"],
+                                   LSTM_ATTRS.format(bi="false", carry="false", layers=2),
+                                   ["tensor<1x3x8xf32>"],
+                                   "operand 'w_ih': expected rank 1 (flat: [4*hidden, input] "
+                                   "blocks differ in width [4, 8])"),
+    "gdn_state_batch": ("rlx_hir.gated_delta_net", [*GDN_IN, "tensor<2x2x8x8xf32>"],
+                        "{carry_state = true, state_size = 8 : i64}",
+                        ["tensor<1x3x2x8xf32>", "tensor<1x2x8x8xf32>"],
+                        "operand 'state': expected shape [1, 2, 8, 8] ([B, H, state_size, "
+                        "state_size]), found [2, 2, 8, 8]"),
+    "gdn_value_dim": ("rlx_hir.gated_delta_net", [*GDN_IN[:2], "tensor<1x3x2x4xf32>",
+                                                  *GDN_IN[3:]],
+                      "{carry_state = false, state_size = 8 : i64}", ["tensor<1x3x2x8xf32>"],
+                      "operand 'v': expected shape [1, 3, 2, 8] (the shape of 'q')"),
+    "gdn_state_size_vs_head_dim": ("rlx_hir.gated_delta_net", GDN_IN,
+                                   "{carry_state = false, state_size = 4 : i64}",
+                                   ["tensor<1x3x2x8xf32>"],
+                                   "operand 'q' dim 3: expected 4 (state_size), found 8"),
+    "conv_pad_batch": ("rlx_hir.depthwise_conv1d_causal",
+                       ["tensor<2x8x16xf32>", "tensor<16x1x1x3xf32>", "tensor<1x2x16xf32>"],
+                       "{kernel_size = 3 : i64}", ["tensor<2x8x16xf32>"],
+                       "operand 'left_pad': expected shape [2, 2, 16] ([B, kernel_size - 1, C]"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SCAN_CASES))
+def test_scan_and_conv_errors_are_one_clear_error(case: str) -> None:
+    op, operands, attrs, results, fragment = SCAN_CASES[case]
+    with pytest.raises(VerifyError) as info:
+        rlx.HirModule.parse(one_op(op, operands, attrs, results), "t.hir")
+    message = str(info.value)
+    assert fragment in message
+    assert message.startswith("t.hir:3:"), message
+    assert "\n" not in message
+
+
+def test_builders_refuse_bad_scan_operands() -> None:
+    h = rlx.HirModule("m")
+    x = h.input("x", (2, None, 4))
+    w_ih, w_hh, b = h.param("w_ih", (32, 4)), h.param("w_hh", (32, 8)), h.param("b", (32,))
+    n = len(h)
+    with pytest.raises(VerifyError, match=r"'rlx_hir.lstm' \"lstm\": operand 'c0': expected "
+                                          r"shape \[1, 2, 8\]"):
+        h.lstm_carry(x, w_ih, w_hh, b, h.input("h0", (1, 2, 8)), h.input("c0", (1, 1, 8)), 8)
+    with pytest.raises(VerifyError, match=r"operand 'w_hh' dim 1: expected 6"):
+        h.gru(x, h.param("g_ih", (18, 4)), w_hh, h.param("b1", (18,)), h.param("b2", (18,)), 6)
+    pad = h.input("pad", (2, 3, 4))
+    with pytest.raises(VerifyError, match=r"operand 'left_pad': expected shape \[2, 1, 4\]"):
+        h.depthwise_conv1d_causal(h.input("xs", (2, 5, 4)), h.param("cw", (4, 1, 1, 2)), pad,
+                                  kernel_size=2)
+    assert len(h) == n + 8, "only the 5 inputs and 3 params were added, no scan or conv op"
+
+
+def test_window_helpers_refuse_bad_shapes() -> None:
+    h = rlx.HirModule("m")
+    x = h.input("x", (1, 16, 8))
+    with pytest.raises(rlx.BuildError, match=r"window_token_gather_bsn: merge_sq: expected a "
+                                             r"positive divisor of n_pos = 16, found 3"):
+        h.window_token_gather_bsn(x, h.input("i3", (5,)), 1, 16, 8, 3)
+    with pytest.raises(rlx.BuildError, match=r"window_token_gather_bsn: inv_window_idx: "
+                                             r"expected shape \[4\] \(one index per row"):
+        h.window_token_gather_bsn(x, h.input("i5", (5,)), 1, 16, 8, 4)
+    with pytest.raises(rlx.BuildError, match=r"window_token_scatter_bsn: x: expected shape "
+                                             r"\[1, 12, 8\]"):
+        h.window_token_scatter_bsn(x, h.input("i12", (12,)), 1, 12, 8)

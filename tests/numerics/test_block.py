@@ -114,3 +114,35 @@ def test_block_mask_kinds_and_gptj(mask_kind: str) -> None:
                                          rope_style="gptj",
                                          window=2 if mask_kind == "sliding_window" else None)])
     check_module(h, "llvm-cpu", dyn=6, inputs=inputs)
+
+
+def mtp_module(batch: int) -> rlx.HirModule:
+    """Qwen3.5 MTP head: E 32, 4 query heads over 2 KV heads of 8 (partial RoPE over 4
+    lanes), FFN 48, vocabulary 50, MTP vocabulary 40; dynamic sequence length."""
+    from rlx.dialects.hir.block import MTP_OPERANDS
+
+    e, nh, nkv, hd, f, vocab = 32, 4, 2, 8, 48, 50
+    shapes = {"h_pre_norm": (batch, None, e), "input_ids": (batch, None), "cos": (None, 4),
+              "sin": (None, 4), "last_token_idx": (batch,), "embed_w": (vocab, e),
+              "eh_w": (2 * e, e), "q_gate_w": (e, nh * 2 * hd), "k_w": (e, nkv * hd),
+              "v_w": (e, nkv * hd), "q_norm_w": (hd,), "q_norm_b": (hd,), "k_norm_w": (hd,),
+              "k_norm_b": (hd,), "o_w": (nh * hd, e), "gate_w": (e, f), "up_w": (e, f),
+              "down_w": (f, e), "lm_head_w": (e, 40)}
+    inputs = ("h_pre_norm", "input_ids", "cos", "sin", "last_token_idx")
+    h = rlx.HirModule("mtp")
+    ops = [h.input(n, shapes.get(n, (e,))) if n in inputs else h.param(n, shapes.get(n, (e,)))
+           for n in MTP_OPERANDS]
+    h.set_outputs([h.qwen35_mtp_head(*ops, num_heads=nh, num_kv_heads=nkv, head_dim=hd, n_rot=4,
+                                     n_embd=e, n_ff=f, mtp_vocab=40, eps=1e-6)])
+    return h
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_qwen35_mtp_head_matches_spec_composition(target: str) -> None:
+    """Against the numpy composition of spec 2.16 (``rlx.reference.recurrent``), two batch
+    rows reading different positions (the per-batch row pick, right for B > 1)."""
+    rng = np.random.default_rng(5)
+    seq = 6
+    inputs = {"input_ids": rng.integers(0, 50, (2, seq)).astype(np.float32),
+              "last_token_idx": np.array([seq - 1, 2], np.float32)}
+    check_module(mtp_module(2), target, dyn=seq, inputs=inputs)

@@ -1,13 +1,20 @@
-"""Numerics of the convolution-family MIR ops: conv (padding, stride, dilation, groups) and
-pool (max / average over 1-3 spatial dims; ceil mode, dilation, asymmetric padding, with
-and without the padding counted)."""
+"""Numerics of the convolution family: the MIR ops conv (padding, stride, dilation, groups)
+and pool (max / average over 1-3 spatial dims; ceil mode, dilation, asymmetric padding, with
+and without the padding counted) against the numpy reference, and the HIR block
+``depthwise_conv1d_causal`` on IREE against ``torch.nn.functional.conv1d`` (groups = C, the
+history ``left_pad`` prepended on the time axis), streamed in chunks too: a chunk whose
+``left_pad`` holds the previous chunk's last K-1 frames continues the long convolution."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
-from harness import TARGETS, check_module
+import torch
+import torch.nn.functional as F
+from harness import DEVICE, TARGETS, check_module, require
 
 import rlx
+from rlx.reference.tolerance import assert_close
 
 
 def convs_and_pools(dtype: str) -> rlx.HirModule:
@@ -48,3 +55,51 @@ def test_integer_max_pool(target: str) -> None:
     h.set_outputs([h.mir("pool", [x], kind="max", kernel_size=[3], stride=[2], dilation=[1],
                          padding=[1, 1], ceil_mode=True)])
     check_module(h, target)
+
+
+B, S, C, K = 2, 12, 16, 4
+CHUNKS = ((0, 5), (5, 12))
+
+
+def conv_module() -> rlx.HirModule:
+    """One convolution over the whole sequence and one per chunk, sharing the weight."""
+    h = rlx.HirModule("dwconv")
+    w = h.param("w", (C, 1, 1, K))
+    outs = []
+    for name, seq in [("full", S), *[(f"chunk{i}", hi - lo) for i, (lo, hi) in
+                                     enumerate(CHUNKS)]]:
+        x = h.input(f"x_{name}", (B, seq, C))
+        pad = h.input(f"pad_{name}", (B, K - 1, C))
+        outs.append(h.depthwise_conv1d_causal(x, w, pad, kernel_size=K))
+    h.set_outputs(outs)
+    return h
+
+
+def torch_conv(x: np.ndarray, w: np.ndarray, pad: np.ndarray) -> np.ndarray:
+    """``conv1d`` over ``[B, C, K-1+S]`` (history first) with the ``[C, 1, K]`` kernel,
+    one group per channel: ``y[t]`` sees frames ``t-K+1 .. t``, ``w[:, K-1]`` the current
+    one."""
+    seq = torch.from_numpy(np.concatenate([pad, x], axis=1)).transpose(1, 2)
+    y = F.conv1d(seq, torch.from_numpy(w[:, :, 0, :]), groups=x.shape[2])
+    return y.transpose(1, 2).numpy()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_depthwise_conv1d_causal_matches_torch(target: str) -> None:
+    require(target)
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((C, 1, 1, K)).astype(np.float32)
+    x = rng.standard_normal((B, S, C)).astype(np.float32)
+    history = rng.standard_normal((B, K - 1, C)).astype(np.float32)
+    feeds = {"x_full": x, "pad_full": history}
+    zero = np.zeros((B, K - 1, C), np.float32)
+    for i, (lo, hi) in enumerate(CHUNKS):
+        feeds[f"x_chunk{i}"] = np.ascontiguousarray(x[:, lo:hi])
+        feeds[f"pad_chunk{i}"] = zero if lo == 0 else np.ascontiguousarray(x[:, lo - K + 1:lo])
+    prog = rlx.runtime.load(rlx.compile(conv_module(), target), DEVICE[target], {"w": w})
+    full, *chunks = prog.main(**feeds)
+    assert_close(full, torch_conv(x, w, history), "f32", "with history")
+    zero_padded = F.conv1d(F.pad(torch.from_numpy(x).transpose(1, 2), (K - 1, 0)),
+                           torch.from_numpy(w[:, :, 0, :]), groups=C).transpose(1, 2).numpy()
+    streamed = np.concatenate(chunks, axis=1)
+    assert_close(streamed, zero_padded, "f32", "streamed in chunks vs zero left padding")

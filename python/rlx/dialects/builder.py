@@ -587,6 +587,50 @@ class HirModule:
         self.fusion_policy = "direct"
         return self
 
+    # -- window helpers (RLX's ``hir::window``, spec 2.18) -------------------------------
+    def _window_rows(self, helper: str, x: HirValue, idx: HirValue, shape: tuple[int, int, int],
+                     group: int, idx_name: str) -> int:
+        """Rows of the ``[B * n / group, E * group]`` view of ``x [B, n, E]``; checks that
+        ``x`` has ``shape`` and ``idx`` one index per row."""
+        batch, n, embd = shape
+        if group <= 0 or n % group:
+            raise BuildError(f"{helper}: merge_sq: expected a positive divisor of n_pos = {n}, "
+                             f"found {group}")
+        if x.type.rank != 3 or not all(d is None or d == s for d, s in zip(x.shape, shape,
+                                                                         strict=True)):
+            raise BuildError(f"{helper}: x: expected shape [{batch}, {n}, {embd}] "
+                             f"([B, n_pos, E] as given), found {x.type}")
+        rows = batch * n // group
+        if idx.type.rank != 1 or idx.shape[0] not in (None, rows):
+            raise BuildError(f"{helper}: {idx_name}: expected shape [{rows}] (one index per "
+                             f"row of B * n / {group} = {rows}; batch rows are flattened "
+                             f"together, so B = 1 is the meaningful case), found {idx.type}")
+        return rows
+
+    def window_token_gather_bsn(self, x: HirValue, inv_window_idx: HirValue, batch: int,
+                                n_pos: int, embd: int, merge_sq: int) -> HirValue:
+        """Qwen2-VL window reorder (RLX's ``window_token_gather_bsn``): ``x [B, n_pos, E]``
+        viewed as rows of ``merge_sq`` consecutive tokens, ``[B*n_pos/merge_sq,
+        E*merge_sq]``; output row ``w`` is input row ``inv_window_idx[w]`` (f32-encoded or
+        integer indices); the result is ``[B, n_pos, E]`` again. Built from MIR
+        ``reshape`` + ``gather`` (axis 0)."""
+        rows = self._window_rows("window_token_gather_bsn", x, inv_window_idx,
+                                 (batch, n_pos, embd), merge_sq, "inv_window_idx")
+        flat = self.mir("reshape", [x], new_shape=[rows, embd * merge_sq])
+        picked = self.mir("gather", [flat, inv_window_idx], axis=0)
+        return self.mir("reshape", [picked], new_shape=[batch, n_pos, embd])
+
+    def window_token_scatter_bsn(self, x: HirValue, window_idx: HirValue, batch: int,
+                                 n_out: int, embd: int) -> HirValue:
+        """The way back after the patch merger (RLX's ``window_token_scatter_bsn``), also a
+        row gather: ``out[i] = x[window_idx[i]]`` over the ``[B*n_out, E]`` rows of
+        ``x [B, n_out, E]``; the result is ``[B, n_out, E]``."""
+        rows = self._window_rows("window_token_scatter_bsn", x, window_idx,
+                                 (batch, n_out, embd), 1, "window_idx")
+        flat = self.mir("reshape", [x], new_shape=[rows, embd])
+        picked = self.mir("gather", [flat, window_idx], axis=0)
+        return self.mir("reshape", [picked], new_shape=[batch, n_out, embd])
+
 
 class MirModule:
     """A module at the MIR stage (what ``HirModule.lower_to_mir`` returns)."""

@@ -1,0 +1,374 @@
+"""Scans on IREE against outside oracles: ``lstm`` / ``gru`` against PyTorch ``nn.LSTM`` /
+``nn.GRU`` with the same packed weights (1 and 2 layers, uni- and bidirectional, with and
+without initial state, final states too), ``gated_delta_net`` against the recurrent
+pure-torch rule of HF transformers' Qwen3-Next; chained decode steps equal one long scan;
+the vmfb does not grow with the sequence length; the sequence length is dynamic.
+
+One compiled module holds every variant of a family (one compile per target)."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+import torch
+from harness import DEVICE, TARGETS, require
+
+import rlx
+from rlx.ir.text import parse_module, walk_ops
+from rlx.lowering import LoweringOptions, lower_hir_to_mir, lower_mir_to_linalg
+from rlx.reference.tolerance import assert_close
+
+B, FEAT, HID = 2, 6, 5
+RNN_VARIANTS = [  # (num_layers, bidirectional, carry)
+    (1, False, False), (1, True, True), (2, False, True), (2, True, False), (2, True, True)]
+
+
+# --------------------------------------------------------------------------------------
+# LSTM / GRU against torch.nn
+# --------------------------------------------------------------------------------------
+
+
+def torch_rnn(kind: str, layers: int, bidirectional: bool, seed: int) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    cls = torch.nn.LSTM if kind == "lstm" else torch.nn.GRU
+    return cls(FEAT, HID, num_layers=layers, bidirectional=bidirectional,
+               batch_first=True).eval()
+
+
+def packed_weights(kind: str, mod: torch.nn.Module, prefix: str) -> dict[str, np.ndarray]:
+    """torch's ``weight_ih_l{k}{_reverse}`` ... packed layer-major, then direction: ``w_ih``
+    rank 2 when every block has the input width (one layer), else flat; ``w_hh`` rank 2;
+    LSTM ``bias = b_ih + b_hh`` (pre-summed, flat), GRU ``b_ih``, ``b_hh`` (``[L*D, 3H]``)."""
+    dirs = 2 if mod.bidirectional else 1
+    suffixes = [f"l{k}{'_reverse' if d else ''}" for k in range(mod.num_layers)
+                for d in range(dirs)]
+
+    def get(name: str) -> list[np.ndarray]:
+        return [getattr(mod, f"{name}_{s}").detach().numpy() for s in suffixes]
+
+    w_ih = get("weight_ih")
+    out = {f"{prefix}_w_ih": (np.concatenate(w_ih) if mod.num_layers == 1
+                              else np.concatenate([w.reshape(-1) for w in w_ih])),
+           f"{prefix}_w_hh": np.concatenate(get("weight_hh"))}
+    b_ih, b_hh = get("bias_ih"), get("bias_hh")
+    if kind == "lstm":
+        out[f"{prefix}_bias"] = np.concatenate([a + b for a, b in zip(b_ih, b_hh, strict=True)])
+    else:
+        out[f"{prefix}_b_ih"], out[f"{prefix}_b_hh"] = np.stack(b_ih), np.stack(b_hh)
+    return {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in out.items()}
+
+
+def rnn_module(kind: str) -> rlx.HirModule:
+    """Every variant of RNN_VARIANTS over one ``x [B, ?, FEAT]``; outputs in order
+    ``y`` (+ ``hn`` (+ ``cn``) with carry) per variant."""
+    h = rlx.HirModule(f"{kind}_variants")
+    x = h.input("x", (B, None, FEAT))
+    outs = []
+    gates = 4 if kind == "lstm" else 3
+    for i, (layers, bidi, carry) in enumerate(RNN_VARIANTS):
+        dirs = 2 if bidi else 1
+        n = layers * dirs
+        ih_numel = sum(gates * HID * (FEAT if k == 0 else dirs * HID)
+                       for k in range(layers) for _ in range(dirs))
+        w_ih = h.param(f"v{i}_w_ih", (n * gates * HID, FEAT) if layers == 1 else (ih_numel,))
+        w_hh = h.param(f"v{i}_w_hh", (n * gates * HID, HID))
+        kw = dict(hidden_size=HID, num_layers=layers, bidirectional=bidi)
+        if kind == "lstm":
+            bias = h.param(f"v{i}_bias", (n * gates * HID,))
+            if carry:
+                h0, c0 = h.input(f"v{i}_h0", (n, B, HID)), h.input(f"v{i}_c0", (n, B, HID))
+                outs += h.lstm_carry(x, w_ih, w_hh, bias, h0, c0, **kw)
+            else:
+                outs.append(h.lstm(x, w_ih, w_hh, bias, **kw))
+            continue
+        b_ih, b_hh = h.param(f"v{i}_b_ih", (n, gates * HID)), h.param(f"v{i}_b_hh",
+                                                                       (n, gates * HID))
+        if carry:
+            outs += h.gru_carry(x, w_ih, w_hh, b_ih, b_hh, h.input(f"v{i}_h0", (n, B, HID)),
+                                **kw)
+        else:
+            outs.append(h.gru(x, w_ih, w_hh, b_ih, b_hh, **kw))
+    h.set_outputs(outs)
+    return h
+
+
+class RnnCase:
+    """The torch modules of every variant and the compiled rlx module holding them all."""
+
+    def __init__(self, kind: str, target: str) -> None:
+        self.kind = kind
+        self.state_names = ["h0", "c0"] if kind == "lstm" else ["h0"]
+        self.mods = [torch_rnn(kind, layers, bidi, seed=10 + i)
+                     for i, (layers, bidi, _) in enumerate(RNN_VARIANTS)]
+        weights: dict[str, np.ndarray] = {}
+        for i, mod in enumerate(self.mods):
+            weights |= packed_weights(kind, mod, f"v{i}")
+        vmfb = rlx.compile(rnn_module(kind), target)
+        self.prog = rlx.runtime.load(vmfb, DEVICE[target], weights)
+
+    def states(self, rng: np.random.Generator, zero: bool = False) -> dict[str, np.ndarray]:
+        """Initial states of the carry variants, by input name (``v1_h0``, ...)."""
+        out = {}
+        for i, (layers, bidi, carry) in enumerate(RNN_VARIANTS):
+            if not carry:
+                continue
+            shape = (layers * (2 if bidi else 1), B, HID)
+            for n in self.state_names:
+                out[f"v{i}_{n}"] = (np.zeros(shape, np.float32) if zero else
+                                    rng.standard_normal(shape).astype(np.float32))
+        return out
+
+    def run(self, x: np.ndarray, states: dict[str, np.ndarray]
+            ) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
+        """``y`` per variant, and the final states named as the inputs they feed."""
+        flat = list(self.prog.main(x=x, **states))
+        ys, finals = [], {}
+        for i, (_, _, carry) in enumerate(RNN_VARIANTS):
+            ys.append(flat.pop(0))
+            for n in self.state_names if carry else []:
+                finals[f"v{i}_{n}"] = flat.pop(0)
+        return ys, finals
+
+    def torch(self, x: np.ndarray, states: dict[str, np.ndarray]
+              ) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
+        """The same through torch.nn."""
+        xt = torch.from_numpy(x)
+        ys, finals = [], {}
+        with torch.no_grad():
+            for i, (mod, (_, _, carry)) in enumerate(zip(self.mods, RNN_VARIANTS, strict=True)):
+                if not carry:
+                    ys.append(mod(xt)[0].numpy())
+                    continue
+                init = [torch.from_numpy(states[f"v{i}_{n}"]) for n in self.state_names]
+                y, fin = mod(xt, tuple(init) if self.kind == "lstm" else init[0])
+                fin = fin if self.kind == "lstm" else (fin,)
+                ys.append(y.numpy())
+                finals |= {f"v{i}_{n}": f.numpy()
+                           for n, f in zip(self.state_names, fin, strict=True)}
+        return ys, finals
+
+
+@functools.cache
+def rnn_case(kind: str, target: str) -> RnnCase:
+    return RnnCase(kind, target)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_rnn_matches_torch(kind: str, target: str) -> None:
+    """Every variant, y and the final states, at two sequence lengths of one module."""
+    require(target)
+    case = rnn_case(kind, target)
+    rng = np.random.default_rng(0)
+    for seq in (7, 1):
+        x = rng.standard_normal((B, seq, FEAT)).astype(np.float32)
+        states = case.states(rng)
+        ys, finals = case.run(x, states)
+        want_ys, want_finals = case.torch(x, states)
+        for i, (g, w) in enumerate(zip(ys, want_ys, strict=True)):
+            assert_close(g, w, "f32", f"{kind} {RNN_VARIANTS[i]} S={seq} y")
+        assert finals.keys() == want_finals.keys()
+        for n, g in finals.items():
+            assert_close(g, want_finals[n], "f32", f"{kind} S={seq} final {n}")
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_rnn_chained_steps_equal_one_scan(kind: str) -> None:
+    """Feeding the final states of one call into the next (prefill 4 steps, then 2, then
+    one decode step) gives the outputs and final states of one call over all 7 steps
+    (unidirectional variants; a backward direction does not chain over chunks)."""
+    case = rnn_case(kind, "llvm-cpu")
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((B, 7, FEAT)).astype(np.float32)
+    states = case.states(rng)
+    whole_ys, whole_finals = case.run(x, states)
+    pieces: list[list[np.ndarray]] = [[] for _ in RNN_VARIANTS]
+    for lo, hi in ((0, 4), (4, 6), (6, 7)):
+        ys, states = case.run(np.ascontiguousarray(x[:, lo:hi]), states)
+        for i, y in enumerate(ys):
+            pieces[i].append(y)
+    chained = [i for i, (_, bidi, carry) in enumerate(RNN_VARIANTS) if carry and not bidi]
+    assert chained
+    for i in chained:
+        assert_close(np.concatenate(pieces[i], axis=1), whole_ys[i], "f32", f"{kind} v{i} y")
+        for n in case.state_names:
+            assert_close(states[f"v{i}_{n}"], whole_finals[f"v{i}_{n}"], "f32",
+                         f"{kind} v{i} final {n}")
+
+
+# --------------------------------------------------------------------------------------
+# Gated DeltaNet against HF transformers' Qwen3-Next recurrent rule
+# --------------------------------------------------------------------------------------
+
+GB, GH, GN = 2, 3, 8  # batch, heads, state size
+
+
+def gdn_module() -> rlx.HirModule:
+    """Both variants over the same dynamic-length inputs: ``y`` (zero state), then
+    ``y, final_state`` from ``state``."""
+    h = rlx.HirModule("gdn_variants")
+    q, k, v = (h.input(n, (GB, None, GH, GN)) for n in "qkv")
+    g, beta = h.input("g", (GB, None, GH)), h.input("beta", (GB, None, GH))
+    state = h.input("state", (GB, GH, GN, GN))
+    y0 = h.gated_delta_net(q, k, v, g, beta, GN)
+    y1, final = h.gated_delta_net_carry(q, k, v, g, beta, state, GN)
+    h.set_outputs([y0, y1, final])
+    return h
+
+
+def gdn_inputs(rng: np.random.Generator, seq: int) -> dict[str, np.ndarray]:
+    """q, k L2-normalized per head (the op's contract), ``g = -softplus(·)`` log decays,
+    ``beta = sigmoid(·)``, a random initial state."""
+    def unit(shape: tuple[int, ...]) -> np.ndarray:
+        x = rng.standard_normal(shape)
+        return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+    shape = (GB, seq, GH, GN)
+    a = rng.standard_normal((GB, seq, GH))
+    out = {"q": unit(shape), "k": unit(shape), "v": rng.standard_normal(shape),
+           "g": -np.log1p(np.exp(a)), "beta": 1 / (1 + np.exp(-rng.standard_normal(a.shape))),
+           "state": rng.standard_normal((GB, GH, GN, GN)) * 0.5}
+    return {n: x.astype(np.float32) for n, x in out.items()}
+
+
+def hf_gdn(x: dict[str, np.ndarray], carry: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``torch_recurrent_gated_delta_rule`` of transformers' Qwen3-Next (the pure-torch
+    reference HF falls back to without fla). Its layout is the op's: q/k/v
+    ``[B, S, H, n]``, g/beta ``[B, S, H]``, state ``[B, H, n_k, n_v]``. q and k are passed
+    already normalized with ``use_qk_l2norm_in_kernel=False``; it scales q by
+    ``1/sqrt(n)`` itself, as the op does, so nothing is transformed."""
+    from transformers.models.qwen3_next.modeling_qwen3_next import (
+        torch_recurrent_gated_delta_rule,
+    )
+
+    t = {n: torch.from_numpy(a) for n, a in x.items()}
+    y, final = torch_recurrent_gated_delta_rule(
+        t["q"], t["k"], t["v"], t["g"], t["beta"],
+        initial_state=t["state"] if carry else None, output_final_state=True,
+        use_qk_l2norm_in_kernel=False)
+    return y.numpy(), final.numpy()
+
+
+@functools.cache
+def gdn_program(target: str) -> rlx.runtime.Program:
+    return rlx.runtime.load(rlx.compile(gdn_module(), target), DEVICE[target])
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_gated_delta_net_matches_qwen3_next(target: str) -> None:
+    require(target)
+    prog = gdn_program(target)
+    rng = np.random.default_rng(2)
+    for seq in (9, 1):
+        x = gdn_inputs(rng, seq)
+        y0, y1, final = prog.main(**x)
+        want0, _ = hf_gdn(x, carry=False)
+        want1, want_final = hf_gdn(x, carry=True)
+        assert_close(y0, want0, "f32", f"gdn S={seq} y (zero state)")
+        assert_close(y1, want1, "f32", f"gdn S={seq} y (carried state)")
+        assert_close(final, want_final, "f32", f"gdn S={seq} final_state")
+
+
+def test_gated_delta_net_decode_steps_chain() -> None:
+    """Prefill 3 steps, then 3 single-token decode steps, each fed the previous final
+    state: the same outputs and final state as one call over the 6 steps."""
+    prog = gdn_program("llvm-cpu")
+    x = gdn_inputs(np.random.default_rng(3), 6)
+    _, y_whole, final_whole = prog.main(**x)
+    state = x["state"]
+    ys = []
+    for lo, hi in ((0, 3), (3, 4), (4, 5), (5, 6)):
+        part = {n: np.ascontiguousarray(a[:, lo:hi]) for n, a in x.items() if n != "state"}
+        _, y, state = prog.main(**part, state=state)
+        ys.append(y)
+    assert_close(np.concatenate(ys, axis=1), y_whole, "f32", "chained y")
+    assert_close(state, final_whole, "f32", "chained final_state")
+
+
+# --------------------------------------------------------------------------------------
+# Loops stay loops
+# --------------------------------------------------------------------------------------
+
+
+def scans_module(seq: int) -> rlx.HirModule:
+    """A GDN, a 2-layer bidirectional LSTM and a GRU over a static sequence length."""
+    h = rlx.HirModule(f"scans_{seq}")
+    q = h.input("q", (1, seq, 4, 16))
+    g = h.input("g", (1, seq, 4))
+    x = h.input("x", (2, seq, 8))
+    y_gdn = h.gated_delta_net(q, q, q, g, g, 16)
+    wih = h.param("wih", (4 * 16 * 8 * 2 + 4 * 16 * 32 * 2,))
+    y_lstm = h.lstm(x, wih, h.param("whh", (2 * 2 * 64, 16)), h.param("b", (256,)), 16, 2, True)
+    y_gru = h.gru(x, h.param("gih", (48, 8)), h.param("ghh", (48, 16)), h.param("bih", (48,)),
+                  h.param("bhh", (48,)), 16)
+    h.set_outputs([y_gdn, y_lstm, y_gru])
+    return h
+
+
+def linalg_ops(h: rlx.HirModule) -> list[str]:
+    module = parse_module(str(h), f"{h.name}.hir")
+    lower_hir_to_mir(module, LoweringOptions())
+    lower_mir_to_linalg(module, LoweringOptions())
+    return [op.name for op in walk_ops(module.operation)]
+
+
+def test_scans_are_loops_whatever_the_sequence_length() -> None:
+    """The lowered IR of S = 16 and S = 256 has the same ops (one scf.for per scan, layer
+    and direction: 1 + 4 + 1), and the llvm-cpu vmfbs are the same size within 10% (an
+    unrolled scan would grow 16x)."""
+    short, long = linalg_ops(scans_module(16)), linalg_ops(scans_module(256))
+    assert short == long
+    assert short.count("scf.for") == 6
+    sizes = [len(rlx.compile(scans_module(s), "llvm-cpu")) for s in (16, 256)]
+    assert abs(sizes[1] - sizes[0]) <= 0.1 * sizes[0], sizes
+
+
+def test_sequence_lengths_that_disagree_fail_at_run_time() -> None:
+    """Dynamic sizes the schema cannot compare are checked when the scan runs (a
+    ``cf.assert`` per pair): a ``g`` shorter than ``k`` is a RunError naming the op, its
+    position and the operand, not an out-of-bounds read. IREE strips assertions at -O1 and
+    above unless told otherwise, so this module keeps them."""
+    x = gdn_inputs(np.random.default_rng(4), 4)
+    x["g"] = np.ascontiguousarray(x["g"][:, :3])
+    vmfb = rlx.compile(gdn_module(), "llvm-cpu",
+                       extra_flags=["--iree-opt-strip-assertions=false"])
+    prog = rlx.runtime.load(vmfb, DEVICE["llvm-cpu"])
+    with pytest.raises(rlx.RunError, match=r"gdn_variants.hir:\d+:\d+ \"gated_delta_net\": "
+                                           r"error: 'rlx_mir.gated_delta_net': operand 'g' "
+                                           r"dim 1: expected the size of 'k' dim 1"):
+        prog.main(**x)
+
+
+def test_state_of_the_wrong_shape_is_refused_before_the_call() -> None:
+    x = gdn_inputs(np.random.default_rng(4), 4)
+    x["state"] = np.ascontiguousarray(x["state"][..., :4])
+    with pytest.raises(rlx.RunError, match=r"input 'state': expected float32 \[2, 3, 8, 8\], "
+                                           r"found float32 \[2, 3, 8, 4\]"):
+        gdn_program("llvm-cpu").main(**x)
+
+
+def test_f16_scans_against_the_spec_reference() -> None:
+    """16-bit operands: the scans run in f32 inside and round their results once, against
+    the float64 numpy reference of spec 2.12-2.14 (rlx.reference.recurrent)."""
+    from harness import check_module
+
+    h = rlx.HirModule("scans_f16")
+    q = h.input("q", (1, None, 2, 8), "f16")
+    g = h.input("g", (1, None, 2), "f16")
+    s0 = h.input("s0", (1, 2, 8, 8), "f16")
+    x = h.input("x", (2, None, 4), "f16")
+    y_gdn, fin = h.gated_delta_net_carry(q, q, q, g, g, s0, 8)
+    y_lstm, hn, cn = h.lstm_carry(x, h.param("wih", (32, 4), "f16"), h.param("whh", (32, 8), "f16"),
+                                  h.param("b", (32,), "f16"), h.input("h0", (1, 2, 8), "f16"),
+                                  h.input("c0", (1, 2, 8), "f16"), 8)
+    y_gru = h.gru(x, h.param("gih", (24, 4), "f16"), h.param("ghh", (24, 8), "f16"),
+                  h.param("gbi", (24,), "f16"), h.param("gbh", (24,), "f16"), 8)
+    h.set_outputs([y_gdn, fin, y_lstm, hn, cn, y_gru])
+    rng = np.random.default_rng(6)
+    unit = rng.standard_normal((1, 5, 2, 8))
+    unit /= np.linalg.norm(unit, axis=-1, keepdims=True)
+    check_module(h, "llvm-cpu", dyn=5, inputs={
+        "q": unit.astype(np.float16), "g": -np.abs(rng.standard_normal((1, 5, 2))).astype(
+            np.float16)})
