@@ -21,7 +21,6 @@ NOT_YET_LOWERED: dict[str, str] = {
     "gated_delta_net": "scan lowering (scf.for over the sequence) comes with issue 4",
     "lstm": "scan lowering comes with issue 4",
     "gru": "scan lowering comes with issue 4",
-    "dequant_matmul": "GGUF / int8 / nvfp4 dequantization comes with issue 5",
 }
 """MIR ops without a mir-to-linalg rule yet, and why (a test keeps this list exact)."""
 
@@ -64,10 +63,12 @@ from rlx.lowering.mir_to_linalg import (  # noqa: E402  (families register into 
     fused,
     leaf,
     norm,
+    quant,
     reduction,
     shape,
 )
 
-FAMILIES = (attention, contraction, conv, elementwise, fused, leaf, norm, reduction, shape)
+FAMILIES = (attention, contraction, conv, elementwise, fused, leaf, norm, quant, reduction,
+            shape)
 
 __all__ = ["FAMILIES", "MIR_TO_LINALG", "NOT_YET_LOWERED", "declare_params", "param_symbol"]
