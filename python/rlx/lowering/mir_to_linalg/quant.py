@@ -27,6 +27,7 @@ weights are bit-exact on every target. Legacy schemes (``[K, N]``) take step 2 a
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -41,6 +42,10 @@ from rlx.lowering.registry import LoweringContext
 
 Expr = ir.AffineExpr
 Scalars = dict[str, ir.Value]
+RAW16_GROUP = 32
+"""F16 / BF16 weights are contracted as ``[N, K / 32, 32]`` like the block formats: as a
+plain ``[N, K]`` matvec, llvm-cpu materializes a ``16 x K`` f32 tile of the dequantized
+weight on the stack (over its 32 KiB limit for K = 4096)."""
 
 
 # --------------------------------------------------------------------------------------
@@ -457,8 +462,11 @@ def gguf_weight(w: ir.Value, scheme: str) -> ir.Value:
     assert row is not None
     if layout.raw16:
         k = row // 2
-        halves = bitcast(w, [n, k], _int(16))
-        return dequantize({"q": halves}, [n, k], layout.weight, {"q": emit.identity(2)})
+        group = math.gcd(k, RAW16_GROUP)
+        space = [n, k // group, group]
+        element = ir.F16Type.get() if scheme == "gguf_f16" else ir.BF16Type.get()
+        halves = bitcast(w, space, element)
+        return dequantize({"q": halves}, space, lambda s: f32_of(s["q"]), {"q": emit.identity(3)})
     g = row // info.block_bytes
     raw3 = emit.expand(w, [[0], [1, 2]], [n, g, info.block_bytes])
     space = [n, g, *layout.group]
