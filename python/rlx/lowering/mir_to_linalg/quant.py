@@ -92,17 +92,22 @@ def _i32(v: int) -> ir.Value:
     return arith.constant(_int(32), v)
 
 
-def _index(e: Expr, rank: int) -> ir.Value:
-    """``e`` over the loop indices of the enclosing generic, as an ``index``."""
-    return affine.apply(ir.AffineMap.get(rank, 0, [e]),
-                        [emit.loop_index(i) for i in range(rank)])
+Loops = list[ir.Value]
+"""The ``linalg.index`` values of the enclosing generic's loops."""
 
 
-def _apply(e: Expr, rank: int) -> ir.Value:
-    """``e`` over the loop indices of the enclosing generic, as an ``i8``."""
+def _index(e: Expr, loops: Loops) -> ir.Value:
+    """``e`` over the loop indices, as an ``index``."""
+    if isinstance(e, ir.AffineConstantExpr):
+        return emit.index(ir.AffineConstantExpr(e).value)
+    return affine.apply(ir.AffineMap.get(len(loops), 0, [e]), loops)
+
+
+def _apply(e: Expr, loops: Loops) -> ir.Value:
+    """``e`` over the loop indices, as an ``i8``."""
     if isinstance(e, ir.AffineConstantExpr):
         return _i8(ir.AffineConstantExpr(e).value)
-    return arith.index_cast(_int(8), _index(e, rank))
+    return arith.index_cast(_int(8), _index(e, loops))
 
 
 def _bits(v: ir.Value, shift: ir.Value, mask: int) -> ir.Value:
@@ -141,7 +146,7 @@ def _no_shift(_: Exprs) -> Expr:
     return _c(0)
 
 
-FieldBody = Callable[[list[ir.Value], Callable[[Expr], ir.Value]], ir.Value]
+FieldBody = Callable[[list[ir.Value], Exprs, Callable[[Expr], ir.Value]], ir.Value]
 
 
 @dataclass(frozen=True)
@@ -179,8 +184,9 @@ class GgufLayout:
     fields: dict[str, Field]
     weight: Callable[[Scalars], ir.Value]
     """The dequant body: the plane values (unsigned ints) and fields by name -> f32."""
-    signed: tuple[str, ...] = field(default=())
-    """Planes whose bytes are signed values (Q8_0, Q8_K)."""
+    tables: dict[str, tuple[tuple[int, ...], Callable[[Exprs], Expr]]] = field(
+        default_factory=dict)
+    """Constant i8 tables over some group dims (name -> (dims, value of the indices))."""
 
 
 def _bytes_to(width: int, parts: list[ir.Value]) -> ir.Value:
@@ -194,17 +200,18 @@ def _bytes_to(width: int, parts: list[ir.Value]) -> ir.Value:
 
 def f16_at(offset: int) -> Field:
     return Field("f16", lambda _: [_c(offset), _c(offset + 1)],
-                 lambda b, _: arith.bitcast(ir.F16Type.get(), _bytes_to(16, b)))
+                 lambda b, _i, _e: arith.bitcast(ir.F16Type.get(), _bytes_to(16, b)))
 
 
 def f32_at(offset: int) -> Field:
     return Field("f32", lambda _: [_c(offset + i) for i in range(4)],
-                 lambda b, _: arith.bitcast(emit.f32(), _bytes_to(32, b)))
+                 lambda b, _i, _e: arith.bitcast(emit.f32(), _bytes_to(32, b)))
 
 
 def bytes_at(offset: int, dims: tuple[int, ...], sizes: Sequence[int]) -> Field:
     """Raw bytes ``[offset, ...)`` of the block, row-major over the group loops ``dims``."""
-    return Field("i8", lambda i: [_c(offset) + row_major(i, sizes)], lambda b, _: b[0], dims)
+    return Field("i8", lambda i: [_c(offset) + row_major(i, sizes)], lambda b, _i, _e: b[0],
+                 dims)
 
 
 def _k_scale(is_min: bool) -> Field:
@@ -217,34 +224,40 @@ def _k_scale(is_min: bool) -> Field:
         r = mod(i[0] * 2 + i[1], 4)
         return [_c(4) + r, _c(8) + r, _c(12) + r]
 
-    def body(b: list[ir.Value], index: Callable[[Expr], ir.Value]) -> ir.Value:
+    def body(b: list[ir.Value], i: Exprs, index: Callable[[Expr], ir.Value]) -> ir.Value:
         a, m, c = b
         first = m if is_min else a
         low = _bits(first, _i8(0), 63)
         high = arith.ori(_bits(c, _i8(4 if is_min else 0), 15),
                          arith.shli(arith.shrui(first, _i8(6)), _i8(4)))
-        upper = index(div(emit.d(2), 2))          # p >= 2  <=>  s >= 4
+        upper = index(div(i[0], 2))               # p >= 2  <=>  s >= 4
         return arith.select(arith.cmpi(arith.CmpIPredicate.eq, upper, _i8(0)), low, high)
 
     return Field("i8", reads, body, dims=(0, 1))
 
 
-def _q3_scale() -> Field:
-    """Q3_K signed 6-bit scale ``j = 8c + 2s + l1`` (``scales[12]`` at byte 96) minus 32: low
+def _q3_scale(t: int) -> Field:
+    """Q3_K signed 6-bit scale ``j = 8c + 2s + t`` (``scales[12]`` at byte 96) minus 32: low
     4 bits from byte ``96 + j % 8`` (nibble ``j / 8``), high 2 bits from byte ``104 + j % 4``
     (bits ``2 * (j / 4)``)."""
 
-    def reads(i: Exprs) -> list[Expr]:
-        j = row_major(i, (2, 4, 2))
-        return [_c(96) + mod(j, 8), _c(104) + mod(j, 4)]
+    def index_of(i: Exprs) -> Expr:
+        return i[0] * 8 + i[1] * 2 + t
 
-    def body(b: list[ir.Value], index: Callable[[Expr], ir.Value]) -> ir.Value:
-        j = row_major([emit.d(2), emit.d(3), emit.d(4)], (2, 4, 2))
-        low = _bits(b[0], index(div(j, 8) * 4), 15)
-        high = _bits(b[1], index(div(j, 4) * 2), 3)
+    def reads(i: Exprs) -> list[Expr]:
+        return [_c(96) + mod(index_of(i), 8), _c(104) + mod(index_of(i), 4)]
+
+    def body(b: list[ir.Value], i: Exprs, index: Callable[[Expr], ir.Value]) -> ir.Value:
+        low = _bits(b[0], index(div(index_of(i), 8) * 4), 15)
+        high = _bits(b[1], index(div(index_of(i), 4) * 2), 3)
         return arith.subi(arith.ori(low, arith.shli(high, _i8(4))), _i8(32))
 
-    return Field("i8", reads, body, dims=(0, 1, 2))
+    return Field("i8", reads, body, dims=(0, 1))
+
+
+def _q2_scale(t: int) -> Field:
+    """Q2_K scale byte ``8c + 2s + t`` (low nibble: scale, high nibble: min)."""
+    return Field("i8", lambda i: [i[0] * 8 + i[1] * 2 + t], lambda b, _i, _e: b[0], dims=(0, 1))
 
 
 def _q5_high(offset: int) -> Field:
@@ -255,8 +268,8 @@ def _q5_high(offset: int) -> Field:
     def reads(i: Exprs) -> list[Expr]:
         return [_c(offset) + div(i[0], 8), _c(offset + 2) + div(i[0], 8)]
 
-    def body(b: list[ir.Value], index: Callable[[Expr], ir.Value]) -> ir.Value:
-        bit = index(mod(emit.d(2), 8))
+    def body(b: list[ir.Value], i: Exprs, index: Callable[[Expr], ir.Value]) -> ir.Value:
+        bit = index(mod(i[0], 8))
         return arith.ori(_bits(b[0], bit, 1), arith.shli(_bits(b[1], bit, 1), _i8(1)))
 
     return Field("i8", reads, body, dims=(1,))
@@ -295,9 +308,15 @@ def _w_scale_min(q: ir.Value, s: Scalars) -> ir.Value:
     return arith.subf(mulf(a, uf(q)), b)
 
 
+def _sixteen(s: Scalars) -> ir.Value:
+    """Q2_K / Q3_K: the scale of the 16 elements this one is in (``sc0`` for l < 16)."""
+    first = arith.cmpi(arith.CmpIPredicate.eq, s["half"], _i8(0))
+    return arith.select(first, s["sc0"], s["sc1"])
+
+
 def _w_q2_k(s: Scalars) -> ir.Value:
     """``(d * (sc & 15)) * q - dmin * (sc >> 4)``."""
-    sc = s["sc"]
+    sc = _sixteen(s)
     a = mulf(_f(s, "d"), uf(arith.andi(sc, _i8(15))))
     b = mulf(_f(s, "dmin"), uf(arith.shrui(sc, _i8(4))))
     return arith.subf(mulf(a, uf(s["q"])), b)
@@ -306,7 +325,7 @@ def _w_q2_k(s: Scalars) -> ir.Value:
 def _w_q3_k(s: Scalars) -> ir.Value:
     """``(d * sc) * (q - 4 * (1 - hbit))``, ``sc`` signed."""
     q = arith.addi(arith.subi(u32(s["q"]), _i32(4)), arith.shli(u32(s["h"]), _i32(2)))
-    return mulf(mulf(_f(s, "d"), sf(s["sc"])), sf(q))
+    return mulf(mulf(_f(s, "d"), sf(_sixteen(s))), sf(q))
 
 
 def _w_q6_k(s: Scalars) -> ir.Value:
@@ -321,9 +340,11 @@ def _nibble(dim: int) -> Callable[[Exprs], Expr]:
 
 
 _K_FIELDS = {"sc": _k_scale(False), "mn": _k_scale(True), "d": f16_at(0), "dmin": f16_at(2)}
-_Q2_GROUP = (2, 4, 2, 16)
-"""Q2_K / Q3_K: element ``128c + 32s + 16l1 + l0``: bits ``2s`` of byte ``32c + 16l1 + l0``,
-scale ``8c + 2s + l1``."""
+_Q2_GROUP = (2, 4, 32)
+"""Q2_K / Q3_K: element ``128c + 32s + l``: bits ``2s`` of byte ``32c + l``, scale
+``8c + 2s + l / 16`` (two per-(c, s) scale arrays and a table of ``l / 16`` pick it: with a
+scale array over ``(c, s, l / 16)`` IREE 3.13's SPIR-V code doubles the M = 1 sums)."""
+_HALF = {"half": ((2,), lambda i: div(i[2], 16))}
 _Q6_GROUP = (2, 2, 2, 2, 16)
 """Q6_K: element ``128h + 64k1 + 32k0 + 16l1 + l0`` (``k = 2k1 + k0``): nibble ``k1`` of ql
 byte ``64h + 32k0 + 16l1 + l0``, bits ``2k`` of qh byte ``32h + 16l1 + l0``, scale
@@ -343,15 +364,15 @@ LAYOUTS: dict[str, GgufLayout] = {
     "gguf_q5_1": GgufLayout((2, 16), {"q": Plane(8, (1,), 4, _nibble(0)),
                                       "h": Plane(4, (1,), 1, lambda i: i[0], _q5_high(4))},
                             {"d": f16_at(0), "m": f16_at(2)}, lambda s: _w_affine(_q5(s), s)),
-    "gguf_q8_0": GgufLayout((32,), {"q": Plane(2, (0,), 8)}, {"d": f16_at(0)}, _w_q8,
-                            signed=("q",)),
-    "gguf_q2_k": GgufLayout(_Q2_GROUP, {"q": Plane(16, (0, 2, 3), 2, lambda i: i[1] * 2)},
-                            {"sc": bytes_at(0, (0, 1, 2), (2, 4, 2)), "d": f16_at(80),
-                             "dmin": f16_at(82)}, _w_q2_k),
+    "gguf_q8_0": GgufLayout((32,), {"q": Plane(2, (0,), 8)}, {"d": f16_at(0)}, _w_q8),
+    "gguf_q2_k": GgufLayout(_Q2_GROUP, {"q": Plane(16, (0, 2), 2, lambda i: i[1] * 2)},
+                            {"sc0": _q2_scale(0), "sc1": _q2_scale(1), "d": f16_at(80),
+                             "dmin": f16_at(82)}, _w_q2_k, tables=_HALF),
     # Q3_K: the third bit of element 32i + l is bit i = 4c + s of hmask[l]
-    "gguf_q3_k": GgufLayout(_Q2_GROUP, {"q": Plane(32, (0, 2, 3), 2, lambda i: i[1] * 2),
-                                        "h": Plane(0, (2, 3), 1, lambda i: i[0] * 4 + i[1])},
-                            {"sc": _q3_scale(), "d": f16_at(108)}, _w_q3_k),
+    "gguf_q3_k": GgufLayout(_Q2_GROUP, {"q": Plane(32, (0, 2), 2, lambda i: i[1] * 2),
+                                        "h": Plane(0, (2,), 1, lambda i: i[0] * 4 + i[1])},
+                            {"sc0": _q3_scale(0), "sc1": _q3_scale(1), "d": f16_at(108)},
+                            _w_q3_k, tables=_HALF),
     # 256 elements: 64p + 32h + l is nibble h of qs[32p + l]; Q5_K's fifth bit is bit
     # 2p + h of qh[l]
     "gguf_q4_k": GgufLayout((4, 2, 32), {"q": Plane(16, (0, 2), 4, _nibble(1))}, _K_FIELDS,
@@ -364,8 +385,7 @@ LAYOUTS: dict[str, GgufLayout] = {
                                                    lambda i: i[1] * 4 + i[2] * 2)},
                             {"sc": bytes_at(192, (0, 1, 2, 3), (2, 2, 2, 2)),
                              "d": f16_at(208)}, _w_q6_k),
-    "gguf_q8_k": GgufLayout((8, 32), {"q": Plane(4, (0, 1), 8)}, {"d": f32_at(0)}, _w_q8,
-                            signed=("q",)),
+    "gguf_q8_k": GgufLayout((8, 32), {"q": Plane(4, (0, 1), 8)}, {"d": f32_at(0)}, _w_q8),
 }
 """How each GGUF block type is repacked and dequantized (element orders: ggml's
 ``dequantize_row_*``; byte offsets: ggml's ``block_*`` structs). F16 / BF16 are below."""
@@ -385,44 +405,56 @@ def padded_rows(n: int) -> int:
     return max(PAD_MIN_ROWS, -(-n // PAD_ROWS) * PAD_ROWS)
 
 
-def _gather(raw3: ir.Value, byte: Expr, rank: int) -> ir.Value:
+def _gather(raw3: ir.Value, byte: Expr, loops: Loops) -> ir.Value:
     """The byte at offset ``byte`` of block ``(n, g)`` (loops 0 and 1)."""
-    return tensor.extract(raw3, [emit.loop_index(0), emit.loop_index(1), _index(byte, rank)])
+    return tensor.extract(raw3, [loops[0], loops[1], _index(byte, loops)])
 
 
-def _repack(raw3: ir.Value, rows: int, shape: Sequence[int], element: ir.Type,
-            body: Callable[[int], ir.Value]) -> ir.Value:
-    """A generic over ``[N, G, *shape]`` whose body reads the block bytes it needs with
+def _build(n: int, g: int, rows: int, shape: Sequence[int], element: ir.Type,
+           body: Callable[[Loops], ir.Value]) -> ir.Value:
+    """A generic over ``[n, g, *shape]`` whose body reads the weight bytes it needs with
     ``tensor.extract`` (byte offsets are affine in the loop indices but not projections; as
     indexing maps IREE 3.13 mistakes some of them for convolutions and crashes), padded
     with zero rows to ``rows``."""
-    n, g, _ = emit.static_shape(raw3)
-    assert n is not None
-    assert g is not None
     rank = 2 + len(shape)
     init = emit.empty([n, g, *shape], element)
     out = emit.generic([], [init], [emit.identity(rank)], [emit.PARALLEL] * rank,
-                       lambda _: body(rank))[0]
+                       lambda _: body([emit.loop_index(i) for i in range(rank)]))[0]
     if rows == n:
         return out
     return emit.insert_slice(out, emit.filled([rows, g, *shape], element, 0), [0] * rank)
+
+
+def _repack(raw3: ir.Value, rows: int, shape: Sequence[int], element: ir.Type,
+            body: Callable[[Loops], ir.Value]) -> ir.Value:
+    """:func:`_build` over the blocks of ``raw3 [N, G, BLOCKBYTES]``."""
+    n, g, _ = emit.static_shape(raw3)
+    assert n is not None
+    assert g is not None
+    return _build(n, g, rows, shape, element, body)
 
 
 def repack_plane(raw3: ir.Value, rows: int, plane: Plane, group: Sequence[int]) -> ir.Value:
     """``[rows, G, *sizes]``: a copy of the plane's bytes."""
     sizes = [group[i] for i in plane.dims]
     loops = [emit.d(2 + i) for i in range(len(sizes))]
-    return _repack(raw3, rows, sizes, _int(8), lambda rank: _gather(
-        raw3, _c(plane.offset) + row_major(loops, sizes), rank))
+    return _repack(raw3, rows, sizes, _int(8), lambda idx: _gather(
+        raw3, _c(plane.offset) + row_major(loops, sizes), idx))
 
 
-def repack_field(raw3: ir.Value, rows: int, f: Field, group: Sequence[int]) -> ir.Value:
-    """``[rows, G, *sizes]`` of ``f.dtype`` (sizes of the field's group loops)."""
-    sizes = [group[i] for i in f.dims]
+def repack_field(raw3: ir.Value, rows: int, f: Field, group: Sequence[int],
+                 pos: Sequence[int] | None = None) -> ir.Value:
+    """``[rows, G, *sizes]`` of ``f.dtype`` over the field's group dims, stored in loop
+    order (``pos[i]``: the dequant loop of group dim i; default K order) so that the
+    dequant reads it through a monotonic map."""
+    order = sorted(f.dims, key=lambda i: (pos or list(range(len(group))))[i])
+    sizes = [group[i] for i in order]
 
-    def body(rank: int) -> ir.Value:
-        reads = f.reads([emit.d(2 + i) for i in range(len(sizes))])
-        return f.body([_gather(raw3, r, rank) for r in reads], lambda e: _apply(e, rank))
+    def body(idx: Loops) -> ir.Value:
+        k_order = [emit.d(2 + order.index(i)) for i in f.dims]
+        reads = f.reads(k_order)
+        return f.body([_gather(raw3, r, idx) for r in reads], k_order,
+                      lambda e: _apply(e, idx))
 
     return _repack(raw3, rows, sizes, ir.Type.parse(f.dtype), body)
 
@@ -463,18 +495,33 @@ def shift_table(shift: Callable[[Exprs], Expr], group: Sequence[int], dims: Sequ
     return arith.constant(t, attr)
 
 
-def _with_shifts(layout: GgufLayout, rank: int, inputs: dict[str, ir.Value],
+def loop_order(layout: GgufLayout) -> list[int]:
+    """The dequant's group loops: first the dims that address plane bytes (K order), then
+    the dims that only pick bits within a byte. IREE 3.13's SPIR-V reduction pipeline
+    computes wrong sums at M = 1 when a byte plane is broadcast along a loop that has
+    byte-addressing loops inside it (measured: every packed scheme off by a factor)."""
+    used = sorted({i for p in layout.planes.values() for i in p.dims})
+    return used + [i for i in range(len(layout.group)) if i not in used]
+
+
+def _with_shifts(layout: GgufLayout, pos: Sequence[int], inputs: dict[str, ir.Value],
                  maps: dict[str, ir.AffineMap]) -> Callable[[Scalars], ir.Value]:
     """Add each sub-byte plane's shift table to ``inputs``; wrap the layout's weight so that
-    it sees plane values (``(byte >> shift) & mask``)."""
+    it sees plane values (``(byte >> shift) & mask``). ``pos[i]``: the loop of group dim i."""
+    rank = 2 + len(pos)
     planes = {}
     for name, plane in layout.planes.items():
         if plane.width == 8:
             continue
-        slots = [i for i in range(len(layout.group)) if i not in plane.dims]
+        slots = sorted((i for i in range(len(layout.group)) if i not in plane.dims),
+                       key=lambda i: pos[i])
         inputs[f"{name}.shift"] = shift_table(plane.shift, layout.group, slots)
-        maps[f"{name}.shift"] = emit.amap(rank, [2 + i for i in slots])
+        maps[f"{name}.shift"] = emit.amap(rank, [2 + pos[i] for i in slots])
         planes[name] = (1 << plane.width) - 1
+    for name, (dims, value) in layout.tables.items():
+        slots = sorted(dims, key=lambda i: pos[i])
+        inputs[name] = shift_table(value, layout.group, slots)
+        maps[name] = emit.amap(rank, [2 + pos[i] for i in slots])
 
     def weight(s: Scalars) -> ir.Value:
         values = dict(s)
@@ -485,10 +532,11 @@ def _with_shifts(layout: GgufLayout, rank: int, inputs: dict[str, ir.Value],
     return weight
 
 
-def gguf_weight(w: ir.Value, scheme: str) -> ir.Value:
-    """Raw bytes ``[N, ROWBYTES]`` -> dequantized f32 ``[N, G, *group]``."""
+def gguf_weight(w: ir.Value, scheme: str) -> tuple[ir.Value, list[int]]:
+    """Raw bytes ``[N, ROWBYTES]`` -> dequantized f32 ``[N', G, *group in loop order]`` and
+    the loop order of the group dims (see :func:`loop_order`); F16 / BF16: ``[N, K]``."""
     if scheme in ("gguf_f16", "gguf_bf16"):
-        return half_weight(w, scheme)
+        return half_weight(w, scheme), []
     layout = LAYOUTS[scheme]
     info = QUANT_SCHEMES[scheme]
     n, row = emit.static_shape(w)
@@ -497,19 +545,26 @@ def gguf_weight(w: ir.Value, scheme: str) -> ir.Value:
     g = row // info.block_bytes
     raw3 = emit.expand(w, [[0], [1, 2]], [n, g, info.block_bytes])
     rows = padded_rows(n)
-    space = [rows, g, *layout.group]
+    order = loop_order(layout)
+    pos = [order.index(i) for i in range(len(order))]
+    space = [rows, g, *(layout.group[i] for i in order)]
     rank = len(space)
     inputs: dict[str, ir.Value] = {}
     maps: dict[str, ir.AffineMap] = {}
+
+    def loops(dims: Sequence[int]) -> list[int]:
+        """Plane / field dims -> their loops, in loop order (the arrays' dim order)."""
+        return [0, 1, *sorted(2 + pos[i] for i in dims)]
+
     for name, plane in layout.planes.items():
         inputs[name] = (repack_plane(raw3, rows, plane, layout.group) if plane.repack is None
-                        else repack_field(raw3, rows, plane.repack, layout.group))
-        maps[name] = emit.amap(rank, [0, 1, *(2 + i for i in plane.dims)])
+                        else repack_field(raw3, rows, plane.repack, layout.group, pos))
+        maps[name] = emit.amap(rank, loops(plane.dims))
     for name, f in layout.fields.items():
-        inputs[name] = repack_field(raw3, rows, f, layout.group)
-        maps[name] = emit.amap(rank, [0, 1, *(2 + i for i in f.dims)])
-    weight = _with_shifts(layout, rank, inputs, maps)
-    return dequantize(inputs, maps, space, weight)
+        inputs[name] = repack_field(raw3, rows, f, layout.group, pos)
+        maps[name] = emit.amap(rank, loops(f.dims))
+    weight = _with_shifts(layout, pos, inputs, maps)
+    return dequantize(inputs, maps, space, weight), order
 
 
 def half_weight(w: ir.Value, scheme: str) -> ir.Value:
@@ -581,33 +636,57 @@ def e4m3fn(byte: ir.Value) -> ir.Value:
     return arith.select(is_nan, emit.scalar(0.0, emit.f32()), value)
 
 
-def legacy_weight(op: Decoded, scheme: str, block_size: int) -> ir.Value:
-    """``w_q`` and its scales -> dequantized f32 ``[G, block_size, N]`` (int8) or
-    ``[G, 16, N / 2, 2]`` (NVFP4: loop ``t`` picks the nibble of byte ``n / 2``)."""
+def legacy_weight(op: Decoded, scheme: str, block_size: int) -> tuple[ir.Value, list[int]]:
+    """``w_q [K, N]`` and its ``[K / bs, N]`` scales -> dequantized f32 ``[N', G, bs]``
+    (int8) or ``[N', G, 8, 2]`` (NVFP4: element ``8t + j`` at loops ``(j, t)``), ``N'`` the
+    padded rows, and the loop order as :func:`gguf_weight` gives it. The weights are first
+    transposed to rows (hoisted: same sizes), so that the contraction has GGUF's shape: as
+    ``[K, N]`` matvecs, IREE 3.13's SPIR-V backend overflows shared memory or compiles for
+    minutes (K = N = 4096)."""
     w, scale, zp = op["w"], op["scale"], op["zp"]
-    k = emit.static_shape(w)[0]
     n = emit.static_shape(scale)[1]
-    assert k is not None
+    k = emit.static_shape(w)[0]
     assert n is not None
+    assert k is not None
     g = k // block_size
+    rows = padded_rows(n)
+
+    def column(t: ir.Value, row: Expr) -> Callable[[Loops], ir.Value]:
+        """Element ``[row(loops), n]`` of a ``[K or G, N]`` tensor."""
+        return lambda idx: tensor.extract(t, [_index(row, idx), idx[0]])
+
+    sc = _build(n, g, rows, [], emit.elem(scale), column(scale, emit.d(1)))
     if scheme == "int8":
-        space = [g, block_size, n]
-        q = emit.expand(w, [[0, 1], [2]], space)
-        maps = {"q": emit.identity(3), "scale": emit.amap(3, [0, 2]), "zp": emit.amap(3, [0, 2])}
-        return dequantize({"q": q, "scale": scale, "zp": zp}, maps, space, _w_int8)
-    space = [g, block_size, n // 2, 2]
-    q = emit.expand(w, [[0, 1], [2]], space[:3])
-    s = emit.expand(scale, [[0], [1, 2]], [g, n // 2, 2])
-    nibble = shift_table(lambda i: i[3] * 4, space, [3])
+        q = _build(n, g, rows, [block_size], _int(8),
+                   column(w, emit.d(1) * block_size + emit.d(2)))
+        z = _build(n, g, rows, [], emit.f32(), column(zp, emit.d(1)))
+        maps = {"q": emit.identity(3), "scale": emit.amap(3, [0, 1]), "zp": emit.amap(3, [0, 1])}
+        space = [rows, g, block_size]
+        return dequantize({"q": q, "scale": sc, "zp": z}, maps, space, _w_int8), [0]
+
+    def nibbles(idx: Loops) -> ir.Value:
+        """Byte j of block (n, g): elements k = 16g + j (low nibble) and 16g + 8 + j (high),
+        each the nibble ``n % 2`` of byte ``w_q[k, n / 2]``."""
+        half = _index(div(emit.d(0), 2), idx)
+        shift = _apply(mod(emit.d(0), 2) * 4, idx)
+        parts = []
+        for t in range(2):
+            kk = _index(emit.d(1) * 16 + emit.d(2) + 8 * t, idx)
+            parts.append(_bits(tensor.extract(w, [kk, half]), shift, 15))
+        return arith.ori(parts[0], arith.shli(parts[1], _i8(4)))
+
+    q = _build(n, g, rows, [8], _int(8), nibbles)
+    space = [rows, g, 8, 2]                      # loops (j, t): element 8t + j
     maps = {"q": emit.amap(4, [0, 1, 2]), "shift": emit.amap(4, [3]),
-            "scale": emit.amap(4, [0, 2, 3]), "zp": emit.amap(4, ["0"])}
+            "scale": emit.amap(4, [0, 1]), "zp": emit.amap(4, ["0"])}
 
     def weight(v: Scalars) -> ir.Value:
         fp4 = e2m1(_bits(v["q"], v["shift"], 15))
         return arith.mulf(arith.mulf(fp4, e4m3fn(v["scale"])), v["zp"])
 
-    inputs = {"q": q, "shift": nibble, "scale": s, "zp": zp}
-    return dequantize(inputs, maps, space, weight)
+    inputs = {"q": q, "shift": shift_table(lambda i: i[1] * 4, [8, 2], [1]), "scale": sc,
+              "zp": zp}
+    return dequantize(inputs, maps, space, weight), [1, 0]
 
 
 # --------------------------------------------------------------------------------------
@@ -650,22 +729,17 @@ def lower_dequant_matmul(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     x2 = _rows(x)
     m = emit.dim(x2, 0)
     if QUANT_SCHEMES[scheme].gguf:
-        w = gguf_weight(op["w"], scheme)
-        inner = [s for s in emit.static_shape(w)[1:] if s is not None]
-        xg = emit.expand(x2, [[0], list(range(1, 1 + len(inner)))], [m, *inner])
-        rank = 2 + len(inner)
-        y = contract(xg, w, [0, *range(2, rank)], list(range(1, rank)), 1)
+        w, order = gguf_weight(op["w"], scheme)
     else:
-        bs = op.attrs["block_size"]
-        w = legacy_weight(op, scheme, bs)
-        k = emit.static_shape(x2)[1]
-        assert k is not None
-        xg = emit.expand(x2, [[0], [1, 2]], [m, k // bs, bs])
-        if scheme == "int8":
-            y = contract(xg, w, [0, 2, 3], [2, 3, 1], 1)
-        else:
-            y = contract(xg, w, [0, 3, 4], [3, 4, 1, 2], 2)
-            y = emit.collapse(y, [[0], [1, 2]])
+        w, order = legacy_weight(op, scheme, op.attrs["block_size"])
+    if emit.rank(w) == 2:                        # F16 / BF16: [N, K]
+        y = contract(x2, w, [0, 2], [1, 2], 1)
+    else:                                        # [N', G, *group in loop order]
+        shape = emit.static_shape(w)
+        group = [shape[2 + order.index(i)] for i in range(len(order))]
+        xg = emit.expand(x2, [[0], list(range(1, 2 + len(group)))], [m, shape[1], *group])
+        x_map = [0, 2, *(3 + order.index(i) for i in range(len(order)))]
+        y = contract(xg, w, x_map, list(range(1, emit.rank(w) + 1)), 1)
     n = emit.static_shape(op.op.results[0])[-1]
     assert n is not None
     if emit.static_shape(y)[1] != n:
