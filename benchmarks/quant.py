@@ -139,10 +139,10 @@ def main() -> None:
     args = p.parse_args()
     rng = np.random.default_rng(0)
     bw = read_bandwidth()
-    print(f"read bandwidth: " + ", ".join(f"{k} {v:.1f} GB/s" for k, v in bw.items()))
+    print("read bandwidth: " + ", ".join(f"{k} {v:.1f} GB/s" for k, v in bw.items()))
     rows = []
-    header = (f"| scheme | N x K | weight MiB | R | rlx ms | rlx GB/s | % of read bw | "
-              f"torch f32 ms | torch GB/s (f32) | rlx/torch |")
+    header = ("| scheme | N x K | weight MiB | R | rlx ms | rlx GB/s | % of read bw | "
+              "torch f32 ms | torch GB/s (f32) | rlx/torch |")
     print(header)
     print("|" + "---|" * 10)
     for shape in args.shapes.split(","):

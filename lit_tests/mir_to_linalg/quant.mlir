@@ -132,3 +132,23 @@ module @rows_f16 {
     return %y : tensor<2x?x128xf16>
   }
 }
+
+// -----
+
+// GPU targets: the loops that only pick bits within a byte come last, (p, l, h) for Q4_K, and
+// x is read through the same permutation (IREE 3.13's SPIR-V reduction miscomputes the
+// llvm-cpu order at M = 1).
+// RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --target=vulkan %s | FileCheck %s --check-prefix=GPU
+// GPU-LABEL: module @q4_k_gpu
+// GPU:      %[[W:.*]] = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1)>, affine_map<(d0, d1, d2, d3, d4) -> (d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>]
+// GPU:      } -> tensor<128x2x4x32x2xf32>
+// GPU:      %[[X:.*]] = tensor.expand_shape %arg0 {{\[}}[0], [1, 2, 3, 4]] output_shape [1, 2, 4, 2, 32]
+// GPU:      linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d2, d3, d5, d4)>, affine_map<(d0, d1, d2, d3, d4, d5) -> (d1, d2, d3, d4, d5)>, affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1)>]
+// GPU-SAME:   ins(%[[X]], %[[W]] : tensor<1x2x4x2x32xf32>, tensor<128x2x4x32x2xf32>)
+module @q4_k_gpu {
+  func.func @main(%x: tensor<1x512xf32>) -> tensor<1x128xf32> {
+    %w = "rlx_mir.param"() {name = "w"} : () -> tensor<128x288xi8>
+    %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q4_k"} : (tensor<1x512xf32>, tensor<128x288xi8>) -> tensor<1x128xf32>
+    return %y : tensor<1x128xf32>
+  }
+}

@@ -65,7 +65,8 @@ class TargetConfig:
         barriers = self.compute_barriers
         if barriers is None:
             barriers = self.target == "llvm-cpu"
-        return LoweringOptions(attention=self.attention or default, compute_barriers=barriers)
+        return LoweringOptions(attention=self.attention or default, compute_barriers=barriers,
+                               target=self.target)
 
     @property
     def runtime_device(self) -> str:

@@ -495,11 +495,16 @@ def shift_table(shift: Callable[[Exprs], Expr], group: Sequence[int], dims: Sequ
     return arith.constant(t, attr)
 
 
-def loop_order(layout: GgufLayout) -> list[int]:
-    """The dequant's group loops: first the dims that address plane bytes (K order), then
-    the dims that only pick bits within a byte. IREE 3.13's SPIR-V reduction pipeline
-    computes wrong sums at M = 1 when a byte plane is broadcast along a loop that has
-    byte-addressing loops inside it (measured: every packed scheme off by a factor)."""
+def loop_order(layout: GgufLayout, target: str) -> list[int]:
+    """The dequant's group loops. llvm-cpu: ggml's element order (the innermost loop walks
+    contiguous bytes; that vectorizes). GPU targets: first the dims that address plane
+    bytes, then those that only pick bits within a byte: IREE 3.13's SPIR-V reduction
+    computes wrong sums at M = 1 when a byte plane is broadcast along a loop with
+    byte-addressing loops inside it (measured on lavapipe: every packed scheme off by a
+    factor), while on llvm-cpu that order makes the innermost loop 2 to 4 long (Q4_K 8x
+    slower). CUDA takes the GPU form untested (no GPU here)."""
+    if target == "llvm-cpu":
+        return list(range(len(layout.group)))
     used = sorted({i for p in layout.planes.values() for i in p.dims})
     return used + [i for i in range(len(layout.group)) if i not in used]
 
@@ -532,7 +537,7 @@ def _with_shifts(layout: GgufLayout, pos: Sequence[int], inputs: dict[str, ir.Va
     return weight
 
 
-def gguf_weight(w: ir.Value, scheme: str) -> tuple[ir.Value, list[int]]:
+def gguf_weight(w: ir.Value, scheme: str, target: str) -> tuple[ir.Value, list[int]]:
     """Raw bytes ``[N, ROWBYTES]`` -> dequantized f32 ``[N', G, *group in loop order]`` and
     the loop order of the group dims (see :func:`loop_order`); F16 / BF16: ``[N, K]``."""
     if scheme in ("gguf_f16", "gguf_bf16"):
@@ -545,7 +550,7 @@ def gguf_weight(w: ir.Value, scheme: str) -> tuple[ir.Value, list[int]]:
     g = row // info.block_bytes
     raw3 = emit.expand(w, [[0], [1, 2]], [n, g, info.block_bytes])
     rows = padded_rows(n)
-    order = loop_order(layout)
+    order = loop_order(layout, target)
     pos = [order.index(i) for i in range(len(order))]
     space = [rows, g, *(layout.group[i] for i in order)]
     rank = len(space)
@@ -636,9 +641,10 @@ def e4m3fn(byte: ir.Value) -> ir.Value:
     return arith.select(is_nan, emit.scalar(0.0, emit.f32()), value)
 
 
-def legacy_weight(op: Decoded, scheme: str, block_size: int) -> tuple[ir.Value, list[int]]:
+def legacy_weight(op: Decoded, scheme: str, block_size: int, target: str
+                  ) -> tuple[ir.Value, list[int]]:
     """``w_q [K, N]`` and its ``[K / bs, N]`` scales -> dequantized f32 ``[N', G, bs]``
-    (int8) or ``[N', G, 8, 2]`` (NVFP4: element ``8t + j`` at loops ``(j, t)``), ``N'`` the
+    (int8) or NVFP4's element ``8t + j`` at loops ``(t, j)`` (llvm-cpu) / ``(j, t)``, ``N'`` the
     padded rows, and the loop order as :func:`gguf_weight` gives it. The weights are first
     transposed to rows (hoisted: same sizes), so that the contraction has GGUF's shape: as
     ``[K, N]`` matvecs, IREE 3.13's SPIR-V backend overflows shared memory or compiles for
@@ -676,17 +682,19 @@ def legacy_weight(op: Decoded, scheme: str, block_size: int) -> tuple[ir.Value, 
         return arith.ori(parts[0], arith.shli(parts[1], _i8(4)))
 
     q = _build(n, g, rows, [8], _int(8), nibbles)
-    space = [rows, g, 8, 2]                      # loops (j, t): element 8t + j
-    maps = {"q": emit.amap(4, [0, 1, 2]), "shift": emit.amap(4, [3]),
+    cpu = target == "llvm-cpu"                   # element 8t + j: loops (t, j) or (j, t),
+    space = [rows, g, 2, 8] if cpu else [rows, g, 8, 2]      # see loop_order
+    j, t = (3, 2) if cpu else (2, 3)
+    maps = {"q": emit.amap(4, [0, 1, j]), "shift": emit.amap(4, [t]),
             "scale": emit.amap(4, [0, 1]), "zp": emit.amap(4, ["0"])}
 
     def weight(v: Scalars) -> ir.Value:
         fp4 = e2m1(_bits(v["q"], v["shift"], 15))
         return arith.mulf(arith.mulf(fp4, e4m3fn(v["scale"])), v["zp"])
 
-    inputs = {"q": q, "shift": shift_table(lambda i: i[1] * 4, [8, 2], [1]), "scale": sc,
+    inputs = {"q": q, "shift": shift_table(lambda i: i[0] * 4, [2, 8], [0]), "scale": sc,
               "zp": zp}
-    return dequantize(inputs, maps, space, weight), [1, 0]
+    return dequantize(inputs, maps, space, weight), [0, 1] if cpu else [1, 0]
 
 
 # --------------------------------------------------------------------------------------
@@ -729,9 +737,9 @@ def lower_dequant_matmul(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     x2 = _rows(x)
     m = emit.dim(x2, 0)
     if QUANT_SCHEMES[scheme].gguf:
-        w, order = gguf_weight(op["w"], scheme)
+        w, order = gguf_weight(op["w"], scheme, ctx.options.target)
     else:
-        w, order = legacy_weight(op, scheme, op.attrs["block_size"])
+        w, order = legacy_weight(op, scheme, op.attrs["block_size"], ctx.options.target)
     if emit.rank(w) == 2:                        # F16 / BF16: [N, K]
         y = contract(x2, w, [0, 2], [1, 2], 1)
     else:                                        # [N', G, *group in loop order]
