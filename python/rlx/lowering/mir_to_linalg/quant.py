@@ -2,33 +2,35 @@
 
 Three steps, each a ``linalg.generic``:
 
-1. **Repack** (GGUF). The operand is the GGML tensor's raw bytes ``[N, ROWBYTES]``
-   (``[N, G, BLOCKBYTES]`` after an expand; ``G = K / block``). Each field the dequant needs
-   gets its own array, shaped for step 2: the bytes holding the quantized values (a copy of
-   their range of the block, reshaped so that a byte is addressed by some of the dequant's
-   loops), the scales as per-block / per-group arrays (``f16`` ``d``, 6-bit scales unpacked
-   to bytes). These generics read only a parameter and no array is larger than the
-   parameter, so IREE hoists them into initializers: they run once, when weights load.
-2. **Dequant**: one all-parallel generic over ``[N, G, *group]`` (the block's elements in
-   ggml order, split into loops so that every field is a projection of them). Its inputs
-   are bytes; a value's bits are ``(byte >> shift) & mask`` with the shift an affine
-   function of the loop indices; scales are broadcast through the maps; only ``arith`` in
-   the body. That is IREE's "bit-extend" shape: it is cloned into the dispatch of the
-   contraction that consumes it (for M = 1 on llvm-cpu at ``-O3``; for any M on CUDA and
-   Vulkan), so the f32 weight never exists in memory.
-3. **Contraction** over the same grouped space: ``x`` expanded to ``[M, G, *group]``,
-   ``y[m, n] = Σ x[m, g, ...] W[n, g, ...]`` in f32, no reshape between 2 and 3.
+1. **Repack**. A GGUF operand is the tensor's raw bytes ``[N, ROWBYTES]`` (``[N, G,
+   BLOCKBYTES]`` after an expand; ``G = K / block``). Each field the dequant needs gets its
+   own array, shaped for step 2: the bytes holding the quantized values (a copy of their
+   range of the block, reshaped so that a byte is addressed by some of the dequant's
+   loops), the scales as per-block / per-group arrays (``f16`` ``d``, 6-bit scales
+   unpacked to bytes). Legacy ``[K, N]`` weights are transposed to rows here. These
+   generics read only parameters and no array is larger than its parameter, so IREE
+   hoists them into initializers: they run once, when the weights load.
+2. **Dequant**: one all-parallel generic over ``[N, G, *group]`` (the block's elements
+   split into loops so that every field is a projection of them). Its inputs are bytes; a
+   value's bits are ``(byte >> shift) & mask`` with the shift read from a small constant
+   table over the loops that pick bits within a byte; scales are broadcast through the
+   maps; only ``arith`` in the body. That is IREE's "bit-extend" shape: it is cloned into
+   the dispatch of the contraction that consumes it (for M = 1 on llvm-cpu at ``-O3``; for
+   any M on CUDA and Vulkan), so the f32 weight never exists in memory.
+3. **Contraction** over the same grouped space: ``x`` expanded to ``[M, G, *group]`` (read
+   in the dequant's loop order), ``y[m, n] = Σ x[m, g, ...] W[n, g, ...]`` in f32, no
+   reshape between 2 and 3. F16 / BF16 are plain mixed-precision matmuls instead.
 
-Sub-byte tensor types (``i4`` / ``i2`` through ``flow.tensor.bitcast``) are not used: IREE
-3.13's SPIR-V backend crashes or fails to legalize their vector bitcasts in these dispatches
-(measured for Q4_K / Q2_K at M = 1, 3 and 64), and shifts by loop index vectorize on every
-target.
+The loop order is per target (:func:`loop_order`), rows are padded for the SPIR-V
+matvec (:func:`padded_rows`), and sub-byte tensor types (``i4`` / ``i2`` through
+``flow.tensor.bitcast``) are not used: IREE 3.13's SPIR-V backend crashes or fails to
+legalize their vector bitcasts in these dispatches (Q4_K / Q2_K at M = 1, 3, 64). Every such
+choice is recorded where it is made, with what was measured.
 
 Every product in a dequant body whose result is then added to is exact in f32 (an f16
 scale times integers of at most 6 + 5 bits), so a backend contracting ``a * q - b`` into an
 FMA rounds exactly as the separate operations of ggml and the ``gguf`` package: the weights
-are bit-exact on every target. Legacy schemes (``[K, N]``) take steps 2 and 3 with
-``[G, block_size, N]``.
+are bit-exact on every target.
 """
 
 from __future__ import annotations
@@ -151,10 +153,10 @@ FieldBody = Callable[[list[ir.Value], Exprs, Callable[[Expr], ir.Value]], ir.Val
 
 @dataclass(frozen=True)
 class Field:
-    """A scale array of ``dtype`` over the group loops ``dims`` (none: one per block),
-    computed by ``body`` from the block bytes at ``reads(idx)`` (``idx``: the indices of
-    ``dims``); ``body`` gets the bytes and a function evaluating an affine expression of
-    ``idx`` as an ``i8``."""
+    """A scale array of ``dtype`` over the group dims ``dims`` (none: one per block),
+    computed by ``body`` from the block bytes at ``reads(idx)`` (``idx``: expressions of the
+    indices of ``dims``, in that order); ``body`` gets the bytes, ``idx`` and a function
+    evaluating an affine expression of them as an ``i8``."""
 
     dtype: str
     reads: Callable[[Exprs], list[Expr]]
