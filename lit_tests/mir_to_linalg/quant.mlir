@@ -4,25 +4,25 @@
 // contraction runs over the same grouped space with x expanded to [M, G, *group].
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg %s | FileCheck %s
 
+// llvm-cpu: Q4_K's 32-element groups are loops (l1, l0) so that the quantized bytes stay the
+// highest-rank input beside the f32 per-group products d * sc and dmin * m.
 // CHECK-LABEL: module @q4_k
 // CHECK:      %[[RAW:.*]] = tensor.expand_shape %{{.*}} {{\[}}[0], [1, 2]] output_shape [128, 2, 144] : tensor<128x288xi8> into tensor<128x2x144xi8>
-// CHECK:      %[[QS:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<128x2x4x32xi8>)
-// CHECK:        affine.apply affine_map<(d0, d1, d2, d3) -> (d3 + d2 * 32 + 16)>
+// CHECK:      %[[QS:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<128x2x4x2x16xi8>)
+// CHECK:        affine.apply affine_map<(d0, d1, d2, d3, d4) -> (d4 + d3 * 16 + d2 * 32 + 16)>
 // CHECK:        tensor.extract %[[RAW]]
-// CHECK:      %[[SC:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<128x2x4x2xi8>)
+// CHECK:      %[[A:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<128x2x4x2xf32>)
 // CHECK:        affine.apply affine_map<(d0, d1, d2, d3) -> ((d2 * 2 + d3) mod 4 + 4)>
-// CHECK:      %[[MN:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<128x2x4x2xi8>)
-// CHECK:      %[[D:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<128x2xf16>)
 // CHECK:        arith.bitcast %{{.*}} : i16 to f16
-// CHECK:      %[[DMIN:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<128x2xf16>)
-// CHECK:      %[[W:.*]] = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1)>, affine_map<(d0, d1, d2, d3, d4) -> (d3)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%[[QS]], %[[SC]], %[[MN]], %[[D]], %[[DMIN]], %[[SHIFT:.*]] : tensor<128x2x4x32xi8>, tensor<128x2x4x2xi8>, tensor<128x2x4x2xi8>, tensor<128x2xf16>, tensor<128x2xf16>, tensor<2xi8>)
+// CHECK:      %[[B:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<128x2x4x2xf32>)
+// CHECK:      %[[W:.*]] = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d4, d5)>, affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3, d4, d5) -> (d3)>, affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3, d4, d5)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%[[QS]], %[[A]], %[[B]], %[[SHIFT:.*]] : tensor<128x2x4x2x16xi8>, tensor<128x2x4x2xf32>, tensor<128x2x4x2xf32>, tensor<2xi8>)
 // CHECK-NOT:    math.
 // CHECK:        arith.shrui
 // CHECK:        arith.uitofp
 // CHECK:        arith.subf
-// CHECK:      } -> tensor<128x2x4x2x32xf32>
-// CHECK:      %[[X:.*]] = tensor.expand_shape %arg0 {{\[}}[0], [1, 2, 3, 4]] output_shape [1, 2, 4, 2, 32]
-// CHECK:      linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "reduction"]} ins(%[[X]], %[[W]] : tensor<1x2x4x2x32xf32>, tensor<128x2x4x2x32xf32>) outs(%{{.*}} : tensor<1x128xf32>)
+// CHECK:      } -> tensor<128x2x4x2x2x16xf32>
+// CHECK:      %[[X:.*]] = tensor.expand_shape %arg0 {{\[}}[0], [1, 2, 3, 4, 5]] output_shape [1, 2, 4, 2, 2, 16]
+// CHECK:      linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction", "reduction", "reduction", "reduction", "reduction"]} ins(%[[X]], %[[W]] : tensor<1x2x4x2x2x16xf32>, tensor<128x2x4x2x2x16xf32>) outs(%{{.*}} : tensor<1x128xf32>)
 // CHECK-NOT:  tensor.collapse_shape
 // CHECK:      return
 module @q4_k {

@@ -393,6 +393,43 @@ LAYOUTS: dict[str, GgufLayout] = {
 ``dequantize_row_*``; byte offsets: ggml's ``block_*`` structs). F16 / BF16 are below."""
 
 
+def _k_products(is_min: bool) -> Field:
+    """Q4_K / Q5_K ``d * sc`` (or ``dmin * m``) per group of 32, in f32: the product ggml
+    and the gguf package form first (exact: 11 x 6 significant bits)."""
+    scale = _k_scale(is_min)
+    at = 2 if is_min else 0
+
+    def reads(i: Exprs) -> list[Expr]:
+        return [_c(at), _c(at + 1), *scale.reads(i)]
+
+    def body(b: list[ir.Value], i: Exprs, index: Callable[[Expr], ir.Value]) -> ir.Value:
+        d = f32_of(arith.bitcast(ir.F16Type.get(), _bytes_to(16, b[:2])))
+        return mulf(d, uf(scale.body(b[2:], i, index)))
+
+    return Field("f32", reads, body, dims=(0, 1))
+
+
+def _w_products(q: ir.Value, s: Scalars) -> ir.Value:
+    return arith.subf(mulf(s["A"], uf(q)), s["B"])
+
+
+_K_PRODUCTS = {"A": _k_products(False), "B": _k_products(True)}
+CPU_LAYOUTS: dict[str, GgufLayout] = {
+    # (p, h, l1, l0): element 64p + 32h + 16l1 + l0, nibble h of qs[32p + 16l1 + l0]
+    "gguf_q4_k": GgufLayout((4, 2, 2, 16), {"q": Plane(16, (0, 2, 3), 4, _nibble(1))},
+                            _K_PRODUCTS, lambda s: _w_products(s["q"], s)),
+    "gguf_q5_k": GgufLayout((4, 2, 2, 16), {
+        "q": Plane(48, (0, 2, 3), 4, _nibble(1)),
+        "h": Plane(16, (2, 3), 1, lambda i: i[0] * 2 + i[1])},
+        _K_PRODUCTS, lambda s: _w_products(_q5(s), s)),
+}
+"""llvm-cpu variants: the per-group products ``d * sc`` / ``dmin * m`` precomputed in f32
+(hoisted), which saves their conversion in the matvec's inner loop (Q4_K decode streaming
+4096 x 4096: 1.18 -> 0.98 ms). The 32 elements of a group are two loops (l1, l0) so that
+the quantized bytes stay the only highest-rank input: IREE clones a producer into the
+matvec only if its highest-rank inputs are narrower than its f32 result."""
+
+
 # --------------------------------------------------------------------------------------
 # Building blocks
 # --------------------------------------------------------------------------------------
@@ -544,7 +581,7 @@ def gguf_weight(w: ir.Value, scheme: str, target: str) -> tuple[ir.Value, list[i
     the loop order of the group dims (see :func:`loop_order`); F16 / BF16: ``[N, K]``."""
     if scheme in ("gguf_f16", "gguf_bf16"):
         return half_weight(w, scheme), []
-    layout = LAYOUTS[scheme]
+    layout = (CPU_LAYOUTS if target == "llvm-cpu" else {}).get(scheme) or LAYOUTS[scheme]
     info = QUANT_SCHEMES[scheme]
     n, row = emit.static_shape(w)
     assert n is not None
