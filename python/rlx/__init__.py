@@ -1,5 +1,6 @@
 """rlx: block-level ML models as MLIR (``rlx_hir`` / ``rlx_mir``), compiled with IREE."""
 
+from rlx import gguf as gguf
 from rlx import models as models
 from rlx import runtime as runtime
 from rlx.compiler import compile as compile

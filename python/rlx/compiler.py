@@ -67,7 +67,7 @@ class TargetConfig:
             barriers = self.target == "llvm-cpu"
         tiling = self.target == "llvm-cpu" and self.data_tiling is not False
         return LoweringOptions(attention=self.attention or default, compute_barriers=barriers,
-                               data_tiling=tiling)
+                               data_tiling=tiling, target=self.target)
 
     @property
     def runtime_device(self) -> str:

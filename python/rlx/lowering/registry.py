@@ -41,6 +41,8 @@ class LoweringOptions:
     attention: str = "decomposed"
     compute_barriers: bool = True
     data_tiling: bool = False
+    target: str = "llvm-cpu"
+    """The compile target, for rules whose best (or only correct) form differs by backend."""
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_LOWERINGS:

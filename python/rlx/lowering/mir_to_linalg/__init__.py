@@ -17,9 +17,7 @@ from rlx.lowering.registry import LoweringContext, LoweringTable
 MIR_TO_LINALG = LoweringTable("mir-to-linalg", MIR)
 PARAM_SCOPE = "model"
 
-NOT_YET_LOWERED: dict[str, str] = {
-    "dequant_matmul": "GGUF / int8 / nvfp4 dequantization comes with issue 5",
-}
+NOT_YET_LOWERED: dict[str, str] = {}
 """MIR ops without a mir-to-linalg rule yet, and why (a test keeps this list exact)."""
 
 
@@ -61,12 +59,13 @@ from rlx.lowering.mir_to_linalg import (  # noqa: E402  (families register into 
     fused,
     leaf,
     norm,
+    quant,
     recurrent,
     reduction,
     shape,
 )
 
-FAMILIES = (attention, contraction, conv, elementwise, fused, leaf, norm, recurrent, reduction,
-            shape)
+FAMILIES = (attention, contraction, conv, elementwise, fused, leaf, norm, quant, recurrent,
+            reduction, shape)
 
 __all__ = ["FAMILIES", "MIR_TO_LINALG", "NOT_YET_LOWERED", "declare_params", "param_symbol"]

@@ -1,0 +1,172 @@
+"""Decode GEMV (M = 1) with quantized weights on llvm-cpu: rlx's fused dequant_matmul per
+scheme, beside the machine's read bandwidth and PyTorch eager on dequantized f32 weights.
+
+Everything is measured in one process and one run, best of several repetitions (the
+benchmark machines are shared). Each timed call runs ``R`` GEMVs on distinct weights,
+enough to exceed the last-level cache twice over, so the weights stream from DRAM as in
+a real model's decode step (one 4096 x 4096 Q4_K weight is 9 MiB and would otherwise be
+served from a 32 MiB L3).
+
+- read bandwidth: a numpy reduction (``sum``) over 512 MiB, on one thread and split over
+  all cores (threads; numpy releases the GIL), best of 5;
+- rlx: ``dequant_matmul`` per scheme (raw GGUF bytes as parameters, the repacking hoisted
+  into initializers by IREE), GB/s = weight bytes as stored in the GGUF file / time;
+- torch: ``torch.mv`` on the dequantized f32 weights (``R`` copies as well), its time and
+  the f32 bytes it reads;
+- ``rlx/torch``: ratio of times (below 1: rlx is faster).
+
+Usage: ``python benchmarks/quant.py [--schemes gguf_q4_k,gguf_q8_0] [--shapes 4096x4096]
+[--reps 20] [--json out.json]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "python"))
+
+import rlx  # noqa: E402
+from rlx.dialects.enums import QUANT_SCHEMES  # noqa: E402
+from rlx.reference import quant as ref  # noqa: E402
+
+GGUF_SCHEMES = [s for s, q in QUANT_SCHEMES.items() if q.gguf]
+STREAM_BYTES = 96 << 20
+"""Weight bytes per timed call: three times a 32 MiB L3."""
+
+
+def best_of(fn: Callable[[], object], reps: int) -> float:
+    fn()
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def read_bandwidth(reps: int = 5) -> dict[str, float]:
+    """GB/s of a 512 MiB numpy sum, one thread and all cores."""
+    a = np.ones(512 << 18, np.float32)
+    one = a.nbytes / best_of(lambda: a.sum(), reps) / 1e9
+    cores = os.cpu_count() or 1
+    parts = np.array_split(a, cores)
+    with ThreadPoolExecutor(cores) as pool:
+        many = a.nbytes / best_of(lambda: list(pool.map(np.sum, parts)), reps) / 1e9
+    return {"numpy_sum_1t": one, f"numpy_sum_{cores}t": many, "read_bw": max(one, many)}
+
+
+def random_weights(scheme: str, n: int, k: int, rng: np.random.Generator) -> np.ndarray:
+    """Raw GGUF bytes ``[n, ROWBYTES]``: random bits with sane f16 scales."""
+    q = QUANT_SCHEMES[scheme]
+    if scheme in ("gguf_f16", "gguf_bf16"):
+        w = (rng.standard_normal((n, k)) * 0.05).astype(np.float32)
+        if scheme == "gguf_f16":
+            return w.astype(np.float16).view(np.int8)
+        return (w.view(np.uint32) >> 16).astype(np.uint16).view(np.int8)
+    blocks = rng.integers(0, 256, (n, k // q.block_elems, q.block_bytes), dtype=np.uint8)
+    scales = {"gguf_q2_k": [80, 82], "gguf_q3_k": [108], "gguf_q6_k": [208],
+              "gguf_q8_k": []}.get(scheme, [0, 2] if scheme in (
+                  "gguf_q4_1", "gguf_q5_1", "gguf_q4_k", "gguf_q5_k") else [0])
+    for at in scales:
+        d = (rng.random(blocks.shape[:2]) * 0.01 + 1e-3).astype(np.float16)
+        blocks[:, :, at:at + 2] = d.view(np.uint8).reshape(*blocks.shape[:2], 2)
+    if scheme == "gguf_q8_k":
+        d = (rng.random(blocks.shape[:2]) * 1e-3).astype(np.float32)
+        blocks[:, :, 0:4] = d.view(np.uint8).reshape(*blocks.shape[:2], 4)
+    return blocks.reshape(n, -1).view(np.int8)
+
+
+def bench_rlx(scheme: str, n: int, k: int, reps: int, rng: np.random.Generator
+              ) -> tuple[float, int, int, np.ndarray, np.ndarray]:
+    """Seconds per GEMV, weight bytes, copies R, x and the first copy's raw weight."""
+    row = QUANT_SCHEMES[scheme].row_bytes(k)
+    copies = max(1, math.ceil(STREAM_BYTES / (n * row)))
+    h = rlx.HirModule(f"gemv_{scheme}")
+    x = h.input("x", (1, k))
+    h.set_outputs([h.dequant_matmul(x, h.param(f"w{i}", (n, row), "i8"), scheme=scheme)
+                   for i in range(copies)])
+    vmfb = rlx.compile(h, "llvm-cpu")
+    weights = {f"w{i}": random_weights(scheme, n, k, rng) for i in range(copies)}
+    prog = rlx.runtime.load(vmfb, "local-task", weights)
+    xv = rng.standard_normal((1, k)).astype(np.float32)
+    seconds = best_of(lambda: prog.main(xv), reps) / copies
+    check = prog.main(xv)
+    first = np.array(check[0] if isinstance(check, tuple) else check, copy=True)
+    want = xv.astype(np.float64) @ ref.dequantize_gguf(weights["w0"], scheme).T.astype(np.float64)
+    err = float(np.abs(first - want).max() / max(np.abs(want).max(), 1e-30))
+    if err > 1e-4:
+        raise SystemExit(f"{scheme} {n}x{k}: rlx result off by {err:.2e} (relative)")
+    return seconds, n * row, copies, xv, weights["w0"]
+
+
+def bench_torch(scheme: str, n: int, k: int, x: np.ndarray, raw: np.ndarray, reps: int
+                ) -> float | None:
+    """Seconds per ``torch.mv`` on the dequantized f32 weight (R copies, > 2x L3)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    w = torch.from_numpy(ref.dequantize_gguf(raw, scheme))
+    copies = max(2, math.ceil(STREAM_BYTES / w.numel() / 4))
+    ws = [w.clone() for _ in range(copies)]
+    xt = torch.from_numpy(x[0])
+
+    def run() -> None:
+        for m in ws:
+            torch.mv(m, xt)
+
+    with torch.inference_mode():
+        return best_of(run, reps) / copies
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--schemes", default=",".join(GGUF_SCHEMES))
+    p.add_argument("--shapes", default="4096x4096,11008x4096", help="NxK,...")
+    p.add_argument("--reps", type=int, default=15)
+    p.add_argument("--json", help="write the results here too")
+    args = p.parse_args()
+    rng = np.random.default_rng(0)
+    bw = read_bandwidth()
+    print("read bandwidth: " + ", ".join(f"{k} {v:.1f} GB/s" for k, v in bw.items()))
+    rows = []
+    header = ("| scheme | N x K | weight MiB | R | rlx ms | rlx GB/s | % of read bw | "
+              "torch f32 ms | torch GB/s (f32) | rlx/torch |")
+    print(header)
+    print("|" + "---|" * 10)
+    for shape in args.shapes.split(","):
+        n, k = (int(v) for v in shape.split("x"))
+        for scheme in args.schemes.split(","):
+            seconds, nbytes, copies, x, raw = bench_rlx(scheme, n, k, args.reps, rng)
+            t_torch = bench_torch(scheme, n, k, x, raw, args.reps)
+            gbs = nbytes / seconds / 1e9
+            row = {"scheme": scheme, "n": n, "k": k, "weight_bytes": nbytes, "copies": copies,
+                   "rlx_ms": seconds * 1e3, "rlx_gbs": gbs,
+                   "pct_read_bw": 100 * gbs / bw["read_bw"],
+                   "torch_ms": None if t_torch is None else t_torch * 1e3,
+                   "torch_gbs_f32": None if t_torch is None else n * k * 4 / t_torch / 1e9,
+                   "rlx_over_torch": None if t_torch is None else seconds / t_torch}
+            rows.append(row)
+            torch_cols = ("- | - | -" if t_torch is None else
+                          f"{row['torch_ms']:.3f} | {row['torch_gbs_f32']:.1f} | "
+                          f"{row['rlx_over_torch']:.2f}")
+            print(f"| {scheme} | {n}x{k} | {nbytes / 2**20:.1f} | {copies} | "
+                  f"{row['rlx_ms']:.3f} | {gbs:.1f} | {row['pct_read_bw']:.0f}% | {torch_cols} |",
+                  flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"read_bandwidth": bw, "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,27 @@
+// Decode-shaped (M = 1) dequant_matmul compiles to one dispatch per GEMV at --compile-to=flow
+// on llvm-cpu (-O3, rlx's default), Vulkan and CUDA: the dequant is fused into the matvec,
+// the repacking of the GGUF bytes runs in initializers. The weights are large enough (the
+// f32 dequant of each is over IREE's 1 MiB const-expr hoisting threshold) that IREE keeps the
+// dequant per call, as for real layers; shapes differ so that no executable is deduplicated.
+// RUN: %rlx-compile %s --target=llvm-cpu --emit=linalg | %iree-compile - --compile-to=flow --iree-hal-target-device=local --iree-hal-local-target-device-backends=llvm-cpu --iree-llvmcpu-target-cpu=host --iree-opt-level=O3 --iree-opt-data-tiling=true | FileCheck %s
+// RUN: %rlx-compile %s --target=vulkan --emit=linalg | %iree-compile - --compile-to=flow --iree-hal-target-device=vulkan --iree-vulkan-target=llvmpipe --iree-opt-level=O3 | FileCheck %s
+// RUN: %rlx-compile %s --target=cuda --emit=linalg | %iree-compile - --compile-to=flow --iree-hal-target-device=cuda --iree-cuda-target=sm_80 --iree-opt-level=O3 | FileCheck %s
+
+// CHECK-COUNT-4: flow.executable.export public @main_dispatch_{{[0-9]+}}_matvec_like_
+// CHECK-NOT:     flow.executable.export public @main_dispatch
+// CHECK-LABEL:   util.func public @main(
+// CHECK-COUNT-4: flow.dispatch @main_dispatch_
+// CHECK-NOT:     flow.dispatch @
+module @decode attributes {rlx.fusion_policy = "direct"} {
+  func.func @main(%x: tensor<1x2048xf32> {rlx.name = "x"}) -> (tensor<1x256xf32>, tensor<1x384xf32>, tensor<1x512xf32>, tensor<1x640xf32>) {
+    %w0 = "rlx_hir.param"() {name = "q4_k"} : () -> tensor<256x1152xi8>
+    %y0 = "rlx_hir.dequant_matmul"(%x, %w0) {scheme = "gguf_q4_k"} : (tensor<1x2048xf32>, tensor<256x1152xi8>) -> tensor<1x256xf32>
+    %w1 = "rlx_hir.param"() {name = "q8_0"} : () -> tensor<384x2176xi8>
+    %y1 = "rlx_hir.dequant_matmul"(%x, %w1) {scheme = "gguf_q8_0"} : (tensor<1x2048xf32>, tensor<384x2176xi8>) -> tensor<1x384xf32>
+    %w2 = "rlx_hir.param"() {name = "q6_k"} : () -> tensor<512x1680xi8>
+    %y2 = "rlx_hir.dequant_matmul"(%x, %w2) {scheme = "gguf_q6_k"} : (tensor<1x2048xf32>, tensor<512x1680xi8>) -> tensor<1x512xf32>
+    %w3 = "rlx_hir.param"() {name = "q5_0"} : () -> tensor<640x1408xi8>
+    %y3 = "rlx_hir.dequant_matmul"(%x, %w3) {scheme = "gguf_q5_0"} : (tensor<1x2048xf32>, tensor<640x1408xi8>) -> tensor<1x640xf32>
+    return %y0, %y1, %y2, %y3 : tensor<1x256xf32>, tensor<1x384xf32>, tensor<1x512xf32>, tensor<1x640xf32>
+  }
+}

@@ -1,0 +1,298 @@
+"""Numerics of dequant_matmul (hir_to_mir/quant.py, mir_to_linalg/quant.py).
+
+- GGUF: the weights IREE dequantizes equal ``gguf.quants.dequantize`` bit for bit, on random
+  blocks in which every bit position is both set and clear somewhere (f16 scale fields are
+  set to finite values of sane magnitude). The weights are read through the matmul itself:
+  with ``x = I`` (prefill-shaped, llvm-cpu) or a one-hot ``x`` per column (decode-shaped,
+  the dequant fused into the matvec; llvm-cpu and Vulkan), products with 1.0 and sums with
+  0.0 are exact, except that an accumulator starting at +0.0 turns a -0.0 weight into +0.0,
+  so zeros are compared without their sign. Q8_K, which the gguf package cannot dequantize,
+  is compared with the numpy reference (itself checked against gguf for the other schemes).
+- Legacy int8 / NVFP4 against the numpy reference written from the spec.
+- Matmul results (leading and dynamic dims, f16 activations) within the dtype tolerance.
+- One dispatch per decode-shaped (M = 1) dequant_matmul on llvm-cpu, Vulkan and CUDA;
+  prefill shapes compile for Vulkan and CUDA. On lavapipe only decode shapes run: Mesa takes
+  tens of seconds to compile each prefill-shaped shader IREE emits for these dispatches.
+
+Modules are compiled with ``--iree-opt-const-expr-max-size-increase-threshold=0``: the test
+weights are small enough that IREE would otherwise hoist the whole dequantization into an
+initializer, and these tests are about the form that runs per call for real layer sizes
+(the repacking of the raw bytes is still hoisted: it never grows the data).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from harness import DEVICE, TARGETS, check_module, require
+from iree.compiler.tools.binaries import find_tool
+
+import rlx
+from rlx.compiler import TargetConfig
+from rlx.dialects.enums import QUANT_SCHEMES
+from rlx.reference import quant as ref
+from rlx.reference.tolerance import assert_close
+
+gguf = pytest.importorskip("gguf", reason="the gguf package is the oracle of GGUF weights")
+
+NO_HOIST = ["--iree-opt-const-expr-max-size-increase-threshold=0"]
+GGUF_SCHEMES = [s for s, q in QUANT_SCHEMES.items() if q.gguf]
+F16_FIELDS = {"gguf_q4_0": [0], "gguf_q4_1": [0, 2], "gguf_q5_0": [0], "gguf_q5_1": [0, 2],
+              "gguf_q8_0": [0], "gguf_q2_k": [80, 82], "gguf_q3_k": [108],
+              "gguf_q4_k": [0, 2], "gguf_q5_k": [0, 2], "gguf_q6_k": [208]}
+"""Byte offsets of the f16 scale fields of each block type (ggml's block structs)."""
+
+
+def _finite_f16(shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """f16 bit patterns with random sign and mantissa and exponents in [2⁻¹², 2⁻³]."""
+    sign = rng.integers(0, 2, shape, dtype=np.uint16) << 15
+    exp = rng.integers(3, 13, shape, dtype=np.uint16) << 10
+    mant = rng.integers(0, 1024, shape, dtype=np.uint16)
+    return (sign | exp | mant).astype(np.uint16)
+
+
+def _half_bits(scheme: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """F16 / BF16 bit patterns: random sign and mantissa, normal exponents within ±2⁸. (BF16
+    exponent 0 would be an f32 denormal, which IREE's CPU code flushes to zero.)"""
+    sign = rng.integers(0, 2, shape, dtype=np.uint32) << 15
+    if scheme == "gguf_f16":
+        exp, mant = rng.integers(7, 24, shape, dtype=np.uint32), rng.integers(0, 1 << 10, shape)
+        return (sign | (exp << 10) | mant.astype(np.uint32)).astype(np.uint16)
+    exp, mant = rng.integers(119, 136, shape, dtype=np.uint32), rng.integers(0, 1 << 7, shape)
+    return (sign | (exp << 7) | mant.astype(np.uint32)).astype(np.uint16)
+
+
+def random_blocks(scheme: str, rows: int, k: int, rng: np.random.Generator) -> np.ndarray:
+    """``[rows, ROWBYTES]`` int8 of random blocks: every bit random except scale fields."""
+    q = QUANT_SCHEMES[scheme]
+    if scheme in ("gguf_f16", "gguf_bf16"):
+        return _half_bits(scheme, (rows, k), rng).view(np.int8).reshape(rows, -1)
+    blocks = rng.integers(0, 256, (rows, k // q.block_elems, q.block_bytes), dtype=np.uint8)
+    for at in F16_FIELDS.get(scheme, []):
+        blocks[:, :, at:at + 2] = _finite_f16(blocks.shape[:2], rng).view(np.uint8).reshape(
+            *blocks.shape[:2], 2)
+    if scheme == "gguf_q8_k":
+        d = (rng.standard_normal(blocks.shape[:2]) * 1e-2).astype(np.float32)
+        blocks[:, :, 0:4] = d.view(np.uint8).reshape(*blocks.shape[:2], 4)
+    return blocks.reshape(rows, -1).view(np.int8)
+
+
+def random_bits_cover(scheme: str, raw: np.ndarray) -> None:
+    """Every bit of every non-scale byte of the block is set in some block, clear in another."""
+    q = QUANT_SCHEMES[scheme]
+    blocks = raw.view(np.uint8).reshape(-1, q.block_bytes)
+    fixed = {b for at in F16_FIELDS.get(scheme, []) for b in (at, at + 1)}
+    if scheme == "gguf_q8_k":
+        fixed = set(range(4))
+    free = [b for b in range(q.block_bytes) if b not in fixed]
+    ors = np.bitwise_or.reduce(blocks[:, free], axis=0)
+    ands = np.bitwise_and.reduce(blocks[:, free], axis=0)
+    assert np.all(ors == 0xFF), f"{scheme}: some bit is never set"
+    assert np.all(ands == 0), f"{scheme}: some bit is never clear"
+
+
+def oracle(scheme: str, raw: np.ndarray) -> np.ndarray:
+    """float32 ``[N, K]``: gguf's dequantization (Q8_K: the spec reference)."""
+    if scheme == "gguf_q8_k":
+        return ref.dequantize_gguf(raw, scheme)
+    qtype = gguf.GGMLQuantizationType[scheme.removeprefix("gguf_").upper()]
+    n = raw.shape[0]
+    return np.asarray(gguf.quants.dequantize(raw.view(np.uint8), qtype), np.float32).reshape(n, -1)
+
+
+def assert_same_bits(got: np.ndarray, want: np.ndarray, what: str) -> None:
+    """Equal bit patterns, -0.0 counted as +0.0."""
+    g = (np.asarray(got, np.float32) + np.float32(0)).view(np.uint32)
+    w = (np.asarray(want, np.float32) + np.float32(0)).view(np.uint32)
+    bad = np.argwhere(g != w)
+    assert not len(bad), (f"{what}: {len(bad)} of {g.size} weights differ, first at "
+                          f"{bad[0].tolist()}: {got[tuple(bad[0])]!r} vs {want[tuple(bad[0])]!r}")
+
+
+def gguf_module(k: int, rows: int, m: int | None, schemes: list[str]) -> rlx.HirModule:
+    h = rlx.HirModule("gguf")
+    x = h.input("x", (m, k))
+    h.set_outputs([h.dequant_matmul(x, h.param(s, (rows, QUANT_SCHEMES[s].row_bytes(k)), "i8"),
+                                    scheme=s) for s in schemes])
+    return h
+
+
+def legacy_weights(k: int, n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """int8 (block 32) and NVFP4 operands; the NVFP4 scales take all 256 byte values."""
+    scale_bytes = np.resize(np.arange(256, dtype=np.uint8), (k // 16, n))
+    rng.shuffle(scale_bytes.reshape(-1))
+    return {
+        "i8.w": rng.integers(-128, 128, (k, n), dtype=np.int8),
+        "i8.s": (rng.random((k // 32, n)) * 0.02 + 1e-3).astype(np.float32),
+        "i8.z": rng.integers(-8, 8, (k // 32, n)).astype(np.float32),
+        "fp4.w": rng.integers(0, 256, (k, n // 2), dtype=np.uint8).view(np.int8),
+        "fp4.s": scale_bytes.view(np.int8),
+        "fp4.g": np.array([0.37], np.float32),
+    }
+
+
+def all_schemes_module(k: int, rows: int, m: int | None, x_shape: tuple[int | None, ...]
+                       | None = None, dtype: str = "f32") -> rlx.HirModule:
+    """Every GGUF scheme (weights named after them, ``rows`` output features) and the two
+    legacy ones (``rows`` too), on one input ``x``."""
+    h = rlx.HirModule("quant")
+    x = h.input("x", x_shape or (m, k), dtype)
+    outs = [h.dequant_matmul(x, h.param(s, (rows, QUANT_SCHEMES[s].row_bytes(k)), "i8"),
+                             scheme=s) for s in GGUF_SCHEMES]
+    outs += [h.dequant_matmul(x, h.param("i8.w", (k, rows), "i8"),
+                              h.param("i8.s", (k // 32, rows)), h.param("i8.z", (k // 32, rows)),
+                              scheme="int8", block_size=32),
+             h.dequant_matmul(x, h.param("fp4.w", (k, rows // 2), "i8"),
+                              h.param("fp4.s", (k // 16, rows), "i8"), h.param("fp4.g", (1,)),
+                              scheme="nvfp4", block_size=16)]
+    h.set_outputs(outs)
+    return h
+
+
+def all_weights(k: int, rows: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    weights = {s: random_blocks(s, rows, k, rng) for s in GGUF_SCHEMES}
+    weights.update(legacy_weights(k, rows, rng))
+    return weights
+
+
+def check_weights(columns: list[np.ndarray], weights: dict[str, np.ndarray], what: str) -> None:
+    """``columns[i]``: the weights IREE computed for output i of :func:`all_schemes_module`
+    (``[N, K]`` for GGUF, ``[K, N]`` for legacy): GGUF and NVFP4 bit for bit, int8 within
+    the f32 tolerance (``(q - zp) * s`` rounds twice in f32, once in the float64 reference)."""
+    for s, w in zip(GGUF_SCHEMES, columns, strict=False):
+        assert_same_bits(w, oracle(s, weights[s]), f"{s} {what}")
+    int8, fp4 = columns[len(GGUF_SCHEMES):]
+    want8 = ref.dequantize_legacy(weights["i8.w"], weights["i8.s"], weights["i8.z"],
+                                  scheme="int8", block_size=32)
+    want4 = ref.dequantize_legacy(weights["fp4.w"], weights["fp4.s"], weights["fp4.g"],
+                                  scheme="nvfp4", block_size=16)
+    assert_close(int8.T, want8, "f32", f"int8 {what}")
+    assert_same_bits(fp4.T, want4.astype(np.float32), f"nvfp4 {what}")
+
+
+def one_hot_columns(prog: rlx.runtime.Program, k: int, outputs: int) -> list[np.ndarray]:
+    """Call a decode-shaped (x [1, K]) module once per k with a one-hot x: output i's
+    column k is weight column k."""
+    cols: list[list[np.ndarray]] = [[] for _ in range(outputs)]
+    for i in range(k):
+        x = np.zeros((1, k), np.float32)
+        x[0, i] = 1.0
+        for c, y in zip(cols, prog.main(x), strict=True):
+            c.append(np.array(y[0], copy=True))   # results alias memory reused by the next call
+    return [np.stack(c, axis=1) for c in cols]
+
+
+def test_reference_matches_gguf() -> None:
+    """The spec reference equals gguf's dequantization (so it can stand in for Q8_K)."""
+    rng = np.random.default_rng(1)
+    for s in GGUF_SCHEMES:
+        if s == "gguf_q8_k":
+            continue
+        raw = random_blocks(s, 8, 512, rng)
+        assert_same_bits(ref.dequantize_gguf(raw, s), oracle(s, raw), s)
+
+
+def test_weights_bit_exact_cpu_prefill() -> None:
+    """llvm-cpu, x = I (M = K: the dequant runs as its own dispatch): every scheme."""
+    k, rows = 512, 32
+    weights = all_weights(k, rows, np.random.default_rng(0))
+    for s in GGUF_SCHEMES:
+        if s not in ("gguf_f16", "gguf_bf16"):
+            random_bits_cover(s, weights[s])
+    h = all_schemes_module(k, rows, k)
+    prog = rlx.runtime.load(rlx.compile(h, "llvm-cpu", extra_flags=NO_HOIST), "local-task",
+                            weights)
+    outs = prog.main(np.eye(k, dtype=np.float32))
+    check_weights([y.T for y in outs], weights, "on llvm-cpu (prefill)")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_weights_bit_exact_decode(target: str) -> None:
+    """M = 1 (the dequant fused into the matvec): weight column k from a one-hot x, every k,
+    every scheme."""
+    require(target)
+    k, rows = 256, 64
+    weights = all_weights(k, rows, np.random.default_rng(2))
+    for s in GGUF_SCHEMES:
+        if s not in ("gguf_f16", "gguf_bf16"):
+            random_bits_cover(s, weights[s])
+    h = all_schemes_module(k, rows, 1)
+    prog = rlx.runtime.load(rlx.compile(h, target, extra_flags=NO_HOIST), DEVICE[target],
+                            weights)
+    columns = one_hot_columns(prog, k, len(h.outputs))
+    check_weights(columns, weights, f"on {target} (decode)")
+
+
+def test_e4m3fn_reference_every_byte() -> None:
+    """The reference E4M3FN decoder on all 256 bytes against the OCP definition."""
+    got = ref.e4m3fn(np.arange(256, dtype=np.uint8))
+    special = {0x00: 0.0, 0x01: 2.0 ** -9, 0x07: 7 * 2.0 ** -9, 0x08: 2.0 ** -6, 0x38: 1.0,
+               0x7E: 448.0, 0x7F: 0.0, 0xFF: 0.0}   # 0x7F / 0xFF: NaN decodes to 0 (RLX)
+    assert {b: float(got[b]) for b in special} == special
+    assert np.array_equal(got[0x80:0xFF], -got[0x00:0x7F])
+
+
+def test_matmul_numerics_cpu() -> None:
+    """Every scheme on a random ``x [2, ?, K]`` (leading and dynamic dims) against the
+    float64 reference."""
+    k, rows = 512, 24
+    weights = all_weights(k, rows, np.random.default_rng(4))
+    check_module(all_schemes_module(k, rows, None, (2, None, k)), "llvm-cpu", dyn=3,
+                 params=weights, extra_flags=NO_HOIST)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_matmul_numerics_decode(target: str) -> None:
+    """Every scheme on a random decode-shaped x against the float64 reference."""
+    k, rows = 256, 40
+    weights = all_weights(k, rows, np.random.default_rng(5))
+    check_module(all_schemes_module(k, rows, 1), target, params=weights, extra_flags=NO_HOIST)
+
+
+def test_matmul_f16_activations() -> None:
+    """f16 x: f32 accumulation, one rounding of the result to f16."""
+    k, rows = 256, 16
+    weights = all_weights(k, rows, np.random.default_rng(6))
+    check_module(all_schemes_module(k, rows, 3, dtype="f16"), "llvm-cpu", params=weights,
+                 extra_flags=NO_HOIST)
+
+
+def flow_exports(h: rlx.HirModule, target: str) -> list[str]:
+    """The dispatch exports of @main at --compile-to=flow (no GPU needed)."""
+    text = rlx.compile(h, target, emit="linalg")
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "m.mlir"
+        src.write_text(text)
+        proc = subprocess.run([find_tool("iree-compile"), str(src), *TargetConfig(target).flags(),
+                               *NO_HOIST, "--compile-to=flow"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    exports = re.findall(r"flow\.executable\.export public @(\w+)", proc.stdout)
+    return [e for e in exports if e.startswith("main_")]
+
+
+@pytest.mark.parametrize("target", ["llvm-cpu", "vulkan", "cuda"])
+def test_one_dispatch_per_decode_gemv(target: str) -> None:
+    """Each M = 1 dequant_matmul is one matvec dispatch of @main (the repacking is in
+    initializers)."""
+    h = all_schemes_module(512, 64, 1)
+    main = flow_exports(h, target)
+    assert len(main) == len(h.outputs), main
+    # BF16 is converted in the contraction body (integer ops), which IREE files as a
+    # "reduction"; every other scheme is a matvec with its dequant fused in.
+    assert sorted("matvec_like" in e for e in main) == [False] + [True] * (len(main) - 1), main
+    assert any("reduction" in e and "xi16x" in e for e in main), main
+
+
+def test_prefill_compiles_for_vulkan_and_cuda() -> None:
+    """Every scheme with a dynamic M compiles for Vulkan and CUDA (sm_80; Hopper through
+    the sm_89-derived target). Not run on lavapipe in CI: it takes tens of seconds to
+    compile each of these shaders (the decode-shaped ones above run)."""
+    h = all_schemes_module(256, 32, None)
+    assert rlx.compile(h, "vulkan")[:4]
+    assert rlx.compile(h, "cuda")[:4]
+    assert rlx.compile(all_schemes_module(256, 32, 1), "cuda", cuda_arch="sm_90")[:4]
