@@ -61,6 +61,20 @@ def test_local_sync_device(linear_vmfb: bytes) -> None:
     np.testing.assert_allclose(out, WANT, rtol=1e-6, atol=1e-6)
 
 
+def test_results_do_not_alias_later_calls() -> None:
+    """A kept result must not change when a later call reuses the device's memory (on
+    local-task, IREE's to_host() is a view of a result buffer the allocator hands out again)."""
+    h = rlx.HirModule("four")
+    x = h.input("x", (1, 64))
+    h.set_outputs([h.linear(x, h.param(f"w{i}", (64, 32))) for i in range(4)])
+    weights = {f"w{i}": np.eye(64, 32, dtype=np.float32) * (i + 1) for i in range(4)}
+    run = rlx.runtime.load(rlx.compile(h), params=weights).main
+    kept = [[y[0] for y in run(np.eye(1, 64, i, dtype=np.float32))] for i in range(4)]
+    for i, rows in enumerate(kept):
+        for j, row in enumerate(rows):
+            np.testing.assert_array_equal(row, np.eye(1, 32, i, dtype=np.float32)[0] * (j + 1))
+
+
 def test_weight_errors_name_the_tensor(linear_vmfb: bytes, tmp_path: Path) -> None:
     with pytest.raises(rlx.WeightError, match=r"weight 'fc.b' .* is missing"):
         rlx.runtime.load(linear_vmfb, params={"fc.w": WEIGHTS["fc.w"]})

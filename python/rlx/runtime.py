@@ -322,7 +322,9 @@ class Program:
         if isinstance(arr, np.ndarray):
             return arr
         if self.device_name.startswith("local"):
-            return np.asarray(arr.to_host())
+            # to_host() on a local device is a view of the device buffer, which IREE's
+            # allocator hands to a later call: copy, or a kept result changes under the user.
+            return np.array(arr.to_host(), copy=True)
         bv = arr._buffer_view
         src = bv.get_buffer()
         dev = self._device

@@ -183,7 +183,7 @@ def one_hot_columns(prog: rlx.runtime.Program, k: int, outputs: int) -> list[np.
         x = np.zeros((1, k), np.float32)
         x[0, i] = 1.0
         for c, y in zip(cols, prog.main(x), strict=True):
-            c.append(np.array(y[0], copy=True))   # results alias memory reused by the next call
+            c.append(y[0])
     return [np.stack(c, axis=1) for c in cols]
 
 
