@@ -47,10 +47,16 @@ def save_hf(kind: str, path: Path, seed: int = 0) -> torch.nn.Module:
 
 
 def hf_reference(model: torch.nn.Module, ids: list[int], n: int) -> tuple[np.ndarray, list[int]]:
+    """HF logits of ``ids`` and ``n`` greedy tokens, by a plain argmax loop on HF's KV cache
+    (``generate`` would bend the oracle: with ``min_new_tokens`` it masks the EOS id)."""
     with torch.no_grad():
-        logits = model(torch.tensor([ids])).logits.numpy()
-        tokens = model.generate(torch.tensor([ids]), max_new_tokens=n, min_new_tokens=n,
-                                do_sample=False)[0, len(ids):].tolist()
+        out = model(torch.tensor([ids]), use_cache=True)
+        logits = out.logits.numpy()
+        tokens: list[int] = []
+        while len(tokens) < n:
+            tokens.append(int(out.logits[0, -1].argmax()))
+            out = model(torch.tensor([tokens[-1:]]), cache=out.cache,
+                        use_cache=True)
     return logits, tokens
 
 

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from rlx.dialects.builder import HirModule, HirValue
+from rlx.dialects.enums import QUANT_SCHEMES
 from rlx.ir.diagnostics import RlxError
 from rlx.ir.types import DType
 
@@ -62,6 +63,10 @@ class LlamaConfig:
     arch: str = "llama"
     qkv_bias: bool = False
     qk_norm: bool = False
+    weight_schemes: Mapping[str, str] = field(default_factory=dict)
+    """rlx weight name -> ``dequant_matmul`` scheme (``"gguf_q8_0"``...) for linear weights
+    kept in a quantized / half format: such a weight is the GGML tensor's raw bytes
+    ``[out, ROWBYTES] i8`` and its matmul dequantizes in the dispatch. Others are f32."""
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -168,6 +173,24 @@ class _Ctx:
     def p(self, name: str) -> HirValue:
         return self.h.param(name, param_shapes(self.c)[name])
 
+    def linear(self, x: HirValue, name: str, bias: HirValue | None = None) -> HirValue:
+        """``x @ W (+ bias)``: a plain linear, or a dequant_matmul on the raw bytes."""
+        scheme = self.c.weight_schemes.get(name)
+        if scheme is None:
+            return self.h.linear(x, self.p(name), bias)
+        k, n = param_shapes(self.c)[name]
+        w = self.h.param(name, (n, QUANT_SCHEMES[scheme].row_bytes(k)), "i8")
+        y = self.h.dequant_matmul(x, w, scheme=scheme)
+        return y if bias is None else self.h.mir("binary", [y, bias], kind="add")
+
+    def ffn(self, x: HirValue, prefix: str) -> HirValue:
+        names = [prefix + n for n in ("up", "gate", "down")]
+        if not any(n in self.c.weight_schemes for n in names):
+            return self.h.swiglu_ffn(x, *map(self.p, names))
+        gate = self.h.mir("activation", [self.linear(x, prefix + "gate")], kind="silu")
+        act = self.h.mir("binary", [gate, self.linear(x, prefix + "up")], kind="mul")
+        return self.linear(act, prefix + "down")
+
 
 def _heads_norm(x: HirValue, ctx: _Ctx, weight: str, heads: int) -> HirValue:
     """Qwen3's per-head RMSNorm of q or k over head_dim."""
@@ -183,7 +206,7 @@ def _layer(ctx: _Ctx, i: int, x: HirValue, cos: HirValue, sin: HirValue,
     pre = f"layers.{i}."
     start = len(h)
     n1 = h.rms_norm(x, ctx.p(pre + "ln1"), ctx.zeros_e, c.rms_norm_eps)
-    q, k, v = (h.linear(n1, ctx.p(pre + n), ctx.p(pre + n + "_b") if c.qkv_bias else None)
+    q, k, v = (ctx.linear(n1, pre + n, ctx.p(pre + n + "_b") if c.qkv_bias else None)
                for n in ("q", "k", "v"))
     if c.qk_norm:
         q = _heads_norm(q, ctx, pre + "q_norm", c.num_heads)
@@ -194,9 +217,9 @@ def _layer(ctx: _Ctx, i: int, x: HirValue, cos: HirValue, sin: HirValue,
         k = h.mir("concat", [past[0], k], axis=1)
         v = h.mir("concat", [past[1], v], axis=1)
     a = h.attention(q, k, v, num_heads=c.num_heads, head_dim=c.head_dim, mask_kind="causal")
-    x1 = h.mir("binary", [x, h.linear(a, ctx.p(pre + "o"))], kind="add")
+    x1 = h.mir("binary", [x, ctx.linear(a, pre + "o")], kind="add")
     n2 = h.rms_norm(x1, ctx.p(pre + "ln2"), ctx.zeros_e, c.rms_norm_eps)
-    ffn = h.swiglu_ffn(n2, ctx.p(pre + "up"), ctx.p(pre + "gate"), ctx.p(pre + "down"))
+    ffn = ctx.ffn(n2, pre)
     y = h.mir("binary", [x1, ffn], kind="add")
     h.label_nodes_since(start, f"layers.{i}")
     return y, k, v
@@ -208,9 +231,10 @@ def _head(ctx: _Ctx, x: HirValue, last: HirValue | None) -> HirValue:
     if last is not None:
         x = h.mir("gather", [x, last], axis=1, batch_dims=1)
     x = h.rms_norm(x, ctx.p("norm"), ctx.zeros_e, c.rms_norm_eps)
-    w = (h.mir("transpose", [ctx.p("embed")], perm=[1, 0]) if c.tie_word_embeddings
-         else ctx.p("lm_head"))
-    logits = h.linear(x, w)
+    if c.tie_word_embeddings:
+        logits = h.linear(x, h.mir("transpose", [ctx.p("embed")], perm=[1, 0]))
+    else:
+        logits = ctx.linear(x, "lm_head")
     h.label_nodes_since(start, "lm_head")
     return logits
 
@@ -233,14 +257,21 @@ def _function(h: HirModule, c: LlamaConfig, decode: bool, logits: str) -> None:
     h.set_outputs([_head(ctx, x, last), *cache])
 
 
-def build(c: LlamaConfig, logits: str = "last", name: str = "llama") -> HirModule:
-    """The HIR module with ``prefill`` and ``decode`` (see the module docstring)."""
+def build(c: LlamaConfig, logits: str = "last", name: str = "llama",
+          functions: Sequence[str] = ("prefill", "decode")) -> HirModule:
+    """The HIR module with ``prefill`` and ``decode`` (see the module docstring);
+    ``functions`` picks a subset (e.g. ``("decode",)`` to count a decode step's dispatches)."""
     if logits not in ("last", "all"):
         raise ModelError(f"error: logits: expected 'last' or 'all', found {logits!r}")
-    h = HirModule(name, function="prefill")
-    _function(h, c, decode=False, logits=logits)
-    h.function("decode")
-    _function(h, c, decode=True, logits=logits)
+    unknown = [f for f in functions if f not in ("prefill", "decode")]
+    if unknown or not functions:
+        raise ModelError(f"error: functions: expected 'prefill' and/or 'decode', found "
+                         f"{list(functions)!r}")
+    h = HirModule(name, function=functions[0])
+    for i, fn in enumerate(functions):
+        if i:
+            h.function(fn)
+        _function(h, c, decode=fn == "decode", logits=logits)
     return h
 
 
@@ -258,6 +289,8 @@ def _scale_frequencies(inv: np.ndarray, scaling: Mapping[str, Any] | None) -> np
     if not scaling:
         return inv
     kind = scaling.get("rope_type", scaling.get("type"))
+    if kind == "freq_factors":  # GGUF's rope_freqs.weight (how llama.cpp stores llama3 rope)
+        return inv / np.asarray(scaling["factors"], np.float64)
     factor = float(scaling.get("factor", 1.0))
     if kind == "linear":
         return inv / factor
@@ -330,6 +363,13 @@ def convert_hf_weights(c: LlamaConfig, tensors: Mapping[str, np.ndarray], source
     return out
 
 
+def from_gguf(path: str | Path, logits: str = "last") -> LlamaModel:
+    """Build from a llama.cpp ``.gguf`` file (see :mod:`rlx.models.gguf`)."""
+    from rlx.models.gguf import from_gguf as _from_gguf
+
+    return _from_gguf(path, logits)
+
+
 def from_hf(config: str | Path, *safetensors: str | Path, logits: str = "last"
             ) -> LlamaModel:
     """Build from an HF ``config.json`` and its ``*.safetensors`` (or the directory)."""
@@ -350,4 +390,4 @@ def from_hf(config: str | Path, *safetensors: str | Path, logits: str = "last"
 
 
 __all__ = ["ARCHITECTURES", "LlamaConfig", "LlamaModel", "ModelError", "build",
-           "convert_hf_weights", "from_hf", "param_shapes", "rope_tables"]
+           "convert_hf_weights", "from_gguf", "from_hf", "param_shapes", "rope_tables"]

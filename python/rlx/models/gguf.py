@@ -1,0 +1,196 @@
+"""LLaMA-family models from llama.cpp ``.gguf`` files (``rlx.models.llama.from_gguf``).
+
+The file's metadata gives the hyper-parameters (``{arch}.block_count``,
+``.embedding_length``, ``.feed_forward_length``, ``.attention.head_count(_kv)``,
+``.attention.key_length``, ``.attention.layer_norm_rms_epsilon``, ``.rope.freq_base``,
+``.rope.dimension_count``, ``.rope.scaling.*``); the tensors use llama.cpp's names
+(``token_embd``, ``blk.N.attn_q`` ..., ``output_norm``, ``output``).
+
+How each weight is used:
+
+- Linear weights keep the file's format. Block formats (Q4_0 ... Q6_K) and F16 / BF16 go to
+  ``dequant_matmul`` as the tensor's raw bytes ``[out, ROWBYTES] i8``: the compiled module
+  dequantizes inside the matmul dispatch, so a decode step reads the quantized bytes. F32
+  ones are transposed to rlx's ``[in, out]`` and use a plain ``linear``.
+- The token embedding is dequantized once, on the host, to f32: a lookup reads one row per
+  token, so the quantized form saves no bandwidth there, and a host-side gather keeps the
+  module free of a per-scheme gather. When there is no ``output.weight`` (tied embeddings)
+  the LM head reads ``token_embd`` in the file's format, like any linear weight.
+- Norm weights (and Qwen2's biases) are f32 (widened from F16 if stored so).
+
+RoPE style: llama.cpp's converter permutes the rows of LLaMA's ``q``/``k`` projections so
+that each head's rotated pairs are adjacent; GGUF ``llama`` models use the interleaved
+(GPT-J, rlx ``gptj``) rotation, and ``qwen2`` / ``qwen3`` the unpermuted NeoX one (llama.cpp's
+``LLAMA_ROPE_TYPE_NORM`` vs ``LLAMA_ROPE_TYPE_NEOX``). A ``rope_freqs.weight`` tensor (how
+llama.cpp stores LLaMA 3's rope scaling) divides the frequencies, as llama.cpp does.
+
+Supported architectures: ``llama`` (LLaMA 1/2/3, Mistral without sliding window), ``qwen2``
+(QKV bias), ``qwen3`` (q/k RMSNorm). Anything the builder cannot honour exactly (another
+architecture, partial rotary, YaRN scaling, a GGML type rlx cannot dequantize, a missing
+tensor or a shape mismatch) is one :class:`~rlx.models.llama.ModelError` naming the file and
+the key or tensor.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlx.ir.diagnostics import WeightError
+from rlx.models.llama import ARCHITECTURES, LlamaConfig, LlamaModel, ModelError, build, param_shapes
+
+GGUF_ARCHITECTURES = {"llama": "gptj", "qwen2": "neox", "qwen3": "neox"}
+"""Supported ``general.architecture`` values -> rlx RoPE style."""
+
+LAYER_TENSORS = {
+    "ln1": "attn_norm.weight", "ln2": "ffn_norm.weight", "q": "attn_q.weight",
+    "k": "attn_k.weight", "v": "attn_v.weight", "o": "attn_output.weight",
+    "q_b": "attn_q.bias", "k_b": "attn_k.bias", "v_b": "attn_v.bias",
+    "q_norm": "attn_q_norm.weight", "k_norm": "attn_k_norm.weight",
+    "gate": "ffn_gate.weight", "up": "ffn_up.weight", "down": "ffn_down.weight",
+}
+LINEAR = {"q", "k", "v", "o", "gate", "up", "down", "lm_head"}
+
+
+def gguf_name(name: str) -> str:
+    """The GGUF tensor name of an rlx weight name."""
+    top = {"embed": "token_embd.weight", "norm": "output_norm.weight",
+           "lm_head": "output.weight"}
+    if name in top:
+        return top[name]
+    _, i, key = name.split(".", 2)
+    return f"blk.{i}.{LAYER_TENSORS[key]}"
+
+
+def config_from_metadata(meta: dict[str, Any], tensors: dict[str, Any], source: str
+                         ) -> LlamaConfig:
+    """A :class:`LlamaConfig` from GGUF metadata (``tensors``: name -> GgufTensor)."""
+    arch = meta.get("general.architecture")
+    if arch not in GGUF_ARCHITECTURES:
+        raise ModelError(f"{source}: error: unsupported architecture {arch!r} "
+                         f"(general.architecture; supported: {', '.join(GGUF_ARCHITECTURES)})")
+
+    def key(name: str, default: Any = None) -> Any:
+        value = meta.get(f"{arch}.{name}", default)
+        if value is None:
+            raise ModelError(f"{source}: error: missing metadata '{arch}.{name}'")
+        return value
+
+    def positive(name: str, default: Any = None) -> int:
+        value = key(name, default)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ModelError(f"{source}: error: metadata '{arch}.{name}': expected a "
+                             f"positive integer, found {value!r}")
+        return value
+
+    hidden = positive("embedding_length")
+    heads = positive("attention.head_count")
+    kv_heads = positive("attention.head_count_kv", heads)
+    head_dim = positive("attention.key_length", hidden // heads)
+    if heads % kv_heads:
+        raise ModelError(f"{source}: error: metadata '{arch}.attention.head_count' {heads} is "
+                         f"not a multiple of 'attention.head_count_kv' {kv_heads}")
+    n_rot = positive("rope.dimension_count", head_dim)
+    if n_rot != head_dim:
+        raise ModelError(f"{source}: error: metadata '{arch}.rope.dimension_count' {n_rot}: "
+                         f"partial rotary (head_dim {head_dim}) is not supported by this "
+                         "builder")
+    if "token_embd.weight" not in tensors:
+        raise ModelError(f"{source}: error: missing tensor 'token_embd.weight'")
+    scaling: dict[str, Any] | None = None
+    kind = meta.get(f"{arch}.rope.scaling.type", "none")
+    if kind == "linear":
+        scaling = {"rope_type": "linear", "factor": float(key("rope.scaling.factor"))}
+    elif kind != "none":
+        raise ModelError(f"{source}: error: metadata '{arch}.rope.scaling.type' {kind!r} is "
+                         "not supported (supported: none, linear, rope_freqs.weight)")
+    eps = key("attention.layer_norm_rms_epsilon", 1e-5)
+    theta = key("rope.freq_base", 10000.0)
+    return LlamaConfig(
+        vocab_size=tensors["token_embd.weight"].shape[0], hidden_size=hidden,
+        num_layers=positive("block_count"), num_heads=heads, num_kv_heads=kv_heads,
+        head_dim=head_dim, intermediate_size=positive("feed_forward_length"),
+        rms_norm_eps=float(eps), rope_theta=float(theta),
+        rope_style=GGUF_ARCHITECTURES[arch], rope_scaling=scaling,
+        tie_word_embeddings="output.weight" not in tensors, arch=arch,
+        **ARCHITECTURES[arch])
+
+
+def from_gguf(path: str | Path, logits: str = "last") -> LlamaModel:
+    """Build a LLaMA-family model (HIR ``prefill`` / ``decode``, weights) from a ``.gguf``."""
+    import rlx.gguf
+
+    path = Path(path)
+    try:
+        f = rlx.gguf.load(path)
+    except WeightError as e:
+        raise ModelError(str(e)) from None
+    try:
+        c = config_from_metadata(f.metadata, f.tensors, str(path))
+        return _model(f, c, logits)
+    finally:
+        f.close()
+
+
+def _model(f: Any, c: LlamaConfig, logits: str) -> LlamaModel:
+    src = str(f.path)
+    schemes: dict[str, str] = {}
+    weights: dict[str, np.ndarray] = {}
+    expected = param_shapes(c)
+    if c.tie_word_embeddings:  # the LM head reads token_embd in its own format
+        expected["lm_head"] = (c.hidden_size, c.vocab_size)
+    for name, shape in expected.items():
+        tname = "token_embd.weight" if name == "lm_head" and c.tie_word_embeddings \
+            else gguf_name(name)
+        if tname not in f.tensors:
+            raise ModelError(f"{src}: error: missing tensor '{tname}' (rlx weight '{name}')")
+        t = f.tensors[tname]
+        linear = name.rsplit(".", 1)[-1] in LINEAR
+        want = shape[::-1] if linear else shape  # GGUF (numpy order) is [out, in]
+        if tuple(t.shape) != tuple(want):
+            raise ModelError(f"{src}: error: tensor '{tname}': expected shape {list(want)}, "
+                             f"found {list(t.shape)} ({t.type_name})")
+        if t.plain_dtype is None and t.scheme is None:
+            raise ModelError(f"{src}: error: tensor '{tname}' is {t.type_name}, which rlx "
+                             "cannot dequantize")
+        if linear and t.type_name != "F32":
+            schemes[name] = t.scheme
+            weights[name] = f.raw(tname)
+        elif linear:
+            weights[name] = np.ascontiguousarray(f.array(tname).T)
+        else:
+            weights[name] = _dequantized(f, t)
+    if c.tie_word_embeddings and "lm_head" not in schemes:
+        del weights["lm_head"]  # f32: the module transposes the embedding itself
+    else:
+        c = _replace(c, tie_word_embeddings=False)
+    if "rope_freqs.weight" in f.tensors:
+        factors = _dequantized(f, f.tensors["rope_freqs.weight"]).reshape(-1)
+        if factors.shape != (c.head_dim // 2,):
+            raise ModelError(f"{src}: error: tensor 'rope_freqs.weight': expected shape "
+                             f"[{c.head_dim // 2}], found {list(factors.shape)}")
+        c = _replace(c, rope_scaling={"rope_type": "freq_factors",
+                                      "factors": tuple(map(float, factors))})
+    c = _replace(c, weight_schemes=schemes)
+    return LlamaModel(c, build(c, logits), weights)
+
+
+def _dequantized(f: Any, t: Any) -> np.ndarray:
+    """A tensor as f32 values (host-side; for the embedding, norms and biases)."""
+    if t.plain_dtype is not None or t.type_name in ("F16", "BF16"):
+        return np.ascontiguousarray(f.array(t.name), dtype=np.float32)
+    import gguf
+
+    raw = f.raw(t.name).view(np.uint8)
+    return gguf.quants.dequantize(raw, gguf.GGMLQuantizationType(t.ggml_type)).astype(
+        np.float32).reshape(t.shape)
+
+
+def _replace(c: LlamaConfig, **changes: Any) -> LlamaConfig:
+    return dataclasses.replace(c, **changes)
+
+
+__all__ = ["GGUF_ARCHITECTURES", "config_from_metadata", "from_gguf", "gguf_name"]

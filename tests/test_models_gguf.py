@@ -1,0 +1,233 @@
+"""rlx.models.llama.from_gguf against HF transformers.
+
+A tiny HF LLaMA (GQA, random weights from a fixed seed) is written as GGUF with the ``gguf``
+package the way llama.cpp's ``convert_hf_to_gguf.py`` does (tensor names, metadata, the q/k
+row permutation to the interleaved RoPE layout; norms stay F32) as F32, F16 and Q8_0.
+Oracles: transformers on the original weights (32 greedy tokens identical for F32 and F16),
+and transformers on the weights as the file stores them (f16-rounded, or Q8_0 dequantized by
+``gguf.quants.dequantize``) for the logits within the f32 tolerance. Q8_0 logits against the
+original model: within ``Q8_0_TOLERANCE`` (see there).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import gguf
+import numpy as np
+import pytest
+import torch
+from harness import require
+
+from rlx.generate import Generator
+from rlx.models import llama
+from rlx.models.llama import ModelError
+from rlx.reference.tolerance import assert_close
+from test_models import PROMPT, hf_reference, prefill_all, save_hf
+
+Q8_0_TOLERANCE = 0.2
+"""Q8_0 logits vs the unquantized model: rms(error) <= 0.2 * rms(logits). Q8_0 rounds each
+weight to 1/254 of its 32-block's max (about 0.5% rms per weight), and this random model
+(init std 0.5, 3 layers) amplifies that: transformers alone, original vs Q8_0-dequantized
+weights, measures 0.062 for seed 0 (0.054-0.161 over seeds 0-3). Unrelated logits (a wrong
+block layout or scale) give about 1.4 (sqrt 2). The exact check is the one against
+transformers on the dequantized weights (f32 tolerance, identical tokens)."""
+
+HF_TO_GGUF = {
+    "input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight":
+    "ffn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight",
+    "self_attn.k_proj.weight": "attn_k.weight", "self_attn.v_proj.weight": "attn_v.weight",
+    "self_attn.o_proj.weight": "attn_output.weight", "mlp.gate_proj.weight": "ffn_gate.weight",
+    "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
+    "self_attn.q_proj.bias": "attn_q.bias", "self_attn.k_proj.bias": "attn_k.bias",
+    "self_attn.v_proj.bias": "attn_v.bias", "self_attn.q_norm.weight": "attn_q_norm.weight",
+    "self_attn.k_norm.weight": "attn_k_norm.weight",
+}
+
+
+def _permute(w: np.ndarray, heads: int) -> np.ndarray:
+    """convert_hf_to_gguf's LlamaModel.permute: HF's rotate-half rows -> interleaved pairs."""
+    return (w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:])
+            .swapaxes(1, 2).reshape(w.shape))
+
+
+def _stored(w: np.ndarray, fmt: str) -> tuple[np.ndarray, gguf.GGMLQuantizationType]:
+    """A 2-D weight as the file stores it (data for GGUFWriter and its GGML type)."""
+    if w.ndim == 1 or fmt == "F32":
+        return w.astype(np.float32), gguf.GGMLQuantizationType.F32
+    if fmt == "F16":
+        return w.astype(np.float16), gguf.GGMLQuantizationType.F16
+    qtype = gguf.GGMLQuantizationType[fmt]
+    return gguf.quants.quantize(w.astype(np.float32), qtype), qtype
+
+
+def stored_values(w: np.ndarray, fmt: str) -> np.ndarray:
+    """The f32 values a weight has after a round trip through the file format."""
+    data, qtype = _stored(w, fmt)
+    if qtype in (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16):
+        return data.astype(np.float32)
+    return gguf.quants.dequantize(data, qtype).reshape(w.shape)
+
+
+def write_gguf(model: torch.nn.Module, path: Path, fmt: str,
+               drop: str | None = None, arch: str = "llama") -> Path:
+    """The HF model as a GGUF file, like ``convert_hf_to_gguf.py --outtype fmt``."""
+    cfg = model.config
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_name("tiny")
+    w.add_context_length(cfg.max_position_embeddings)
+    w.add_embedding_length(cfg.hidden_size)
+    w.add_block_count(cfg.num_hidden_layers)
+    w.add_feed_forward_length(cfg.intermediate_size)
+    w.add_head_count(cfg.num_attention_heads)
+    w.add_head_count_kv(cfg.num_key_value_heads)
+    w.add_key_length(cfg.head_dim)
+    w.add_value_length(cfg.head_dim)
+    w.add_rope_dimension_count(cfg.head_dim)
+    w.add_rope_freq_base(float(cfg.rope_parameters["rope_theta"]))
+    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    for name, t in model.state_dict().items():
+        arr = t.detach().numpy()
+        if name == "model.embed_tokens.weight":
+            gname = "token_embd.weight"
+        elif name == "model.norm.weight":
+            gname = "output_norm.weight"
+        elif name == "lm_head.weight":
+            if cfg.tie_word_embeddings:
+                continue
+            gname = "output.weight"
+        else:
+            _, _, i, rest = name.split(".", 3)
+            gname = f"blk.{i}.{HF_TO_GGUF[rest]}"
+            if arch != "llama":  # only LLaMA's q/k rows are permuted (interleaved RoPE)
+                pass
+            elif rest == "self_attn.q_proj.weight":
+                arr = _permute(arr, cfg.num_attention_heads)
+            elif rest == "self_attn.k_proj.weight":
+                arr = _permute(arr, cfg.num_key_value_heads)
+        if gname == drop:
+            continue
+        data, qtype = _stored(arr, fmt)
+        w.add_tensor(gname, data, raw_dtype=qtype)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def as_stored(model: torch.nn.Module, fmt: str) -> torch.nn.Module:
+    """The HF model with every 2-D weight replaced by its values after the file round trip."""
+    with torch.no_grad():
+        for t in model.parameters():
+            if t.ndim == 2:
+                t.copy_(torch.from_numpy(stored_values(t.numpy(), fmt)))
+    return model
+
+
+@pytest.fixture(scope="module")
+def hf(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """The tiny HF LLaMA (3 layers, 4 heads, 2 KV heads), its tokens and logits."""
+    path = tmp_path_factory.mktemp("hf")
+    model = save_hf("llama", path)
+    logits, tokens = hf_reference(model, PROMPT, 32)
+    return {"path": path, "model": model, "logits": logits, "tokens": tokens}
+
+
+@pytest.mark.parametrize("fmt", ["F32", "F16", "Q8_0"])
+def test_gguf_matches_transformers_on_llvm_cpu(fmt: str, hf: dict, tmp_path: Path) -> None:
+    file = write_gguf(hf["model"], tmp_path / f"tiny-{fmt}.gguf", fmt)
+    model = llama.from_gguf(file, logits="all")
+    assert model.config.rope_style == "gptj"
+    assert set(model.config.weight_schemes.values()) == (
+        set() if fmt == "F32" else {f"gguf_{fmt.lower()}"})
+    gen = Generator(model)
+    got = prefill_all(gen, PROMPT)
+    stored = save_hf("llama", tmp_path / "copy")  # same seed: the same weights
+    want, want_tokens = hf_reference(as_stored(stored, fmt), PROMPT, 32)
+    assert_close(got, want, "f32", f"{fmt} prefill logits vs HF on the stored weights")
+    tokens = gen.generate(PROMPT, 32)
+    assert tokens == want_tokens
+    if fmt == "Q8_0":
+        ref = hf["logits"]
+        rel = np.sqrt(np.mean((got - ref) ** 2) / np.mean(ref ** 2))
+        assert rel <= Q8_0_TOLERANCE, f"Q8_0 logits vs the original model: rms error {rel:.3f}"
+    else:
+        assert tokens == hf["tokens"]
+
+
+@pytest.mark.parametrize("kind", ["qwen2", "qwen3"])
+def test_qwen_gguf_matches_transformers(kind: str, tmp_path: Path) -> None:
+    """Qwen2 (QKV bias) and Qwen3 (q/k RMSNorm): NeoX RoPE, q/k not permuted."""
+    model = save_hf(kind, tmp_path / "hf")
+    want, want_tokens = hf_reference(model, PROMPT, 8)
+    built = llama.from_gguf(write_gguf(model, tmp_path / f"{kind}.gguf", "F32", arch=kind),
+                            logits="all")
+    assert (built.config.rope_style, built.config.arch) == ("neox", kind)
+    gen = Generator(built)
+    assert_close(prefill_all(gen, PROMPT), want, "f32", f"{kind} GGUF prefill logits")
+    assert gen.generate(PROMPT, 8) == want_tokens
+
+
+def test_gguf_tied_f16_embeddings(tmp_path: Path) -> None:
+    """No output.weight: the LM head reads token_embd (F16) through dequant_matmul."""
+    model = save_hf("llama_tied", tmp_path / "hf")
+    file = write_gguf(model, tmp_path / "tied.gguf", "F16")
+    built = llama.from_gguf(file, logits="all")
+    assert built.config.weight_schemes["lm_head"] == "gguf_f16"
+    want, want_tokens = hf_reference(as_stored(model, "F16"), PROMPT, 8)
+    gen = Generator(built)
+    assert_close(prefill_all(gen, PROMPT), want, "f32", "tied F16 prefill logits")
+    assert gen.generate(PROMPT, 8) == want_tokens
+
+
+def test_gguf_matches_transformers_on_vulkan(hf: dict, tmp_path: Path) -> None:
+    require("vulkan")
+    file = write_gguf(hf["model"], tmp_path / "tiny.gguf", "F32")
+    gen = Generator(llama.from_gguf(file, logits="all"), "vulkan")
+    assert_close(prefill_all(gen, PROMPT), hf["logits"], "f32", "vulkan GGUF prefill logits")
+    assert gen.generate(PROMPT, 32) == hf["tokens"]
+
+
+def test_rlx_generate_cli_on_gguf(hf: dict, tmp_path: Path) -> None:
+    file = write_gguf(hf["model"], tmp_path / "tiny.gguf", "F32")
+    proc = subprocess.run([sys.executable, "-m", "rlx.tools.generate", str(file),
+                           "--prompt-ids", ",".join(map(str, PROMPT)), "--max-new-tokens", "8"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == ",".join(map(str, hf["tokens"][:8]))
+
+
+def test_unsupported_and_broken_gguf(hf: dict, tmp_path: Path) -> None:
+    model = hf["model"]
+    with pytest.raises(ModelError, match=r"unsupported architecture 'gpt2' "
+                                         r"\(general.architecture"):
+        llama.from_gguf(write_gguf(model, tmp_path / "gpt2.gguf", "F32", arch="gpt2"))
+    with pytest.raises(ModelError, match=r"missing tensor 'blk.1.ffn_up.weight' "
+                                         r"\(rlx weight 'layers.1.up'\)"):
+        llama.from_gguf(write_gguf(model, tmp_path / "m.gguf", "F32", drop="blk.1.ffn_up.weight"))
+    truncated = tmp_path / "truncated.gguf"
+    truncated.write_bytes((tmp_path / "gpt2.gguf").read_bytes()[:-100])
+    with pytest.raises(ModelError, match="runs past the end of the file"):
+        llama.from_gguf(truncated)
+    proc = subprocess.run([sys.executable, "-m", "rlx.tools.generate", str(truncated),
+                           "--prompt-ids", "1,2"], capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert "runs past the end of the file" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_gguf_shape_mismatch_names_the_tensor(hf: dict, tmp_path: Path) -> None:
+    cfg = hf["model"].config
+    # The tiny model's file, but the metadata claims a wider FFN than the tensors have.
+    model = hf["model"]
+    cfg.intermediate_size, saved = 256, cfg.intermediate_size
+    try:
+        wrong = write_gguf(model, tmp_path / "wrong.gguf", "F32")
+    finally:
+        cfg.intermediate_size = saved
+    with pytest.raises(ModelError, match=r"tensor 'blk.0.ffn_gate.weight': expected shape "
+                                         r"\[256, 64\], found \[128, 64\]"):
+        llama.from_gguf(wrong)
