@@ -139,14 +139,14 @@ def report(results: dict[str, Any]) -> str:
     for name, row in results["blocks"].items():
         for impl, t in row["impls"].items():
             ratio_t = row["impls"]["rlx"]["median_ms"] / row["impls"]["torch"]["median_ms"]
-            ratio_o = (row["impls"]["rlx"]["median_ms"] / row["impls"]["ort"]["median_ms"]
-                       if "ort" in row["impls"] else float("nan"))
+            ratio_o = (f'{row["impls"]["rlx"]["median_ms"] / row["impls"]["ort"]["median_ms"]:.2f}'
+                       if "ort" in row["impls"] else "n/a")
             rlx_row = impl == "rlx"
             d = row["dispatches"]
             err = row["max_rel_err"]
             lines.append(
                 f"| {name} | {impl} | {t['median_ms']:.3f} | {t['p25_ms']:.3f}-{t['p75_ms']:.3f}"
-                f" | {f'{ratio_t:.2f}' if rlx_row else ''} | {f'{ratio_o:.2f}' if rlx_row else ''}"
+                f" | {f'{ratio_t:.2f}' if rlx_row else ''} | {ratio_o if rlx_row else ''}"
                 f" | {t['throughput']} | {f'{d[0]}+{d[1]} / {d[2]}' if rlx_row else ''}"
                 f" | {f'{err:.1e}' if rlx_row else ''} |")
     return "\n".join(lines) + "\n"

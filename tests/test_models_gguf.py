@@ -71,8 +71,8 @@ def stored_values(w: np.ndarray, fmt: str) -> np.ndarray:
     return gguf.quants.dequantize(data, qtype).reshape(w.shape)
 
 
-def write_gguf(model: torch.nn.Module, path: Path, fmt: str,
-               drop: str | None = None, arch: str = "llama") -> Path:
+def write_gguf(model: torch.nn.Module, path: Path, fmt: str, drop: str | None = None,
+               arch: str = "llama", v_fmt: str | None = None) -> Path:
     """The HF model as a GGUF file, like ``convert_hf_to_gguf.py --outtype fmt``."""
     cfg = model.config
     w = gguf.GGUFWriter(str(path), arch)
@@ -109,7 +109,7 @@ def write_gguf(model: torch.nn.Module, path: Path, fmt: str,
                 arr = _permute(arr, cfg.num_key_value_heads)
         if gname == drop:
             continue
-        data, qtype = _stored(arr, fmt)
+        data, qtype = _stored(arr, v_fmt if v_fmt and "attn_v" in gname else fmt)
         w.add_tensor(gname, data, raw_dtype=qtype)
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -143,6 +143,8 @@ def test_gguf_matches_transformers_on_llvm_cpu(fmt: str, hf: dict, tmp_path: Pat
     assert model.config.rope_style == "gptj"
     assert set(model.config.weight_schemes.values()) == (
         set() if fmt == "F32" else {f"gguf_{fmt.lower()}"})
+    # q/k/v and gate/up of one format are packed: one dequant_matmul each
+    assert ("layers.2.qkv" in model.config.packed) == (fmt != "F32")
     gen = Generator(model)
     got = prefill_all(gen, PROMPT)
     stored = save_hf("llama", tmp_path / "copy")  # same seed: the same weights
@@ -168,6 +170,24 @@ def test_qwen_gguf_matches_transformers(kind: str, tmp_path: Path) -> None:
     assert (built.config.rope_style, built.config.arch) == ("neox", kind)
     gen = Generator(built)
     assert_close(prefill_all(gen, PROMPT), want, "f32", f"{kind} GGUF prefill logits")
+    assert gen.generate(PROMPT, 8) == want_tokens
+
+
+def test_gguf_mixed_formats_pack_what_matches(hf: dict, tmp_path: Path) -> None:
+    """Q8_0 with attn_v in F16 (as Q4_K_M files keep v in Q6_K): q/k packed, v apart."""
+    model = llama.from_gguf(write_gguf(hf["model"], tmp_path / "mixed.gguf", "Q8_0",
+                                       v_fmt="F16"), logits="all")
+    assert model.config.packed["layers.0.qk"] == ("layers.0.q", "layers.0.k")
+    assert model.config.weight_schemes["layers.0.v"] == "gguf_f16"
+    stored = save_hf("llama", tmp_path / "copy")
+    with torch.no_grad():
+        for name, t in stored.named_parameters():
+            if t.ndim == 2:
+                fmt = "F16" if "v_proj" in name else "Q8_0"
+                t.copy_(torch.from_numpy(stored_values(t.numpy(), fmt)))
+    want, want_tokens = hf_reference(stored, PROMPT, 8)
+    gen = Generator(model)
+    assert_close(prefill_all(gen, PROMPT), want, "f32", "mixed-format prefill logits")
     assert gen.generate(PROMPT, 8) == want_tokens
 
 

@@ -174,8 +174,35 @@ def _model(f: Any, c: LlamaConfig, logits: str) -> LlamaModel:
                              f"[{c.head_dim // 2}], found {list(factors.shape)}")
         c = _replace(c, rope_scaling={"rope_type": "freq_factors",
                                       "factors": tuple(map(float, factors))})
-    c = _replace(c, weight_schemes=schemes)
+    packed = _pack(c, schemes, weights)
+    c = _replace(c, weight_schemes=schemes, packed=packed)
     return LlamaModel(c, build(c, logits), weights)
+
+
+PACKS = {"qkv": ("q", "k", "v"), "qk": ("q", "k"), "gate_up": ("gate", "up")}
+
+
+def _pack(c: LlamaConfig, schemes: dict[str, str], weights: dict[str, np.ndarray]
+          ) -> dict[str, tuple[str, ...]]:
+    """Concatenate the rows of projections that read the same input and share a format
+    (q/k/v; gate/up), so that each group is one dequant_matmul: two or three fewer
+    dispatches per layer and decode token. Groups of mixed formats (a Q4_K_M file keeps v
+    in Q6_K) pack what matches (q/k) or stay apart."""
+    packed: dict[str, tuple[str, ...]] = {}
+    for i in range(c.num_layers):
+        for pack, parts in PACKS.items():
+            members = tuple(f"layers.{i}.{p}" for p in parts)
+            if any(m not in schemes or m not in weights for m in members):
+                continue
+            if len({schemes[m] for m in members}) != 1:
+                continue
+            name = f"layers.{i}.{pack}"
+            schemes[name] = schemes[members[0]]
+            weights[name] = np.concatenate([weights.pop(m) for m in members], axis=0)
+            for m in members:
+                del schemes[m]
+            packed[name] = members
+    return packed
 
 
 def _dequantized(f: Any, t: Any) -> np.ndarray:

@@ -67,6 +67,11 @@ class LlamaConfig:
     """rlx weight name -> ``dequant_matmul`` scheme (``"gguf_q8_0"``...) for linear weights
     kept in a quantized / half format: such a weight is the GGML tensor's raw bytes
     ``[out, ROWBYTES] i8`` and its matmul dequantizes in the dispatch. Others are f32."""
+    packed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Weights stored as one tensor: ``"layers.0.qkv" -> ("layers.0.q", "layers.0.k",
+    "layers.0.v")`` (rows concatenated, ``[sum N, ROWBYTES] i8``, the pack's scheme in
+    ``weight_schemes``). Projections of the same input then run as one ``dequant_matmul``
+    (one dispatch instead of two or three per decode token) and are sliced apart."""
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -178,17 +183,47 @@ class _Ctx:
         scheme = self.c.weight_schemes.get(name)
         if scheme is None:
             return self.h.linear(x, self.p(name), bias)
-        k, n = param_shapes(self.c)[name]
+        shapes = param_shapes(self.c)
+        members = self.c.packed.get(name, (name,))
+        k = shapes[members[0]][0]
+        n = sum(shapes[m][1] for m in members)
         w = self.h.param(name, (n, QUANT_SCHEMES[scheme].row_bytes(k)), "i8")
         y = self.h.dequant_matmul(x, w, scheme=scheme)
         return y if bias is None else self.h.mir("binary", [y, bias], kind="add")
+
+    def linears(self, x: HirValue, names: Sequence[str],
+                biases: Sequence[HirValue | None]) -> list[HirValue]:
+        """``x @ W_i (+ b_i)`` for each name; a packed run of names is one matmul, sliced."""
+        shapes = param_shapes(self.c)
+        out: list[HirValue] = []
+        i = 0
+        while i < len(names):
+            pack = next((p for p, members in self.c.packed.items()
+                         if tuple(names[i:i + len(members)]) == tuple(members)), None)
+            if pack is None:
+                out.append(self.linear(x, names[i], biases[i]))
+                i += 1
+                continue
+            members = self.c.packed[pack]
+            y = self.linear(x, pack)
+            start = 0
+            for name, bias in zip(members, biases[i:i + len(members)], strict=True):
+                n = shapes[name][1]
+                part = self.h.mir("slice", [y], starts=[0, 0, start], sizes=[-1, -1, n],
+                                  strides=[1, 1, 1])
+                out.append(part if bias is None
+                           else self.h.mir("binary", [part, bias], kind="add"))
+                start += n
+            i += len(members)
+        return out
 
     def ffn(self, x: HirValue, prefix: str) -> HirValue:
         names = [prefix + n for n in ("up", "gate", "down")]
         if not any(n in self.c.weight_schemes for n in names):
             return self.h.swiglu_ffn(x, *map(self.p, names))
-        gate = self.h.mir("activation", [self.linear(x, prefix + "gate")], kind="silu")
-        act = self.h.mir("binary", [gate, self.linear(x, prefix + "up")], kind="mul")
+        gate, up = self.linears(x, [prefix + "gate", prefix + "up"], [None, None])
+        act = self.h.mir("binary", [self.h.mir("activation", [gate], kind="silu"), up],
+                         kind="mul")
         return self.linear(act, prefix + "down")
 
 
@@ -206,8 +241,8 @@ def _layer(ctx: _Ctx, i: int, x: HirValue, cos: HirValue, sin: HirValue,
     pre = f"layers.{i}."
     start = len(h)
     n1 = h.rms_norm(x, ctx.p(pre + "ln1"), ctx.zeros_e, c.rms_norm_eps)
-    q, k, v = (ctx.linear(n1, pre + n, ctx.p(pre + n + "_b") if c.qkv_bias else None)
-               for n in ("q", "k", "v"))
+    q, k, v = ctx.linears(n1, [pre + n for n in ("q", "k", "v")],
+                          [ctx.p(pre + n + "_b") if c.qkv_bias else None for n in "qkv"])
     if c.qk_norm:
         q = _heads_norm(q, ctx, pre + "q_norm", c.num_heads)
         k = _heads_norm(k, ctx, pre + "k_norm", c.num_kv_heads)

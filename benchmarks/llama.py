@@ -1,0 +1,360 @@
+"""Whole LLaMA-shaped models from GGUF files: rlx (llvm-cpu) vs HF transformers eager vs
+llama.cpp, prefill and decode tokens/s, in one run on the same files and thread count.
+
+For each model shape (random weights, std 0.02, fixed seed) the script builds the HF model,
+writes it as an F16 GGUF the way llama.cpp's converter does (names, q/k row permutation, a
+byte-level tokenizer so that llama.cpp loads it), and derives Q8_0 and Q4_K_M files from it
+with llama.cpp's ``llama-quantize`` (without llama.cpp: Q8_0 by the ``gguf`` package, no
+Q4_K). Then, per format:
+
+- rlx: ``rlx.models.llama.from_gguf`` compiled for llvm-cpu; prefill = one ``prefill`` call
+  on a ``--prompt``-token prompt (host ids in, last logits out); decode = ``--gen`` decode
+  steps after a 1-token prompt, each reading the logits back to the host (what greedy
+  generation does), the KV cache staying on the device;
+- HF transformers eager (f32; the same weights, not rounded), ``torch.set_num_threads``:
+  the same prefill, and decode steps on HF's KV cache;
+- llama.cpp: ``llama-bench -t THREADS -p PROMPT -n GEN`` on the same GGUF file.
+
+Reported: tokens/s (median of ``--rounds``), rlx/HF and rlx/llama.cpp as speed ratios
+(above 1: rlx is faster), decode GB/s = weight bytes one decode token reads (every linear
+weight as stored in the file, the LM head included; the embedding row and the KV cache are
+negligible here) x tokens/s, and the dispatches one decode token runs (IREE stream
+dispatches of the ``decode`` function).
+
+Usage: ``python benchmarks/llama.py [--models tiny,135m,1b] [--formats F16,Q8_0,Q4_K]
+[--llama-cpp DIR] [--threads 2] [--json out.json]``. ``DIR`` holds ``llama-bench`` and
+``llama-quantize`` (default ``$RLX_LLAMA_CPP`` or ``benchmarks/.cache/llama.cpp/build/bin``;
+``benchmarks/build_llama_cpp.sh`` builds them). Generated files go to
+``benchmarks/.cache/`` (git-ignored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "python"))
+
+import gguf  # noqa: E402
+import torch  # noqa: E402
+import transformers  # noqa: E402
+
+from rlx.compiler import dispatch_counts  # noqa: E402
+from rlx.generate import Generator  # noqa: E402
+from rlx.models import llama  # noqa: E402
+
+CACHE = Path(__file__).resolve().parent / ".cache"
+SHAPES = {
+    # name: hidden, layers, heads, kv heads, ffn, vocab, tied
+    "tiny": (256, 2, 4, 2, 512, 512, False),
+    "135m": (576, 30, 9, 3, 1536, 49152, True),   # SmolLM-135M
+    "1b": (2048, 22, 32, 4, 5632, 32000, False),  # TinyLlama-1.1B
+}
+QUANTIZE_TYPES = {"Q8_0": "Q8_0", "Q4_K": "Q4_K_M"}
+
+
+def hf_model(shape: str, seed: int = 0) -> transformers.PreTrainedModel:
+    hidden, layers, heads, kv, ffn, vocab, tied = SHAPES[shape]
+    cfg = transformers.LlamaConfig(
+        vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers,
+        num_attention_heads=heads, num_key_value_heads=kv, intermediate_size=ffn,
+        max_position_embeddings=2048, rms_norm_eps=1e-5, tie_word_embeddings=tied,
+        attn_implementation="eager")
+    torch.manual_seed(seed)
+    return transformers.LlamaForCausalLM(cfg).eval()
+
+
+def _permute(w: np.ndarray, heads: int) -> np.ndarray:
+    return (w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:])
+            .swapaxes(1, 2).reshape(w.shape))
+
+
+def write_f16_gguf(model: transformers.PreTrainedModel, path: Path) -> None:
+    """As ``convert_hf_to_gguf.py --outtype f16`` would, with a byte-level SPM vocabulary."""
+    cfg = model.config
+    names = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm",
+             "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
+             "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
+             "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_name("random-llama")
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    w.add_context_length(cfg.max_position_embeddings)
+    w.add_embedding_length(cfg.hidden_size)
+    w.add_block_count(cfg.num_hidden_layers)
+    w.add_feed_forward_length(cfg.intermediate_size)
+    w.add_head_count(cfg.num_attention_heads)
+    w.add_head_count_kv(cfg.num_key_value_heads)
+    w.add_rope_dimension_count(cfg.hidden_size // cfg.num_attention_heads)
+    w.add_rope_freq_base(10000.0)
+    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    vocab = cfg.vocab_size
+    w.add_tokenizer_model("llama")
+    w.add_token_list([b"<unk>", b"<s>", b"</s>"] + [f"<0x{i:02X}>".encode() for i in range(256)]
+                     + [f"\u2581t{i}".encode() for i in range(vocab - 259)])
+    w.add_token_scores([0.0] * vocab)
+    w.add_token_types([gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL]
+                      + [gguf.TokenType.BYTE] * 256 + [gguf.TokenType.NORMAL] * (vocab - 259))
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    for name, t in model.state_dict().items():
+        arr = t.detach().float().numpy()
+        if name == "model.embed_tokens.weight":
+            gname = "token_embd.weight"
+        elif name == "model.norm.weight":
+            gname = "output_norm.weight"
+        elif name == "lm_head.weight":
+            if cfg.tie_word_embeddings:
+                continue
+            gname = "output.weight"
+        else:
+            _, _, i, rest = name.split(".", 3)
+            module, kind = rest.rsplit(".", 1)
+            gname = f"blk.{i}.{names[module]}.{kind}"
+            if module == "self_attn.q_proj":
+                arr = _permute(arr, cfg.num_attention_heads)
+            elif module == "self_attn.k_proj":
+                arr = _permute(arr, cfg.num_key_value_heads)
+        w.add_tensor(gname, arr.astype(np.float16) if arr.ndim == 2 else arr)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def gguf_files(shape: str, model: transformers.PreTrainedModel, formats: list[str],
+               bindir: Path | None) -> dict[str, Path]:
+    CACHE.mkdir(exist_ok=True)
+    f16 = CACHE / f"llama-{shape}-F16.gguf"
+    if not f16.exists():
+        write_f16_gguf(model, f16)
+    files = {"F16": f16}
+    for fmt in formats:
+        if fmt == "F16":
+            continue
+        out = CACHE / f"llama-{shape}-{fmt}.gguf"
+        if not out.exists():
+            if bindir is not None:
+                subprocess.run([str(bindir / "llama-quantize"), str(f16), str(out),
+                                QUANTIZE_TYPES[fmt], "2"], check=True, capture_output=True)
+            elif fmt == "Q8_0":
+                _quantize_q8_0(f16, out)
+            else:
+                print(f"  {fmt}: skipped (needs llama.cpp's llama-quantize)", file=sys.stderr)
+                continue
+        files[fmt] = out
+    return {k: v for k, v in files.items() if k in formats}
+
+
+def _quantize_q8_0(src: Path, out: Path) -> None:
+    """Q8_0 every 2-D tensor of an F16 file with the gguf package (no llama.cpp at hand)."""
+    reader = gguf.GGUFReader(str(src))
+    w = gguf.GGUFWriter(str(out), "llama")
+    for field in reader.fields.values():
+        if field.name.startswith("GGUF.") or field.name == "general.architecture":
+            continue
+        value = field.contents()
+        vtype = field.types[0]
+        sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
+        w.add_key_value(field.name, value, vtype, sub_type=sub)
+    for t in reader.tensors:
+        shape = tuple(int(d) for d in reversed(t.shape))
+        data = np.asarray(t.data).reshape(shape)
+        if len(shape) == 2:
+            q = gguf.GGMLQuantizationType.Q8_0
+            w.add_tensor(t.name, gguf.quants.quantize(data.astype(np.float32), q), raw_dtype=q)
+        else:
+            w.add_tensor(t.name, np.asarray(data, np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def decode_bytes(path: Path) -> int:
+    """Weight bytes one decode token reads: every 2-D tensor but the embedding, plus the
+    embedding when it is also the LM head (tied)."""
+    f = gguf.GGUFReader(str(path))
+    sizes = {t.name: int(t.n_bytes) for t in f.tensors if len(t.shape) == 2}
+    tied = "output.weight" not in sizes
+    return sum(n for name, n in sizes.items() if tied or name != "token_embd.weight")
+
+
+def timed(fn: Callable[[], Any]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def rlx_side(path: Path, prompt: list[int], gen: int) -> dict[str, Any]:
+    model = llama.from_gguf(path)
+    t0 = time.perf_counter()
+    g = Generator(model)
+    compile_s = time.perf_counter() - t0
+
+    def decode() -> None:
+        _, cache = g.prefill(prompt[:1])
+        for pos in range(1, gen + 1):
+            logits, cache = g.decode(prompt[pos % len(prompt)], pos, cache)
+            np.argmax(logits)
+
+    counts = dispatch_counts(llama.build(model.config, functions=("decode",)))
+    return {"prefill": lambda: g.prefill(prompt), "decode": decode, "compile_s": compile_s,
+            "dispatches": counts.stream}
+
+
+def hf_side(model: transformers.PreTrainedModel, prompt: list[int], gen: int
+            ) -> dict[str, Any]:
+    ids = torch.tensor([prompt])
+
+    def prefill() -> None:
+        with torch.no_grad():
+            model(ids, use_cache=True)
+
+    def decode() -> None:
+        with torch.no_grad():
+            out = model(ids[:, :1], use_cache=True)
+            for pos in range(1, gen + 1):
+                out = model(ids[:, pos % len(prompt)].reshape(1, 1), cache=out.cache,
+                            use_cache=True)
+                out.logits[0, -1].argmax()
+
+    return {"prefill": prefill, "decode": decode}
+
+
+def llama_bench(bindir: Path, path: Path, threads: int, prompt: int, gen: int, reps: int
+                ) -> dict[str, float]:
+    proc = subprocess.run([str(bindir / "llama-bench"), "-m", str(path), "-t", str(threads),
+                           "-p", str(prompt), "-n", str(gen), "-r", str(reps), "-o", "json"],
+                          capture_output=True, text=True, check=True)
+    out = {}
+    for row in json.loads(proc.stdout):
+        out["prefill" if row["n_prompt"] else "decode"] = float(row["avg_ts"])
+    return out
+
+
+def llama_cpp_version(bindir: Path) -> str:
+    proc = subprocess.run([str(bindir / "llama-bench"), "--version"], capture_output=True,
+                          text=True)
+    return (proc.stdout + proc.stderr).strip().splitlines()[0]
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    bindir = Path(args.llama_cpp) if args.llama_cpp else None
+    if bindir is not None and not (bindir / "llama-bench").is_file():
+        sys.exit(f"error: --llama-cpp {bindir}: no llama-bench there "
+                 "(run benchmarks/build_llama_cpp.sh)")
+    torch.set_num_threads(args.threads)
+    prompt = [int(t) for t in np.random.default_rng(0).integers(3, 200, args.prompt)]
+    rows = []
+    for shape in args.models.split(","):
+        print(f"{shape}: building and writing GGUF files", file=sys.stderr)
+        hf = hf_model(shape)
+        files = gguf_files(shape, hf, args.formats.split(","), bindir)
+        hf_fns = hf_side(hf, prompt, args.gen)
+        hf_t: dict[str, list[float]] = {"prefill": [], "decode": []}
+        for fmt, path in files.items():
+            print(f"{shape} {fmt}: compiling rlx", file=sys.stderr)
+            side = rlx_side(path, prompt, args.gen)
+            rlx_t: dict[str, list[float]] = {"prefill": [], "decode": []}
+            for phase in ("prefill", "decode"):
+                side[phase]()  # warm-up
+                hf_fns[phase]()
+            for _ in range(args.rounds):  # interleaved: noise hits both sides alike
+                for phase in ("prefill", "decode"):
+                    rlx_t[phase].append(timed(side[phase]))
+                    hf_t[phase].append(timed(hf_fns[phase]))
+            cpp = (llama_bench(bindir, path, args.threads, args.prompt, args.gen, args.rounds)
+                   if bindir is not None else {})
+            nbytes = decode_bytes(path)
+            row = {"model": shape, "format": fmt, "file_mb": path.stat().st_size / 1e6,
+                   "compile_s": side["compile_s"], "dispatches_per_token": side["dispatches"],
+                   "decode_weight_mb": nbytes / 1e6}
+            for phase, n in (("prefill", args.prompt), ("decode", args.gen)):
+                row[f"rlx_{phase}_tps"] = n / statistics.median(rlx_t[phase])
+                row[f"hf_{phase}_tps"] = n / statistics.median(hf_t[phase])
+                if phase in cpp:
+                    row[f"llama_cpp_{phase}_tps"] = cpp[phase]
+            row["rlx_decode_gbs"] = nbytes * row["rlx_decode_tps"] / 1e9
+            if "llama_cpp_decode_tps" in row:
+                row["llama_cpp_decode_gbs"] = nbytes * row["llama_cpp_decode_tps"] / 1e9
+            rows.append(row)
+            print(_line(row), file=sys.stderr)
+            del side
+    return {"machine": f"{platform.machine()} {os.cpu_count()} cpus, torch {torch.__version__},"
+                       f" transformers {transformers.__version__}",
+            "llama_cpp": llama_cpp_version(bindir) if bindir is not None else None,
+            "threads": args.threads, "prompt": args.prompt, "gen": args.gen,
+            "rounds": args.rounds, "rows": rows}
+
+
+def _line(row: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                    for k, v in row.items())
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}" if a and b else "n/a"
+
+
+def report(res: dict[str, Any]) -> str:
+    lines = ["# LLaMA-shaped models from GGUF: rlx vs HF eager vs llama.cpp\n",
+             f"Machine: {res['machine']}; llama.cpp: {res['llama_cpp'] or 'not run'}; "
+             f"{res['threads']} threads everywhere; prefill {res['prompt']} tokens, decode "
+             f"{res['gen']} tokens; median of {res['rounds']} interleaved rounds (llama.cpp: "
+             f"mean of its {res['rounds']} repetitions). Speed ratios: above 1, rlx is faster.\n",
+             "| model | format | prefill tok/s rlx / HF / llama.cpp | rlx÷HF | rlx÷llama.cpp "
+             "| decode tok/s rlx / HF / llama.cpp | rlx÷HF | rlx÷llama.cpp | decode GB/s rlx / "
+             "llama.cpp | dispatches / token | compile s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in res["rows"]:
+        cells = [r["model"], r["format"]]
+        for phase in ("prefill", "decode"):
+            rlx_, hf_, cpp = (r.get(f"{s}_{phase}_tps") for s in ("rlx", "hf", "llama_cpp"))
+            cells += [f"{rlx_:.0f} / {hf_:.0f} / " + (f"{cpp:.0f}" if cpp else "n/a"),
+                      _ratio(rlx_, hf_), _ratio(rlx_, cpp)]
+        cpp_gbs = r.get("llama_cpp_decode_gbs")
+        cells += [f"{r['rlx_decode_gbs']:.1f} / " + (f"{cpp_gbs:.1f}" if cpp_gbs else "n/a"),
+                  str(r["dispatches_per_token"]), f"{r['compile_s']:.0f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", default="tiny,135m")
+    p.add_argument("--formats", default="F16,Q8_0,Q4_K")
+    p.add_argument("--llama-cpp", default=os.environ.get("RLX_LLAMA_CPP") or (
+        str(CACHE / "llama.cpp/build/bin")
+        if (CACHE / "llama.cpp/build/bin/llama-bench").is_file() else None))
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--prompt", type=int, default=128)
+    p.add_argument("--gen", type=int, default=64)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--json", help="also write the results here")
+    p.add_argument("--md", help="also write the Markdown table here")
+    args = p.parse_args()
+    res = run(args)
+    text = report(res)
+    print(text)
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=1))
+    if args.md:
+        Path(args.md).write_text(text)
+
+
+if __name__ == "__main__":
+    main()
