@@ -72,7 +72,7 @@ def stored_values(w: np.ndarray, fmt: str) -> np.ndarray:
 
 
 def write_gguf(model: torch.nn.Module, path: Path, fmt: str, drop: str | None = None,
-               arch: str = "llama", v_fmt: str | None = None) -> Path:
+               arch: str = "llama", v_fmt: str | None = None, iq4: str | None = None) -> Path:
     """The HF model as a GGUF file, like ``convert_hf_to_gguf.py --outtype fmt``."""
     cfg = model.config
     w = gguf.GGUFWriter(str(path), arch)
@@ -110,6 +110,10 @@ def write_gguf(model: torch.nn.Module, path: Path, fmt: str, drop: str | None = 
         if gname == drop:
             continue
         data, qtype = _stored(arr, v_fmt if v_fmt and "attn_v" in gname else fmt)
+        if gname == iq4:  # a type rlx does not dequantize: zero IQ4_NL blocks
+            qtype = gguf.GGMLQuantizationType.IQ4_NL
+            elems, nbytes = gguf.GGML_QUANT_SIZES[qtype]
+            data = np.zeros((arr.shape[0], arr.shape[1] // elems * nbytes), np.uint8)
         w.add_tensor(gname, data, raw_dtype=qtype)
     w.write_header_to_file()
     w.write_kv_data_to_file()
@@ -228,6 +232,10 @@ def test_unsupported_and_broken_gguf(hf: dict, tmp_path: Path) -> None:
     with pytest.raises(ModelError, match=r"missing tensor 'blk.1.ffn_up.weight' "
                                          r"\(rlx weight 'layers.1.up'\)"):
         llama.from_gguf(write_gguf(model, tmp_path / "m.gguf", "F32", drop="blk.1.ffn_up.weight"))
+    with pytest.raises(ModelError, match=r"tensor 'blk.0.ffn_down.weight' is IQ4_NL, which "
+                                         r"rlx cannot dequantize"):
+        llama.from_gguf(write_gguf(model, tmp_path / "iq.gguf", "F16",
+                                   iq4="blk.0.ffn_down.weight"))
     truncated = tmp_path / "truncated.gguf"
     truncated.write_bytes((tmp_path / "gpt2.gguf").read_bytes()[:-100])
     with pytest.raises(ModelError, match="runs past the end of the file"):

@@ -86,6 +86,13 @@ def config_from_metadata(meta: dict[str, Any], tensors: dict[str, Any], source: 
                              f"positive integer, found {value!r}")
         return value
 
+    def number(name: str, default: float) -> float:
+        value = key(name, default)
+        if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
+            raise ModelError(f"{source}: error: metadata '{arch}.{name}': expected a "
+                             f"positive number, found {value!r}")
+        return float(value)
+
     hidden = positive("embedding_length")
     heads = positive("attention.head_count")
     kv_heads = positive("attention.head_count_kv", heads)
@@ -103,17 +110,17 @@ def config_from_metadata(meta: dict[str, Any], tensors: dict[str, Any], source: 
     scaling: dict[str, Any] | None = None
     kind = meta.get(f"{arch}.rope.scaling.type", "none")
     if kind == "linear":
-        scaling = {"rope_type": "linear", "factor": float(key("rope.scaling.factor"))}
+        scaling = {"rope_type": "linear", "factor": number("rope.scaling.factor", 1.0)}
     elif kind != "none":
         raise ModelError(f"{source}: error: metadata '{arch}.rope.scaling.type' {kind!r} is "
                          "not supported (supported: none, linear, rope_freqs.weight)")
-    eps = key("attention.layer_norm_rms_epsilon", 1e-5)
-    theta = key("rope.freq_base", 10000.0)
+    eps = number("attention.layer_norm_rms_epsilon", 1e-5)
+    theta = number("rope.freq_base", 10000.0)
     return LlamaConfig(
         vocab_size=tensors["token_embd.weight"].shape[0], hidden_size=hidden,
         num_layers=positive("block_count"), num_heads=heads, num_kv_heads=kv_heads,
         head_dim=head_dim, intermediate_size=positive("feed_forward_length"),
-        rms_norm_eps=float(eps), rope_theta=float(theta),
+        rms_norm_eps=eps, rope_theta=theta,
         rope_style=GGUF_ARCHITECTURES[arch], rope_scaling=scaling,
         tie_word_embeddings="output.weight" not in tensors, arch=arch,
         **ARCHITECTURES[arch])
@@ -140,7 +147,10 @@ def _model(f: Any, c: LlamaConfig, logits: str) -> LlamaModel:
     schemes: dict[str, str] = {}
     weights: dict[str, np.ndarray] = {}
     expected = param_shapes(c)
-    if c.tie_word_embeddings:  # the LM head reads token_embd in its own format
+    embd = f.tensors.get("token_embd.weight")
+    if c.tie_word_embeddings and embd is not None and embd.type_name != "F32":
+        # the LM head reads token_embd in its own format (an F32 one: the module transposes
+        # the embedding itself)
         expected["lm_head"] = (c.hidden_size, c.vocab_size)
     for name, shape in expected.items():
         tname = "token_embd.weight" if name == "lm_head" and c.tie_word_embeddings \
@@ -156,16 +166,17 @@ def _model(f: Any, c: LlamaConfig, logits: str) -> LlamaModel:
         if t.plain_dtype is None and t.scheme is None:
             raise ModelError(f"{src}: error: tensor '{tname}' is {t.type_name}, which rlx "
                              "cannot dequantize")
-        if linear and t.type_name != "F32":
+        if linear and t.scheme is not None:
             schemes[name] = t.scheme
             weights[name] = f.raw(tname)
-        elif linear:
+        elif linear and t.type_name == "F32":
             weights[name] = np.ascontiguousarray(f.array(tname).T)
+        elif linear:
+            raise ModelError(f"{src}: error: tensor '{tname}' is {t.type_name}: a linear "
+                             "weight must be F32, F16, BF16 or a block format")
         else:
             weights[name] = _dequantized(f, t)
-    if c.tie_word_embeddings and "lm_head" not in schemes:
-        del weights["lm_head"]  # f32: the module transposes the embedding itself
-    else:
+    if "lm_head" in schemes:
         c = _replace(c, tie_word_embeddings=False)
     if "rope_freqs.weight" in f.tensors:
         factors = _dequantized(f, f.tensors["rope_freqs.weight"]).reshape(-1)
