@@ -2,10 +2,10 @@
 llama.cpp, prefill and decode tokens/s, in one run on the same files and thread count.
 
 For each model shape (random weights, std 0.02, fixed seed) the script builds the HF model,
-writes it as an F16 GGUF the way llama.cpp's converter does (names, q/k row permutation, a
-byte-level tokenizer so that llama.cpp loads it), and derives Q8_0 and Q4_K_M files from it
-with llama.cpp's ``llama-quantize`` (without llama.cpp: Q8_0 by the ``gguf`` package, no
-Q4_K). Then, per format:
+writes it as an F16 GGUF the way llama.cpp's converter does (``benchmarks/hf_gguf.py``, with
+a byte-level tokenizer so that llama.cpp loads it), and derives Q8_0 and Q4_K_M files from
+it with llama.cpp's ``llama-quantize`` (without llama.cpp: Q8_0 written by the ``gguf``
+package, no Q4_K). Then, per format:
 
 - rlx: ``rlx.models.llama.from_gguf`` compiled for llvm-cpu; prefill = one ``prefill`` call
   on a ``--prompt``-token prompt (host ids in, last logits out); decode = ``--gen`` decode
@@ -46,11 +46,13 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "python"))
+sys.path.insert(0, str(ROOT))
 
-import gguf  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
+import rlx.gguf  # noqa: E402
+from benchmarks.hf_gguf import write_gguf  # noqa: E402
 from rlx.compiler import dispatch_counts  # noqa: E402
 from rlx.generate import Generator  # noqa: E402
 from rlx.models import llama  # noqa: E402
@@ -76,71 +78,14 @@ def hf_model(shape: str, seed: int = 0) -> transformers.PreTrainedModel:
     return transformers.LlamaForCausalLM(cfg).eval()
 
 
-def _permute(w: np.ndarray, heads: int) -> np.ndarray:
-    return (w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:])
-            .swapaxes(1, 2).reshape(w.shape))
-
-
-def write_f16_gguf(model: transformers.PreTrainedModel, path: Path) -> None:
-    """As ``convert_hf_to_gguf.py --outtype f16`` would, with a byte-level SPM vocabulary."""
-    cfg = model.config
-    names = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm",
-             "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
-             "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
-             "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
-    w = gguf.GGUFWriter(str(path), "llama")
-    w.add_name("random-llama")
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
-    w.add_context_length(cfg.max_position_embeddings)
-    w.add_embedding_length(cfg.hidden_size)
-    w.add_block_count(cfg.num_hidden_layers)
-    w.add_feed_forward_length(cfg.intermediate_size)
-    w.add_head_count(cfg.num_attention_heads)
-    w.add_head_count_kv(cfg.num_key_value_heads)
-    w.add_rope_dimension_count(cfg.hidden_size // cfg.num_attention_heads)
-    w.add_rope_freq_base(10000.0)
-    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
-    vocab = cfg.vocab_size
-    w.add_tokenizer_model("llama")
-    w.add_token_list([b"<unk>", b"<s>", b"</s>"] + [f"<0x{i:02X}>".encode() for i in range(256)]
-                     + [f"\u2581t{i}".encode() for i in range(vocab - 259)])
-    w.add_token_scores([0.0] * vocab)
-    w.add_token_types([gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL]
-                      + [gguf.TokenType.BYTE] * 256 + [gguf.TokenType.NORMAL] * (vocab - 259))
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_unk_token_id(0)
-    for name, t in model.state_dict().items():
-        arr = t.detach().float().numpy()
-        if name == "model.embed_tokens.weight":
-            gname = "token_embd.weight"
-        elif name == "model.norm.weight":
-            gname = "output_norm.weight"
-        elif name == "lm_head.weight":
-            if cfg.tie_word_embeddings:
-                continue
-            gname = "output.weight"
-        else:
-            _, _, i, rest = name.split(".", 3)
-            module, kind = rest.rsplit(".", 1)
-            gname = f"blk.{i}.{names[module]}.{kind}"
-            if module == "self_attn.q_proj":
-                arr = _permute(arr, cfg.num_attention_heads)
-            elif module == "self_attn.k_proj":
-                arr = _permute(arr, cfg.num_key_value_heads)
-        w.add_tensor(gname, arr.astype(np.float16) if arr.ndim == 2 else arr)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-
-
 def gguf_files(shape: str, model: transformers.PreTrainedModel, formats: list[str],
                bindir: Path | None) -> dict[str, Path]:
+    """The model as GGUF files per format: F16 written from HF, the others quantized from it
+    by llama.cpp's ``llama-quantize`` (without llama.cpp: Q8_0 written directly, no Q4_K)."""
     CACHE.mkdir(exist_ok=True)
     f16 = CACHE / f"llama-{shape}-F16.gguf"
     if not f16.exists():
-        write_f16_gguf(model, f16)
+        write_gguf(model, f16, "F16", vocab=True)
     files = {"F16": f16}
     for fmt in formats:
         if fmt == "F16":
@@ -151,7 +96,7 @@ def gguf_files(shape: str, model: transformers.PreTrainedModel, formats: list[st
                 subprocess.run([str(bindir / "llama-quantize"), str(f16), str(out),
                                 QUANTIZE_TYPES[fmt], "2"], check=True, capture_output=True)
             elif fmt == "Q8_0":
-                _quantize_q8_0(f16, out)
+                write_gguf(model, out, "Q8_0", vocab=True)
             else:
                 print(f"  {fmt}: skipped (needs llama.cpp's llama-quantize)", file=sys.stderr)
                 continue
@@ -159,36 +104,11 @@ def gguf_files(shape: str, model: transformers.PreTrainedModel, formats: list[st
     return {k: v for k, v in files.items() if k in formats}
 
 
-def _quantize_q8_0(src: Path, out: Path) -> None:
-    """Q8_0 every 2-D tensor of an F16 file with the gguf package (no llama.cpp at hand)."""
-    reader = gguf.GGUFReader(str(src))
-    w = gguf.GGUFWriter(str(out), "llama")
-    for field in reader.fields.values():
-        if field.name.startswith("GGUF.") or field.name == "general.architecture":
-            continue
-        value = field.contents()
-        vtype = field.types[0]
-        sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
-        w.add_key_value(field.name, value, vtype, sub_type=sub)
-    for t in reader.tensors:
-        shape = tuple(int(d) for d in reversed(t.shape))
-        data = np.asarray(t.data).reshape(shape)
-        if len(shape) == 2:
-            q = gguf.GGMLQuantizationType.Q8_0
-            w.add_tensor(t.name, gguf.quants.quantize(data.astype(np.float32), q), raw_dtype=q)
-        else:
-            w.add_tensor(t.name, np.asarray(data, np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-
-
 def decode_bytes(path: Path) -> int:
     """Weight bytes one decode token reads: every 2-D tensor but the embedding, plus the
     embedding when it is also the LM head (tied)."""
-    f = gguf.GGUFReader(str(path))
-    sizes = {t.name: int(t.n_bytes) for t in f.tensors if len(t.shape) == 2}
+    with rlx.gguf.load(path) as f:
+        sizes = {t.name: t.nbytes for t in f.tensors.values() if len(t.shape) == 2}
     tied = "output.weight" not in sizes
     return sum(n for name, n in sizes.items() if tied or name != "token_embd.weight")
 

@@ -1,8 +1,9 @@
 """rlx.models.llama.from_gguf against HF transformers.
 
 A tiny HF LLaMA (GQA, random weights from a fixed seed) is written as GGUF with the ``gguf``
-package the way llama.cpp's ``convert_hf_to_gguf.py`` does (tensor names, metadata, the q/k
-row permutation to the interleaved RoPE layout; norms stay F32) as F32, F16 and Q8_0.
+package the way llama.cpp's ``convert_hf_to_gguf.py`` does (``benchmarks/hf_gguf.py``: tensor
+names, metadata, the q/k row permutation to the interleaved RoPE layout; norms stay F32) as
+F32, F16 and Q8_0.
 Oracles: transformers on the original weights (32 greedy tokens identical for F32 and F16),
 and transformers on the weights as the file stores them (f16-rounded, or Q8_0 dequantized by
 ``gguf.quants.dequantize``) for the logits within the f32 tolerance. Q8_0 logits against the
@@ -15,10 +16,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import gguf
 import numpy as np
 import pytest
 import torch
+from benchmarks.hf_gguf import stored_values, write_gguf
 from harness import require
 
 from rlx.generate import Generator
@@ -34,93 +35,6 @@ weight to 1/254 of its 32-block's max (about 0.5% rms per weight), and this rand
 weights, measures 0.062 for seed 0 (0.054-0.161 over seeds 0-3). Unrelated logits (a wrong
 block layout or scale) give about 1.4 (sqrt 2). The exact check is the one against
 transformers on the dequantized weights (f32 tolerance, identical tokens)."""
-
-HF_TO_GGUF = {
-    "input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight":
-    "ffn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight",
-    "self_attn.k_proj.weight": "attn_k.weight", "self_attn.v_proj.weight": "attn_v.weight",
-    "self_attn.o_proj.weight": "attn_output.weight", "mlp.gate_proj.weight": "ffn_gate.weight",
-    "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
-    "self_attn.q_proj.bias": "attn_q.bias", "self_attn.k_proj.bias": "attn_k.bias",
-    "self_attn.v_proj.bias": "attn_v.bias", "self_attn.q_norm.weight": "attn_q_norm.weight",
-    "self_attn.k_norm.weight": "attn_k_norm.weight",
-}
-
-
-def _permute(w: np.ndarray, heads: int) -> np.ndarray:
-    """convert_hf_to_gguf's LlamaModel.permute: HF's rotate-half rows -> interleaved pairs."""
-    return (w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:])
-            .swapaxes(1, 2).reshape(w.shape))
-
-
-def _stored(w: np.ndarray, fmt: str) -> tuple[np.ndarray, gguf.GGMLQuantizationType]:
-    """A 2-D weight as the file stores it (data for GGUFWriter and its GGML type)."""
-    if w.ndim == 1 or fmt == "F32":
-        return w.astype(np.float32), gguf.GGMLQuantizationType.F32
-    if fmt == "F16":
-        return w.astype(np.float16), gguf.GGMLQuantizationType.F16
-    qtype = gguf.GGMLQuantizationType[fmt]
-    return gguf.quants.quantize(w.astype(np.float32), qtype), qtype
-
-
-def stored_values(w: np.ndarray, fmt: str) -> np.ndarray:
-    """The f32 values a weight has after a round trip through the file format."""
-    data, qtype = _stored(w, fmt)
-    if qtype in (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16):
-        return data.astype(np.float32)
-    return gguf.quants.dequantize(data, qtype).reshape(w.shape)
-
-
-def write_gguf(model: torch.nn.Module, path: Path, fmt: str, drop: str | None = None,
-               arch: str = "llama", v_fmt: str | None = None, iq4: str | None = None) -> Path:
-    """The HF model as a GGUF file, like ``convert_hf_to_gguf.py --outtype fmt``."""
-    cfg = model.config
-    w = gguf.GGUFWriter(str(path), arch)
-    w.add_name("tiny")
-    w.add_context_length(cfg.max_position_embeddings)
-    w.add_embedding_length(cfg.hidden_size)
-    w.add_block_count(cfg.num_hidden_layers)
-    w.add_feed_forward_length(cfg.intermediate_size)
-    w.add_head_count(cfg.num_attention_heads)
-    w.add_head_count_kv(cfg.num_key_value_heads)
-    w.add_key_length(cfg.head_dim)
-    w.add_value_length(cfg.head_dim)
-    w.add_rope_dimension_count(cfg.head_dim)
-    w.add_rope_freq_base(float(cfg.rope_parameters["rope_theta"]))
-    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
-    for name, t in model.state_dict().items():
-        arr = t.detach().numpy()
-        if name == "model.embed_tokens.weight":
-            gname = "token_embd.weight"
-        elif name == "model.norm.weight":
-            gname = "output_norm.weight"
-        elif name == "lm_head.weight":
-            if cfg.tie_word_embeddings:
-                continue
-            gname = "output.weight"
-        else:
-            _, _, i, rest = name.split(".", 3)
-            gname = f"blk.{i}.{HF_TO_GGUF[rest]}"
-            if arch != "llama":  # only LLaMA's q/k rows are permuted (interleaved RoPE)
-                pass
-            elif rest == "self_attn.q_proj.weight":
-                arr = _permute(arr, cfg.num_attention_heads)
-            elif rest == "self_attn.k_proj.weight":
-                arr = _permute(arr, cfg.num_key_value_heads)
-        if gname == drop:
-            continue
-        data, qtype = _stored(arr, v_fmt if v_fmt and "attn_v" in gname else fmt)
-        if gname == iq4:  # a type rlx does not dequantize: zero IQ4_NL blocks
-            qtype = gguf.GGMLQuantizationType.IQ4_NL
-            elems, nbytes = gguf.GGML_QUANT_SIZES[qtype]
-            data = np.zeros((arr.shape[0], arr.shape[1] // elems * nbytes), np.uint8)
-        w.add_tensor(gname, data, raw_dtype=qtype)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
-
 
 def as_stored(model: torch.nn.Module, fmt: str) -> torch.nn.Module:
     """The HF model with every 2-D weight replaced by its values after the file round trip."""
@@ -179,8 +93,9 @@ def test_qwen_gguf_matches_transformers(kind: str, tmp_path: Path) -> None:
 
 def test_gguf_mixed_formats_pack_what_matches(hf: dict, tmp_path: Path) -> None:
     """Q8_0 with attn_v in F16 (as Q4_K_M files keep v in Q6_K): q/k packed, v apart."""
-    model = llama.from_gguf(write_gguf(hf["model"], tmp_path / "mixed.gguf", "Q8_0",
-                                       v_fmt="F16"), logits="all")
+    file = write_gguf(hf["model"], tmp_path / "mixed.gguf", "Q8_0",
+                      fmt_of=lambda n: "F16" if "attn_v" in n else "Q8_0")
+    model = llama.from_gguf(file, logits="all")
     assert model.config.packed["layers.0.qk"] == ("layers.0.q", "layers.0.k")
     assert model.config.weight_schemes["layers.0.v"] == "gguf_f16"
     stored = save_hf("llama", tmp_path / "copy")
@@ -231,11 +146,12 @@ def test_unsupported_and_broken_gguf(hf: dict, tmp_path: Path) -> None:
         llama.from_gguf(write_gguf(model, tmp_path / "gpt2.gguf", "F32", arch="gpt2"))
     with pytest.raises(ModelError, match=r"missing tensor 'blk.1.ffn_up.weight' "
                                          r"\(rlx weight 'layers.1.up'\)"):
-        llama.from_gguf(write_gguf(model, tmp_path / "m.gguf", "F32", drop="blk.1.ffn_up.weight"))
+        llama.from_gguf(write_gguf(model, tmp_path / "m.gguf", "F32", fmt_of=lambda n: (
+            None if n == "blk.1.ffn_up.weight" else "F32")))
     with pytest.raises(ModelError, match=r"tensor 'blk.0.ffn_down.weight' is IQ4_NL, which "
                                          r"rlx cannot dequantize"):
-        llama.from_gguf(write_gguf(model, tmp_path / "iq.gguf", "F16",
-                                   iq4="blk.0.ffn_down.weight"))
+        llama.from_gguf(write_gguf(model, tmp_path / "iq.gguf", "F16", fmt_of=lambda n: (
+            "IQ4_NL" if n == "blk.0.ffn_down.weight" else "F16")))
     truncated = tmp_path / "truncated.gguf"
     truncated.write_bytes((tmp_path / "gpt2.gguf").read_bytes()[:-100])
     with pytest.raises(ModelError, match="runs past the end of the file"):

@@ -40,7 +40,15 @@ from typing import Any
 import numpy as np
 
 from rlx.ir.diagnostics import WeightError
-from rlx.models.llama import ARCHITECTURES, LlamaConfig, LlamaModel, ModelError, build, param_shapes
+from rlx.models.llama import (
+    ARCHITECTURES,
+    LINEAR,
+    LlamaConfig,
+    LlamaModel,
+    ModelError,
+    build,
+    param_shapes,
+)
 
 GGUF_ARCHITECTURES = {"llama": "gptj", "qwen2": "neox", "qwen3": "neox"}
 """Supported ``general.architecture`` values -> rlx RoPE style."""
@@ -52,7 +60,6 @@ LAYER_TENSORS = {
     "q_norm": "attn_q_norm.weight", "k_norm": "attn_k_norm.weight",
     "gate": "ffn_gate.weight", "up": "ffn_up.weight", "down": "ffn_down.weight",
 }
-LINEAR = {"q", "k", "v", "o", "gate", "up", "down", "lm_head"}
 
 
 def gguf_name(name: str) -> str:
@@ -177,16 +184,16 @@ def _model(f: Any, c: LlamaConfig, logits: str) -> LlamaModel:
         else:
             weights[name] = _dequantized(f, t)
     if "lm_head" in schemes:
-        c = _replace(c, tie_word_embeddings=False)
+        c = dataclasses.replace(c, tie_word_embeddings=False)
     if "rope_freqs.weight" in f.tensors:
         factors = _dequantized(f, f.tensors["rope_freqs.weight"]).reshape(-1)
         if factors.shape != (c.head_dim // 2,):
             raise ModelError(f"{src}: error: tensor 'rope_freqs.weight': expected shape "
                              f"[{c.head_dim // 2}], found {list(factors.shape)}")
-        c = _replace(c, rope_scaling={"rope_type": "freq_factors",
+        c = dataclasses.replace(c, rope_scaling={"rope_type": "freq_factors",
                                       "factors": tuple(map(float, factors))})
     packed = _pack(c, schemes, weights)
-    c = _replace(c, weight_schemes=schemes, packed=packed)
+    c = dataclasses.replace(c, weight_schemes=schemes, packed=packed)
     return LlamaModel(c, build(c, logits), weights)
 
 
@@ -225,10 +232,6 @@ def _dequantized(f: Any, t: Any) -> np.ndarray:
     raw = f.raw(t.name).view(np.uint8)
     return gguf.quants.dequantize(raw, gguf.GGMLQuantizationType(t.ggml_type)).astype(
         np.float32).reshape(t.shape)
-
-
-def _replace(c: LlamaConfig, **changes: Any) -> LlamaConfig:
-    return dataclasses.replace(c, **changes)
 
 
 __all__ = ["GGUF_ARCHITECTURES", "config_from_metadata", "from_gguf", "gguf_name"]

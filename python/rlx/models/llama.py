@@ -149,7 +149,8 @@ HF_LAYER_NAMES = {
     "k_norm": "self_attn.k_norm.weight", "gate": "mlp.gate_proj.weight",
     "up": "mlp.up_proj.weight", "down": "mlp.down_proj.weight",
 }
-TRANSPOSED = {"q", "k", "v", "o", "gate", "up", "down", "lm_head"}
+LINEAR = {"q", "k", "v", "o", "gate", "up", "down", "lm_head"}
+"""Linear weights: rlx keeps them ``[in, out]``; checkpoints (HF, GGUF) store ``[out, in]``."""
 
 
 def hf_name(name: str) -> str:
@@ -174,16 +175,20 @@ class _Ctx:
     c: LlamaConfig
     zeros_e: HirValue
     zeros_hd: HirValue | None
+    shapes: dict[str, tuple[int, ...]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.shapes = param_shapes(self.c)
 
     def p(self, name: str) -> HirValue:
-        return self.h.param(name, param_shapes(self.c)[name])
+        return self.h.param(name, self.shapes[name])
 
     def linear(self, x: HirValue, name: str, bias: HirValue | None = None) -> HirValue:
         """``x @ W (+ bias)``: a plain linear, or a dequant_matmul on the raw bytes."""
         scheme = self.c.weight_schemes.get(name)
         if scheme is None:
             return self.h.linear(x, self.p(name), bias)
-        shapes = param_shapes(self.c)
+        shapes = self.shapes
         members = self.c.packed.get(name, (name,))
         k = shapes[members[0]][0]
         n = sum(shapes[m][1] for m in members)
@@ -194,7 +199,7 @@ class _Ctx:
     def linears(self, x: HirValue, names: Sequence[str],
                 biases: Sequence[HirValue | None]) -> list[HirValue]:
         """``x @ W_i (+ b_i)`` for each name; a packed run of names is one matmul, sliced."""
-        shapes = param_shapes(self.c)
+        shapes = self.shapes
         out: list[HirValue] = []
         i = 0
         while i < len(names):
@@ -387,7 +392,7 @@ def convert_hf_weights(c: LlamaConfig, tensors: Mapping[str, np.ndarray], source
         if key not in tensors:
             raise ModelError(f"{source}: error: missing tensor '{key}' (rlx weight '{name}')")
         t = np.asarray(tensors[key], dtype=np.float32)
-        transposed = name.rsplit(".", 1)[-1] in TRANSPOSED
+        transposed = name.rsplit(".", 1)[-1] in LINEAR
         if transposed:
             t = t.T
         if tuple(t.shape) != shape:

@@ -9,7 +9,7 @@ from pathlib import Path
 from rlx.compiler import TARGETS
 from rlx.generate import Generator
 from rlx.ir.diagnostics import RunError
-from rlx.models.llama import LlamaModel, ModelError, from_hf
+from rlx.models.llama import LlamaModel, ModelError, from_gguf, from_hf
 from rlx.tools._cli import run
 
 
@@ -32,8 +32,6 @@ def _parser() -> argparse.ArgumentParser:
 def load_model(path: str) -> LlamaModel:
     p = Path(path)
     if p.suffix == ".gguf":
-        from rlx.models.llama import from_gguf  # type: ignore[attr-defined]
-
         return from_gguf(p)
     if not (p / "config.json").is_file():
         raise ModelError(f"{p}: error: expected an HF model directory with config.json, or "
