@@ -9,7 +9,8 @@ package on purpose: it produces what rlx reads, so it must not share rlx's code.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +41,13 @@ def permute(w: np.ndarray, heads: int) -> np.ndarray:
 
 def stored(w: np.ndarray, fmt: str) -> tuple[np.ndarray, gguf.GGMLQuantizationType]:
     """A tensor as the file stores it (data for ``GGUFWriter`` and its GGML type): 1-D ones
-    and ``F32`` as f32, ``F16`` as f16, a GGML quant type through ``gguf.quants.quantize``,
-    ``IQ4_NL`` (which the ``gguf`` package cannot quantize) as zero blocks."""
+    and ``F32`` as f32, ``F16`` / ``F64`` as f16 / f64, a GGML quant type through
+    ``gguf.quants.quantize``, ``IQ4_NL`` (the ``gguf`` package cannot quantize it) as zero
+    blocks."""
     if w.ndim == 1 or fmt == "F32":
         return w.astype(np.float32), gguf.GGMLQuantizationType.F32
+    if fmt == "F64":
+        return w.astype(np.float64), gguf.GGMLQuantizationType.F64
     if fmt == "F16":
         return w.astype(np.float16), gguf.GGMLQuantizationType.F16
     qtype = gguf.GGMLQuantizationType[fmt]
@@ -71,6 +75,29 @@ def gguf_name(hf_name: str) -> str:
     return f"blk.{i}.{LAYER_NAMES[rest]}"
 
 
+def llama3_rope_factors(cfg: Any) -> np.ndarray | None:
+    """``rope_freqs.weight`` as convert_hf_to_gguf writes it for LLaMA 3 rope scaling: the
+    divisor of each rotary frequency (None without llama3 scaling)."""
+    rope = cfg.rope_parameters or {}
+    if rope.get("rope_type") != "llama3":
+        return None
+    factor, low, high = rope["factor"], rope["low_freq_factor"], rope["high_freq_factor"]
+    old = rope["original_max_position_embeddings"]
+    dim = cfg.head_dim
+    freqs = 1.0 / (rope["rope_theta"] ** (np.arange(0, dim, 2, dtype=np.float32) / dim))
+    factors = []
+    for freq in freqs:
+        wavelen = 2 * math.pi / freq
+        if wavelen < old / high:
+            factors.append(1.0)
+        elif wavelen > old / low:
+            factors.append(factor)
+        else:
+            smooth = (old / wavelen - low) / (high - low)
+            factors.append(1 / ((1 - smooth) / factor + smooth))
+    return np.array(factors, np.float32)
+
+
 def _add_vocab(w: gguf.GGUFWriter, vocab: int) -> None:
     """A byte-level SPM vocabulary (what llama.cpp needs to load the file)."""
     w.add_tokenizer_model("llama")
@@ -85,12 +112,13 @@ def _add_vocab(w: gguf.GGUFWriter, vocab: int) -> None:
 
 
 def write_gguf(model: Any, path: Path, fmt: str = "F16", *, arch: str = "llama",
-               fmt_of: Callable[[str], str | None] | None = None, vocab: bool = False
-               ) -> Path:
+               fmt_of: Callable[[str], str | None] | None = None, vocab: bool = False,
+               extra: Mapping[str, np.ndarray] | None = None) -> Path:
     """Write the HF ``model`` (a ``*ForCausalLM``) as ``convert_hf_to_gguf.py --outtype fmt``.
 
     ``fmt_of(gguf_name)`` overrides the format per tensor (``None``: leave it out);
-    ``vocab`` adds a byte-level tokenizer (llama.cpp refuses files without one).
+    ``vocab`` adds a byte-level tokenizer (llama.cpp refuses files without one); ``extra``
+    tensors are written as given (after ``rope_freqs.weight`` for LLaMA 3 rope scaling).
     """
     cfg = model.config
     w = gguf.GGUFWriter(str(path), arch)
@@ -124,6 +152,11 @@ def write_gguf(model: Any, path: Path, fmt: str = "F16", *, arch: str = "llama",
             arr = permute(arr, cfg.num_key_value_heads)
         data, qtype = stored(arr, tensor_fmt)
         w.add_tensor(gname, data, raw_dtype=qtype)
+    factors = llama3_rope_factors(cfg)
+    if factors is not None:
+        w.add_tensor("rope_freqs.weight", factors)
+    for name, arr in (extra or {}).items():
+        w.add_tensor(name, arr)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

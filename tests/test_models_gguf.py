@@ -15,6 +15,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -24,9 +25,10 @@ from harness import require
 
 from rlx.generate import Generator
 from rlx.models import llama
+from rlx.models.gguf import config_from_metadata
 from rlx.models.llama import ModelError
 from rlx.reference.tolerance import assert_close
-from test_models import PROMPT, hf_reference, prefill_all, save_hf
+from test_models import COMMON, PROMPT, hf_reference, prefill_all, save_hf
 
 Q8_0_TOLERANCE = 0.2
 """Q8_0 logits vs the unquantized model: rms(error) <= 0.2 * rms(logits). Q8_0 rounds each
@@ -152,6 +154,14 @@ def test_unsupported_and_broken_gguf(hf: dict, tmp_path: Path) -> None:
                                          r"rlx cannot dequantize"):
         llama.from_gguf(write_gguf(model, tmp_path / "iq.gguf", "F16", fmt_of=lambda n: (
             "IQ4_NL" if n == "blk.0.ffn_down.weight" else "F16")))
+    with pytest.raises(ModelError, match=r"tensor 'blk.0.ffn_down.weight' is F64: a linear "
+                                         r"weight must be F32, F16, BF16 or a block format"):
+        llama.from_gguf(write_gguf(model, tmp_path / "f64.gguf", "F16", fmt_of=lambda n: (
+            "F64" if n == "blk.0.ffn_down.weight" else "F16")))
+    with pytest.raises(ModelError, match=r"tensor 'rope_freqs.weight': expected shape \[8\], "
+                                         r"found \[3\]"):
+        llama.from_gguf(write_gguf(model, tmp_path / "freqs.gguf", "F32",
+                                   extra={"rope_freqs.weight": np.ones(3, np.float32)}))
     truncated = tmp_path / "truncated.gguf"
     truncated.write_bytes((tmp_path / "gpt2.gguf").read_bytes()[:-100])
     with pytest.raises(ModelError, match="runs past the end of the file"):
@@ -175,3 +185,52 @@ def test_gguf_shape_mismatch_names_the_tensor(hf: dict, tmp_path: Path) -> None:
     with pytest.raises(ModelError, match=r"tensor 'blk.0.ffn_gate.weight': expected shape "
                                          r"\[256, 64\], found \[128, 64\]"):
         llama.from_gguf(wrong)
+
+
+def test_gguf_llama3_rope_freqs_match_transformers(tmp_path: Path) -> None:
+    """LLaMA 3 rope scaling travels as ``rope_freqs.weight`` (frequency divisors), as
+    convert_hf_to_gguf writes it; rlx divides the frequencies like llama.cpp."""
+    import transformers
+
+    scaling = {"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0,
+               "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+               "original_max_position_embeddings": 16}
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        **COMMON, num_hidden_layers=2, rope_scaling=scaling)).eval()
+    built = llama.from_gguf(write_gguf(model, tmp_path / "llama3.gguf", "F32"), logits="all")
+    assert built.config.rope_scaling["rope_type"] == "freq_factors"
+    want, _ = hf_reference(model, PROMPT, 1)
+    assert_close(prefill_all(Generator(built), PROMPT), want, "f32", "llama3 rope prefill logits")
+
+
+BASE_META = {"general.architecture": "llama", "llama.embedding_length": 64,
+             "llama.block_count": 1, "llama.feed_forward_length": 128,
+             "llama.attention.head_count": 4}
+
+
+@pytest.mark.parametrize(("meta", "message"), [
+    ({"llama.block_count": None}, r"missing metadata 'llama.block_count'"),
+    ({"llama.attention.head_count_kv": 3}, r"'llama.attention.head_count' 4 is not a multiple "
+                                           r"of 'attention.head_count_kv' 3"),
+    ({"llama.rope.dimension_count": 8}, r"'llama.rope.dimension_count' 8: partial rotary"),
+    ({"llama.rope.scaling.type": "yarn"}, r"'llama.rope.scaling.type' 'yarn' is not supported"),
+    ({"llama.rope.freq_base": "fast"}, r"'llama.rope.freq_base': expected a positive number, "
+                                       r"found 'fast'"),
+    ({"llama.feed_forward_length": -1}, r"'llama.feed_forward_length': expected a positive "
+                                        r"integer, found -1"),
+])
+def test_gguf_metadata_errors(meta: dict, message: str) -> None:
+    metadata = {k: v for k, v in {**BASE_META, **meta}.items() if v is not None}
+    with pytest.raises(ModelError, match=r"^m.gguf: error: (metadata )?" + message):
+        config_from_metadata(metadata, {"token_embd.weight": SimpleNamespace(shape=(16, 64))},
+                             "m.gguf")
+
+
+def test_build_rejects_unknown_functions() -> None:
+    c = llama.LlamaConfig(vocab_size=8, hidden_size=8, num_layers=1, num_heads=2,
+                          num_kv_heads=2, head_dim=4, intermediate_size=8)
+    with pytest.raises(ModelError, match=r"functions: expected 'prefill' and/or 'decode', "
+                                         r"found \['train'\]"):
+        llama.build(c, functions=("train",))
+    assert llama.build(c, functions=("decode",)).function_names == ["decode"]
