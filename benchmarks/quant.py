@@ -10,7 +10,9 @@ served from a 32 MiB L3).
 - read bandwidth: a numpy reduction (``sum``) over 512 MiB, on one thread and split over
   all cores (threads; numpy releases the GIL), best of 5;
 - rlx: ``dequant_matmul`` per scheme (raw GGUF bytes as parameters, the repacking hoisted
-  into initializers by IREE), GB/s = weight bytes as stored in the GGUF file / time;
+  into initializers by IREE), GB/s = weight bytes as stored in the GGUF file / time; Q8_0
+  and Q4_K twice: rlx's hand-written GEMV kernel (the llvm-cpu default) and the fused
+  dequant + matvec (``gemv_kernels=False``, the form of every other scheme);
 - torch: ``torch.mv`` on the dequantized f32 weights (``R`` copies as well), its time and
   the f32 bytes it reads;
 - ``rlx/torch``: ratio of times (below 1: rlx is faster).
@@ -41,6 +43,9 @@ from rlx.dialects.enums import QUANT_SCHEMES  # noqa: E402
 from rlx.reference import quant as ref  # noqa: E402
 
 GGUF_SCHEMES = [s for s, q in QUANT_SCHEMES.items() if q.gguf]
+KERNEL_SCHEMES = ("gguf_q8_0", "gguf_q4_k")
+"""Schemes with a hand-written llvm-cpu decode GEMV (measured both ways: ``kernel`` and the
+``fused`` dequant + matvec that ``gemv_kernels=False`` gives)."""
 STREAM_BYTES = 96 << 20
 """Weight bytes per timed call: three times a 32 MiB L3."""
 
@@ -87,16 +92,17 @@ def random_weights(scheme: str, n: int, k: int, rng: np.random.Generator) -> np.
     return blocks.reshape(n, -1).view(np.int8)
 
 
-def bench_rlx(scheme: str, n: int, k: int, reps: int, rng: np.random.Generator
-              ) -> tuple[float, int, int, np.ndarray, np.ndarray]:
-    """Seconds per GEMV, weight bytes, copies R, x and the first copy's raw weight."""
+def bench_rlx(scheme: str, n: int, k: int, reps: int, rng: np.random.Generator,
+              kernels: bool = True) -> tuple[float, int, int, np.ndarray, np.ndarray]:
+    """Seconds per GEMV, weight bytes, copies R, x and the first copy's raw weight
+    (``kernels``: rlx's hand-written GEMV where the scheme has one, else the fused form)."""
     row = QUANT_SCHEMES[scheme].row_bytes(k)
     copies = max(1, math.ceil(STREAM_BYTES / (n * row)))
     h = rlx.HirModule(f"gemv_{scheme}")
     x = h.input("x", (1, k))
     h.set_outputs([h.dequant_matmul(x, h.param(f"w{i}", (n, row), "i8"), scheme=scheme)
                    for i in range(copies)])
-    vmfb = rlx.compile(h, "llvm-cpu")
+    vmfb = rlx.compile(h, "llvm-cpu", gemv_kernels=kernels)
     weights = {f"w{i}": random_weights(scheme, n, k, rng) for i in range(copies)}
     prog = rlx.runtime.load(vmfb, "local-task", weights)
     xv = rng.standard_normal((1, k)).astype(np.float32)
@@ -141,29 +147,33 @@ def main() -> None:
     bw = read_bandwidth()
     print("read bandwidth: " + ", ".join(f"{k} {v:.1f} GB/s" for k, v in bw.items()))
     rows = []
-    header = ("| scheme | N x K | weight MiB | R | rlx ms | rlx GB/s | % of read bw | "
+    header = ("| scheme | rlx form | N x K | weight MiB | R | rlx ms | rlx GB/s | % of read bw | "
               "torch f32 ms | torch GB/s (f32) | rlx/torch |")
     print(header)
-    print("|" + "---|" * 10)
-    for shape in args.shapes.split(","):
+    print("|" + "---|" * 11)
+    runs = [(shape, scheme, form) for shape in args.shapes.split(",")
+            for scheme in args.schemes.split(",")
+            for form in (("kernel", "fused") if scheme in KERNEL_SCHEMES else ("fused",))]
+    for shape, scheme, form in runs:
         n, k = (int(v) for v in shape.split("x"))
-        for scheme in args.schemes.split(","):
-            seconds, nbytes, copies, x, raw = bench_rlx(scheme, n, k, args.reps, rng)
-            t_torch = bench_torch(scheme, n, k, x, raw, args.reps)
-            gbs = nbytes / seconds / 1e9
-            row = {"scheme": scheme, "n": n, "k": k, "weight_bytes": nbytes, "copies": copies,
-                   "rlx_ms": seconds * 1e3, "rlx_gbs": gbs,
-                   "pct_read_bw": 100 * gbs / bw["read_bw"],
-                   "torch_ms": None if t_torch is None else t_torch * 1e3,
-                   "torch_gbs_f32": None if t_torch is None else n * k * 4 / t_torch / 1e9,
-                   "rlx_over_torch": None if t_torch is None else seconds / t_torch}
-            rows.append(row)
-            torch_cols = ("- | - | -" if t_torch is None else
-                          f"{row['torch_ms']:.3f} | {row['torch_gbs_f32']:.1f} | "
-                          f"{row['rlx_over_torch']:.2f}")
-            print(f"| {scheme} | {n}x{k} | {nbytes / 2**20:.1f} | {copies} | "
-                  f"{row['rlx_ms']:.3f} | {gbs:.1f} | {row['pct_read_bw']:.0f}% | {torch_cols} |",
-                  flush=True)
+        seconds, nbytes, copies, x, raw = bench_rlx(scheme, n, k, args.reps, rng,
+                                                    kernels=form == "kernel")
+        t_torch = bench_torch(scheme, n, k, x, raw, args.reps)
+        gbs = nbytes / seconds / 1e9
+        row = {"scheme": scheme, "form": form, "n": n, "k": k, "weight_bytes": nbytes,
+               "copies": copies,
+               "rlx_ms": seconds * 1e3, "rlx_gbs": gbs,
+               "pct_read_bw": 100 * gbs / bw["read_bw"],
+               "torch_ms": None if t_torch is None else t_torch * 1e3,
+               "torch_gbs_f32": None if t_torch is None else n * k * 4 / t_torch / 1e9,
+               "rlx_over_torch": None if t_torch is None else seconds / t_torch}
+        rows.append(row)
+        torch_cols = ("- | - | -" if t_torch is None else
+                      f"{row['torch_ms']:.3f} | {row['torch_gbs_f32']:.1f} | "
+                      f"{row['rlx_over_torch']:.2f}")
+        print(f"| {scheme} | {form} | {n}x{k} | {nbytes / 2**20:.1f} | {copies} | "
+              f"{row['rlx_ms']:.3f} | {gbs:.1f} | {row['pct_read_bw']:.0f}% | {torch_cols} |",
+              flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"read_bandwidth": bw, "rows": rows}, indent=1))
 

@@ -14,6 +14,7 @@ import pytest
 import rlx
 from hir_zoo import build
 from rlx.compiler import TargetConfig, hopper_device_target
+from rlx.ir.diagnostics import CompileError
 
 ROOT = Path(__file__).resolve().parent.parent
 FFN = ROOT / "examples" / "ffn.hir"
@@ -154,6 +155,15 @@ def test_target_defaults() -> None:
     assert "--iree-vulkan-target=llvmpipe" in vk.flags()
     assert cuda.lowering.attention == "fused"
     assert TargetConfig("rocm").runtime_device == "hip"
+    # decode GEMVs of Q8_0 / Q4_K through rlx's hand-written kernels: llvm-cpu only, on by
+    # default there, off on request; asking for them on a GPU target is an error
+    assert cpu.lowering.gemv_kernels
+    assert not TargetConfig("llvm-cpu", gemv_kernels=False).lowering.gemv_kernels
+    assert not vk.lowering.gemv_kernels
+    assert not cuda.lowering.gemv_kernels
+    with pytest.raises(CompileError, match="gemv_kernels=True: the GEMV kernels are llvm-cpu "
+                                           "code, the target is 'vulkan'"):
+        TargetConfig("vulkan", gemv_kernels=True)
 
 
 def test_compiled_module_runs_with_named_inputs() -> None:

@@ -3,7 +3,8 @@
 // the repacking of the GGUF bytes runs in initializers. The weights are large enough (the
 // f32 dequant of each is over IREE's 1 MiB const-expr hoisting threshold) that IREE keeps the
 // dequant per call, as for real layers; shapes differ so that no executable is deduplicated.
-// RUN: %rlx-compile %s --target=llvm-cpu --emit=linalg | %iree-compile - --compile-to=flow --iree-hal-target-device=local --iree-hal-local-target-device-backends=llvm-cpu --iree-llvmcpu-target-cpu=host --iree-opt-level=O3 --iree-opt-data-tiling=true | FileCheck %s
+// RUN: %rlx-compile %s --target=llvm-cpu --no-gemv-kernels --emit=linalg | %iree-compile - --compile-to=flow --iree-hal-target-device=local --iree-hal-local-target-device-backends=llvm-cpu --iree-llvmcpu-target-cpu=host --iree-opt-level=O3 --iree-opt-data-tiling=true | FileCheck %s
+// RUN: %rlx-compile %s --target=llvm-cpu --emit=linalg | %iree-compile - --compile-to=flow --iree-hal-target-device=local --iree-hal-local-target-device-backends=llvm-cpu --iree-llvmcpu-target-cpu=host --iree-opt-level=O3 --iree-opt-data-tiling=true | FileCheck %s --check-prefix=KERNELS
 // RUN: %rlx-compile %s --target=vulkan --emit=linalg | %iree-compile - --compile-to=flow --iree-hal-target-device=vulkan --iree-vulkan-target=llvmpipe --iree-opt-level=O3 | FileCheck %s
 // RUN: %rlx-compile %s --target=cuda --emit=linalg | %iree-compile - --compile-to=flow --iree-hal-target-device=cuda --iree-cuda-target=sm_80 --iree-opt-level=O3 | FileCheck %s
 
@@ -12,6 +13,17 @@
 // CHECK-LABEL:   util.func public @main(
 // CHECK-COUNT-4: flow.dispatch @main_dispatch_
 // CHECK-NOT:     flow.dispatch @
+
+// llvm-cpu by default: Q4_K and Q8_0 through rlx's GEMV kernels (one dispatch each, the
+// repacking in initializers), Q6_K and Q5_0 fused as above.
+// KERNELS-COUNT-2: flow.executable.export public @main_dispatch_{{[0-9]+}}_matvec_like_
+// KERNELS-NOT:     flow.executable.export public @main_dispatch
+// KERNELS-LABEL:   util.func public @main(
+// KERNELS-DAG:     flow.dispatch @rlx_gemv_q4_k_256x2048::@rlx_gemv_q4_k_256x2048
+// KERNELS-DAG:     flow.dispatch @rlx_gemv_q8_0_384x2048::@rlx_gemv_q8_0_384x2048
+// KERNELS-DAG:     flow.dispatch @main_dispatch_
+// KERNELS-DAG:     flow.dispatch @main_dispatch_
+// KERNELS-NOT:     flow.dispatch @
 module @decode attributes {rlx.fusion_policy = "direct"} {
   func.func @main(%x: tensor<1x2048xf32> {rlx.name = "x"}) -> (tensor<1x256xf32>, tensor<1x384xf32>, tensor<1x512xf32>, tensor<1x640xf32>) {
     %w0 = "rlx_hir.param"() {name = "q4_k"} : () -> tensor<256x1152xi8>

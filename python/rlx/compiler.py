@@ -50,12 +50,16 @@ class TargetConfig:
     data_tiling: bool | None = None
     attention: str | None = None
     compute_barriers: bool | None = None
+    gemv_kernels: bool | None = None
     extra_flags: tuple[str, ...] = field(default=())
 
     def __post_init__(self) -> None:
         if self.target not in TARGETS:
             raise CompileError(f"error: unknown target {self.target!r} (expected one of "
                                f"{', '.join(TARGETS)})")
+        if self.gemv_kernels and self.target != "llvm-cpu":
+            raise CompileError(f"error: gemv_kernels=True: the GEMV kernels are llvm-cpu code, "
+                               f"the target is {self.target!r}")
 
     @property
     def lowering(self) -> LoweringOptions:
@@ -66,8 +70,11 @@ class TargetConfig:
         if barriers is None:
             barriers = self.target == "llvm-cpu"
         tiling = self.target == "llvm-cpu" and self.data_tiling is not False
+        kernels = self.gemv_kernels
+        if kernels is None:
+            kernels = self.target == "llvm-cpu"
         return LoweringOptions(attention=self.attention or default, compute_barriers=barriers,
-                               data_tiling=tiling, target=self.target)
+                               data_tiling=tiling, gemv_kernels=kernels, target=self.target)
 
     @property
     def runtime_device(self) -> str:
@@ -353,7 +360,8 @@ def compile(
     ``"mir"``, ``"linalg"``); with ``output`` it is also written there (atomically).
     ``options`` are :class:`TargetConfig` fields: ``cpu``, ``vulkan_target``,
     ``cuda_arch``, ``rocm_arch``, ``opt_level``, ``data_tiling``, ``attention``
-    (``"decomposed"`` / ``"fused"``), ``compute_barriers``.
+    (``"decomposed"`` / ``"fused"``), ``compute_barriers``, ``gemv_kernels`` (llvm-cpu:
+    decode GEMVs of Q8_0 / Q4_K weights through rlx's hand-written kernels; default on).
     """
     if emit not in EMITS:
         raise CompileError(f"error: unknown emit stage {emit!r} (expected one of "

@@ -214,7 +214,8 @@ def test_weights_bit_exact_cpu_prefill() -> None:
 @pytest.mark.parametrize("target", TARGETS)
 def test_weights_bit_exact_decode(target: str) -> None:
     """M = 1 (the dequant fused into the matvec): weight column k from a one-hot x, every k,
-    every scheme."""
+    every scheme. (llvm-cpu's GEMV kernels, which never form a weight, are off here; their
+    results are checked in test_gemv_kernels.)"""
     require(target)
     k, rows = 256, 64
     weights = all_weights(k, rows, np.random.default_rng(2))
@@ -222,8 +223,9 @@ def test_weights_bit_exact_decode(target: str) -> None:
         if s not in ("gguf_f16", "gguf_bf16"):
             random_bits_cover(s, weights[s])
     h = all_schemes_module(k, rows, 1)
-    prog = rlx.runtime.load(rlx.compile(h, target, extra_flags=NO_HOIST), DEVICE[target],
-                            weights)
+    options = {"gemv_kernels": False} if target == "llvm-cpu" else {}
+    prog = rlx.runtime.load(rlx.compile(h, target, extra_flags=NO_HOIST, **options),
+                            DEVICE[target], weights)
     columns = one_hot_columns(prog, k, len(h.outputs))
     check_weights(columns, weights, f"on {target} (decode)")
 
@@ -275,13 +277,46 @@ def flow_exports(h: rlx.HirModule, target: str) -> list[str]:
     return [e for e in exports if e.startswith("main_")]
 
 
+KERNEL_SCHEMES = ("gguf_q8_0", "gguf_q4_k")
+
+
+def test_gemv_kernels() -> None:
+    """llvm-cpu's hand-written decode GEMVs (Q8_0, Q4_K) against the float64 reference on
+    blocks in which every bit is set and clear somewhere, at row counts that give each
+    workgroup size (4, 8, 16, 32 rows) and K from one to four Q4_K superblocks; the kernels
+    are checked to be what ran."""
+    rng = np.random.default_rng(7)
+    h = rlx.HirModule("kernels")
+    xs = {k: h.input(f"x{k}", (1, k)) for k in (256, 512, 768, 1024)}
+    weights = {}
+    outs = []
+    for s in KERNEL_SCHEMES:
+        for rows, k in ((4, 256), (40, 512), (48, 768), (96, 1024)):
+            name = f"{s}.{rows}x{k}"
+            weights[name] = random_blocks(s, rows, k, rng)
+            if rows >= 40:                       # enough blocks to cover every bit
+                random_bits_cover(s, weights[name])
+            outs.append(h.dequant_matmul(xs[k], h.param(name, weights[name].shape, "i8"),
+                                         scheme=s))
+    h.set_outputs(outs)
+    linalg = rlx.compile(h, "llvm-cpu", emit="linalg")
+    assert len(re.findall(r"flow\.dispatch @rlx_gemv_", linalg)) == len(outs)
+    check_module(h, "llvm-cpu", params=weights)
+
+
 @pytest.mark.parametrize("target", ["llvm-cpu", "vulkan", "cuda"])
 def test_one_dispatch_per_decode_gemv(target: str) -> None:
-    """Each M = 1 dequant_matmul is one matvec dispatch of @main (the repacking is in
-    initializers)."""
+    """Each M = 1 dequant_matmul is one dispatch of @main (the repacking is in initializers):
+    a matvec with the dequant fused in, or on llvm-cpu one of rlx's GEMV kernels (Q8_0,
+    Q4_K)."""
     h = all_schemes_module(512, 64, 1)
     main = flow_exports(h, target)
-    assert len(main) == len(h.outputs), main
+    kernels = []
+    if target == "llvm-cpu":
+        kernels = re.findall(r"flow\.dispatch @rlx_gemv_(\w+)::", rlx.compile(h, target,
+                                                                              emit="linalg"))
+        assert sorted(kernels) == ["q4_k_64x512", "q8_0_64x512"], kernels
+    assert len(main) + len(kernels) == len(h.outputs), main
     # BF16 is converted in the contraction body (integer ops), which IREE files as a
     # "reduction"; every other scheme is a matvec with its dequant fused in.
     assert sorted("matvec_like" in e for e in main) == [False] + [True] * (len(main) - 1), main

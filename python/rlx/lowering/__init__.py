@@ -23,11 +23,13 @@ def lower_hir_to_mir(module: ir.Module, options: LoweringOptions) -> None:
 def lower_mir_to_linalg(module: ir.Module, options: LoweringOptions) -> None:
     """MIR ops -> linalg / tensor / arith / math / iree_linalg_ext / util ops."""
     from rlx.lowering.mir_to_linalg import MIR_TO_LINALG, declare_params
+    from rlx.lowering.mir_to_linalg.gemv_kernels import declare_executables
 
     verify_module(module, "mir")
     ctx = LoweringContext(options, fusion_policy(module), module)
     declare_params(module, ctx)
     MIR_TO_LINALG.run(module, ctx)
+    declare_executables(module, ctx)
     check_lowered(module)
     with module.context:
         module.operation.verify()

@@ -39,6 +39,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-compute-barriers", action="store_true",
                    help="do not insert iree_tensor_ext.compute_barrier (llvm-cpu default: on)")
     p.add_argument("--no-data-tiling", action="store_true", help="llvm-cpu: data tiling off")
+    p.add_argument("--no-gemv-kernels", action="store_true",
+                   help="llvm-cpu: decode GEMVs of Q8_0 / Q4_K weights as IREE-generated fused "
+                        "dequant + matvec instead of rlx's hand-written kernels")
     p.add_argument("--iree-flag", action="append", default=[], metavar="FLAG",
                    help="extra flag for iree-compile (repeatable), e.g. "
                         "--iree-flag=--iree-opt-level=O2")
@@ -54,6 +57,8 @@ def _main() -> int:
         options["compute_barriers"] = False
     if args.no_data_tiling:
         options["data_tiling"] = False
+    if args.no_gemv_kernels:
+        options["gemv_kernels"] = False
     output = args.output
     if output is None and args.emit == "vmfb":
         output = str(Path(args.input).with_suffix(".vmfb").name)

@@ -33,6 +33,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="target whose lowering choices mir-to-linalg uses (default llvm-cpu)")
     p.add_argument("--attention", choices=ATTENTION_LOWERINGS,
                    help="attention lowering for mir-to-linalg (default: the target's)")
+    p.add_argument("--no-gemv-kernels", action="store_true",
+                   help="mir-to-linalg on llvm-cpu: no hand-written decode GEMV kernels")
     p.add_argument("--split-input-file", action="store_true",
                    help="treat each '// -----' separated chunk as its own module; report "
                         "every chunk's error (exit 1 if any failed)")
@@ -47,7 +49,8 @@ def _process(text: str, source: str, args: argparse.Namespace) -> str:
     verify_module(module, stage)
     if not args.passes:
         return print_module(module)
-    options = TargetConfig(target=args.target, attention=args.attention).lowering
+    options = TargetConfig(target=args.target, attention=args.attention,
+                           gemv_kernels=False if args.no_gemv_kernels else None).lowering
     run_passes(module, args.passes, options)
     if args.passes[-1] == "hir-to-mir":
         return print_module(module)

@@ -46,7 +46,7 @@ from iree.compiler.dialects import affine, arith, flow, tensor
 from rlx.dialects.enums import QUANT_SCHEMES
 from rlx.dialects.schema import Decoded
 from rlx.lowering import emit
-from rlx.lowering.mir_to_linalg import MIR_TO_LINALG
+from rlx.lowering.mir_to_linalg import MIR_TO_LINALG, gemv_kernels
 from rlx.lowering.registry import LoweringContext
 
 Expr = ir.AffineExpr
@@ -769,12 +769,59 @@ def _rows(x: ir.Value) -> ir.Value:
     return x if r == 2 else emit.collapse(x, [list(range(r - 1)), [r - 1]])
 
 
+def kernel_planes(kern: gemv_kernels.Kernel, w: ir.Value) -> list[ir.Value]:
+    """The operands of a :mod:`.gemv_kernels` kernel, repacked from the raw bytes
+    ``[N, ROWBYTES]`` (generics over the parameter only: hoisted into initializers)."""
+    info = QUANT_SCHEMES[kern.scheme]
+    n, g = kern.n, kern.k // info.block_elems
+    raw3 = emit.expand(w, [[0], [1, 2]], [n, g, info.block_bytes])
+    if kern.scheme == "gguf_q8_0":
+        q = repack_plane(raw3, n, LAYOUTS["gguf_q8_0"].planes["q"], [32])
+        return [emit.collapse(q, [[0], [1, 2]]), repack_field(raw3, n, f16_at(0), [32])]
+
+    def nibbles(idx: Loops) -> ir.Value:
+        """Lane ``l`` of half ``hc`` of superblock ``g``: nibble j of weight
+        ``128hc + 16j + l`` at bits 4j; that weight is nibble ``(j % 4) / 2`` of qs byte
+        ``32(2hc + j / 4) + 16(j % 2) + l`` (ggml: element 64p + 32h + l is nibble h of
+        qs[32p + l])."""
+        out = None
+        for j in range(8):
+            byte = emit.d(2) * 64 + emit.d(3) + (16 + 32 * (j // 4) + 16 * (j % 2))
+            nib = _bits(_gather(raw3, byte, idx), _i8(4 * ((j % 4) // 2)), 15)
+            part = arith.shli(u32(nib), _i32(4 * j)) if j else u32(nib)
+            out = part if out is None else arith.ori(out, part)
+        assert out is not None
+        return out
+
+    q = emit.collapse(_repack(raw3, n, [2, 16], _int(32), nibbles), [[0], [1, 2, 3]])
+    a, b = (emit.collapse(repack_field(raw3, n, _K_PRODUCTS[f], [4, 2, 32]), [[0], [1, 2, 3]])
+            for f in ("A", "B"))
+    sixteen = emit.scalar(16.0, emit.f32())
+    s = emit.map_elementwise([a], emit.f32(), lambda v: arith.mulf(v, sixteen), [n, 8 * g])
+    mins = emit.map_elementwise([a, b], emit.f32(),
+                                lambda v, u: arith.addf(arith.mulf(v, sixteen), u), [n, 8 * g])
+    return [q, s, mins]
+
+
 @MIR_TO_LINALG.register("dequant_matmul")
 def lower_dequant_matmul(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     x = op["x"]
     scheme = op.attrs["scheme"]
     x2 = _rows(x)
     m = emit.dim(x2, 0)
+    n_out = emit.static_shape(op.op.results[0])[-1]
+    k = emit.static_shape(x2)[1]
+    assert n_out is not None
+    assert k is not None
+    kern = gemv_kernels.kernel_for(scheme, x2, n_out, k, ctx)
+    if kern is not None:
+        xk = emit.collapse(emit.convert_tensor(x2, emit.f32()), [[0, 1]])
+        y = gemv_kernels.dispatch(ctx, kern, xk, kernel_planes(kern, op["w"]))
+        y = emit.expand(y, [[0, 1]], [1, n_out])
+        if emit.rank(x) != 2:
+            y = emit.expand(y, [list(range(emit.rank(x) - 1)), [emit.rank(x) - 1]],
+                            [*emit.sizes(x)[:-1], n_out])
+        return [emit.convert_tensor(y, emit.elem(x))]
     if QUANT_SCHEMES[scheme].gguf:
         w, order = gguf_weight(op["w"], scheme, ctx.options.target)
     else:

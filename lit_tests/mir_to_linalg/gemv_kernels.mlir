@@ -1,0 +1,95 @@
+// mir-to-linalg on llvm-cpu: a decode (M = 1) dequant_matmul of Q4_K or Q8_0 weights becomes a
+// flow.dispatch to rlx's hand-written kernel (a stream.executable in vector / scf / memref,
+// one per scheme and shape), fed by repacking generics that read only the parameter; prefill
+// (M > 1), row counts not a multiple of 4, other schemes, --no-gemv-kernels and GPU targets
+// keep the fused dequant + contraction (quant.mlir).
+// RUN: %rlx-opt --split-input-file --pass=mir-to-linalg %s | FileCheck %s
+// RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --no-gemv-kernels %s | FileCheck %s --check-prefix=OFF
+// RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --target=vulkan %s | FileCheck %s --check-prefix=OFF
+
+// Q4_K: nibbles repacked so that lane l of i32 vector c holds nibble j of weight 128c + 16j + l
+// at bits 4j; each becomes the f32 1 + q/16 by integer ops and a bitcast (no conversion);
+// S = 16 d sc and M = 16 d sc + dmin m per group of 32.
+// CHECK-LABEL: module @q4_k
+// CHECK:       stream.executable private @rlx_gemv_q4_k_128x512
+// CHECK:         stream.executable.export public @rlx_gemv_q4_k_128x512 workgroups(
+// CHECK:           affine.apply affine_map<()[s0] -> (s0 ceildiv 32)>
+// CHECK:         func.func @rlx_gemv_q4_k_128x512(
+// CHECK:           memref.alloca() : memref<16xf32>
+// CHECK:           hal.interface.workgroup.id[0]
+// CHECK:           vector.load %{{.*}} : memref<128x64xi32>, vector<16xi32>
+// CHECK:           arith.andi %{{.*}} : vector<16xi32>
+// CHECK:           arith.bitcast %{{.*}} : vector<16xi32> to vector<16xf32>
+// CHECK-NOT:       arith.uitofp
+// CHECK:           vector.fma %{{.*}} : vector<16xf32>
+// CHECK:           vector.reduction <add>, %{{.*}} : vector<16xf32> into f32
+// CHECK:       func.func @main(
+// CHECK:         %[[X:.*]] = tensor.collapse_shape %arg0 {{\[}}[0, 1]] : tensor<1x512xf32> into tensor<512xf32>
+// CHECK:         %[[RAW:.*]] = tensor.expand_shape %{{.*}} : tensor<128x288xi8> into tensor<128x2x144xi8>
+// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<128x2x2x16xi32>)
+// CHECK:           affine.apply affine_map<(d0, d1, d2, d3) -> (d2 * 64 + d3 + 16)>
+// CHECK:           tensor.extract %[[RAW]]
+// CHECK:         %[[Q:.*]] = tensor.collapse_shape %{{.*}} : tensor<128x2x2x16xi32> into tensor<128x64xi32>
+// CHECK:         %[[S:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<128x16xf32>) outs(%{{.*}} : tensor<128x16xf32>)
+// CHECK:         %[[M:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<128x16xf32>, tensor<128x16xf32>) outs(%{{.*}} : tensor<128x16xf32>)
+// CHECK:         %[[Y:.*]] = flow.dispatch @rlx_gemv_q4_k_128x512::@rlx_gemv_q4_k_128x512[%c128](%[[X]], %[[Q]], %[[S]], %[[M]]) : (tensor<512xf32>, tensor<128x64xi32>, tensor<128x16xf32>, tensor<128x16xf32>) -> tensor<128xf32>
+// CHECK:         tensor.expand_shape %[[Y]] {{\[}}[0, 1]] output_shape [1, 128] : tensor<128xf32> into tensor<1x128xf32>
+// OFF-LABEL:   module @q4_k
+// OFF-NOT:     stream.executable
+// OFF-NOT:     flow.dispatch
+// OFF:         return
+module @q4_k {
+  func.func @main(%x: tensor<1x512xf32>) -> tensor<1x128xf32> {
+    %w = "rlx_mir.param"() {name = "w"} : () -> tensor<128x288xi8>
+    %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q4_k"} : (tensor<1x512xf32>, tensor<128x288xi8>) -> tensor<1x128xf32> loc("ffn.up")
+    return %y : tensor<1x128xf32>
+  }
+}
+
+// -----
+
+// Q8_0: the i8 plane and the f16 scales as in the file; one kernel for both GEMVs of the same
+// shape; an f16 activation is converted to f32 for the kernel and the result back.
+// CHECK-LABEL: module @q8_0
+// CHECK:       stream.executable private @rlx_gemv_q8_0_40x64
+// CHECK:           affine.apply affine_map<()[s0] -> (s0 ceildiv 8)>
+// CHECK:           vector.load %{{.*}} : memref<40x64xi8>, vector<16xi8>
+// CHECK:           arith.sitofp %{{.*}} : vector<16xi8> to vector<16xf32>
+// CHECK:           memref.load %{{.*}} : memref<40x2xf16>
+// CHECK-NOT:   stream.executable
+// CHECK:       func.func @main(
+// CHECK:         flow.dispatch @rlx_gemv_q8_0_40x64::@rlx_gemv_q8_0_40x64[%c40](%{{.*}}) : (tensor<64xf32>, tensor<40x64xi8>, tensor<40x2xf16>) -> tensor<40xf32>
+// CHECK:         flow.dispatch @rlx_gemv_q8_0_40x64::@rlx_gemv_q8_0_40x64[%c40](%{{.*}}) : (tensor<64xf32>, tensor<40x64xi8>, tensor<40x2xf16>) -> tensor<40xf32>
+// CHECK:         arith.truncf %{{.*}} : f32 to f16
+// OFF-LABEL:   module @q8_0
+// OFF-NOT:     flow.dispatch
+// OFF:         return
+module @q8_0 {
+  func.func @main(%x: tensor<1x64xf16>) -> (tensor<1x40xf16>, tensor<1x40xf16>) {
+    %w = "rlx_mir.param"() {name = "w"} : () -> tensor<40x68xi8>
+    %v = "rlx_mir.param"() {name = "v"} : () -> tensor<40x68xi8>
+    %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q8_0"} : (tensor<1x64xf16>, tensor<40x68xi8>) -> tensor<1x40xf16>
+    %z = "rlx_mir.dequant_matmul"(%x, %v) {scheme = "gguf_q8_0"} : (tensor<1x64xf16>, tensor<40x68xi8>) -> tensor<1x40xf16>
+    return %y, %z : tensor<1x40xf16>, tensor<1x40xf16>
+  }
+}
+
+// -----
+
+// Not a decode GEMV (M = 3), a row count that is not a multiple of 4, another scheme: the
+// fused form.
+// CHECK-LABEL: module @fused
+// CHECK-NOT:   stream.executable
+// CHECK-NOT:   flow.dispatch
+// CHECK:       return
+module @fused {
+  func.func @main(%x: tensor<3x64xf32>, %x1: tensor<1x64xf32>) -> (tensor<3x40xf32>, tensor<1x6xf32>, tensor<1x40xf32>) {
+    %w = "rlx_mir.param"() {name = "w"} : () -> tensor<40x68xi8>
+    %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q8_0"} : (tensor<3x64xf32>, tensor<40x68xi8>) -> tensor<3x40xf32>
+    %v = "rlx_mir.param"() {name = "v"} : () -> tensor<6x68xi8>
+    %z = "rlx_mir.dequant_matmul"(%x1, %v) {scheme = "gguf_q8_0"} : (tensor<1x64xf32>, tensor<6x68xi8>) -> tensor<1x6xf32>
+    %u = "rlx_mir.param"() {name = "u"} : () -> tensor<40x36xi8>
+    %t = "rlx_mir.dequant_matmul"(%x1, %u) {scheme = "gguf_q4_0"} : (tensor<1x64xf32>, tensor<40x36xi8>) -> tensor<1x40xf32>
+    return %y, %z, %t : tensor<3x40xf32>, tensor<1x6xf32>, tensor<1x40xf32>
+  }
+}

@@ -1,0 +1,310 @@
+"""Hand-written decode GEMV kernels (``M = 1``) for llvm-cpu: Q8_0 and Q4_K.
+
+IREE 3.13 compiles rlx's fused dequant + matvec (:mod:`.quant`) into code that reduces each
+32-weight block horizontally into a scalar accumulator, which caps Q8_0 at ~50% and Q4_K at
+~25% of this machine's read bandwidth (benchmarks/README.md). These kernels keep 16-lane
+f32 partial sums per row across the whole reduction, and reduce once per row. They are
+``stream.executable``\\ s whose body is written in the ``vector`` / ``scf`` / ``memref``
+dialects (no linalg: IREE's CPU backend lowers the body to LLVM as written), called with
+``flow.dispatch``. The operands are the weight's fields repacked by ``linalg.generic``\\ s
+that read only the parameter, which IREE hoists into initializers (once, at load).
+
+Semantics are the dequant_matmul's, summed in another order (within the f32 tolerance of
+the dequantize-then-multiply form, never bit-identical to it):
+
+- **Q8_0** ``y[n] = Σ_b d[n, b] · Σ_i q[n, 32b + i] · x[32b + i]``: the i8 ``q`` and f16
+  ``d`` planes (1.0625 bytes per weight, as in the file); per 32 weights of a row two
+  sign extensions, two conversions, two multiplies and two FMAs into the row's partials.
+- **Q4_K** ``y[n] = Σ_g S[n, g] · F[n, g] - Σ_g M[n, g] · X[g]``, with ``X[g]`` the sum of
+  ``x`` over group ``g`` (computed once per workgroup) and, per weight ``q`` (4 bits),
+  ``f = 1 + q / 16`` built as f32 bits (``0x3F800000 | q << 19``: an integer shift, mask and
+  or, no conversion) so that ``F[n, g] = Σ f · x``; ``S = 16 · d · sc`` and
+  ``M = 16 · d · sc + dmin · m`` per group of 32 (exact f32 products, hoisted). Since
+  ``(d·sc)·q - dmin·m = S·f - M``, that is the Q4_K weight. The nibbles are repacked so
+  that the 16 lanes of one i32 vector hold nibble ``j`` of 16 consecutive weights
+  ``128c + 16j + l`` at bits ``4j``: one 64-byte load feeds 128 weights with no shuffles.
+
+Measured (``python benchmarks/quant.py``, 4096 x 4096, weights streaming from DRAM, two
+threads): Q8_0 18.6 -> 23.7 GB/s, Q4_K 9.4 -> 14.8 GB/s of GGUF bytes. The kernels are plain
+vector code: they compile for any llvm-cpu target (AVX-512 splits to AVX2 or NEON widths).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from iree.compiler import ir
+from iree.compiler.dialects import flow
+
+from rlx.ir.text import walk_ops
+from rlx.lowering import emit
+from rlx.lowering.registry import LoweringContext
+
+ROWS_PER_TILE = 4
+"""Rows a kernel loop iteration accumulates at once (four 16-lane partial sums)."""
+ROWS_PER_WORKGROUP = (32, 16, 8, 4)
+"""Candidates, largest first: the first that divides ``N`` is the workgroup's row count."""
+SCHEMES = ("gguf_q8_0", "gguf_q4_k")
+STATE_KEY = "gemv_executables"
+
+V16 = "vector<16xf32>"
+I16 = "vector<16xi32>"
+
+
+@dataclass(frozen=True)
+class Kernel:
+    scheme: str
+    n: int
+    k: int
+    rows: int
+    """Rows per workgroup."""
+
+    @property
+    def symbol(self) -> str:
+        return f"rlx_gemv_{self.scheme.removeprefix('gguf_')}_{self.n}x{self.k}"
+
+    @property
+    def planes(self) -> list[tuple[list[int], str]]:
+        """The weight operands' shapes and element types, in dispatch order."""
+        n, k = self.n, self.k
+        if self.scheme == "gguf_q8_0":
+            return [([n, k], "i8"), ([n, k // 32], "f16")]
+        return [([n, k // 8], "i32"), ([n, k // 32], "f32"), ([n, k // 32], "f32")]
+
+
+def kernel_for(scheme: str, x: ir.Value, n: int, k: int, ctx: LoweringContext
+               ) -> Kernel | None:
+    """The kernel for this dequant_matmul, or None (not llvm-cpu, disabled, not a decode
+    GEMV of a covered scheme, or a row count that is not a multiple of 4)."""
+    if not ctx.options.gemv_kernels or scheme not in SCHEMES:
+        return None
+    if emit.static_shape(x)[0] != 1 or n % ROWS_PER_TILE:
+        return None
+    rows = next(r for r in ROWS_PER_WORKGROUP if n % r == 0)
+    return Kernel(scheme, n, k, rows)
+
+
+def _memref(shape: list[int], element: str) -> str:
+    return f"memref<{'x'.join(map(str, shape))}x{element}>"
+
+
+def _tensor(shape: list[int], element: str) -> str:
+    return f"tensor<{'x'.join(map(str, shape))}x{element}>"
+
+
+class _Text:
+    """Lines of MLIR with a running indent."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.depth = 0
+
+    def __call__(self, line: str) -> None:
+        self.lines.append("  " * self.depth + line)
+
+    def block(self, head: str) -> _Text:
+        self(head + " {")
+        self.depth += 1
+        return self
+
+    def end(self, tail: str = "}") -> None:
+        self.depth -= 1
+        self(tail)
+
+
+def _rows_loop(t: _Text, kern: Kernel, acc_type: str) -> None:
+    """Open the loop over this workgroup's row tiles; defines %r0..%r3 and %zero."""
+    t(f"%zero = arith.constant dense<0.0> : {acc_type}")
+    t("%wg = hal.interface.workgroup.id[0] : index")
+    t(f"%c_rows = arith.constant {kern.rows} : index")
+    t(f"%c_tile = arith.constant {ROWS_PER_TILE} : index")
+    t("%row0 = arith.muli %wg, %c_rows : index")
+    t.block("scf.for %t = %c0 to %c_rows step %c_tile")
+    t("%r0 = arith.addi %row0, %t : index")
+    for i in range(1, ROWS_PER_TILE):
+        t(f"%r{i} = arith.addi %r{i - 1}, %c1 : index")
+
+
+def _store_rows(t: _Text, total: list[str], y: str) -> None:
+    for i, v in enumerate(total):
+        t(f"%y{i} = vector.reduction <add>, {v} : {V16} into f32")
+        t(f"memref.store %y{i}, %y[%r{i}] : {y}")
+
+
+def _iter(name: str, init: str) -> tuple[str, str]:
+    args = ", ".join(f"%{name}{i} = {init}" for i in range(ROWS_PER_TILE))
+    return args, ", ".join([V16] * ROWS_PER_TILE)
+
+
+def _q8_0_body(t: _Text, kern: Kernel) -> None:
+    k, nb = kern.k, kern.k // 32
+    x, q, d, y = (_memref([k], "f32"), _memref([kern.n, k], "i8"),
+                  _memref([kern.n, nb], "f16"), _memref([kern.n], "f32"))
+    t(f"%x = stream.binding.subspan %b0[%c0] : !stream.binding -> {x}")
+    t(f"%q = stream.binding.subspan %b1[%c0] : !stream.binding -> {q}")
+    t(f"%d = stream.binding.subspan %b2[%c0] : !stream.binding -> {d}")
+    t(f"%y = stream.binding.subspan %b3[%c0] : !stream.binding -> {y}")
+    t("%c16 = arith.constant 16 : index")
+    t("%c32 = arith.constant 32 : index")
+    t(f"%nb = arith.constant {nb} : index")
+    _rows_loop(t, kern, V16)
+    args, types = _iter("a", "%zero")
+    t.block(f"%acc:{ROWS_PER_TILE} = scf.for %b = %c0 to %nb step %c1 iter_args({args}) "
+            f"-> ({types})")
+    t("%k0 = arith.muli %b, %c32 : index")
+    t("%k1 = arith.addi %k0, %c16 : index")
+    t(f"%x0 = vector.load %x[%k0] : {x}, {V16}")
+    t(f"%x1 = vector.load %x[%k1] : {x}, {V16}")
+    for i in range(ROWS_PER_TILE):
+        for h in range(2):
+            t(f"%q{i}_{h} = vector.load %q[%r{i}, %k{h}] : {q}, vector<16xi8>")
+            t(f"%f{i}_{h} = arith.sitofp %q{i}_{h} : vector<16xi8> to {V16}")
+        t(f"%p{i} = arith.mulf %f{i}_0, %x0 : {V16}")
+        t(f"%s{i} = vector.fma %f{i}_1, %x1, %p{i} : {V16}")
+        t(f"%h{i} = memref.load %d[%r{i}, %b] : {d}")
+        t(f"%e{i} = arith.extf %h{i} : f16 to f32")
+        t(f"%v{i} = vector.broadcast %e{i} : f32 to {V16}")
+        t(f"%n{i} = vector.fma %s{i}, %v{i}, %a{i} : {V16}")
+    t(f"scf.yield {', '.join(f'%n{i}' for i in range(ROWS_PER_TILE))} : {types}")
+    t.end()
+    _store_rows(t, [f"%acc#{i}" for i in range(ROWS_PER_TILE)], y)
+    t.end()
+
+
+def _q4_k_body(t: _Text, kern: Kernel) -> None:
+    k, nb = kern.k, kern.k // 32
+    x, q, s, y = (_memref([k], "f32"), _memref([kern.n, k // 8], "i32"),
+                  _memref([kern.n, nb], "f32"), _memref([kern.n], "f32"))
+    xs = _memref([nb], "f32")
+    v8 = "vector<8xf32>"
+    t(f"%x = stream.binding.subspan %b0[%c0] : !stream.binding -> {x}")
+    t(f"%q = stream.binding.subspan %b1[%c0] : !stream.binding -> {q}")
+    t(f"%s = stream.binding.subspan %b2[%c0] : !stream.binding -> {s}")
+    t(f"%m = stream.binding.subspan %b3[%c0] : !stream.binding -> {s}")
+    t(f"%y = stream.binding.subspan %b4[%c0] : !stream.binding -> {y}")
+    for c in (4, 8, 16, 32, 128):
+        t(f"%c{c} = arith.constant {c} : index")
+    t(f"%nb = arith.constant {nb} : index")
+    t(f"%nc = arith.constant {k // 128} : index")
+    # X[g]: the sum of x over each group of 32, once per workgroup
+    t(f"%xs = memref.alloca() : {xs}")
+    t.block("scf.for %g = %c0 to %nb step %c1")
+    t("%kg = arith.muli %g, %c32 : index")
+    t(f"%xg = vector.load %x[%kg] : {x}, vector<32xf32>")
+    t("%sg = vector.reduction <add>, %xg : vector<32xf32> into f32")
+    t(f"memref.store %sg, %xs[%g] : {xs}")
+    t.end()
+    t(f"%mask = arith.constant dense<{0x00780000}> : {I16}")
+    t(f"%one = arith.constant dense<{0x3F800000}> : {I16}")
+    for j in range(8):
+        if (sh := 19 - 4 * j) != 0:
+            t(f"%sh{j} = arith.constant dense<{abs(sh)}> : {I16}")
+    _rows_loop(t, kern, V16)
+    args, types = _iter("a", "%zero")
+    t.block(f"%acc:{ROWS_PER_TILE} = scf.for %c = %c0 to %nc step %c1 iter_args({args}) "
+            f"-> ({types})")
+    t("%k0 = arith.muli %c, %c128 : index")
+    t("%kq = arith.muli %c, %c16 : index")
+    t("%g0 = arith.muli %c, %c4 : index")
+    for g in range(1, 4):
+        t(f"%g{g} = arith.addi %g{g - 1}, %c1 : index")
+    for j in range(8):
+        t(f"%kx{j} = affine.apply affine_map<()[s0] -> (s0 + {16 * j})>()[%k0]")
+        t(f"%x{j} = vector.load %x[%kx{j}] : {x}, {V16}")
+    for i in range(ROWS_PER_TILE):
+        t(f"%w{i} = vector.load %q[%r{i}, %kq] : {q}, {I16}")
+        for j in range(8):
+            sh = 19 - 4 * j
+            shifted = f"%w{i}"
+            if sh:
+                shifted = f"%t{i}_{j}"
+                op = "shli" if sh > 0 else "shrui"
+                t(f"{shifted} = arith.{op} %w{i}, %sh{j} : {I16}")
+            t(f"%u{i}_{j} = arith.andi {shifted}, %mask : {I16}")
+            t(f"%o{i}_{j} = arith.ori %u{i}_{j}, %one : {I16}")
+            t(f"%f{i}_{j} = arith.bitcast %o{i}_{j} : {I16} to {V16}")
+        prev = f"%a{i}"
+        for g in range(4):
+            t(f"%p{i}_{g} = arith.mulf %f{i}_{2 * g}, %x{2 * g} : {V16}")
+            t(f"%F{i}_{g} = vector.fma %f{i}_{2 * g + 1}, %x{2 * g + 1}, %p{i}_{g} : {V16}")
+            t(f"%S{i}_{g} = memref.load %s[%r{i}, %g{g}] : {s}")
+            t(f"%B{i}_{g} = vector.broadcast %S{i}_{g} : f32 to {V16}")
+            t(f"%A{i}_{g} = vector.fma %F{i}_{g}, %B{i}_{g}, {prev} : {V16}")
+            prev = f"%A{i}_{g}"
+    t(f"scf.yield {', '.join(f'%A{i}_3' for i in range(ROWS_PER_TILE))} : {types}")
+    t.end()
+    # Σ_g M[n, g] · X[g], eight groups at a time
+    zero8 = "%zero8"
+    t(f"{zero8} = arith.constant dense<0.0> : {v8}")
+    margs = ", ".join(f"%z{i} = {zero8}" for i in range(ROWS_PER_TILE))
+    mtypes = ", ".join([v8] * ROWS_PER_TILE)
+    t.block(f"%mins:{ROWS_PER_TILE} = scf.for %g = %c0 to %nb step %c8 iter_args({margs}) "
+            f"-> ({mtypes})")
+    t(f"%xv = vector.load %xs[%g] : {xs}, {v8}")
+    for i in range(ROWS_PER_TILE):
+        t(f"%mv{i} = vector.load %m[%r{i}, %g] : {s}, {v8}")
+        t(f"%mz{i} = vector.fma %mv{i}, %xv, %z{i} : {v8}")
+    t(f"scf.yield {', '.join(f'%mz{i}' for i in range(ROWS_PER_TILE))} : {mtypes}")
+    t.end()
+    for i in range(ROWS_PER_TILE):
+        t(f"%sum{i} = vector.reduction <add>, %acc#{i} : {V16} into f32")
+        t(f"%min{i} = vector.reduction <add>, %mins#{i} : {v8} into f32")
+        t(f"%y{i} = arith.subf %sum{i}, %min{i} : f32")
+        t(f"memref.store %y{i}, %y[%r{i}] : {y}")
+    t.end()
+
+
+def executable_text(kern: Kernel) -> str:
+    """The ``stream.executable`` of one kernel (one per scheme and shape)."""
+    t = _Text()
+    t.block(f"stream.executable private @{kern.symbol}")
+    # export and function named as the executable: IREE links every llvm-cpu executable
+    # into one library, where two functions named alike collide
+    t.block(f"stream.executable.export public @{kern.symbol} workgroups(%n: index) "
+            "-> (index, index, index)")
+    t(f"%x = affine.apply affine_map<()[s0] -> (s0 ceildiv {kern.rows})>()[%n]")
+    t("%c1 = arith.constant 1 : index")
+    t("stream.return %x, %c1, %c1 : index, index, index")
+    t.end()
+    t.block("builtin.module")
+    bindings = ", ".join(f"%b{i}: !stream.binding" for i in range(len(kern.planes) + 2))
+    t.block(f"func.func @{kern.symbol}({bindings})")
+    t("%c0 = arith.constant 0 : index")
+    t("%c1 = arith.constant 1 : index")
+    (_q8_0_body if kern.scheme == "gguf_q8_0" else _q4_k_body)(t, kern)
+    t("return")
+    t.end()
+    t.end()
+    t.end()
+    return "\n".join(t.lines)
+
+
+def dispatch(ctx: LoweringContext, kern: Kernel, x: ir.Value, planes: list[ir.Value]
+             ) -> ir.Value:
+    """``y [N]`` f32 = the kernel on ``x [K]`` f32 and the repacked weight ``planes``;
+    records the executable for :func:`declare_executables`."""
+    ctx.state.setdefault(STATE_KEY, {})[kern.symbol] = kern
+    entry = ir.SymbolRefAttr.get([kern.symbol, kern.symbol])
+    y = ir.RankedTensorType.get([kern.n], emit.f32())
+    return flow.DispatchOp([y], [emit.index(kern.n)], ir.ArrayAttr.get([entry]),
+                           [x, *planes], [], []).results[0]
+
+
+def declare_executables(module: ir.Module, ctx: LoweringContext) -> None:
+    """Insert the executables the lowering dispatched to at the top of ``module``."""
+    kernels: dict[str, Kernel] = ctx.state.get(STATE_KEY, {})
+    if not kernels:
+        return
+    with module.context:
+        first = module.body.operations[0]
+        for kern in kernels.values():
+            parsed = ir.Module.parse(executable_text(kern))
+            where = ir.Location.name(kern.symbol)        # not the parser's "-":line:col
+            for op in walk_ops(parsed.operation):
+                op.location = where
+            for op in list(parsed.body.operations):
+                op.operation.move_before(first)
+
+
+__all__ = ["Kernel", "declare_executables", "dispatch", "executable_text", "kernel_for"]
+
