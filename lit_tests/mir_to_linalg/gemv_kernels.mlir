@@ -48,48 +48,49 @@ module @q4_k {
 
 // -----
 
-// Q8_0: the i8 plane and the f16 scales as in the file; one kernel for both GEMVs of the same
-// shape; an f16 activation is converted to f32 for the kernel and the result back.
+// Q8_0 (K >= 1536): the i8 plane and the f16 scales as in the file; one kernel for both GEMVs
+// of the same shape; an f16 activation is converted to f32 for the kernel and the result back.
 // CHECK-LABEL: module @q8_0
-// CHECK:       stream.executable private @rlx_gemv_q8_0_40x64
+// CHECK:       stream.executable private @rlx_gemv_q8_0_40x1536
 // CHECK:           affine.apply affine_map<()[s0] -> (s0 ceildiv 8)>
-// CHECK:           vector.load %{{.*}} : memref<40x64xi8>, vector<16xi8>
+// CHECK:           vector.load %{{.*}} : memref<40x1536xi8>, vector<16xi8>
 // CHECK:           arith.sitofp %{{.*}} : vector<16xi8> to vector<16xf32>
-// CHECK:           memref.load %{{.*}} : memref<40x2xf16>
+// CHECK:           memref.load %{{.*}} : memref<40x48xf16>
 // CHECK-NOT:   stream.executable
 // CHECK:       func.func @main(
-// CHECK:         flow.dispatch @rlx_gemv_q8_0_40x64::@rlx_gemv_q8_0_40x64[%c40](%{{.*}}) : (tensor<64xf32>, tensor<40x64xi8>, tensor<40x2xf16>) -> tensor<40xf32>
-// CHECK:         flow.dispatch @rlx_gemv_q8_0_40x64::@rlx_gemv_q8_0_40x64[%c40](%{{.*}}) : (tensor<64xf32>, tensor<40x64xi8>, tensor<40x2xf16>) -> tensor<40xf32>
+// CHECK:         flow.dispatch @rlx_gemv_q8_0_40x1536::@rlx_gemv_q8_0_40x1536[%c40](%{{.*}}) : (tensor<1536xf32>, tensor<40x1536xi8>, tensor<40x48xf16>) -> tensor<40xf32>
+// CHECK:         flow.dispatch @rlx_gemv_q8_0_40x1536::@rlx_gemv_q8_0_40x1536[%c40](%{{.*}}) : (tensor<1536xf32>, tensor<40x1536xi8>, tensor<40x48xf16>) -> tensor<40xf32>
 // CHECK:         arith.truncf %{{.*}} : f32 to f16
 // OFF-LABEL:   module @q8_0
 // OFF-NOT:     flow.dispatch
 // OFF:         return
 module @q8_0 {
-  func.func @main(%x: tensor<1x64xf16>) -> (tensor<1x40xf16>, tensor<1x40xf16>) {
-    %w = "rlx_mir.param"() {name = "w"} : () -> tensor<40x68xi8>
-    %v = "rlx_mir.param"() {name = "v"} : () -> tensor<40x68xi8>
-    %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q8_0"} : (tensor<1x64xf16>, tensor<40x68xi8>) -> tensor<1x40xf16>
-    %z = "rlx_mir.dequant_matmul"(%x, %v) {scheme = "gguf_q8_0"} : (tensor<1x64xf16>, tensor<40x68xi8>) -> tensor<1x40xf16>
+  func.func @main(%x: tensor<1x1536xf16>) -> (tensor<1x40xf16>, tensor<1x40xf16>) {
+    %w = "rlx_mir.param"() {name = "w"} : () -> tensor<40x1632xi8>
+    %v = "rlx_mir.param"() {name = "v"} : () -> tensor<40x1632xi8>
+    %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q8_0"} : (tensor<1x1536xf16>, tensor<40x1632xi8>) -> tensor<1x40xf16>
+    %z = "rlx_mir.dequant_matmul"(%x, %v) {scheme = "gguf_q8_0"} : (tensor<1x1536xf16>, tensor<40x1632xi8>) -> tensor<1x40xf16>
     return %y, %z : tensor<1x40xf16>, tensor<1x40xf16>
   }
 }
 
 // -----
 
-// Not a decode GEMV (M = 3), a row count that is not a multiple of 4, another scheme: the
-// fused form.
+// Not a decode GEMV (M = 3), a row count that is not a multiple of 4, another scheme, Q8_0
+// with K < 1536: the fused form.
 // CHECK-LABEL: module @fused
 // CHECK-NOT:   stream.executable
 // CHECK-NOT:   flow.dispatch
 // CHECK:       return
 module @fused {
-  func.func @main(%x: tensor<3x64xf32>, %x1: tensor<1x64xf32>) -> (tensor<3x40xf32>, tensor<1x6xf32>, tensor<1x40xf32>) {
+  func.func @main(%x: tensor<3x64xf32>, %x1: tensor<1x64xf32>, %x2: tensor<1x256xf32>) -> (tensor<3x40xf32>, tensor<1x6xf32>, tensor<1x40xf32>, tensor<1x40xf32>) {
     %w = "rlx_mir.param"() {name = "w"} : () -> tensor<40x68xi8>
     %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q8_0"} : (tensor<3x64xf32>, tensor<40x68xi8>) -> tensor<3x40xf32>
-    %v = "rlx_mir.param"() {name = "v"} : () -> tensor<6x68xi8>
-    %z = "rlx_mir.dequant_matmul"(%x1, %v) {scheme = "gguf_q8_0"} : (tensor<1x64xf32>, tensor<6x68xi8>) -> tensor<1x6xf32>
+    %v = "rlx_mir.param"() {name = "v"} : () -> tensor<6x144xi8>
+    %z = "rlx_mir.dequant_matmul"(%x2, %v) {scheme = "gguf_q4_k"} : (tensor<1x256xf32>, tensor<6x144xi8>) -> tensor<1x6xf32>
     %u = "rlx_mir.param"() {name = "u"} : () -> tensor<40x36xi8>
     %t = "rlx_mir.dequant_matmul"(%x1, %u) {scheme = "gguf_q4_0"} : (tensor<1x64xf32>, tensor<40x36xi8>) -> tensor<1x40xf32>
-    return %y, %z, %t : tensor<3x40xf32>, tensor<1x6xf32>, tensor<1x40xf32>
+    %s = "rlx_mir.dequant_matmul"(%x1, %w) {scheme = "gguf_q8_0"} : (tensor<1x64xf32>, tensor<40x68xi8>) -> tensor<1x40xf32>
+    return %y, %z, %t, %s : tensor<3x40xf32>, tensor<1x6xf32>, tensor<1x40xf32>, tensor<1x40xf32>
   }
 }

@@ -1,4 +1,4 @@
-"""Hand-written decode GEMV kernels (``M = 1``) for llvm-cpu: Q8_0 and Q4_K.
+"""Hand-written decode GEMV kernels (``M = 1``) for llvm-cpu: Q4_K, and Q8_0 from K = 1536.
 
 IREE 3.13 compiles rlx's fused dequant + matvec (:mod:`.quant`) into code that reduces each
 32-weight block horizontally into a scalar accumulator, which caps Q8_0 at ~50% and Q4_K at
@@ -24,9 +24,11 @@ the dequantize-then-multiply form, never bit-identical to it):
   that the 16 lanes of one i32 vector hold nibble ``j`` of 16 consecutive weights
   ``128c + 16j + l`` at bits ``4j``: one 64-byte load feeds 128 weights with no shuffles.
 
-Measured (``python benchmarks/quant.py``, 4096 x 4096, weights streaming from DRAM, two
-threads): Q8_0 18.6 -> 23.7 GB/s, Q4_K 9.4 -> 14.8 GB/s of GGUF bytes. The kernels are plain
-vector code: they compile for any llvm-cpu target (AVX-512 splits to AVX2 or NEON widths).
+Measured (``python benchmarks/quant.py``, 4096 x 4096 and 11008 x 4096, weights streaming
+from DRAM, two threads, three runs): Q8_0 22.6-26.6 GB/s of GGUF bytes (fused form 17.6-19.2),
+Q4_K 12.7-14.6 (fused 8.8-9.8); variants tried are in benchmarks/README.md. The kernels are
+plain vector code: they compile for any llvm-cpu target (AVX-512 splits to AVX2 or NEON
+widths).
 """
 
 from __future__ import annotations
@@ -42,9 +44,21 @@ from rlx.lowering.registry import LoweringContext
 
 ROWS_PER_TILE = 4
 """Rows a kernel loop iteration accumulates at once (four 16-lane partial sums)."""
-ROWS_PER_WORKGROUP = (32, 16, 8, 4)
-"""Candidates, largest first: the first that divides ``N`` is the workgroup's row count."""
+ROWS_PER_WORKGROUP = (256, 128, 64, 32, 16, 8, 4)
+"""Candidate workgroup row counts, largest first (each a multiple of the tile)."""
+WEIGHTS_PER_WORKGROUP = 1 << 17
+"""A workgroup takes at most this many weights (rows x K) when it can: IREE's per-workgroup
+cost is about a microsecond, which at 32 rows of K = 576 (a 135M model's layers and LM head)
+made the kernel 1.4x slower than the fused form; 32 rows x 4096 is the measured best at
+K = 4096."""
+MIN_WORKGROUPS = 4
+"""...but at least this many workgroups where N allows (both threads busy)."""
 SCHEMES = ("gguf_q8_0", "gguf_q4_k")
+MIN_K = {"gguf_q8_0": 1536, "gguf_q4_k": 256}
+"""The kernel is used from this reduction size up. Measured (benchmarks/quant.py, GB/s of
+kernel / fused form): Q8_0 at K = 576 13.7 / 18.5 (49152 rows), 10.4 / 15.4 (3072), at
+K = 1024 13.6 / 14.3, K = 2048 17.3 / 17.1, K = 1536 13.3 / 9.7, K = 4096 25.0 / 18.6; Q4_K
+is faster at every K measured (1024 to 5632)."""
 STATE_KEY = "gemv_executables"
 
 V16 = "vector<16xf32>"
@@ -57,7 +71,7 @@ class Kernel:
     n: int
     k: int
     rows: int
-    """Rows per workgroup."""
+    """Rows per workgroup (:func:`workgroup_rows`)."""
 
     @property
     def symbol(self) -> str:
@@ -75,13 +89,21 @@ class Kernel:
 def kernel_for(scheme: str, x: ir.Value, n: int, k: int, ctx: LoweringContext
                ) -> Kernel | None:
     """The kernel for this dequant_matmul, or None (not llvm-cpu, disabled, not a decode
-    GEMV of a covered scheme, or a row count that is not a multiple of 4)."""
-    if not ctx.options.gemv_kernels or scheme not in SCHEMES:
+    GEMV of a covered scheme, K below :data:`MIN_K`, or a row count that is not a multiple
+    of 4)."""
+    if not ctx.options.gemv_kernels or scheme not in SCHEMES or k < MIN_K[scheme]:
         return None
     if emit.static_shape(x)[0] != 1 or n % ROWS_PER_TILE:
         return None
-    rows = next(r for r in ROWS_PER_WORKGROUP if n % r == 0)
-    return Kernel(scheme, n, k, rows)
+    return Kernel(scheme, n, k, workgroup_rows(n, k))
+
+
+def workgroup_rows(n: int, k: int) -> int:
+    """The largest candidate that divides ``n``, keeps a workgroup within
+    :data:`WEIGHTS_PER_WORKGROUP` and leaves :data:`MIN_WORKGROUPS`; relaxed in that order."""
+    fits = [r for r in ROWS_PER_WORKGROUP if n % r == 0 and r * k <= WEIGHTS_PER_WORKGROUP]
+    busy = [r for r in fits if n // r >= MIN_WORKGROUPS]
+    return (busy or fits or [ROWS_PER_TILE])[0]
 
 
 def _memref(shape: list[int], element: str) -> str:
@@ -306,5 +328,6 @@ def declare_executables(module: ir.Module, ctx: LoweringContext) -> None:
                 op.operation.move_before(first)
 
 
-__all__ = ["Kernel", "declare_executables", "dispatch", "executable_text", "kernel_for"]
+__all__ = ["Kernel", "declare_executables", "dispatch", "executable_text", "kernel_for",
+           "workgroup_rows"]
 
