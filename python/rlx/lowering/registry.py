@@ -43,14 +43,12 @@ class LoweringOptions:
     data_tiling: bool = False
     gemv_kernels: bool = False
     """Decode GEMVs (M = 1) of Q8_0 / Q4_K weights through rlx's hand-written llvm-cpu
-    kernels (``mir_to_linalg.gemv_kernels``) instead of the fused dequant + matvec."""
+    kernels (``mir_to_linalg.gemv_kernels``) instead of the fused dequant + matvec; llvm-cpu
+    only (``TargetConfig`` refuses it for other targets)."""
     target: str = "llvm-cpu"
     """The compile target, for rules whose best (or only correct) form differs by backend."""
 
     def __post_init__(self) -> None:
-        if self.gemv_kernels and self.target != "llvm-cpu":
-            raise LoweringError(f"gemv_kernels: the GEMV kernels are llvm-cpu code, the target "
-                                f"is {self.target!r}")
         if self.attention not in ATTENTION_LOWERINGS:
             raise LoweringError(f"attention lowering: expected one of "
                                 f"{', '.join(ATTENTION_LOWERINGS)}, found {self.attention!r}")

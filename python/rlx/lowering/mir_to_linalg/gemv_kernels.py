@@ -78,12 +78,16 @@ class Kernel:
         return f"rlx_gemv_{self.scheme.removeprefix('gguf_')}_{self.n}x{self.k}"
 
     @property
-    def planes(self) -> list[tuple[list[int], str]]:
-        """The weight operands' shapes and element types, in dispatch order."""
+    def bindings(self) -> dict[str, str]:
+        """The kernel's operands in dispatch order (``x``, the weight planes of
+        :func:`..quant.kernel_planes`, the result ``y``): name -> memref type."""
         n, k = self.n, self.k
         if self.scheme == "gguf_q8_0":
-            return [([n, k], "i8"), ([n, k // 32], "f16")]
-        return [([n, k // 8], "i32"), ([n, k // 32], "f32"), ([n, k // 32], "f32")]
+            planes = {"q": _memref([n, k], "i8"), "d": _memref([n, k // 32], "f16")}
+        else:
+            planes = {"q": _memref([n, k // 8], "i32"), "s": _memref([n, k // 32], "f32"),
+                      "m": _memref([n, k // 32], "f32")}
+        return {"x": _memref([k], "f32"), **planes, "y": _memref([n], "f32")}
 
 
 def kernel_for(scheme: str, x: ir.Value, n: int, k: int, ctx: LoweringContext
@@ -108,10 +112,6 @@ def workgroup_rows(n: int, k: int) -> int:
 
 def _memref(shape: list[int], element: str) -> str:
     return f"memref<{'x'.join(map(str, shape))}x{element}>"
-
-
-def _tensor(shape: list[int], element: str) -> str:
-    return f"tensor<{'x'.join(map(str, shape))}x{element}>"
 
 
 class _Text:
@@ -159,13 +159,9 @@ def _iter(name: str, init: str) -> tuple[str, str]:
 
 
 def _q8_0_body(t: _Text, kern: Kernel) -> None:
-    k, nb = kern.k, kern.k // 32
-    x, q, d, y = (_memref([k], "f32"), _memref([kern.n, k], "i8"),
-                  _memref([kern.n, nb], "f16"), _memref([kern.n], "f32"))
-    t(f"%x = stream.binding.subspan %b0[%c0] : !stream.binding -> {x}")
-    t(f"%q = stream.binding.subspan %b1[%c0] : !stream.binding -> {q}")
-    t(f"%d = stream.binding.subspan %b2[%c0] : !stream.binding -> {d}")
-    t(f"%y = stream.binding.subspan %b3[%c0] : !stream.binding -> {y}")
+    nb = kern.k // 32
+    mem = kern.bindings
+    x, q, d, y = mem["x"], mem["q"], mem["d"], mem["y"]
     t("%c16 = arith.constant 16 : index")
     t("%c32 = arith.constant 32 : index")
     t(f"%nb = arith.constant {nb} : index")
@@ -195,15 +191,10 @@ def _q8_0_body(t: _Text, kern: Kernel) -> None:
 
 def _q4_k_body(t: _Text, kern: Kernel) -> None:
     k, nb = kern.k, kern.k // 32
-    x, q, s, y = (_memref([k], "f32"), _memref([kern.n, k // 8], "i32"),
-                  _memref([kern.n, nb], "f32"), _memref([kern.n], "f32"))
+    mem = kern.bindings
+    x, q, s, y = mem["x"], mem["q"], mem["s"], mem["y"]
     xs = _memref([nb], "f32")
     v8 = "vector<8xf32>"
-    t(f"%x = stream.binding.subspan %b0[%c0] : !stream.binding -> {x}")
-    t(f"%q = stream.binding.subspan %b1[%c0] : !stream.binding -> {q}")
-    t(f"%s = stream.binding.subspan %b2[%c0] : !stream.binding -> {s}")
-    t(f"%m = stream.binding.subspan %b3[%c0] : !stream.binding -> {s}")
-    t(f"%y = stream.binding.subspan %b4[%c0] : !stream.binding -> {y}")
     for c in (4, 8, 16, 32, 128):
         t(f"%c{c} = arith.constant {c} : index")
     t(f"%nb = arith.constant {nb} : index")
@@ -289,10 +280,12 @@ def executable_text(kern: Kernel) -> str:
     t("stream.return %x, %c1, %c1 : index, index, index")
     t.end()
     t.block("builtin.module")
-    bindings = ", ".join(f"%b{i}: !stream.binding" for i in range(len(kern.planes) + 2))
-    t.block(f"func.func @{kern.symbol}({bindings})")
+    args = ", ".join(f"%b{i}: !stream.binding" for i in range(len(kern.bindings)))
+    t.block(f"func.func @{kern.symbol}({args})")
     t("%c0 = arith.constant 0 : index")
     t("%c1 = arith.constant 1 : index")
+    for i, (name, memref) in enumerate(kern.bindings.items()):
+        t(f"%{name} = stream.binding.subspan %b{i}[%c0] : !stream.binding -> {memref}")
     (_q8_0_body if kern.scheme == "gguf_q8_0" else _q4_k_body)(t, kern)
     t("return")
     t.end()

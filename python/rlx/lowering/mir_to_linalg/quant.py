@@ -803,41 +803,41 @@ def kernel_planes(kern: gemv_kernels.Kernel, w: ir.Value) -> list[ir.Value]:
     return [q, s, mins]
 
 
-@MIR_TO_LINALG.register("dequant_matmul")
-def lower_dequant_matmul(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
-    x = op["x"]
+def fused_matmul(ctx: LoweringContext, op: Decoded, x2: ir.Value) -> ir.Value:
+    """``y [M, N']`` (``N'``: the padded rows) = ``x2 [M, K]`` times the dequantized
+    weight, the dequant a producer IREE fuses into the contraction."""
     scheme = op.attrs["scheme"]
-    x2 = _rows(x)
-    m = emit.dim(x2, 0)
-    n_out = emit.static_shape(op.op.results[0])[-1]
-    k = emit.static_shape(x2)[1]
-    assert n_out is not None
-    assert k is not None
-    kern = gemv_kernels.kernel_for(scheme, x2, n_out, k, ctx)
-    if kern is not None:
-        xk = emit.collapse(emit.convert_tensor(x2, emit.f32()), [[0, 1]])
-        y = gemv_kernels.dispatch(ctx, kern, xk, kernel_planes(kern, op["w"]))
-        y = emit.expand(y, [[0, 1]], [1, n_out])
-        if emit.rank(x) != 2:
-            y = emit.expand(y, [list(range(emit.rank(x) - 1)), [emit.rank(x) - 1]],
-                            [*emit.sizes(x)[:-1], n_out])
-        return [emit.convert_tensor(y, emit.elem(x))]
     if QUANT_SCHEMES[scheme].gguf:
         w, order = gguf_weight(op["w"], scheme, ctx.options.target)
     else:
         w, order = legacy_weight(op, scheme, op.attrs["block_size"], ctx.options.target)
     if emit.rank(w) == 2:                        # F16 / BF16: [N, K]
-        y = contract(x2, w, [0, 2], [1, 2], 1)
-    else:                                        # [N', G, *group in loop order]
-        shape = emit.static_shape(w)
-        group = [shape[2 + order.index(i)] for i in range(len(order))]
-        xg = emit.expand(x2, [[0], list(range(1, 2 + len(group)))], [m, shape[1], *group])
-        x_map = [0, 2, *(3 + order.index(i) for i in range(len(order)))]
-        y = contract(xg, w, x_map, list(range(1, emit.rank(w) + 1)), 1)
+        return contract(x2, w, [0, 2], [1, 2], 1)
+    shape = emit.static_shape(w)                 # [N', G, *group in loop order]
+    group = [shape[2 + order.index(i)] for i in range(len(order))]
+    xg = emit.expand(x2, [[0], list(range(1, 2 + len(group)))], [emit.dim(x2, 0), shape[1],
+                                                                  *group])
+    x_map = [0, 2, *(3 + order.index(i) for i in range(len(order)))]
+    return contract(xg, w, x_map, list(range(1, emit.rank(w) + 1)), 1)
+
+
+@MIR_TO_LINALG.register("dequant_matmul")
+def lower_dequant_matmul(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+    x = op["x"]
+    x2 = _rows(x)
     n = emit.static_shape(op.op.results[0])[-1]
+    k = emit.static_shape(x2)[1]
     assert n is not None
-    if emit.static_shape(y)[1] != n:
-        y = emit.extract_slice(y, [0, 0], [m, n])
+    assert k is not None
+    kern = gemv_kernels.kernel_for(op.attrs["scheme"], x2, n, k, ctx)
+    if kern is not None:                         # llvm-cpu decode: rlx's kernel, y [N]
+        xk = emit.collapse(emit.convert_tensor(x2, emit.f32()), [[0, 1]])
+        y = gemv_kernels.dispatch(ctx, kern, xk, kernel_planes(kern, op["w"]))
+        y = emit.expand(y, [[0, 1]], [1, n])
+    else:
+        y = fused_matmul(ctx, op, x2)
+        if emit.static_shape(y)[1] != n:
+            y = emit.extract_slice(y, [0, 0], [emit.dim(x2, 0), n])
     lead = emit.sizes(x)[:-1]
     if emit.rank(x) != 2:
         y = emit.expand(y, [list(range(len(lead))), [len(lead)]], [*lead, n])
