@@ -35,6 +35,7 @@ from iree.compiler.tools.binaries import find_tool
 import rlx
 from rlx.compiler import TargetConfig
 from rlx.dialects.enums import QUANT_SCHEMES
+from rlx.lowering.mir_to_linalg.gemv_kernels import workgroup_rows
 from rlx.reference import quant as ref
 from rlx.reference.tolerance import assert_close
 
@@ -282,13 +283,13 @@ KERNEL_SCHEMES = ("gguf_q8_0", "gguf_q4_k")
 
 def test_gemv_kernels() -> None:
     """llvm-cpu's hand-written decode GEMVs (Q8_0, Q4_K) against the float64 reference on
-    blocks in which every bit is set and clear somewhere, at row counts that give each
-    workgroup size (4 to 32 rows) and K from one to four Q4_K superblocks (Q8_0 from its
-    MIN_K of 1536); the kernels are checked to be what ran."""
+    blocks in which every bit is set and clear somewhere, at row counts that give workgroups
+    of 4, 8, 16 and 32 rows (gemv_kernels.workgroup_rows) and K from one to four Q4_K
+    superblocks (Q8_0 from its MIN_K of 1536); the kernels are checked to be what ran."""
     rng = np.random.default_rng(7)
     h = rlx.HirModule("kernels")
-    shapes = {"gguf_q8_0": ((4, 1536), (40, 1536), (48, 2048), (96, 1536)),
-              "gguf_q4_k": ((4, 256), (40, 512), (48, 768), (96, 1024))}
+    shapes = {"gguf_q8_0": ((4, 1536), (40, 1536), (96, 1536), (128, 2048)),
+              "gguf_q4_k": ((4, 256), (40, 512), (96, 1024), (128, 768))}
     xs = {k: h.input(f"x{k}", (1, k)) for k in (256, 512, 768, 1024, 1536, 2048)}
     weights = {}
     outs = []
@@ -301,6 +302,7 @@ def test_gemv_kernels() -> None:
             outs.append(h.dequant_matmul(xs[k], h.param(name, weights[name].shape, "i8"),
                                          scheme=s))
     h.set_outputs(outs)
+    assert {workgroup_rows(r, k) for s in KERNEL_SCHEMES for r, k in shapes[s]} == {4, 8, 16, 32}
     linalg = rlx.compile(h, "llvm-cpu", emit="linalg")
     assert len(re.findall(r"flow\.dispatch @rlx_gemv_", linalg)) == len(outs)
     check_module(h, "llvm-cpu", params=weights)
