@@ -9,7 +9,9 @@
 
 // Q4_K: nibbles repacked so that lane l of i32 vector c holds nibble j of weight 128c + 16j + l
 // at bits 4j; each becomes the f32 1 + q/16 by integer ops and a bitcast (no conversion);
-// S = 16 d sc and M = 16 d sc + dmin m per group of 32.
+// S = 16 d sc and M = 16 d sc + dmin m per group of 32. Every plane is then tile-interleaved
+// ([N, C * w] stored as [N / 4, C, 4, w]: the four rows a loop iteration reads are one
+// sequential stream).
 // CHECK-LABEL: module @q4_k
 // CHECK:       stream.executable private @rlx_gemv_q4_k_128x512
 // CHECK:         stream.executable.export public @rlx_gemv_q4_k_128x512 workgroups(
@@ -17,7 +19,7 @@
 // CHECK:         func.func @rlx_gemv_q4_k_128x512(
 // CHECK:           memref.alloca() : memref<16xf32>
 // CHECK:           hal.interface.workgroup.id[0]
-// CHECK:           vector.load %{{.*}} : memref<128x64xi32>, vector<16xi32>
+// CHECK:           vector.load %{{.*}} : memref<32x256xi32>, vector<16xi32>
 // CHECK:           arith.andi %{{.*}} : vector<16xi32>
 // CHECK:           arith.bitcast %{{.*}} : vector<16xi32> to vector<16xf32>
 // CHECK-NOT:       arith.uitofp
@@ -32,7 +34,14 @@
 // CHECK:         %[[Q:.*]] = tensor.collapse_shape %{{.*}} : tensor<128x2x2x16xi32> into tensor<128x64xi32>
 // CHECK:         %[[S:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<128x16xf32>) outs(%{{.*}} : tensor<128x16xf32>)
 // CHECK:         %[[M:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<128x16xf32>, tensor<128x16xf32>) outs(%{{.*}} : tensor<128x16xf32>)
-// CHECK:         %[[Y:.*]] = flow.dispatch @rlx_gemv_q4_k_128x512::@rlx_gemv_q4_k_128x512[%c128](%[[X]], %[[Q]], %[[S]], %[[M]]) : (tensor<512xf32>, tensor<128x64xi32>, tensor<128x16xf32>, tensor<128x16xf32>) -> tensor<128xf32>
+// CHECK:         tensor.expand_shape %[[Q]] {{\[}}[0, 1], [2, 3]] output_shape [32, 4, 4, 16]
+// CHECK:         linalg.transpose {{.*}} permutation = [0, 2, 1, 3]
+// CHECK:         %[[QT:.*]] = tensor.collapse_shape %{{.*}} : tensor<32x4x4x16xi32> into tensor<32x256xi32>
+// CHECK:         tensor.expand_shape %[[S]] {{\[}}[0, 1], [2, 3]] output_shape [32, 4, 4, 4]
+// CHECK:         %[[ST:.*]] = tensor.collapse_shape %{{.*}} : tensor<32x4x4x4xf32> into tensor<32x64xf32>
+// CHECK:         tensor.expand_shape %[[M]] {{\[}}[0, 1], [2, 3]] output_shape [32, 4, 2, 8]
+// CHECK:         %[[MT:.*]] = tensor.collapse_shape %{{.*}} : tensor<32x2x4x8xf32> into tensor<32x64xf32>
+// CHECK:         %[[Y:.*]] = flow.dispatch @rlx_gemv_q4_k_128x512::@rlx_gemv_q4_k_128x512[%c128](%[[X]], %[[QT]], %[[ST]], %[[MT]]) : (tensor<512xf32>, tensor<32x256xi32>, tensor<32x64xf32>, tensor<32x64xf32>) -> tensor<128xf32>
 // CHECK:         tensor.expand_shape %[[Y]] {{\[}}[0, 1]] output_shape [1, 128] : tensor<128xf32> into tensor<1x128xf32>
 // OFF-LABEL:   module @q4_k
 // OFF-NOT:     stream.executable
@@ -48,49 +57,49 @@ module @q4_k {
 
 // -----
 
-// Q8_0 (K >= 1536): the i8 plane and the f16 scales as in the file; one kernel for both GEMVs
-// of the same shape; an f16 activation is converted to f32 for the kernel and the result back.
+// Q8_0: the i8 plane and the f16 scales as in the file, tile-interleaved (every 32 bytes, every
+// scale); one kernel for both GEMVs of the same shape; an f16 activation is converted to f32
+// for the kernel and the result back.
 // CHECK-LABEL: module @q8_0
-// CHECK:       stream.executable private @rlx_gemv_q8_0_40x1536
+// CHECK:       stream.executable private @rlx_gemv_q8_0_40x576
 // CHECK:           affine.apply affine_map<()[s0] -> (s0 ceildiv 8)>
-// CHECK:           vector.load %{{.*}} : memref<40x1536xi8>, vector<16xi8>
+// CHECK:           vector.load %{{.*}} : memref<10x2304xi8>, vector<16xi8>
 // CHECK:           arith.sitofp %{{.*}} : vector<16xi8> to vector<16xf32>
-// CHECK:           memref.load %{{.*}} : memref<40x48xf16>
+// CHECK:           memref.load %{{.*}} : memref<10x72xf16>
 // CHECK-NOT:   stream.executable
 // CHECK:       func.func @main(
-// CHECK:         flow.dispatch @rlx_gemv_q8_0_40x1536::@rlx_gemv_q8_0_40x1536[%c40](%{{.*}}) : (tensor<1536xf32>, tensor<40x1536xi8>, tensor<40x48xf16>) -> tensor<40xf32>
-// CHECK:         flow.dispatch @rlx_gemv_q8_0_40x1536::@rlx_gemv_q8_0_40x1536[%c40](%{{.*}}) : (tensor<1536xf32>, tensor<40x1536xi8>, tensor<40x48xf16>) -> tensor<40xf32>
+// CHECK:         flow.dispatch @rlx_gemv_q8_0_40x576::@rlx_gemv_q8_0_40x576[%c40](%{{.*}}) : (tensor<576xf32>, tensor<10x2304xi8>, tensor<10x72xf16>) -> tensor<40xf32>
+// CHECK:         flow.dispatch @rlx_gemv_q8_0_40x576::@rlx_gemv_q8_0_40x576[%c40](%{{.*}}) : (tensor<576xf32>, tensor<10x2304xi8>, tensor<10x72xf16>) -> tensor<40xf32>
 // CHECK:         arith.truncf %{{.*}} : f32 to f16
 // OFF-LABEL:   module @q8_0
 // OFF-NOT:     flow.dispatch
 // OFF:         return
 module @q8_0 {
-  func.func @main(%x: tensor<1x1536xf16>) -> (tensor<1x40xf16>, tensor<1x40xf16>) {
-    %w = "rlx_mir.param"() {name = "w"} : () -> tensor<40x1632xi8>
-    %v = "rlx_mir.param"() {name = "v"} : () -> tensor<40x1632xi8>
-    %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q8_0"} : (tensor<1x1536xf16>, tensor<40x1632xi8>) -> tensor<1x40xf16>
-    %z = "rlx_mir.dequant_matmul"(%x, %v) {scheme = "gguf_q8_0"} : (tensor<1x1536xf16>, tensor<40x1632xi8>) -> tensor<1x40xf16>
+  func.func @main(%x: tensor<1x576xf16>) -> (tensor<1x40xf16>, tensor<1x40xf16>) {
+    %w = "rlx_mir.param"() {name = "w"} : () -> tensor<40x612xi8>
+    %v = "rlx_mir.param"() {name = "v"} : () -> tensor<40x612xi8>
+    %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q8_0"} : (tensor<1x576xf16>, tensor<40x612xi8>) -> tensor<1x40xf16>
+    %z = "rlx_mir.dequant_matmul"(%x, %v) {scheme = "gguf_q8_0"} : (tensor<1x576xf16>, tensor<40x612xi8>) -> tensor<1x40xf16>
     return %y, %z : tensor<1x40xf16>, tensor<1x40xf16>
   }
 }
 
 // -----
 
-// Not a decode GEMV (M = 3), a row count that is not a multiple of 4, another scheme, Q8_0
-// with K < 1536: the fused form.
+// Not a decode GEMV (M = 3), a row count that is not a multiple of 4, another scheme: the
+// fused form.
 // CHECK-LABEL: module @fused
 // CHECK-NOT:   stream.executable
 // CHECK-NOT:   flow.dispatch
 // CHECK:       return
 module @fused {
-  func.func @main(%x: tensor<3x64xf32>, %x1: tensor<1x64xf32>, %x2: tensor<1x256xf32>) -> (tensor<3x40xf32>, tensor<1x6xf32>, tensor<1x40xf32>, tensor<1x40xf32>) {
+  func.func @main(%x: tensor<3x64xf32>, %x1: tensor<1x64xf32>, %x2: tensor<1x256xf32>) -> (tensor<3x40xf32>, tensor<1x6xf32>, tensor<1x40xf32>) {
     %w = "rlx_mir.param"() {name = "w"} : () -> tensor<40x68xi8>
     %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q8_0"} : (tensor<3x64xf32>, tensor<40x68xi8>) -> tensor<3x40xf32>
     %v = "rlx_mir.param"() {name = "v"} : () -> tensor<6x144xi8>
     %z = "rlx_mir.dequant_matmul"(%x2, %v) {scheme = "gguf_q4_k"} : (tensor<1x256xf32>, tensor<6x144xi8>) -> tensor<1x6xf32>
     %u = "rlx_mir.param"() {name = "u"} : () -> tensor<40x36xi8>
     %t = "rlx_mir.dequant_matmul"(%x1, %u) {scheme = "gguf_q4_0"} : (tensor<1x64xf32>, tensor<40x36xi8>) -> tensor<1x40xf32>
-    %s = "rlx_mir.dequant_matmul"(%x1, %w) {scheme = "gguf_q8_0"} : (tensor<1x64xf32>, tensor<40x68xi8>) -> tensor<1x40xf32>
-    return %y, %z, %t, %s : tensor<3x40xf32>, tensor<1x6xf32>, tensor<1x40xf32>, tensor<1x40xf32>
+    return %y, %z, %t : tensor<3x40xf32>, tensor<1x6xf32>, tensor<1x40xf32>
   }
 }

@@ -284,13 +284,13 @@ KERNEL_SCHEMES = ("gguf_q8_0", "gguf_q4_k")
 def test_gemv_kernels() -> None:
     """llvm-cpu's hand-written decode GEMVs (Q8_0, Q4_K) against the float64 reference on
     blocks in which every bit is set and clear somewhere, at row counts that give workgroups
-    of 4, 8, 16 and 32 rows (gemv_kernels.workgroup_rows) and K from one to four Q4_K
-    superblocks (Q8_0 from its MIN_K of 1536); the kernels are checked to be what ran."""
+    of 4, 8, 16 and 32 rows (gemv_kernels.workgroup_rows), K from one to four Q4_K
+    superblocks and Q8_0 at a 135M model's K = 576; the kernels are checked to be what ran."""
     rng = np.random.default_rng(7)
     h = rlx.HirModule("kernels")
-    shapes = {"gguf_q8_0": ((4, 1536), (40, 1536), (96, 1536), (128, 2048)),
+    shapes = {"gguf_q8_0": ((4, 576), (40, 1536), (96, 1536), (128, 2048)),
               "gguf_q4_k": ((4, 256), (40, 512), (96, 1024), (128, 768))}
-    xs = {k: h.input(f"x{k}", (1, k)) for k in (256, 512, 768, 1024, 1536, 2048)}
+    xs = {k: h.input(f"x{k}", (1, k)) for k in (256, 512, 576, 768, 1024, 1536, 2048)}
     weights = {}
     outs = []
     for s in KERNEL_SCHEMES:
@@ -319,7 +319,7 @@ def test_one_dispatch_per_decode_gemv(target: str) -> None:
     if target == "llvm-cpu":
         kernels = re.findall(r"flow\.dispatch @rlx_gemv_(\w+)::", rlx.compile(h, target,
                                                                               emit="linalg"))
-        assert kernels == ["q4_k_64x512"], kernels     # Q8_0's kernel starts at K = 1536
+        assert kernels == ["q8_0_64x512", "q4_k_64x512"], kernels
     assert len(main) + len(kernels) == len(h.outputs), main
     # BF16 is converted in the contraction body (integer ops), which IREE files as a
     # "reduction"; every other scheme is a matvec with its dequant fused in.

@@ -1,4 +1,4 @@
-"""Hand-written decode GEMV kernels (``M = 1``) for llvm-cpu: Q4_K, and Q8_0 from K = 1536.
+"""Hand-written decode GEMV kernels (``M = 1``) for llvm-cpu: Q8_0 and Q4_K.
 
 IREE 3.13 compiles rlx's fused dequant + matvec (:mod:`.quant`) into code that reduces each
 32-weight block horizontally into a scalar accumulator, which caps Q8_0 at ~50% and Q4_K at
@@ -24,11 +24,16 @@ the dequantize-then-multiply form, never bit-identical to it):
   that the 16 lanes of one i32 vector hold nibble ``j`` of 16 consecutive weights
   ``128c + 16j + l`` at bits ``4j``: one 64-byte load feeds 128 weights with no shuffles.
 
-Measured (``python benchmarks/quant.py``, 4096 x 4096 and 11008 x 4096, weights streaming
-from DRAM, two threads, three runs): Q8_0 22.6-26.6 GB/s of GGUF bytes (fused form 17.6-19.2),
-Q4_K 12.7-14.6 (fused 8.8-9.8); variants tried are in benchmarks/README.md. The kernels are
-plain vector code: they compile for any llvm-cpu target (AVX-512 splits to AVX2 or NEON
-widths).
+Every plane is **tile-interleaved**: a loop iteration reads four rows, and row-major planes
+would make that four short streams (a Q8_0 row of K = 576 is 10 cache lines), which the
+hardware prefetcher never gets going on; stored ``[N / 4, C, 4, w]`` (``w``: one row's run,
+:meth:`Kernel.interleave_widths`) a workgroup reads one sequential stream. That took Q4_K
+from 13 to 17-18 GB/s and the Q8_0 kernel at K = 576 from 14 to 30-37 GB/s (it had been
+slower than the fused form there).
+
+Measured (``python benchmarks/quant.py``, weights streaming from DRAM, two threads): see
+benchmarks/README.md, with the variants tried. The kernels are plain vector code: they
+compile for any llvm-cpu target (AVX-512 splits to AVX2 or NEON widths).
 """
 
 from __future__ import annotations
@@ -48,17 +53,11 @@ ROWS_PER_WORKGROUP = (256, 128, 64, 32, 16, 8, 4)
 """Candidate workgroup row counts, largest first (each a multiple of the tile)."""
 WEIGHTS_PER_WORKGROUP = 1 << 17
 """A workgroup takes at most this many weights (rows x K) when it can: IREE's per-workgroup
-cost is about a microsecond, which at 32 rows of K = 576 (a 135M model's layers and LM head)
-made the kernel 1.4x slower than the fused form; 32 rows x 4096 is the measured best at
-K = 4096."""
+cost is about a microsecond, too much for 32 rows of K = 576 (a 135M model's layers and LM
+head); 32 rows x 4096 is the measured best at K = 4096."""
 MIN_WORKGROUPS = 4
 """...but at least this many workgroups where N allows (both threads busy)."""
 SCHEMES = ("gguf_q8_0", "gguf_q4_k")
-MIN_K = {"gguf_q8_0": 1536, "gguf_q4_k": 256}
-"""The kernel is used from this reduction size up. Measured (benchmarks/quant.py, GB/s of
-kernel / fused form): Q8_0 at K = 576 13.7 / 18.5 (49152 rows), 10.4 / 15.4 (3072), at
-K = 1024 13.6 / 14.3, K = 2048 17.3 / 17.1, K = 1536 13.3 / 9.7, K = 4096 25.0 / 18.6; Q4_K
-is faster at every K measured (1024 to 5632)."""
 STATE_KEY = "gemv_executables"
 
 V16 = "vector<16xf32>"
@@ -80,22 +79,30 @@ class Kernel:
     @property
     def bindings(self) -> dict[str, str]:
         """The kernel's operands in dispatch order (``x``, the weight planes of
-        :func:`..quant.kernel_planes`, the result ``y``): name -> memref type."""
-        n, k = self.n, self.k
+        :func:`..quant.kernel_planes`, the result ``y``): name -> memref type. The planes
+        are tile-interleaved (:func:`interleave_widths`): row ``r`` is in row ``r / 4``."""
+        n, k = self.n // ROWS_PER_TILE, self.k * ROWS_PER_TILE
         if self.scheme == "gguf_q8_0":
             planes = {"q": _memref([n, k], "i8"), "d": _memref([n, k // 32], "f16")}
         else:
             planes = {"q": _memref([n, k // 8], "i32"), "s": _memref([n, k // 32], "f32"),
                       "m": _memref([n, k // 32], "f32")}
-        return {"x": _memref([k], "f32"), **planes, "y": _memref([n], "f32")}
+        return {"x": _memref([self.k], "f32"), **planes, "y": _memref([self.n], "f32")}
+
+    def interleave_widths(self) -> list[int]:
+        """Per weight plane, the run of one row's elements that the tile interleave keeps
+        together: a row-major plane ``[N, C * w]`` is stored as ``[N / 4, C, 4, w]``, so
+        that a tile of four rows (what one loop iteration reads) is one sequential stream
+        rather than four short ones. Q8_0: a block of 32 bytes, its f16 scale; Q4_K: the
+        16 lanes of a 128-weight chunk, its 4 group scales S, and the M of 8 groups."""
+        return [32, 1] if self.scheme == "gguf_q8_0" else [16, 4, 8]
 
 
 def kernel_for(scheme: str, x: ir.Value, n: int, k: int, ctx: LoweringContext
                ) -> Kernel | None:
     """The kernel for this dequant_matmul, or None (not llvm-cpu, disabled, not a decode
-    GEMV of a covered scheme, K below :data:`MIN_K`, or a row count that is not a multiple
-    of 4)."""
-    if not ctx.options.gemv_kernels or scheme not in SCHEMES or k < MIN_K[scheme]:
+    GEMV of a covered scheme, or a row count that is not a multiple of 4)."""
+    if not ctx.options.gemv_kernels or scheme not in SCHEMES:
         return None
     if emit.static_shape(x)[0] != 1 or n % ROWS_PER_TILE:
         return None
@@ -135,16 +142,23 @@ class _Text:
 
 
 def _rows_loop(t: _Text, kern: Kernel, acc_type: str) -> None:
-    """Open the loop over this workgroup's row tiles; defines %r0..%r3 and %zero."""
+    """Open the loop over this workgroup's row tiles; defines %tile (the row of the
+    interleaved planes), its rows %r0..%r3 and %zero."""
     t(f"%zero = arith.constant dense<0.0> : {acc_type}")
     t("%wg = hal.interface.workgroup.id[0] : index")
-    t(f"%c_rows = arith.constant {kern.rows} : index")
+    t(f"%c_tiles = arith.constant {kern.rows // ROWS_PER_TILE} : index")
     t(f"%c_tile = arith.constant {ROWS_PER_TILE} : index")
-    t("%row0 = arith.muli %wg, %c_rows : index")
-    t.block("scf.for %t = %c0 to %c_rows step %c_tile")
-    t("%r0 = arith.addi %row0, %t : index")
+    t("%tile0 = arith.muli %wg, %c_tiles : index")
+    t.block("scf.for %tl = %c0 to %c_tiles step %c1")
+    t("%tile = arith.addi %tile0, %tl : index")
+    t("%r0 = arith.muli %tile, %c_tile : index")
     for i in range(1, ROWS_PER_TILE):
         t(f"%r{i} = arith.addi %r{i - 1}, %c1 : index")
+
+
+def _at(name: str, stride: int, offset: int) -> str:
+    """An index ``name * stride + offset`` (an affine.apply's right-hand side)."""
+    return f"affine.apply affine_map<()[s0] -> (s0 * {stride} + {offset})>()[{name}]"
 
 
 def _store_rows(t: _Text, total: list[str], y: str) -> None:
@@ -173,13 +187,16 @@ def _q8_0_body(t: _Text, kern: Kernel) -> None:
     t("%k1 = arith.addi %k0, %c16 : index")
     t(f"%x0 = vector.load %x[%k0] : {x}, {V16}")
     t(f"%x1 = vector.load %x[%k1] : {x}, {V16}")
+    tile = ROWS_PER_TILE
     for i in range(ROWS_PER_TILE):
         for h in range(2):
-            t(f"%q{i}_{h} = vector.load %q[%r{i}, %k{h}] : {q}, vector<16xi8>")
+            t(f"%qk{i}_{h} = {_at('%b', 32 * tile, 32 * i + 16 * h)}")
+            t(f"%q{i}_{h} = vector.load %q[%tile, %qk{i}_{h}] : {q}, vector<16xi8>")
             t(f"%f{i}_{h} = arith.sitofp %q{i}_{h} : vector<16xi8> to {V16}")
         t(f"%p{i} = arith.mulf %f{i}_0, %x0 : {V16}")
         t(f"%s{i} = vector.fma %f{i}_1, %x1, %p{i} : {V16}")
-        t(f"%h{i} = memref.load %d[%r{i}, %b] : {d}")
+        t(f"%dk{i} = {_at('%b', tile, i)}")
+        t(f"%h{i} = memref.load %d[%tile, %dk{i}] : {d}")
         t(f"%e{i} = arith.extf %h{i} : f16 to f32")
         t(f"%v{i} = vector.broadcast %e{i} : f32 to {V16}")
         t(f"%n{i} = vector.fma %s{i}, %v{i}, %a{i} : {V16}")
@@ -217,15 +234,13 @@ def _q4_k_body(t: _Text, kern: Kernel) -> None:
     t.block(f"%acc:{ROWS_PER_TILE} = scf.for %c = %c0 to %nc step %c1 iter_args({args}) "
             f"-> ({types})")
     t("%k0 = arith.muli %c, %c128 : index")
-    t("%kq = arith.muli %c, %c16 : index")
-    t("%g0 = arith.muli %c, %c4 : index")
-    for g in range(1, 4):
-        t(f"%g{g} = arith.addi %g{g - 1}, %c1 : index")
+    tile = ROWS_PER_TILE
     for j in range(8):
         t(f"%kx{j} = affine.apply affine_map<()[s0] -> (s0 + {16 * j})>()[%k0]")
         t(f"%x{j} = vector.load %x[%kx{j}] : {x}, {V16}")
     for i in range(ROWS_PER_TILE):
-        t(f"%w{i} = vector.load %q[%r{i}, %kq] : {q}, {I16}")
+        t(f"%kq{i} = {_at('%c', 16 * tile, 16 * i)}")
+        t(f"%w{i} = vector.load %q[%tile, %kq{i}] : {q}, {I16}")
         for j in range(8):
             sh = 19 - 4 * j
             shifted = f"%w{i}"
@@ -240,7 +255,8 @@ def _q4_k_body(t: _Text, kern: Kernel) -> None:
         for g in range(4):
             t(f"%p{i}_{g} = arith.mulf %f{i}_{2 * g}, %x{2 * g} : {V16}")
             t(f"%F{i}_{g} = vector.fma %f{i}_{2 * g + 1}, %x{2 * g + 1}, %p{i}_{g} : {V16}")
-            t(f"%S{i}_{g} = memref.load %s[%r{i}, %g{g}] : {s}")
+            t(f"%ks{i}_{g} = {_at('%c', 4 * tile, 4 * i + g)}")
+            t(f"%S{i}_{g} = memref.load %s[%tile, %ks{i}_{g}] : {s}")
             t(f"%B{i}_{g} = vector.broadcast %S{i}_{g} : f32 to {V16}")
             t(f"%A{i}_{g} = vector.fma %F{i}_{g}, %B{i}_{g}, {prev} : {V16}")
             prev = f"%A{i}_{g}"
@@ -255,7 +271,8 @@ def _q4_k_body(t: _Text, kern: Kernel) -> None:
             f"-> ({mtypes})")
     t(f"%xv = vector.load %xs[%g] : {xs}, {v8}")
     for i in range(ROWS_PER_TILE):
-        t(f"%mv{i} = vector.load %m[%r{i}, %g] : {s}, {v8}")
+        t(f"%km{i} = {_at('%g', tile, 8 * i)}")
+        t(f"%mv{i} = vector.load %m[%tile, %km{i}] : {s}, {v8}")
         t(f"%mz{i} = vector.fma %mv{i}, %xv, %z{i} : {v8}")
     t(f"scf.yield {', '.join(f'%mz{i}' for i in range(ROWS_PER_TILE))} : {mtypes}")
     t.end()

@@ -777,7 +777,8 @@ def kernel_planes(kern: gemv_kernels.Kernel, w: ir.Value) -> list[ir.Value]:
     raw3 = emit.expand(w, [[0], [1, 2]], [n, g, info.block_bytes])
     if kern.scheme == "gguf_q8_0":
         q = repack_plane(raw3, n, LAYOUTS["gguf_q8_0"].planes["q"], [32])
-        return [emit.collapse(q, [[0], [1, 2]]), repack_field(raw3, n, f16_at(0), [32])]
+        planes = [emit.collapse(q, [[0], [1, 2]]), repack_field(raw3, n, f16_at(0), [32])]
+        return interleave_tiles(kern, planes)
 
     def nibbles(idx: Loops) -> ir.Value:
         """Lane ``l`` of half ``hc`` of superblock ``g``: nibble j of weight
@@ -800,7 +801,22 @@ def kernel_planes(kern: gemv_kernels.Kernel, w: ir.Value) -> list[ir.Value]:
     s = emit.map_elementwise([a], emit.f32(), lambda v: arith.mulf(v, sixteen), [n, 8 * g])
     mins = emit.map_elementwise([a, b], emit.f32(),
                                 lambda v, u: arith.addf(arith.mulf(v, sixteen), u), [n, 8 * g])
-    return [q, s, mins]
+    return interleave_tiles(kern, [q, s, mins])
+
+
+def interleave_tiles(kern: gemv_kernels.Kernel, planes: list[ir.Value]) -> list[ir.Value]:
+    """Row-major planes ``[N, C * w]`` stored as ``[N / 4, C * 4 * w]`` (rows of a tile
+    interleaved every ``w`` elements: :meth:`~.gemv_kernels.Kernel.interleave_widths`)."""
+    tile = gemv_kernels.ROWS_PER_TILE
+    out = []
+    for plane, w in zip(planes, kern.interleave_widths(), strict=True):
+        n, cols = emit.static_shape(plane)
+        assert n is not None
+        assert cols is not None
+        split = emit.reshape(plane, [n // tile, tile, cols // w, w])
+        out.append(emit.reshape(emit.transpose(split, [0, 2, 1, 3]),
+                                [n // tile, cols * tile]))
+    return out
 
 
 def fused_matmul(ctx: LoweringContext, op: Decoded, x2: ir.Value) -> ir.Value:
