@@ -2,7 +2,8 @@
 // flow.dispatch to rlx's hand-written kernel (a stream.executable in vector / scf / memref,
 // one per scheme and shape), fed by repacking generics that read only the parameter; prefill
 // (M > 1), row counts not a multiple of 4, other schemes, --no-gemv-kernels and GPU targets
-// keep the fused dequant + contraction (quant.mlir).
+// keep the fused dequant + contraction (quant.mlir). A GEMV whose only use is a residual add
+// takes the residual into its kernel.
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg %s | FileCheck %s
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --no-gemv-kernels %s | FileCheck %s --check-prefix=OFF
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --target=vulkan %s | FileCheck %s --check-prefix=OFF
@@ -101,5 +102,32 @@ module @fused {
     %u = "rlx_mir.param"() {name = "u"} : () -> tensor<40x36xi8>
     %t = "rlx_mir.dequant_matmul"(%x1, %u) {scheme = "gguf_q4_0"} : (tensor<1x64xf32>, tensor<40x36xi8>) -> tensor<1x40xf32>
     return %y, %z, %t : tensor<3x40xf32>, tensor<1x6xf32>, tensor<1x40xf32>
+  }
+}
+
+// -----
+
+// A GEMV whose only use is a residual add: its kernel's residual form reads r and adds it
+// before the store, and the add is gone (IREE cannot fuse it into a hand-written dispatch).
+// CHECK-LABEL: module @residual
+// CHECK:       stream.executable private @rlx_gemv_q8_0_40x64_add
+// CHECK:           %[[RES:.*]] = stream.binding.subspan %{{.*}} -> memref<40xf32>
+// CHECK:           memref.load %[[RES]]
+// CHECK:           arith.addf
+// CHECK:       func.func @main(
+// CHECK:         %[[R:.*]] = tensor.collapse_shape %arg1 {{\[}}[0, 1]] : tensor<1x40xf32> into tensor<40xf32>
+// CHECK:         flow.dispatch @rlx_gemv_q8_0_40x64_add::@rlx_gemv_q8_0_40x64_add[%c40](%{{.*}}, %{{.*}}, %{{.*}}, %[[R]]) : (tensor<64xf32>, tensor<10x256xi8>, tensor<10x8xf16>, tensor<40xf32>) -> tensor<40xf32>
+// CHECK-NOT:     linalg.generic
+// CHECK:         return
+// OFF-LABEL:   module @residual
+// OFF-NOT:     flow.dispatch
+// OFF:         linalg.generic
+// OFF:           arith.addf
+module @residual {
+  func.func @main(%x: tensor<1x64xf32>, %r: tensor<1x40xf32>) -> tensor<1x40xf32> {
+    %w = "rlx_mir.param"() {name = "w"} : () -> tensor<40x68xi8>
+    %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q8_0"} : (tensor<1x64xf32>, tensor<40x68xi8>) -> tensor<1x40xf32>
+    %s = "rlx_mir.binary"(%r, %y) {kind = "add"} : (tensor<1x40xf32>, tensor<1x40xf32>) -> tensor<1x40xf32>
+    return %s : tensor<1x40xf32>
   }
 }

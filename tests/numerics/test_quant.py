@@ -34,6 +34,7 @@ from iree.compiler.tools.binaries import find_tool
 
 import rlx
 from rlx.compiler import TargetConfig
+from rlx.dialects.builder import HirValue
 from rlx.dialects.enums import QUANT_SCHEMES
 from rlx.lowering.mir_to_linalg.gemv_kernels import workgroup_rows
 from rlx.reference import quant as ref
@@ -305,6 +306,39 @@ def test_gemv_kernels() -> None:
     assert {workgroup_rows(r, k) for s in KERNEL_SCHEMES for r, k in shapes[s]} == {4, 8, 16, 32}
     linalg = rlx.compile(h, "llvm-cpu", emit="linalg")
     assert len(re.findall(r"flow\.dispatch @rlx_gemv_", linalg)) == len(outs)
+    check_module(h, "llvm-cpu", params=weights)
+
+
+def test_gemv_residual_epilogue() -> None:
+    """A decode GEMV whose only use is a residual add takes the residual into its kernel
+    (``rlx_gemv_*_add``): either operand order, a residual computed in the module and the
+    sum of another fused pair. Not fused (and still right): a residual defined after the
+    GEMV, a GEMV result with a second use, an f16 activation."""
+    rng = np.random.default_rng(11)
+    h = rlx.HirModule("residual")
+    x = h.input("x", (1, 1, 256))
+    r = h.input("r", (1, 1, 64))
+    weights = {}
+
+    def add(a: HirValue, b: HirValue) -> HirValue:
+        return h.mir("binary", [a, b], kind="add")
+
+    def gemv(name: str, scheme: str, inp: HirValue) -> HirValue:
+        weights[name] = random_blocks(scheme, 64, 256, rng)
+        return h.dequant_matmul(inp, h.param(name, weights[name].shape, "i8"), scheme=scheme)
+
+    a = add(r, gemv("a", "gguf_q8_0", x))                    # r + W x
+    b = add(gemv("b", "gguf_q4_k", x), a)                    # W x + (a fused sum)
+    y = gemv("c", "gguf_q8_0", x)
+    later = add(y, h.mir("binary", [r, r], kind="mul"))      # residual defined after the GEMV
+    twice = gemv("d", "gguf_q4_k", x)
+    both = add(twice, r)                                     # the GEMV result used twice
+    x16 = h.input("x16", (1, 1, 256), "f16")
+    half = add(h.input("r16", (1, 1, 64), "f16"), gemv("e", "gguf_q8_0", x16))
+    h.set_outputs([b, later, both, twice, half])
+    linalg = rlx.compile(h, "llvm-cpu", emit="linalg")
+    fused = re.findall(r"flow\.dispatch @(rlx_gemv_\w+_add)::", linalg)
+    assert fused == ["rlx_gemv_q8_0_64x256_add", "rlx_gemv_q4_k_64x256_add"], fused
     check_module(h, "llvm-cpu", params=weights)
 
 

@@ -71,10 +71,14 @@ class Kernel:
     k: int
     rows: int
     """Rows per workgroup (:func:`workgroup_rows`)."""
+    residual: bool = False
+    """The kernel adds a residual ``r [N]`` to its result (the epilogue of a GEMV whose only
+    use is a residual add: one dispatch, where IREE could not fuse the add into ours)."""
 
     @property
     def symbol(self) -> str:
-        return f"rlx_gemv_{self.scheme.removeprefix('gguf_')}_{self.n}x{self.k}"
+        add = "_add" if self.residual else ""
+        return f"rlx_gemv_{self.scheme.removeprefix('gguf_')}_{self.n}x{self.k}{add}"
 
     @property
     def bindings(self) -> dict[str, str]:
@@ -87,7 +91,9 @@ class Kernel:
         else:
             planes = {"q": _memref([n, k // 8], "i32"), "s": _memref([n, k // 32], "f32"),
                       "m": _memref([n, k // 32], "f32")}
-        return {"x": _memref([self.k], "f32"), **planes, "y": _memref([self.n], "f32")}
+        residual = {"r": _memref([self.n], "f32")} if self.residual else {}
+        return {"x": _memref([self.k], "f32"), **planes, **residual,
+                "y": _memref([self.n], "f32")}
 
     def interleave_widths(self) -> list[int]:
         """Per weight plane, the run of one row's elements that the tile interleave keeps
@@ -98,13 +104,14 @@ class Kernel:
         return [32, 1] if self.scheme == "gguf_q8_0" else [16, 4, 8]
 
 
-def kernel_for(scheme: str, x: ir.Value, n: int, k: int, ctx: LoweringContext
+def kernel_for(scheme: str, m: int | None, n: int, k: int, ctx: LoweringContext
                ) -> Kernel | None:
-    """The kernel for this dequant_matmul, or None (not llvm-cpu, disabled, not a decode
-    GEMV of a covered scheme, or a row count that is not a multiple of 4)."""
+    """The kernel for a dequant_matmul of ``m`` rows (None: dynamic), or None (not
+    llvm-cpu, disabled, not a decode GEMV of a covered scheme, or a row count that is not a
+    multiple of 4)."""
     if not ctx.options.gemv_kernels or scheme not in SCHEMES:
         return None
-    if emit.static_shape(x)[0] != 1 or n % ROWS_PER_TILE:
+    if m != 1 or n % ROWS_PER_TILE:
         return None
     return Kernel(scheme, n, k, workgroup_rows(n, k))
 
@@ -161,10 +168,19 @@ def _at(name: str, stride: int, offset: int) -> str:
     return f"affine.apply affine_map<()[s0] -> (s0 * {stride} + {offset})>()[{name}]"
 
 
-def _store_rows(t: _Text, total: list[str], y: str) -> None:
+def _store_row(t: _Text, kern: Kernel, i: int, value: str) -> None:
+    """Store row ``%r{i}``'s result (plus the residual, in the residual form)."""
+    if kern.residual:
+        t(f"%res{i} = memref.load %r[%r{i}] : {kern.bindings['r']}")
+        t(f"%out{i} = arith.addf {value}, %res{i} : f32")
+        value = f"%out{i}"
+    t(f"memref.store {value}, %y[%r{i}] : {kern.bindings['y']}")
+
+
+def _store_rows(t: _Text, kern: Kernel, total: list[str]) -> None:
     for i, v in enumerate(total):
         t(f"%y{i} = vector.reduction <add>, {v} : {V16} into f32")
-        t(f"memref.store %y{i}, %y[%r{i}] : {y}")
+        _store_row(t, kern, i, f"%y{i}")
 
 
 def _iter(name: str, init: str) -> tuple[str, str]:
@@ -175,7 +191,7 @@ def _iter(name: str, init: str) -> tuple[str, str]:
 def _q8_0_body(t: _Text, kern: Kernel) -> None:
     nb = kern.k // 32
     mem = kern.bindings
-    x, q, d, y = mem["x"], mem["q"], mem["d"], mem["y"]
+    x, q, d = mem["x"], mem["q"], mem["d"]
     t("%c16 = arith.constant 16 : index")
     t("%c32 = arith.constant 32 : index")
     t(f"%nb = arith.constant {nb} : index")
@@ -202,14 +218,14 @@ def _q8_0_body(t: _Text, kern: Kernel) -> None:
         t(f"%n{i} = vector.fma %s{i}, %v{i}, %a{i} : {V16}")
     t(f"scf.yield {', '.join(f'%n{i}' for i in range(ROWS_PER_TILE))} : {types}")
     t.end()
-    _store_rows(t, [f"%acc#{i}" for i in range(ROWS_PER_TILE)], y)
+    _store_rows(t, kern, [f"%acc#{i}" for i in range(ROWS_PER_TILE)])
     t.end()
 
 
 def _q4_k_body(t: _Text, kern: Kernel) -> None:
     k, nb = kern.k, kern.k // 32
     mem = kern.bindings
-    x, q, s, y = mem["x"], mem["q"], mem["s"], mem["y"]
+    x, q, s = mem["x"], mem["q"], mem["s"]
     xs = _memref([nb], "f32")
     v8 = "vector<8xf32>"
     for c in (4, 8, 16, 32, 128):
@@ -280,7 +296,7 @@ def _q4_k_body(t: _Text, kern: Kernel) -> None:
         t(f"%sum{i} = vector.reduction <add>, %acc#{i} : {V16} into f32")
         t(f"%min{i} = vector.reduction <add>, %mins#{i} : {v8} into f32")
         t(f"%y{i} = arith.subf %sum{i}, %min{i} : f32")
-        t(f"memref.store %y{i}, %y[%r{i}] : {y}")
+        _store_row(t, kern, i, f"%y{i}")
     t.end()
 
 
@@ -311,15 +327,44 @@ def executable_text(kern: Kernel) -> str:
     return "\n".join(t.lines)
 
 
-def dispatch(ctx: LoweringContext, kern: Kernel, x: ir.Value, planes: list[ir.Value]
-             ) -> ir.Value:
-    """``y [N]`` f32 = the kernel on ``x [K]`` f32 and the repacked weight ``planes``;
-    records the executable for :func:`declare_executables`."""
+def dispatch(ctx: LoweringContext, kern: Kernel, x: ir.Value, planes: list[ir.Value],
+             residual: ir.Value | None = None) -> ir.Value:
+    """``y [N]`` f32 = the kernel on ``x [K]`` f32 and the repacked weight ``planes`` (plus
+    ``residual [N]`` f32 in the residual form); records the executable for
+    :func:`declare_executables`."""
+    assert (residual is not None) == kern.residual
     ctx.state.setdefault(STATE_KEY, {})[kern.symbol] = kern
     entry = ir.SymbolRefAttr.get([kern.symbol, kern.symbol])
     y = ir.RankedTensorType.get([kern.n], emit.f32())
-    return flow.DispatchOp([y], [emit.index(kern.n)], ir.ArrayAttr.get([entry]),
-                           [x, *planes], [], []).results[0]
+    operands = [x, *planes, *([residual] if residual is not None else [])]
+    return flow.DispatchOp([y], [emit.index(kern.n)], ir.ArrayAttr.get([entry]), operands,
+                           [], []).results[0]
+
+
+def residual_add(op: ir.Operation) -> tuple[ir.Operation, int] | None:
+    """``(add, i)`` if the only use of ``op``'s f32 result is a ``binary add`` of it and
+    ``r = add.operands[i]``, ``r`` of the same type and defined before ``op`` (so that a
+    kernel dispatched in ``op``'s place can read it). Else None."""
+    result = op.results[0]
+    uses = list(result.uses)
+    if len(uses) != 1 or emit.elem(result) != emit.f32():
+        return None
+    add = uses[0].owner
+    if (add.name != "rlx_mir.binary" or ir.StringAttr(add.attributes["kind"]).value != "add"
+            or add.operands[0] == add.operands[1]):
+        return None
+    i = 1 - uses[0].operand_number
+    r = add.operands[i]
+    if r.type != result.type:
+        return None
+    owner = r.owner
+    if isinstance(owner, ir.Block):
+        if owner != op.block:                    # an argument of another region's block
+            return None
+    elif (owner.operation.block != op.block
+          or not owner.operation.is_before_in_block(op)):
+        return None
+    return add.operation, i
 
 
 def declare_executables(module: ir.Module, ctx: LoweringContext) -> None:
@@ -339,5 +384,5 @@ def declare_executables(module: ir.Module, ctx: LoweringContext) -> None:
 
 
 __all__ = ["Kernel", "declare_executables", "dispatch", "executable_text", "kernel_for",
-           "workgroup_rows"]
+           "residual_add", "workgroup_rows"]
 

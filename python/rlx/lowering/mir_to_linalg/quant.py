@@ -35,6 +35,7 @@ are bit-exact on every target.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -44,7 +45,9 @@ from iree.compiler import ir
 from iree.compiler.dialects import affine, arith, flow, tensor
 
 from rlx.dialects.enums import QUANT_SCHEMES
-from rlx.dialects.schema import Decoded
+from rlx.dialects.mir import MIR
+from rlx.dialects.schema import Decoded, decode
+from rlx.ir.text import walk_ops
 from rlx.lowering import emit
 from rlx.lowering.mir_to_linalg import MIR_TO_LINALG, gemv_kernels
 from rlx.lowering.registry import LoweringContext
@@ -837,24 +840,64 @@ def fused_matmul(ctx: LoweringContext, op: Decoded, x2: ir.Value) -> ir.Value:
     return contract(xg, w, x_map, list(range(1, emit.rank(w) + 1)), 1)
 
 
-@MIR_TO_LINALG.register("dequant_matmul")
-def lower_dequant_matmul(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+def _kernel(ctx: LoweringContext, op: ir.Operation) -> gemv_kernels.Kernel | None:
+    """The GEMV kernel this dequant_matmul lowers to, if any (from static shapes only)."""
+    x = emit.static_shape(op.operands[0])
+    lead = x[:-1]
+    m = math.prod(lead) if None not in lead else None     # type: ignore[arg-type]
+    n, k = emit.static_shape(op.results[0])[-1], x[-1]
+    assert n is not None
+    assert k is not None
+    return gemv_kernels.kernel_for(ir.StringAttr(op.attributes["scheme"]).value, m, n, k, ctx)
+
+
+def _lower(ctx: LoweringContext, op: Decoded, residual: ir.Value | None = None) -> ir.Value:
+    """The dequant_matmul (plus ``residual``, only given where it has a GEMV kernel)."""
     x = op["x"]
     x2 = _rows(x)
     n = emit.static_shape(op.op.results[0])[-1]
-    k = emit.static_shape(x2)[1]
     assert n is not None
-    assert k is not None
-    kern = gemv_kernels.kernel_for(op.attrs["scheme"], x2, n, k, ctx)
+    kern = _kernel(ctx, op.op)
     if kern is not None:                         # llvm-cpu decode: rlx's kernel, y [N]
         xk = emit.collapse(emit.convert_tensor(x2, emit.f32()), [[0, 1]])
-        y = gemv_kernels.dispatch(ctx, kern, xk, kernel_planes(kern, op["w"]))
+        if residual is not None:                 # y = r + W x in the kernel
+            kern = dataclasses.replace(kern, residual=True)
+            residual = emit.reshape(residual, [n])
+        y = gemv_kernels.dispatch(ctx, kern, xk, kernel_planes(kern, op["w"]), residual)
         y = emit.expand(y, [[0, 1]], [1, n])
     else:
+        assert residual is None
         y = fused_matmul(ctx, op, x2)
         if emit.static_shape(y)[1] != n:
             y = emit.extract_slice(y, [0, 0], [emit.dim(x2, 0), n])
     lead = emit.sizes(x)[:-1]
     if emit.rank(x) != 2:
         y = emit.expand(y, [list(range(len(lead))), [len(lead)]], [*lead, n])
-    return [emit.convert_tensor(y, emit.elem(x))]
+    return emit.convert_tensor(y, emit.elem(x))
+
+
+@MIR_TO_LINALG.register("dequant_matmul")
+def lower_dequant_matmul(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+    return [_lower(ctx, op)]
+
+
+def fuse_residual_adds(module: ir.Module, ctx: LoweringContext) -> None:
+    """Before the table runs: a dequant_matmul that runs a GEMV kernel and whose only use is
+    a residual add (``h + W x``, twice per decoder layer) is lowered here together with the
+    add, the residual read by the kernel. IREE fuses such an add into the matvec it forms
+    itself but cannot fuse it into rlx's hand-written dispatch, where it would cost a
+    dispatch of its own. (Here, not in a rule: the greedy rewrite may visit the add first.)"""
+    schema = MIR.ops["dequant_matmul"]
+    pairs = []
+    with module.context:
+        for op in walk_ops(module.operation):
+            if op.name == "rlx_mir.dequant_matmul" and _kernel(ctx, op) is not None:
+                found = gemv_kernels.residual_add(op)
+                if found is not None:
+                    pairs.append((op, *found))
+    for op, add, i in pairs:       # r read now: it may be the sum of a pair before
+        with ir.InsertionPoint(op), op.location:
+            y = _lower(ctx, decode(schema, op, check=False), add.operands[i])
+        add.results[0].replace_all_uses_with(y)
+        add.erase()
+        op.erase()
