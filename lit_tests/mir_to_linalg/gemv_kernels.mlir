@@ -3,7 +3,7 @@
 // one per scheme and shape), fed by repacking generics that read only the parameter; prefill
 // (M > 1), row counts not a multiple of 4, other schemes, --no-gemv-kernels and GPU targets
 // keep the fused dequant + contraction (quant.mlir). A GEMV whose only use is a residual add
-// takes the residual into its kernel.
+// takes the residual into its kernel, one of an RMSNorm the normalization.
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg %s | FileCheck %s
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --no-gemv-kernels %s | FileCheck %s --check-prefix=OFF
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --target=vulkan %s | FileCheck %s --check-prefix=OFF
@@ -129,5 +129,30 @@ module @residual {
     %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q8_0"} : (tensor<1x64xf32>, tensor<40x68xi8>) -> tensor<1x40xf32>
     %s = "rlx_mir.binary"(%r, %y) {kind = "add"} : (tensor<1x40xf32>, tensor<1x40xf32>) -> tensor<1x40xf32>
     return %s : tensor<1x40xf32>
+  }
+}
+
+// -----
+
+// A GEMV of an RMSNorm's result: the kernel takes the norm's input, gamma and beta and
+// normalizes x into a stack buffer first (eps in the symbol, as f32 bits); the norm is gone.
+// CHECK-LABEL: module @norm
+// CHECK:       stream.executable private @rlx_gemv_q8_0_40x64_rms3727c5ac
+// CHECK:           vector.fma
+// CHECK:           math.rsqrt
+// CHECK:           memref.alloca() : memref<64xf32>
+// CHECK:           vector.store
+// CHECK:       func.func @main(
+// CHECK-NOT:     linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]
+// CHECK:         flow.dispatch @rlx_gemv_q8_0_40x64_rms3727c5ac::@rlx_gemv_q8_0_40x64_rms3727c5ac[%c40](%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<10x256xi8>, tensor<10x8xf16>) -> tensor<40xf32>
+// OFF-LABEL:   module @norm
+// OFF-NOT:     flow.dispatch
+// OFF:         math.rsqrt
+module @norm {
+  func.func @main(%x: tensor<1x64xf32>, %g: tensor<64xf32>, %b: tensor<64xf32>) -> tensor<1x40xf32> {
+    %n = "rlx_mir.rms_norm"(%x, %g, %b) {axis = -1 : i64, eps = 1.0e-05 : f32} : (tensor<1x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<1x64xf32>
+    %w = "rlx_mir.param"() {name = "w"} : () -> tensor<40x68xi8>
+    %y = "rlx_mir.dequant_matmul"(%n, %w) {scheme = "gguf_q8_0"} : (tensor<1x64xf32>, tensor<40x68xi8>) -> tensor<1x40xf32>
+    return %y : tensor<1x40xf32>
   }
 }

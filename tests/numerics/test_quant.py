@@ -342,6 +342,45 @@ def test_gemv_residual_epilogue() -> None:
     check_module(h, "llvm-cpu", params=weights)
 
 
+def test_gemv_rms_norm_prologue() -> None:
+    """A decode GEMV of an RMSNorm's result normalizes x in its kernel (``rlx_gemv_*_rms*``),
+    also with a residual add after it; the norm itself stays only where another use needs
+    it. Not fused: K above MAX_NORM_K (the stack buffer), an f16 norm."""
+    rng = np.random.default_rng(12)
+    h = rlx.HirModule("prologue")
+    x = h.input("x", (1, 1, 256))
+    weights = {}
+
+    def gemv(name: str, scheme: str, inp: HirValue, k: int = 256) -> HirValue:
+        weights[name] = random_blocks(scheme, 64, k, rng)
+        return h.dequant_matmul(inp, h.param(name, weights[name].shape, "i8"), scheme=scheme)
+
+    def norm(v: HirValue, k: int = 256, eps: float = 1e-5) -> HirValue:
+        i = len(weights)
+        return h.rms_norm(v, h.param(f"g{i}", (k,)), h.param(f"b{i}", (k,)), eps)
+
+    n = norm(x)
+    a = gemv("a", "gguf_q8_0", n)
+    b = gemv("b", "gguf_q4_k", n)                            # the same norm, twice
+    r = h.input("r", (1, 1, 64))
+    c = h.mir("binary", [r, gemv("c", "gguf_q4_k", norm(x, eps=1e-6))], kind="add")
+    shared = norm(x, eps=0.1)
+    d = gemv("d", "gguf_q8_0", shared)                       # the norm also an output
+    big = h.input("big", (1, 1, 8192))
+    e = gemv("e", "gguf_q8_0", norm(big, 8192), 8192)        # K > MAX_NORM_K
+    h16 = h.input("h16", (1, 1, 256), "f16")
+    n16 = h.rms_norm(h16, h.param("g16", (256,), "f16"), h.param("b16", (256,), "f16"))
+    f = gemv("f", "gguf_q8_0", n16)
+    h.set_outputs([a, b, c, d, shared, e, f])
+    linalg = rlx.compile(h, "llvm-cpu", emit="linalg")
+    kernels = re.findall(r"flow\.dispatch @(rlx_gemv_\w+)::", linalg)
+    assert kernels == ["rlx_gemv_q8_0_64x256_rms3727c5ac", "rlx_gemv_q4_k_64x256_rms3727c5ac",
+                       "rlx_gemv_q4_k_64x256_rms358637bd_add",
+                       "rlx_gemv_q8_0_64x256_rms3dcccccd", "rlx_gemv_q8_0_64x8192",
+                       "rlx_gemv_q8_0_64x256"], kernels
+    check_module(h, "llvm-cpu", params=weights)
+
+
 @pytest.mark.parametrize("target", ["llvm-cpu", "vulkan", "cuda"])
 def test_one_dispatch_per_decode_gemv(target: str) -> None:
     """Each M = 1 dequant_matmul is one dispatch of @main (the repacking is in initializers):

@@ -24,12 +24,12 @@ def lower_mir_to_linalg(module: ir.Module, options: LoweringOptions) -> None:
     """MIR ops -> linalg / tensor / arith / math / iree_linalg_ext / util ops."""
     from rlx.lowering.mir_to_linalg import MIR_TO_LINALG, declare_params
     from rlx.lowering.mir_to_linalg.gemv_kernels import declare_executables
-    from rlx.lowering.mir_to_linalg.quant import fuse_residual_adds
+    from rlx.lowering.mir_to_linalg.quant import fuse_gemv_neighbours
 
     verify_module(module, "mir")
     ctx = LoweringContext(options, fusion_policy(module), module)
     declare_params(module, ctx)
-    fuse_residual_adds(module, ctx)
+    fuse_gemv_neighbours(module, ctx)
     MIR_TO_LINALG.run(module, ctx)
     declare_executables(module, ctx)
     check_lowered(module)

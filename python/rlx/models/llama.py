@@ -203,8 +203,7 @@ class _Ctx:
         out: list[HirValue] = []
         i = 0
         while i < len(names):
-            pack = next((p for p, members in self.c.packed.items()
-                         if tuple(names[i:i + len(members)]) == tuple(members)), None)
+            pack = self.pack_of(names[i:])
             if pack is None:
                 out.append(self.linear(x, names[i], biases[i]))
                 i += 1
@@ -214,13 +213,48 @@ class _Ctx:
             start = 0
             for name, bias in zip(members, biases[i:i + len(members)], strict=True):
                 n = shapes[name][1]
-                part = self.h.mir("slice", [y], starts=[0, 0, start], sizes=[-1, -1, n],
-                                  strides=[1, 1, 1])
+                part = self.slice(y, start, n)
                 out.append(part if bias is None
                            else self.h.mir("binary", [part, bias], kind="add"))
                 start += n
             i += len(members)
         return out
+
+    def pack_of(self, names: Sequence[str]) -> str | None:
+        """The pack whose members start ``names``, if any."""
+        return next((p for p, members in self.c.packed.items()
+                     if tuple(names[:len(members)]) == tuple(members)), None)
+
+    def slice(self, y: HirValue, start: int, n: int) -> HirValue:
+        """``y[..., start:start + n]``."""
+        return self.h.mir("slice", [y], starts=[0, 0, start], sizes=[-1, -1, n],
+                          strides=[1, 1, 1])
+
+    def attention_inputs(self, x: HirValue, pre: str, cos: HirValue, sin: HirValue
+                         ) -> tuple[HirValue, HirValue, HirValue]:
+        """q and k (rotated) and v of the layer. With q / k / v packed and nothing between
+        the projection and RoPE (no bias, no q/k norm), q and k are rotated together: RoPE
+        is the same per head, so one rope over their adjacent slice is exact and is one
+        dispatch per layer and token instead of two."""
+        h, c = self.h, self.c
+        names = [pre + n for n in ("q", "k", "v")]
+        qd = self.shapes[names[0]][1]
+        pack = self.pack_of(names)               # q, k, v or q, k (v in another format)
+        if pack is not None and not (c.qkv_bias or c.qk_norm):
+            y = self.linear(x, pack)
+            qk = h.rope(self.slice(y, 0, qd + c.kv_dim), cos, sin, c.head_dim, c.head_dim,
+                        c.rope_style)
+            v = (self.slice(y, qd + c.kv_dim, c.kv_dim) if len(self.c.packed[pack]) == 3
+                 else self.linear(x, names[2]))
+            return self.slice(qk, 0, qd), self.slice(qk, qd, c.kv_dim), v
+        q, k, v = self.linears(x, names, [self.p(n + "_b") if c.qkv_bias else None
+                                          for n in names])
+        if c.qk_norm:
+            q = _heads_norm(q, self, pre + "q_norm", c.num_heads)
+            k = _heads_norm(k, self, pre + "k_norm", c.num_kv_heads)
+        q = h.rope(q, cos, sin, c.head_dim, c.head_dim, c.rope_style)
+        k = h.rope(k, cos, sin, c.head_dim, c.head_dim, c.rope_style)
+        return q, k, v
 
     def ffn(self, x: HirValue, prefix: str) -> HirValue:
         names = [prefix + n for n in ("up", "gate", "down")]
@@ -246,13 +280,7 @@ def _layer(ctx: _Ctx, i: int, x: HirValue, cos: HirValue, sin: HirValue,
     pre = f"layers.{i}."
     start = len(h)
     n1 = h.rms_norm(x, ctx.p(pre + "ln1"), ctx.zeros_e, c.rms_norm_eps)
-    q, k, v = ctx.linears(n1, [pre + n for n in ("q", "k", "v")],
-                          [ctx.p(pre + n + "_b") if c.qkv_bias else None for n in "qkv"])
-    if c.qk_norm:
-        q = _heads_norm(q, ctx, pre + "q_norm", c.num_heads)
-        k = _heads_norm(k, ctx, pre + "k_norm", c.num_kv_heads)
-    q = h.rope(q, cos, sin, c.head_dim, c.head_dim, c.rope_style)
-    k = h.rope(k, cos, sin, c.head_dim, c.head_dim, c.rope_style)
+    q, k, v = ctx.attention_inputs(n1, pre, cos, sin)
     if past is not None:
         k = h.mir("concat", [past[0], k], axis=1)
         v = h.mir("concat", [past[1], v], axis=1)

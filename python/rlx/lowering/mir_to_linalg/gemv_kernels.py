@@ -38,8 +38,10 @@ compile for any llvm-cpu target (AVX-512 splits to AVX2 or NEON widths).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from iree.compiler import ir
 from iree.compiler.dialects import flow
 
@@ -74,11 +76,15 @@ class Kernel:
     residual: bool = False
     """The kernel adds a residual ``r [N]`` to its result (the epilogue of a GEMV whose only
     use is a residual add: one dispatch, where IREE could not fuse the add into ours)."""
+    norm_eps: float | None = None
+    """The kernel's ``x`` is RMSNorm's input and the kernel normalizes it first (operands
+    ``gamma``, ``beta``; this epsilon): the prologue of a GEMV of an RMSNorm's result."""
 
     @property
     def symbol(self) -> str:
+        norm = "" if self.norm_eps is None else f"_rms{_f32_bits(self.norm_eps):08x}"
         add = "_add" if self.residual else ""
-        return f"rlx_gemv_{self.scheme.removeprefix('gguf_')}_{self.n}x{self.k}{add}"
+        return f"rlx_gemv_{self.scheme.removeprefix('gguf_')}_{self.n}x{self.k}{norm}{add}"
 
     @property
     def bindings(self) -> dict[str, str]:
@@ -91,9 +97,10 @@ class Kernel:
         else:
             planes = {"q": _memref([n, k // 8], "i32"), "s": _memref([n, k // 32], "f32"),
                       "m": _memref([n, k // 32], "f32")}
+        vec = _memref([self.k], "f32")
+        norm = {} if self.norm_eps is None else {"gamma": vec, "beta": vec}
         residual = {"r": _memref([self.n], "f32")} if self.residual else {}
-        return {"x": _memref([self.k], "f32"), **planes, **residual,
-                "y": _memref([self.n], "f32")}
+        return {"x": vec, **norm, **planes, **residual, "y": _memref([self.n], "f32")}
 
     def interleave_widths(self) -> list[int]:
         """Per weight plane, the run of one row's elements that the tile interleave keeps
@@ -122,6 +129,20 @@ def workgroup_rows(n: int, k: int) -> int:
     fits = [r for r in ROWS_PER_WORKGROUP if n % r == 0 and r * k <= WEIGHTS_PER_WORKGROUP]
     busy = [r for r in fits if n // r >= MIN_WORKGROUPS]
     return (busy or fits or [ROWS_PER_TILE])[0]
+
+
+MAX_NORM_K = 4096
+"""The RMSNorm prologue keeps the normalized ``x`` on the workgroup's stack (``4 K`` bytes;
+IREE's llvm-cpu stack limit is 32 KiB and the Q4_K kernel has group sums there too)."""
+
+
+def _f32_bits(v: float) -> int:
+    return int(np.float32(v).view(np.uint32))
+
+
+def _f32(v: float) -> str:
+    """An exact f32 literal (MLIR reads a hex integer as the float's bits)."""
+    return f"0x{_f32_bits(v):08X}"
 
 
 def _memref(shape: list[int], element: str) -> str:
@@ -300,6 +321,36 @@ def _q4_k_body(t: _Text, kern: Kernel) -> None:
     t.end()
 
 
+def _norm_prologue(t: _Text, kern: Kernel, eps: float) -> None:
+    """``%x`` = RMSNorm(``%xin``) = ``xin * rsqrt(mean(xin²) + eps) * gamma + beta`` (f32, as
+    the rms_norm lowering computes it), in a stack buffer every workgroup fills."""
+    vec = kern.bindings["x"]
+    t("%c16n = arith.constant 16 : index")
+    t(f"%kn = arith.constant {kern.k} : index")
+    t(f"%zn = arith.constant dense<0.0> : {V16}")
+    t.block(f"%sq = scf.for %i = %c0 to %kn step %c16n iter_args(%a = %zn) -> ({V16})")
+    t(f"%v = vector.load %xin[%i] : {vec}, {V16}")
+    t(f"%a2 = vector.fma %v, %v, %a : {V16}")
+    t(f"scf.yield %a2 : {V16}")
+    t.end()
+    t(f"%ssum = vector.reduction <add>, %sq : {V16} into f32")
+    t(f"%invk = arith.constant {_f32(1.0 / kern.k)} : f32")
+    t(f"%eps = arith.constant {_f32(eps)} : f32")
+    t("%mean = arith.mulf %ssum, %invk : f32")
+    t("%me = arith.addf %mean, %eps : f32")
+    t("%inv = math.rsqrt %me : f32")
+    t(f"%invv = vector.broadcast %inv : f32 to {V16}")
+    t(f"%x = memref.alloca() : {vec}")
+    t.block("scf.for %i = %c0 to %kn step %c16n")
+    for name in ("xin", "gamma", "beta"):
+        t(f"%{name}_v = vector.load %{name}[%i] : {vec}, {V16}")
+    t(f"%nx = arith.mulf %xin_v, %invv : {V16}")
+    t(f"%gx = arith.mulf %nx, %gamma_v : {V16}")
+    t(f"%bx = arith.addf %gx, %beta_v : {V16}")
+    t(f"vector.store %bx, %x[%i] : {vec}, {V16}")
+    t.end()
+
+
 def executable_text(kern: Kernel) -> str:
     """The ``stream.executable`` of one kernel (one per scheme and shape)."""
     t = _Text()
@@ -318,7 +369,10 @@ def executable_text(kern: Kernel) -> str:
     t("%c0 = arith.constant 0 : index")
     t("%c1 = arith.constant 1 : index")
     for i, (name, memref) in enumerate(kern.bindings.items()):
+        name = "xin" if name == "x" and kern.norm_eps is not None else name
         t(f"%{name} = stream.binding.subspan %b{i}[%c0] : !stream.binding -> {memref}")
+    if kern.norm_eps is not None:
+        _norm_prologue(t, kern, kern.norm_eps)
     (_q8_0_body if kern.scheme == "gguf_q8_0" else _q4_k_body)(t, kern)
     t("return")
     t.end()
@@ -328,15 +382,16 @@ def executable_text(kern: Kernel) -> str:
 
 
 def dispatch(ctx: LoweringContext, kern: Kernel, x: ir.Value, planes: list[ir.Value],
-             residual: ir.Value | None = None) -> ir.Value:
+             residual: ir.Value | None = None, norm: Sequence[ir.Value] = ()) -> ir.Value:
     """``y [N]`` f32 = the kernel on ``x [K]`` f32 and the repacked weight ``planes`` (plus
-    ``residual [N]`` f32 in the residual form); records the executable for
-    :func:`declare_executables`."""
+    ``residual [N]`` f32 in the residual form; ``norm`` = gamma, beta ``[K]`` f32 in the
+    RMSNorm form); records the executable for :func:`declare_executables`."""
     assert (residual is not None) == kern.residual
+    assert bool(norm) == (kern.norm_eps is not None)
     ctx.state.setdefault(STATE_KEY, {})[kern.symbol] = kern
     entry = ir.SymbolRefAttr.get([kern.symbol, kern.symbol])
     y = ir.RankedTensorType.get([kern.n], emit.f32())
-    operands = [x, *planes, *([residual] if residual is not None else [])]
+    operands = [x, *norm, *planes, *([residual] if residual is not None else [])]
     return flow.DispatchOp([y], [emit.index(kern.n)], ir.ArrayAttr.get([entry]), operands,
                            [], []).results[0]
 
@@ -367,6 +422,21 @@ def residual_add(op: ir.Operation) -> tuple[ir.Operation, int] | None:
     return add.operation, i
 
 
+def rms_norm_input(op: ir.Operation, k: int) -> ir.Operation | None:
+    """The ``rms_norm`` that computes ``op``'s ``x`` if its operands are f32 and ``K`` fits
+    the prologue (:data:`MAX_NORM_K`), so that the kernel can normalize ``x`` itself."""
+    owner = op.operands[0].owner
+    if isinstance(owner, ir.Block) or owner.name != "rlx_mir.rms_norm" or k > MAX_NORM_K:
+        return None
+    norm = owner.operation
+    axis = ir.IntegerAttr(norm.attributes["axis"]).value
+    if axis not in (-1, emit.rank(norm.operands[0]) - 1):
+        return None
+    if any(emit.elem(v) != emit.f32() for v in norm.operands):
+        return None
+    return norm
+
+
 def declare_executables(module: ir.Module, ctx: LoweringContext) -> None:
     """Insert the executables the lowering dispatched to at the top of ``module``."""
     kernels: dict[str, Kernel] = ctx.state.get(STATE_KEY, {})
@@ -384,5 +454,5 @@ def declare_executables(module: ir.Module, ctx: LoweringContext) -> None:
 
 
 __all__ = ["Kernel", "declare_executables", "dispatch", "executable_text", "kernel_for",
-           "residual_add", "workgroup_rows"]
+           "residual_add", "rms_norm_input", "workgroup_rows"]
 

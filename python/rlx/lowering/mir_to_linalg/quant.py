@@ -851,22 +851,32 @@ def _kernel(ctx: LoweringContext, op: ir.Operation) -> gemv_kernels.Kernel | Non
     return gemv_kernels.kernel_for(ir.StringAttr(op.attributes["scheme"]).value, m, n, k, ctx)
 
 
-def _lower(ctx: LoweringContext, op: Decoded, residual: ir.Value | None = None) -> ir.Value:
-    """The dequant_matmul (plus ``residual``, only given where it has a GEMV kernel)."""
+def _lower(ctx: LoweringContext, op: Decoded, residual: ir.Value | None = None,
+           norm: ir.Operation | None = None) -> ir.Value:
+    """The dequant_matmul; plus ``residual``, or of ``x`` normalized by the rms_norm
+    ``norm`` that computes it (both only given where the op has a GEMV kernel)."""
     x = op["x"]
     x2 = _rows(x)
     n = emit.static_shape(op.op.results[0])[-1]
     assert n is not None
     kern = _kernel(ctx, op.op)
     if kern is not None:                         # llvm-cpu decode: rlx's kernel, y [N]
+        gamma_beta: list[ir.Value] = []
+        if norm is not None:                     # the kernel normalizes the norm's input
+            kern = dataclasses.replace(kern, norm_eps=ir.FloatAttr(
+                norm.attributes["eps"]).value)
+            x2 = _rows(norm.operands[0])
+            gamma_beta = [emit.reshape(v, [kern.k]) for v in norm.operands[1:3]]
         xk = emit.collapse(emit.convert_tensor(x2, emit.f32()), [[0, 1]])
         if residual is not None:                 # y = r + W x in the kernel
             kern = dataclasses.replace(kern, residual=True)
             residual = emit.reshape(residual, [n])
-        y = gemv_kernels.dispatch(ctx, kern, xk, kernel_planes(kern, op["w"]), residual)
+        y = gemv_kernels.dispatch(ctx, kern, xk, kernel_planes(kern, op["w"]), residual,
+                                  gamma_beta)
         y = emit.expand(y, [[0, 1]], [1, n])
     else:
         assert residual is None
+        assert norm is None
         y = fused_matmul(ctx, op, x2)
         if emit.static_shape(y)[1] != n:
             y = emit.extract_slice(y, [0, 0], [emit.dim(x2, 0), n])
@@ -881,23 +891,40 @@ def lower_dequant_matmul(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     return [_lower(ctx, op)]
 
 
-def fuse_residual_adds(module: ir.Module, ctx: LoweringContext) -> None:
-    """Before the table runs: a dequant_matmul that runs a GEMV kernel and whose only use is
-    a residual add (``h + W x``, twice per decoder layer) is lowered here together with the
-    add, the residual read by the kernel. IREE fuses such an add into the matvec it forms
-    itself but cannot fuse it into rlx's hand-written dispatch, where it would cost a
-    dispatch of its own. (Here, not in a rule: the greedy rewrite may visit the add first.)"""
+def fuse_gemv_neighbours(module: ir.Module, ctx: LoweringContext) -> None:
+    """Before the table runs, lower each dequant_matmul that runs a GEMV kernel together
+    with what IREE cannot fuse into rlx's hand-written dispatch (each would cost a dispatch
+    of its own, twice per decoder layer and token):
+
+    - the RMSNorm that computes its ``x`` (the kernel normalizes ``x`` itself; the norm is
+      dropped once no other use is left);
+    - the residual add that is its only use (``h + W x``: the kernel adds ``h``).
+
+    (Here, not in the rules: the greedy rewrite may visit the add before the GEMV.)"""
     schema = MIR.ops["dequant_matmul"]
-    pairs = []
+    plans = []
     with module.context:
         for op in walk_ops(module.operation):
-            if op.name == "rlx_mir.dequant_matmul" and _kernel(ctx, op) is not None:
-                found = gemv_kernels.residual_add(op)
-                if found is not None:
-                    pairs.append((op, *found))
-    for op, add, i in pairs:       # r read now: it may be the sum of a pair before
+            kern = _kernel(ctx, op) if op.name == "rlx_mir.dequant_matmul" else None
+            if kern is None:
+                continue
+            norm = gemv_kernels.rms_norm_input(op, kern.k)
+            add = gemv_kernels.residual_add(op)
+            if norm is not None or add is not None:
+                plans.append((op, norm, add))
+    norms = []
+    for op, norm, add in plans:    # operands read now: one may be the sum of a plan before
+        residual = None if add is None else add[0].operands[add[1]]
         with ir.InsertionPoint(op), op.location:
-            y = _lower(ctx, decode(schema, op, check=False), add.operands[i])
-        add.results[0].replace_all_uses_with(y)
-        add.erase()
+            y = _lower(ctx, decode(schema, op, check=False), residual, norm)
+        if add is None:
+            op.results[0].replace_all_uses_with(y)
+        else:
+            add[0].results[0].replace_all_uses_with(y)
+            add[0].erase()
         op.erase()
+        if norm is not None and norm not in norms:
+            norms.append(norm)
+    for norm in norms:
+        if not list(norm.results[0].uses):
+            norm.erase()
