@@ -46,8 +46,7 @@ def test_attention_masks(target: str, dtype: str, mask_kind: str) -> None:
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
 @pytest.mark.parametrize("mask_kind", MASK_KINDS)
 def test_decode_shape_queries_are_the_last_positions(mask_kind: str, dtype: str) -> None:
-    """S = 1 query against S_k = 9 keys: causal keeps every key, a window of 3 keeps 4. (On
-    llvm-cpu one query takes its own lowering: fma generics that IREE does not data-tile.)"""
+    """S = 1 query against S_k = 9 keys: causal keeps every key, a window of 3 keeps 4."""
     h = rlx.HirModule("decode")
     q = h.input("q", (1, 1, 64), dtype)
     k = h.input("k", (1, None, 32), dtype)

@@ -231,8 +231,6 @@ def _decomposed(ctx: LoweringContext, op: Decoded, q5: ir.Value, k4: ir.Value, v
     """The decomposed attention; also whether its result already passed a barrier."""
     b, hkv, g, s, hd = emit.sizes(q5)
     sk = emit.dim(k4, 2)
-    if isinstance(s, int) and s == 1 and ctx.options.data_tiling:
-        return _one_query(ctx, op, q5, k4, v4, layout), False
     q3 = emit.collapse(q5, [[0, 1], [2, 3], [4]])
     k3 = emit.collapse(k4, [[0, 1], [2], [3]])
     v3 = emit.collapse(v4, [[0, 1], [2], [3]])
@@ -249,31 +247,6 @@ def _decomposed(ctx: LoweringContext, op: Decoded, q5: ir.Value, k4: ir.Value, v
     if separated:
         o3 = emit.barrier(o3)
     return emit.expand(o3, [[0, 1], [2, 3], [4]], [b, hkv, g, s, hd]), separated
-
-
-def _one_query(ctx: LoweringContext, op: Decoded, q5: ir.Value, k4: ir.Value, v4: ir.Value,
-               layout: _Layout) -> ir.Value:
-    """The decomposed attention of one query position (a decode step): QKᵀ and P·V as
-    generics over the head-major views whose body is an ``fma``. IREE data-tiles
-    contractions with a multiply-add body (``AnnotateDataTilingHints``), and for these
-    matvec-shaped products that only costs: four encode dispatches per layer and token (q,
-    the whole KV cache, P and V re-laid out every step) for a product of 1 x S_k x hd."""
-    b, hkv, g, s, hd = emit.sizes(q5)
-    sk = emit.dim(k4, 2)
-    f32 = emit.f32()
-    par, red = emit.PARALLEL, emit.REDUCTION
-
-    def fma(x: ir.Value, y: ir.Value, acc: ir.Value) -> ir.Value:
-        return math.fma(emit.to_f32(x), emit.to_f32(y), acc)
-
-    scores = emit.generic([q5, k4], [emit.filled([b, hkv, g, s, sk], f32, 0.0)],
-                          [emit.amap(6, [0, 1, 2, 3, 5]), emit.amap(6, [0, 1, 4, 5]),
-                           emit.amap(6, [0, 1, 2, 3, 4])], [par] * 5 + [red], fma)[0]
-    p5 = emit.softmax(_masked_scores(ctx, op, scores, layout, _offset(q5, k4)), 4)
-    o5 = emit.generic([p5, v4], [emit.filled([b, hkv, g, s, hd], f32, 0.0)],
-                      [emit.amap(6, [0, 1, 2, 3, 5]), emit.amap(6, [0, 1, 5, 4]),
-                       emit.amap(6, [0, 1, 2, 3, 4])], [par] * 5 + [red], fma)[0]
-    return emit.convert_tensor(o5, emit.elem(q5))
 
 
 def _fused_mask(op: Decoded, q5: ir.Value, k4: ir.Value, layout: _Layout
