@@ -9,8 +9,9 @@ package, no Q4_K). Then, per format:
 
 - rlx: ``rlx.models.llama.from_gguf`` compiled for llvm-cpu; prefill = one ``prefill`` call
   on a ``--prompt``-token prompt (host ids in, last logits out); decode = ``--gen`` decode
-  steps after a 1-token prompt, each reading the logits back to the host (what greedy
-  generation does), the KV cache staying on the device;
+  steps after a 1-token prompt (timed: the steps, not that prompt's prefill, as llama-bench
+  times its ``tg`` run), each reading the logits back to the host (what greedy generation
+  does), the KV cache staying on the device;
 - HF transformers eager (f32; the same weights, not rounded), ``torch.set_num_threads``:
   the same prefill, and decode steps on HF's KV cache;
 - llama.cpp: ``llama-bench -t THREADS -p PROMPT -n GEN`` on the same GGUF file.
@@ -114,9 +115,11 @@ def decode_bytes(path: Path) -> int:
 
 
 def timed(fn: Callable[[], Any]) -> float:
+    """Seconds of ``fn()``, or what it returns if it times itself (a decode run: its steps,
+    not the one-token prefill that starts its cache)."""
     t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
+    own = fn()
+    return own if isinstance(own, float) else time.perf_counter() - t0
 
 
 def rlx_side(path: Path, prompt: list[int], gen: int) -> dict[str, Any]:
@@ -125,11 +128,13 @@ def rlx_side(path: Path, prompt: list[int], gen: int) -> dict[str, Any]:
     g = Generator(model)
     compile_s = time.perf_counter() - t0
 
-    def decode() -> None:
+    def decode() -> float:
         _, cache = g.prefill(prompt[:1])
+        t0 = time.perf_counter()                 # the decode steps only (as llama-bench's tg)
         for pos in range(1, gen + 1):
             logits, cache = g.decode(prompt[pos % len(prompt)], pos, cache)
             np.argmax(logits)
+        return time.perf_counter() - t0
 
     counts = dispatch_counts(llama.build(model.config, functions=("decode",)))
     return {"prefill": lambda: g.prefill(prompt), "decode": decode, "compile_s": compile_s,
@@ -144,13 +149,15 @@ def hf_side(model: transformers.PreTrainedModel, prompt: list[int], gen: int
         with torch.no_grad():
             model(ids, use_cache=True)
 
-    def decode() -> None:
+    def decode() -> float:
         with torch.no_grad():
             out = model(ids[:, :1], use_cache=True)
+            t0 = time.perf_counter()             # the decode steps only
             for pos in range(1, gen + 1):
                 out = model(ids[:, pos % len(prompt)].reshape(1, 1), cache=out.cache,
                             use_cache=True)
                 out.logits[0, -1].argmax()
+            return time.perf_counter() - t0
 
     return {"prefill": prefill, "decode": decode}
 
