@@ -31,6 +31,12 @@ hardware prefetcher never gets going on; stored ``[N / 4, C, 4, w]`` (``w``: one
 from 13 to 17-18 GB/s and the Q8_0 kernel at K = 576 from 14 to 30-37 GB/s (it had been
 slower than the fused form there).
 
+Two optional forms take in what IREE would have fused into its own matvec but cannot fuse
+into a hand-written dispatch (chosen by ``quant.fuse_gemv_neighbours``): the **residual**
+form adds ``r [N]`` before the store (a GEMV whose only use is ``h + W x``), the **RMSNorm**
+form receives the norm's input, gamma and beta and normalizes ``x`` into a stack buffer
+first (a GEMV of an RMSNorm's result).
+
 Measured (``python benchmarks/quant.py``, weights streaming from DRAM, two threads): see
 benchmarks/README.md, with the variants tried. The kernels are plain vector code: they
 compile for any llvm-cpu target (AVX-512 splits to AVX2 or NEON widths).
