@@ -175,10 +175,9 @@ class _Text:
         self(tail)
 
 
-def _rows_loop(t: _Text, kern: Kernel, acc_type: str) -> None:
+def _rows_loop(t: _Text, kern: Kernel) -> None:
     """Open the loop over this workgroup's row tiles; defines %tile (the row of the
-    interleaved planes), its rows %r0..%r3 and %zero."""
-    t(f"%zero = arith.constant dense<0.0> : {acc_type}")
+    interleaved planes) and its rows %r0..%r3."""
     t("%wg = hal.interface.workgroup.id[0] : index")
     t(f"%c_tiles = arith.constant {kern.rows // ROWS_PER_TILE} : index")
     t(f"%c_tile = arith.constant {ROWS_PER_TILE} : index")
@@ -210,9 +209,21 @@ def _store_rows(t: _Text, kern: Kernel, total: list[str]) -> None:
         _store_row(t, kern, i, f"%y{i}")
 
 
-def _iter(name: str, init: str) -> tuple[str, str]:
-    args = ", ".join(f"%{name}{i} = {init}" for i in range(ROWS_PER_TILE))
-    return args, ", ".join([V16] * ROWS_PER_TILE)
+def _reduction(t: _Text, result: str, iv: str, upper: str, step: str, acc: str,
+               acc_type: str) -> None:
+    """Open ``%{result}:4 = scf.for %{iv} = 0 to upper step step`` carrying one zero-started
+    ``acc_type`` accumulator per row of the tile (``%{acc}0`` .. ``%{acc}3``)."""
+    t(f"%{result}_zero = arith.constant dense<0.0> : {acc_type}")
+    args = ", ".join(f"%{acc}{i} = %{result}_zero" for i in range(ROWS_PER_TILE))
+    types = ", ".join([acc_type] * ROWS_PER_TILE)
+    t.block(f"%{result}:{ROWS_PER_TILE} = scf.for %{iv} = %c0 to {upper} step {step} "
+            f"iter_args({args}) -> ({types})")
+
+
+def _yield(t: _Text, values: list[str], acc_type: str) -> None:
+    """Close a :func:`_reduction` with the tile's new accumulators."""
+    t(f"scf.yield {', '.join(values)} : {', '.join([acc_type] * len(values))}")
+    t.end()
 
 
 def _q8_0_body(t: _Text, kern: Kernel) -> None:
@@ -222,10 +233,8 @@ def _q8_0_body(t: _Text, kern: Kernel) -> None:
     t("%c16 = arith.constant 16 : index")
     t("%c32 = arith.constant 32 : index")
     t(f"%nb = arith.constant {nb} : index")
-    _rows_loop(t, kern, V16)
-    args, types = _iter("a", "%zero")
-    t.block(f"%acc:{ROWS_PER_TILE} = scf.for %b = %c0 to %nb step %c1 iter_args({args}) "
-            f"-> ({types})")
+    _rows_loop(t, kern)
+    _reduction(t, "acc", "b", "%nb", "%c1", "a", V16)
     t("%k0 = arith.muli %b, %c32 : index")
     t("%k1 = arith.addi %k0, %c16 : index")
     t(f"%x0 = vector.load %x[%k0] : {x}, {V16}")
@@ -243,8 +252,7 @@ def _q8_0_body(t: _Text, kern: Kernel) -> None:
         t(f"%e{i} = arith.extf %h{i} : f16 to f32")
         t(f"%v{i} = vector.broadcast %e{i} : f32 to {V16}")
         t(f"%n{i} = vector.fma %s{i}, %v{i}, %a{i} : {V16}")
-    t(f"scf.yield {', '.join(f'%n{i}' for i in range(ROWS_PER_TILE))} : {types}")
-    t.end()
+    _yield(t, [f"%n{i}" for i in range(ROWS_PER_TILE)], V16)
     _store_rows(t, kern, [f"%acc#{i}" for i in range(ROWS_PER_TILE)])
     t.end()
 
@@ -255,7 +263,7 @@ def _q4_k_body(t: _Text, kern: Kernel) -> None:
     x, q, s = mem["x"], mem["q"], mem["s"]
     xs = _memref([nb], "f32")
     v8 = "vector<8xf32>"
-    for c in (4, 8, 16, 32, 128):
+    for c in (8, 32, 128):
         t(f"%c{c} = arith.constant {c} : index")
     t(f"%nb = arith.constant {nb} : index")
     t(f"%nc = arith.constant {k // 128} : index")
@@ -272,10 +280,8 @@ def _q4_k_body(t: _Text, kern: Kernel) -> None:
     for j in range(8):
         if (sh := 19 - 4 * j) != 0:
             t(f"%sh{j} = arith.constant dense<{abs(sh)}> : {I16}")
-    _rows_loop(t, kern, V16)
-    args, types = _iter("a", "%zero")
-    t.block(f"%acc:{ROWS_PER_TILE} = scf.for %c = %c0 to %nc step %c1 iter_args({args}) "
-            f"-> ({types})")
+    _rows_loop(t, kern)
+    _reduction(t, "acc", "c", "%nc", "%c1", "a", V16)
     t("%k0 = arith.muli %c, %c128 : index")
     tile = ROWS_PER_TILE
     for j in range(8):
@@ -303,22 +309,15 @@ def _q4_k_body(t: _Text, kern: Kernel) -> None:
             t(f"%B{i}_{g} = vector.broadcast %S{i}_{g} : f32 to {V16}")
             t(f"%A{i}_{g} = vector.fma %F{i}_{g}, %B{i}_{g}, {prev} : {V16}")
             prev = f"%A{i}_{g}"
-    t(f"scf.yield {', '.join(f'%A{i}_3' for i in range(ROWS_PER_TILE))} : {types}")
-    t.end()
+    _yield(t, [f"%A{i}_3" for i in range(ROWS_PER_TILE)], V16)
     # Σ_g M[n, g] · X[g], eight groups at a time
-    zero8 = "%zero8"
-    t(f"{zero8} = arith.constant dense<0.0> : {v8}")
-    margs = ", ".join(f"%z{i} = {zero8}" for i in range(ROWS_PER_TILE))
-    mtypes = ", ".join([v8] * ROWS_PER_TILE)
-    t.block(f"%mins:{ROWS_PER_TILE} = scf.for %g = %c0 to %nb step %c8 iter_args({margs}) "
-            f"-> ({mtypes})")
+    _reduction(t, "mins", "g", "%nb", "%c8", "z", v8)
     t(f"%xv = vector.load %xs[%g] : {xs}, {v8}")
     for i in range(ROWS_PER_TILE):
         t(f"%km{i} = {_at('%g', tile, 8 * i)}")
         t(f"%mv{i} = vector.load %m[%tile, %km{i}] : {s}, {v8}")
         t(f"%mz{i} = vector.fma %mv{i}, %xv, %z{i} : {v8}")
-    t(f"scf.yield {', '.join(f'%mz{i}' for i in range(ROWS_PER_TILE))} : {mtypes}")
-    t.end()
+    _yield(t, [f"%mz{i}" for i in range(ROWS_PER_TILE)], v8)
     for i in range(ROWS_PER_TILE):
         t(f"%sum{i} = vector.reduction <add>, %acc#{i} : {V16} into f32")
         t(f"%min{i} = vector.reduction <add>, %mins#{i} : {v8} into f32")
@@ -402,47 +401,6 @@ def dispatch(ctx: LoweringContext, kern: Kernel, x: ir.Value, planes: list[ir.Va
                            [], []).results[0]
 
 
-def residual_add(op: ir.Operation) -> tuple[ir.Operation, int] | None:
-    """``(add, i)`` if the only use of ``op``'s f32 result is a ``binary add`` of it and
-    ``r = add.operands[i]``, ``r`` of the same type and defined before ``op`` (so that a
-    kernel dispatched in ``op``'s place can read it). Else None."""
-    result = op.results[0]
-    uses = list(result.uses)
-    if len(uses) != 1 or emit.elem(result) != emit.f32():
-        return None
-    add = uses[0].owner
-    if (add.name != "rlx_mir.binary" or ir.StringAttr(add.attributes["kind"]).value != "add"
-            or add.operands[0] == add.operands[1]):
-        return None
-    i = 1 - uses[0].operand_number
-    r = add.operands[i]
-    if r.type != result.type:
-        return None
-    owner = r.owner
-    if isinstance(owner, ir.Block):
-        if owner != op.block:                    # an argument of another region's block
-            return None
-    elif (owner.operation.block != op.block
-          or not owner.operation.is_before_in_block(op)):
-        return None
-    return add.operation, i
-
-
-def rms_norm_input(op: ir.Operation, k: int) -> ir.Operation | None:
-    """The ``rms_norm`` that computes ``op``'s ``x`` if its operands are f32 and ``K`` fits
-    the prologue (:data:`MAX_NORM_K`), so that the kernel can normalize ``x`` itself."""
-    owner = op.operands[0].owner
-    if isinstance(owner, ir.Block) or owner.name != "rlx_mir.rms_norm" or k > MAX_NORM_K:
-        return None
-    norm = owner.operation
-    axis = ir.IntegerAttr(norm.attributes["axis"]).value
-    if axis not in (-1, emit.rank(norm.operands[0]) - 1):
-        return None
-    if any(emit.elem(v) != emit.f32() for v in norm.operands):
-        return None
-    return norm
-
-
 def declare_executables(module: ir.Module, ctx: LoweringContext) -> None:
     """Insert the executables the lowering dispatched to at the top of ``module``."""
     kernels: dict[str, Kernel] = ctx.state.get(STATE_KEY, {})
@@ -460,5 +418,5 @@ def declare_executables(module: ir.Module, ctx: LoweringContext) -> None:
 
 
 __all__ = ["Kernel", "declare_executables", "dispatch", "executable_text", "kernel_for",
-           "residual_add", "rms_norm_input", "workgroup_rows"]
+           "workgroup_rows"]
 

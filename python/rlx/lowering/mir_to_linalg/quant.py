@@ -851,15 +851,15 @@ def _kernel(ctx: LoweringContext, op: ir.Operation) -> gemv_kernels.Kernel | Non
     return gemv_kernels.kernel_for(ir.StringAttr(op.attributes["scheme"]).value, m, n, k, ctx)
 
 
-def _lower(ctx: LoweringContext, op: Decoded, residual: ir.Value | None = None,
-           norm: ir.Operation | None = None) -> ir.Value:
-    """The dequant_matmul; plus ``residual``, or of ``x`` normalized by the rms_norm
-    ``norm`` that computes it (both only given where the op has a GEMV kernel)."""
+def _lower(ctx: LoweringContext, op: Decoded, kern: gemv_kernels.Kernel | None,
+           residual: ir.Value | None = None, norm: ir.Operation | None = None) -> ir.Value:
+    """The dequant_matmul through GEMV kernel ``kern`` (:func:`_kernel`) or the fused form;
+    plus ``residual``, or of ``x`` normalized by the rms_norm ``norm`` that computes it (both
+    only with a kernel)."""
     x = op["x"]
     x2 = _rows(x)
     n = emit.static_shape(op.op.results[0])[-1]
     assert n is not None
-    kern = _kernel(ctx, op.op)
     if kern is not None:                         # llvm-cpu decode: rlx's kernel, y [N]
         gamma_beta: list[ir.Value] = []
         if norm is not None:                     # the kernel normalizes the norm's input
@@ -888,7 +888,51 @@ def _lower(ctx: LoweringContext, op: Decoded, residual: ir.Value | None = None,
 
 @MIR_TO_LINALG.register("dequant_matmul")
 def lower_dequant_matmul(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
-    return [_lower(ctx, op)]
+    return [_lower(ctx, op, _kernel(ctx, op.op))]
+
+
+def _residual_add(op: ir.Operation) -> tuple[ir.Operation, int] | None:
+    """``(add, i)`` if the only use of ``op``'s f32 result is a ``binary add`` of it and
+    ``r = add.operands[i]``, ``r`` of the same type and defined before ``op`` (so that a
+    kernel dispatched in ``op``'s place can read it). Else None."""
+    result = op.results[0]
+    uses = list(result.uses)
+    if len(uses) != 1 or emit.elem(result) != emit.f32():
+        return None
+    add = uses[0].owner
+    if (add.name != "rlx_mir.binary" or ir.StringAttr(add.attributes["kind"]).value != "add"
+            or add.operands[0] == add.operands[1]):
+        return None
+    i = 1 - uses[0].operand_number
+    r = add.operands[i]
+    if r.type != result.type:
+        return None
+    owner = r.owner
+    if isinstance(owner, ir.Block):
+        if owner != op.block:                    # an argument of another region's block
+            return None
+    elif (owner.operation.block != op.block
+          or not owner.operation.is_before_in_block(op)):
+        return None
+    return add.operation, i
+
+
+def _rms_norm_input(op: ir.Operation, k: int) -> ir.Operation | None:
+    """The ``rms_norm`` that computes ``op``'s ``x`` if its operands are f32 and ``K`` fits
+    the prologue (:data:`.gemv_kernels.MAX_NORM_K`), so that the kernel can normalize ``x``
+    itself."""
+    owner = op.operands[0].owner
+    if k > gemv_kernels.MAX_NORM_K or isinstance(owner, ir.Block):
+        return None
+    if owner.name != "rlx_mir.rms_norm":
+        return None
+    norm = owner.operation
+    axis = ir.IntegerAttr(norm.attributes["axis"]).value
+    if axis not in (-1, emit.rank(norm.operands[0]) - 1):
+        return None
+    if any(emit.elem(v) != emit.f32() for v in norm.operands):
+        return None
+    return norm
 
 
 def fuse_gemv_neighbours(module: ir.Module, ctx: LoweringContext) -> None:
@@ -908,15 +952,15 @@ def fuse_gemv_neighbours(module: ir.Module, ctx: LoweringContext) -> None:
             kern = _kernel(ctx, op) if op.name == "rlx_mir.dequant_matmul" else None
             if kern is None:
                 continue
-            norm = gemv_kernels.rms_norm_input(op, kern.k)
-            add = gemv_kernels.residual_add(op)
+            norm = _rms_norm_input(op, kern.k)
+            add = _residual_add(op)
             if norm is not None or add is not None:
-                plans.append((op, norm, add))
+                plans.append((op, kern, norm, add))
     norms = []
-    for op, norm, add in plans:    # operands read now: one may be the sum of a plan before
+    for op, kern, norm, add in plans:    # operands read now: one may be an earlier sum
         residual = None if add is None else add[0].operands[add[1]]
         with ir.InsertionPoint(op), op.location:
-            y = _lower(ctx, decode(schema, op, check=False), residual, norm)
+            y = _lower(ctx, decode(schema, op, check=False), kern, residual, norm)
         if add is None:
             op.results[0].replace_all_uses_with(y)
         else:
