@@ -116,7 +116,10 @@ def decode_bytes(path: Path) -> int:
 
 def timed(fn: Callable[[], Any]) -> float:
     """Seconds of ``fn()``, or what it returns if it times itself (a decode run: its steps,
-    not the one-token prefill that starts its cache)."""
+    not the one-token prefill that starts its cache). Starts after a pause: torch's OpenMP
+    workers spin for a few ms after a call, and an rlx call timed right after an HF one
+    shared the 2 cores with them (tiny prefill 4.5-5.5 ms alone, 7.6-8.1 ms right after HF)."""
+    time.sleep(0.03)
     t0 = time.perf_counter()
     own = fn()
     return own if isinstance(own, float) else time.perf_counter() - t0
