@@ -122,6 +122,12 @@ def test_input_errors(linear_vmfb: bytes) -> None:
     with pytest.raises(rlx.RunError, match=r"input 'x': expected float32 \[\?, 8\], found "
                                            r"float32 \[3, 7\]"):
         prog.main(X[:, :7])
+    # a device tensor (a kept result) is checked by IREE's entry point; rlx still names it
+    kept = prog.main.on_device(X)  # [3, 4]
+    with pytest.raises(rlx.RunError, match=r"input 'x': expected float32 \[\?, 8\], found "
+                                           r"float32 \[3, 4\]"):
+        prog.main(kept)
+    np.testing.assert_allclose(prog.main(prog.upload(X)), WANT, rtol=1e-6)
     with pytest.raises(rlx.RunError, match="no function 'decode'"):
         prog["decode"]
     with pytest.raises(rlx.RunError, match="unknown device"):

@@ -170,6 +170,7 @@ class Function:
             (shape, DType.parse(dtype))
             for shape, dtype in json.loads(reflection.get("rlx.input_types", "[]"))]
         self.signature = reflection.get("iree.abi.declaration", "")
+        self._want = [_np_dtype(dtype) for _, dtype in self.input_types]
 
     def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
         out = self.on_device(*args, **kwargs)
@@ -179,16 +180,23 @@ class Function:
 
     def on_device(self, *args: Any, **kwargs: Any) -> DeviceTensor | tuple[DeviceTensor, ...]:
         """Like calling the function, but the results stay in device memory."""
-        inputs = self._bind(args, kwargs)
+        arrays = self._bind(args, kwargs)
+        dtypes = [dtype for _, dtype in self.input_types]
+        inputs = [a.array if isinstance(a, DeviceTensor) else
+                  _to_iree(a, dtypes[i] if i < len(dtypes) else None)
+                  for i, a in enumerate(arrays)]
         try:
             out = self._invoke(*inputs)
         except (RuntimeError, ValueError) as e:
+            self._check(arrays, device=True)  # a device tensor of the wrong shape: name it
             raise RunError(f"error: calling {self.name}: {e}") from None
         if isinstance(out, tuple | list):
             return tuple(DeviceTensor(self._program, o) for o in out)
         return DeviceTensor(self._program, out)
 
-    def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+    def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]
+              ) -> list[np.ndarray | DeviceTensor]:
+        """The inputs in order, host arrays checked against the declared types."""
         names = self.input_names
         if kwargs:
             unknown = set(kwargs) - set(names)
@@ -208,20 +216,29 @@ class Function:
         # np.asarray keeps 0-d arrays 0-d (np.ascontiguousarray makes them 1-d)
         arrays = [v if isinstance(v, DeviceTensor) else np.asarray(v, order="C")
                   for v in values]
-        for i, (arr, (shape, dtype)) in enumerate(zip(arrays, self.input_types, strict=False)):
-            want = _np_dtype(dtype)
-            fits = len(arr.shape) == len(shape) and all(
-                d is None or d == a for d, a in zip(shape, arr.shape, strict=False))
-            bf16 = dtype == DType.BF16 and arr.dtype.name == "bfloat16"
-            if (arr.dtype != want and not bf16) or not fits:
+        self._check(arrays, device=False)
+        return arrays
+
+    def _check(self, arrays: list[np.ndarray | DeviceTensor], device: bool) -> None:
+        """Raise a RunError naming the first input whose shape or dtype is not the declared
+        one. Device tensors only with ``device``: IREE's entry point checks their shapes
+        and element types itself, and checking ~60 KV-cache tensors here every decode step
+        cost 0.2-0.3 ms of a 9 ms 135M step; on IREE's error they are checked to name the
+        input."""
+        names = self.input_names
+        for i, (arr, (shape, dtype), want) in enumerate(zip(arrays, self.input_types,
+                                                            self._want, strict=False)):
+            if not device and isinstance(arr, DeviceTensor):
+                continue
+            got = arr.shape
+            fits = len(got) == len(shape) and all(
+                d is None or d == a for d, a in zip(shape, got, strict=False))
+            if not fits or (arr.dtype != want and not (
+                    dtype == DType.BF16 and arr.dtype.name == "bfloat16")):
                 dims = ", ".join("?" if d is None else str(d) for d in shape)
                 name = names[i] if i < len(names) else f"#{i}"
                 raise RunError(f"error: {self.name}: input '{name}': expected {want} "
                                f"[{dims}], found {arr.dtype} {list(arr.shape)}")
-        dtypes = [dtype for _, dtype in self.input_types]
-        return [a.array if isinstance(a, DeviceTensor) else
-                _to_iree(a, dtypes[i] if i < len(dtypes) else None)
-                for i, a in enumerate(arrays)]
 
 
 class Program:
