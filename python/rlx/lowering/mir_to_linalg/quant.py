@@ -19,7 +19,9 @@ Three steps, each a ``linalg.generic``:
    any M on CUDA and Vulkan), so the f32 weight never exists in memory.
 3. **Contraction** over the same grouped space: ``x`` expanded to ``[M, G, *group]`` (read
    in the dequant's loop order), ``y[m, n] = Σ x[m, g, ...] W[n, g, ...]`` in f32, no
-   reshape between 2 and 3. F16 / BF16 are plain mixed-precision matmuls instead.
+   reshape between 2 and 3. F16 / BF16 are plain mixed-precision matmuls instead. On
+   llvm-cpu at M > 1 (data tiling) F16, BF16 and Q8_0 are dequantized K-major into the
+   weight's data-tiling pack, and the contraction is f32 (:func:`fused_matmul`).
 
 The loop order is per target (:func:`loop_order`), rows are padded for the SPIR-V
 matvec (:func:`padded_rows`), and sub-byte tensor types (``i4`` / ``i2`` through
@@ -502,18 +504,21 @@ def repack_field(raw3: ir.Value, rows: int, f: Field, group: Sequence[int],
 
 
 def dequantize(inputs: dict[str, ir.Value], maps: dict[str, ir.AffineMap],
-               space: Sequence[int], weight: Callable[[Scalars], ir.Value]) -> ir.Value:
-    """The all-parallel, arith-only generic over ``space`` giving f32 weights;
-    ``weight`` gets the input scalars by name."""
+               space: Sequence[int], weight: Callable[[Scalars], ir.Value],
+               k_major: bool = False) -> ir.Value:
+    """The all-parallel, arith-only generic over ``space`` (rows first) giving f32 weights;
+    ``weight`` gets the input scalars by name. ``k_major``: the result has the rows last
+    (``[G, *group, N']``, see :func:`fused_matmul`)."""
     names = list(inputs)
     rank = len(space)
-    init = emit.empty(list(space), emit.f32())
+    perm = [*range(1, rank), 0] if k_major else list(range(rank))
+    init = emit.empty([space[p] for p in perm], emit.f32())
 
     def body(*args: ir.Value) -> ir.Value:
         return weight(dict(zip(names, args[:len(names)], strict=True)))
 
     return emit.generic([inputs[k] for k in names], [init],
-                        [maps[k] for k in names] + [emit.identity(rank)],
+                        [maps[k] for k in names] + [emit.amap(rank, perm)],
                         [emit.PARALLEL] * rank, body)[0]
 
 
@@ -579,11 +584,21 @@ def _with_shifts(layout: GgufLayout, pos: Sequence[int], inputs: dict[str, ir.Va
     return weight
 
 
-def gguf_weight(w: ir.Value, scheme: str, target: str) -> tuple[ir.Value, list[int]]:
+def gguf_weight(w: ir.Value, scheme: str, target: str, k_major: bool = False
+                ) -> tuple[ir.Value, list[int]]:
     """Raw bytes ``[N, ROWBYTES]`` -> dequantized f32 ``[N', G, *group in loop order]`` and
-    the loop order of the group dims (see :func:`loop_order`); F16 / BF16: ``[N, K]``."""
+    the loop order of the group dims (see :func:`loop_order`); F16 / BF16: ``[N, K]``
+    (f16 / bf16 bits). ``k_major``: f32 ``[G, *group, N']`` / ``[K, N]`` instead."""
     if scheme in ("gguf_f16", "gguf_bf16"):
-        return half_weight(w, scheme), []
+        half = half_weight(w, scheme)
+        if not k_major:
+            return half, []
+        n, k = emit.static_shape(half)
+        assert n is not None
+        assert k is not None
+        return emit.generic([half], [emit.empty([k, n], emit.f32())],
+                            [emit.amap(2, [1, 0]), emit.identity(2)], [emit.PARALLEL] * 2,
+                            lambda v, _: _to_f32(v))[0], []
     layout = (CPU_LAYOUTS if target == "llvm-cpu" else {}).get(scheme) or LAYOUTS[scheme]
     info = QUANT_SCHEMES[scheme]
     n, row = emit.static_shape(w)
@@ -611,7 +626,7 @@ def gguf_weight(w: ir.Value, scheme: str, target: str) -> tuple[ir.Value, list[i
         inputs[name] = repack_field(raw3, rows, f, layout.group, pos)
         maps[name] = emit.amap(rank, loops(f.dims))
     weight = _with_shifts(layout, pos, inputs, maps)
-    return dequantize(inputs, maps, space, weight), order
+    return dequantize(inputs, maps, space, weight, k_major), order
 
 
 def half_weight(w: ir.Value, scheme: str) -> ir.Value:
@@ -823,29 +838,39 @@ def interleave_tiles(kern: gemv_kernels.Kernel, planes: list[ir.Value]) -> list[
     return out
 
 
+K_MAJOR_PREFILL = ("gguf_f16", "gguf_bf16", "gguf_q8_0")
+"""Schemes whose llvm-cpu prefill dequantizes K-major (:func:`fused_matmul`)."""
+
+
 def fused_matmul(ctx: LoweringContext, op: Decoded, x2: ir.Value) -> ir.Value:
     """``y [M, N']`` (``N'``: the padded rows) = ``x2 [M, K]`` times the dequantized
     weight, the dequant a producer IREE fuses into the contraction."""
     scheme = op.attrs["scheme"]
+    # llvm-cpu prefill: the weight dequantized K-major, rows last, in a generic that IREE
+    # fuses into the data-tiling pack of the weight (a [N0 = 16, K0 = 1] tile is then 16
+    # adjacent values, the transposition done on the quantized side), and the contraction
+    # is IREE's f32 mmt4d. 1B prefill of 128 tokens: F16 2.35 -> 1.9 s (dequantized in the
+    # contraction body, the mixed f32 x f16 mmt4d ran at ~95 GFLOP/s against ~200), the
+    # dequant-and-pack of a 2048 x 5632 weight 19 -> 6 ms (row-major it was a strided pack);
+    # Q8_0 2.17 -> 1.68 s. Not the K-quants: Q4_K's many-field dequant went 2.1 -> 4.9 s.
+    k_major = (scheme in K_MAJOR_PREFILL and ctx.options.data_tiling
+               and emit.static_shape(x2)[0] != 1)
     if QUANT_SCHEMES[scheme].gguf:
-        w, order = gguf_weight(op["w"], scheme, ctx.options.target)
+        w, order = gguf_weight(op["w"], scheme, ctx.options.target, k_major)
     else:
         w, order = legacy_weight(op, scheme, op.attrs["block_size"], ctx.options.target)
-    if emit.rank(w) == 2:                        # F16 / BF16: [N, K]
-        if ctx.options.data_tiling and emit.static_shape(x2)[0] != 1:
-            # llvm-cpu prefill: converted in a generic of its own, that IREE fuses into the
-            # data-tiling pack of the weight, so the contraction is f32 x f32 and runs as
-            # IREE's mmt4d at ~200 GFLOP/s; converted in the contraction body, the weight is
-            # packed once as f16 but the mixed f32 x f16 mmt4d runs at ~95 (1B F16 prefill
-            # of 128 tokens: 2.35 -> 2.2 s, the per-call conversion included)
-            w = emit.map_elementwise([w], emit.f32(), _to_f32)
-        return contract(x2, w, [0, 2], [1, 2], 1)
-    shape = emit.static_shape(w)                 # [N', G, *group in loop order]
+    rank = emit.rank(w)
+    if rank == 2:                                # F16 / BF16: [N, K] or [K, N] (k_major)
+        return contract(x2, w, [0, 2], [2, 1] if k_major else [1, 2], 1)
+    shape = emit.static_shape(w)                 # [N', G, *group in loop order] (rows last
+    if k_major:                                  # if k_major)
+        shape = [shape[-1], *shape[:-1]]
     group = [shape[2 + order.index(i)] for i in range(len(order))]
     xg = emit.expand(x2, [[0], list(range(1, 2 + len(group)))], [emit.dim(x2, 0), shape[1],
                                                                   *group])
     x_map = [0, 2, *(3 + order.index(i) for i in range(len(order)))]
-    return contract(xg, w, x_map, list(range(1, emit.rank(w) + 1)), 1)
+    w_map = [*range(2, rank + 1), 1] if k_major else list(range(1, rank + 1))
+    return contract(xg, w, x_map, w_map, 1)
 
 
 def _kernel(ctx: LoweringContext, op: ir.Operation) -> gemv_kernels.Kernel | None:
