@@ -154,3 +154,41 @@ module @q4_k_gpu {
     return %y : tensor<1x128xf32>
   }
 }
+
+// -----
+
+// llvm-cpu prefill (M > 1 or dynamic; data tiling on): F16 / BF16 / Q8_0 weights are
+// dequantized K-major, rows last, so that the generic IREE fuses into the weight's pack
+// reads 16 adjacent rows per [16, 1] tile; the contraction reads that layout. GPU targets
+// keep the row-major form.
+// CHECK-LABEL: module @f16_prefill
+// CHECK:      %[[H:.*]] = flow.tensor.bitcast %{{.*}} : tensor<32x128xi8> -> tensor<32x64xf16>
+// CHECK:      %[[W:.*]] = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d1, d0)>, affine_map<(d0, d1) -> (d0, d1)>]{{.*}} ins(%[[H]] : tensor<32x64xf16>) outs(%{{.*}} : tensor<64x32xf32>)
+// CHECK:        arith.extf
+// CHECK:      linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d2, d1)>, affine_map<(d0, d1, d2) -> (d0, d1)>]{{.*}} ins(%arg0, %[[W]] : tensor<?x64xf32>, tensor<64x32xf32>)
+// GPU-LABEL: module @f16_prefill
+// GPU-NOT:  tensor<64x32xf32>
+// GPU:      linalg.generic {{.*}} ins(%arg0, %{{.*}} : tensor<?x64xf32>, tensor<32x64xf16>)
+module @f16_prefill {
+  func.func @main(%x: tensor<?x64xf32>) -> tensor<?x32xf32> {
+    %w = "rlx_mir.param"() {name = "w"} : () -> tensor<32x128xi8>
+    %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_f16"} : (tensor<?x64xf32>, tensor<32x128xi8>) -> tensor<?x32xf32>
+    return %y : tensor<?x32xf32>
+  }
+}
+
+// -----
+
+// CHECK-LABEL: module @q8_0_prefill
+// CHECK:      %[[W:.*]] = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>, affine_map<(d0, d1, d2) -> (d1, d2, d0)>]{{.*}} outs(%{{.*}} : tensor<2x32x128xf32>)
+// CHECK:      %[[X:.*]] = tensor.expand_shape %arg0 {{\[}}[0], [1, 2]] output_shape [%{{.*}}, 2, 32]
+// CHECK:      linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d2, d3, d1)>, affine_map<(d0, d1, d2, d3) -> (d0, d1)>]{{.*}} ins(%[[X]], %[[W]] : tensor<?x2x32xf32>, tensor<2x32x128xf32>)
+// GPU-LABEL: module @q8_0_prefill
+// GPU:      } -> tensor<128x2x32xf32>
+module @q8_0_prefill {
+  func.func @main(%x: tensor<?x64xf32>) -> tensor<?x128xf32> {
+    %w = "rlx_mir.param"() {name = "w"} : () -> tensor<128x68xi8>
+    %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q8_0"} : (tensor<?x64xf32>, tensor<128x68xi8>) -> tensor<?x128xf32>
+    return %y : tensor<?x128xf32>
+  }
+}
