@@ -163,7 +163,7 @@ module @q4_k_gpu {
 // keep the row-major form.
 // CHECK-LABEL: module @f16_prefill
 // CHECK:      %[[H:.*]] = flow.tensor.bitcast %{{.*}} : tensor<32x128xi8> -> tensor<32x64xf16>
-// CHECK:      %[[W:.*]] = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d1, d0)>, affine_map<(d0, d1) -> (d0, d1)>]{{.*}} ins(%[[H]] : tensor<32x64xf16>) outs(%{{.*}} : tensor<64x32xf32>)
+// CHECK:      %[[W:.*]] = linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d0, d1)>, affine_map<(d0, d1) -> (d1, d0)>]{{.*}} ins(%[[H]] : tensor<32x64xf16>) outs(%{{.*}} : tensor<64x32xf32>)
 // CHECK:        arith.extf
 // CHECK:      linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d2, d1)>, affine_map<(d0, d1, d2) -> (d0, d1)>]{{.*}} ins(%arg0, %[[W]] : tensor<?x64xf32>, tensor<64x32xf32>)
 // GPU-LABEL: module @f16_prefill

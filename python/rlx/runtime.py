@@ -170,7 +170,8 @@ class Function:
             (shape, DType.parse(dtype))
             for shape, dtype in json.loads(reflection.get("rlx.input_types", "[]"))]
         self.signature = reflection.get("iree.abi.declaration", "")
-        self._want = [_np_dtype(dtype) for _, dtype in self.input_types]
+        self._dtypes = [dtype for _, dtype in self.input_types]
+        self._want = [_np_dtype(dtype) for dtype in self._dtypes]
 
     def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
         out = self.on_device(*args, **kwargs)
@@ -181,7 +182,7 @@ class Function:
     def on_device(self, *args: Any, **kwargs: Any) -> DeviceTensor | tuple[DeviceTensor, ...]:
         """Like calling the function, but the results stay in device memory."""
         arrays = self._bind(args, kwargs)
-        dtypes = [dtype for _, dtype in self.input_types]
+        dtypes = self._dtypes
         inputs = [a.array if isinstance(a, DeviceTensor) else
                   _to_iree(a, dtypes[i] if i < len(dtypes) else None)
                   for i, a in enumerate(arrays)]

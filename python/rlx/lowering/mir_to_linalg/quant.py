@@ -596,9 +596,8 @@ def gguf_weight(w: ir.Value, scheme: str, target: str, k_major: bool = False
         n, k = emit.static_shape(half)
         assert n is not None
         assert k is not None
-        return emit.generic([half], [emit.empty([k, n], emit.f32())],
-                            [emit.amap(2, [1, 0]), emit.identity(2)], [emit.PARALLEL] * 2,
-                            lambda v, _: _to_f32(v))[0], []
+        return dequantize({"w": half}, {"w": emit.identity(2)}, [n, k],
+                          lambda s: _to_f32(s["w"]), k_major=True), []
     layout = (CPU_LAYOUTS if target == "llvm-cpu" else {}).get(scheme) or LAYOUTS[scheme]
     info = QUANT_SCHEMES[scheme]
     n, row = emit.static_shape(w)
