@@ -361,6 +361,18 @@ irdl.dialect @rlx_mir {
     irdl.results(y: %out0)
     irdl.attributes {"kind" = %kind}
   }
+  // Index of the largest element along ``axis``, as i32 (``Op::ArgMax``): the first one on ties, and NaN counts as the largest (numpy's and PyTorch's ``argmax``).
+  irdl.operation @argmax {
+    %axis = irdl.base "#builtin.integer"
+    %keep_dim_t = irdl.is true
+    %keep_dim_f = irdl.is false
+    %keep_dim = irdl.any_of(%keep_dim_t, %keep_dim_f)
+    %in0 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(y: %out0)
+    irdl.attributes {"axis" = %axis, "keep_dim" = %keep_dim}
+  }
   // Scaled dot-product attention (``Op::Attention``); layouts, GQA and masks as ``rlx_hir.attention``, plus an optional ``score_scale`` and ``attn_logit_softcap``.
   irdl.operation @attention {
     %num_heads = irdl.base "#builtin.integer"

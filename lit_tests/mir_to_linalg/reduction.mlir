@@ -37,3 +37,21 @@ module @cumsum {
     return %y : tensor<2x8xf32>
   }
 }
+
+// -----
+
+// argmax: one generic carrying (value, index); NaN-aware, order-independent comparison.
+// CHECK-LABEL: module @argmax
+// CHECK:      linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>, affine_map<(d0, d1, d2) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction"]}
+// CHECK-SAME: outs(%{{.*}}, %{{.*}} : tensor<1x1xf32>, tensor<1x1xi32>)
+// CHECK:        linalg.index 2
+// CHECK:        arith.cmpf ogt
+// CHECK:        arith.cmpf uno
+// CHECK:        arith.select
+// CHECK:        arith.select
+module @argmax {
+  func.func @main(%x: tensor<1x1x32000xf32>) -> tensor<1x1xi32> {
+    %t = "rlx_mir.argmax"(%x) {axis = -1 : i64, keep_dim = false} : (tensor<1x1x32000xf32>) -> tensor<1x1xi32>
+    return %t : tensor<1x1xi32>
+  }
+}

@@ -24,8 +24,8 @@ MIR_OPS = {
     "param", "constant", "activation", "binary", "compare", "where", "cast", "matmul",
     "dequant_matmul", "fused_matmul_bias_act", "fused_swiglu", "fused_residual_rms_norm",
     "rms_norm", "layer_norm", "rope", "attention", "reshape", "transpose", "narrow",
-    "concat", "expand", "gather", "reduce", "softmax", "cumsum", "conv", "gated_delta_net",
-    "lstm", "gru",
+    "concat", "expand", "gather", "reduce", "argmax", "softmax", "cumsum", "conv",
+    "gated_delta_net", "lstm", "gru",
     # for the ONNX importer: strided slices, constant padding, pooling
     "slice", "pad", "pool",
 }

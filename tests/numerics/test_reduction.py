@@ -1,8 +1,9 @@
 """Numerics of the reduction MIR ops: reduce (every kind, keep_dim, several axes),
-softmax, cumsum (inclusive and exclusive)."""
+argmax (ties, NaN, -inf, every axis), softmax, cumsum (inclusive and exclusive)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from harness import TARGETS, check_module
 
@@ -27,3 +28,35 @@ def reductions(dtype: str) -> rlx.HirModule:
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
 def test_reductions(target: str, dtype: str) -> None:
     check_module(reductions(dtype), target, dyn=5)
+
+
+def argmaxes(dtype: str) -> rlx.HirModule:
+    h = rlx.HirModule("argmaxes")
+    x = h.input("x", (4, None, 9), dtype)
+    h.set_outputs([h.mir("argmax", [x], axis=a, keep_dim=k)
+                   for a, k in ((-1, False), (1, True), (0, False))])
+    return h
+
+
+def argmax_input(dtype: str) -> np.ndarray:
+    """Small integers (many ties), plus rows with NaNs, all -inf, and the maximum last."""
+    rng = np.random.default_rng(1)
+    x = rng.integers(-3, 4, size=(4, 6, 9)).astype(np.dtype(dtype))
+    if dtype.startswith("f"):
+        x[1, 2, [3, 7]] = np.nan
+        x[2, 3, :] = -np.inf
+        x[3, :, 5] = np.nan
+    x[0, 4, 8] = 100
+    return x
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32"])
+def test_argmax(target: str, dtype: str) -> None:
+    """Against numpy's argmax (the reference): first index on ties, NaN as the largest."""
+    name = {"float32": "f32", "float16": "f16", "int32": "i32"}[dtype]
+    got = check_module(argmaxes(name), target, inputs={"x": argmax_input(dtype)})
+    assert got[0][0, 4] == 8  # the planted maximum
+    if dtype != "int32":
+        assert got[0][1, 2] == 3
+        assert got[0][2, 3] == 0

@@ -93,6 +93,7 @@ ADAPTERS: dict[str, Callable[..., Any]] = {
     "expand": ops.expand,
     "gather": ops.gather,
     "reduce": ops.reduce,
+    "argmax": ops.argmax,
     "softmax": ops.softmax,
     "cumsum": ops.cumsum,
     "conv": ops.conv,

@@ -323,6 +323,11 @@ def reduce(x: np.ndarray, *, kind: str, axes: tuple[int, ...], keep_dim: bool) -
     return REDUCE[kind](data, axis=tuple(axes), keepdims=keep_dim)
 
 
+def argmax(x: np.ndarray, *, axis: int, keep_dim: bool) -> np.ndarray:
+    """numpy's argmax: the first index of the maximum, a NaN counting as the maximum."""
+    return np.argmax(np.asarray(x), axis=axis, keepdims=keep_dim).astype(np.int32)
+
+
 def softmax(x: np.ndarray, *, axis: int) -> np.ndarray:
     x = _f(x)
     e = np.exp(x - x.max(axis=axis, keepdims=True))

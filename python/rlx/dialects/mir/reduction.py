@@ -1,4 +1,4 @@
-"""MIR reductions: reduce, softmax, cumsum."""
+"""MIR reductions: reduce, argmax, softmax, cumsum."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from rlx.dialects import checks
 from rlx.dialects.enums import FLOAT_TYPES, REDUCE_OPS
 from rlx.dialects.mir.dialect import MIR
 from rlx.dialects.schema import Check, bool_attr, enum_attr, int_attr, ints_attr
-from rlx.ir.types import TensorInfo
+from rlx.ir.types import DType, TensorInfo
 
 
 @MIR.op("reduce", operands=["x"],
@@ -31,6 +31,31 @@ def reduce(c: Check) -> list[TensorInfo]:
     if c.attr("keep_dim"):
         return [x.with_shape(1 if i in axes else d for i, d in enumerate(x.shape))]
     return [x.with_shape(d for i, d in enumerate(x.shape) if i not in axes)]
+
+
+ORDERED_TYPES = frozenset(d for d in DType if d != DType.I1)
+
+
+@MIR.op("argmax", operands=["x"],
+        attrs=[int_attr("axis", default=-1),
+               bool_attr("keep_dim", "keep the reduced axis as size 1", default=False)])
+def argmax(c: Check) -> list[TensorInfo]:
+    """Index of the largest element along ``axis``, as i32 (``Op::ArgMax``): the first one
+    on ties, and NaN counts as the largest (numpy's and PyTorch's ``argmax``).
+
+    A greedy decode step's next token, computed on the device so the token can feed the
+    next step without a host round trip.
+
+    Example::
+
+        %t = "rlx_mir.argmax"(%logits) {axis = -1 : i64, keep_dim = false}
+            : (tensor<1x1x32000xf32>) -> tensor<1x1xi32>
+    """
+    x = c.dtype("x", ORDERED_TYPES)
+    axis = checks.normalize_axis(c, "axis", c.attr("axis"), x.rank)
+    keep = c.attr("keep_dim")
+    shape = [1 if i == axis else d for i, d in enumerate(x.shape) if keep or i != axis]
+    return [TensorInfo(tuple(shape), DType.I32)]
 
 
 @MIR.op("softmax", operands=["x"], attrs=[int_attr("axis", default=-1)])

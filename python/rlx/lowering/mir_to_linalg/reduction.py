@@ -1,4 +1,4 @@
-"""mir-to-linalg for reductions: reduce, softmax, cumsum."""
+"""mir-to-linalg for reductions: reduce, argmax, softmax, cumsum."""
 
 from __future__ import annotations
 
@@ -53,6 +53,50 @@ def lower_reduce(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     out = emit.convert_tensor(out, t)
     if op.attrs["keep_dim"]:
         out = emit.reshape(out, [1 if i in axes else ss[i] for i in range(r)])
+    return [out]
+
+
+@MIR_TO_LINALG.register("argmax")
+def lower_argmax(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+    """One reduction generic carrying (best value, its index). An element replaces the
+    carried pair when it is larger, equal with a smaller index, or NaN where the carried
+    value is not (or a NaN with a smaller index): a total order, so the result does not
+    depend on the order IREE reduces in. The init (lowest value, index 0) stands for
+    element 0, which it never beats."""
+    x = op["x"]
+    r = emit.rank(x)
+    axis = op.attrs["axis"] % r
+    kept = [i for i in range(r) if i != axis]
+    t = emit.elem(x)
+    i32 = ir.IntegerType.get_signless(32)
+    ss = emit.sizes(x)
+    best = emit.filled([ss[i] for i in kept], t, _init_value("max", t))
+    index = emit.filled([ss[i] for i in kept], i32, 0)
+
+    def body(v: ir.Value, m: ir.Value, idx: ir.Value) -> list[ir.Value]:
+        i = arith.index_cast(i32, emit.loop_index(axis))
+        earlier = arith.cmpi(arith.CmpIPredicate.slt, i, idx)
+        if emit.is_float(t):
+            greater = arith.cmpf(arith.CmpFPredicate.OGT, v, m)
+            equal = arith.cmpf(arith.CmpFPredicate.OEQ, v, m)
+            v_nan = arith.cmpf(arith.CmpFPredicate.UNO, v, v)
+            m_nan = arith.cmpf(arith.CmpFPredicate.UNO, m, m)
+            m_num = arith.xori(m_nan, arith.constant(ir.IntegerType.get_signless(1), 1))
+            nan_wins = arith.andi(v_nan, arith.ori(m_num, earlier))
+        else:
+            greater = arith.cmpi(arith.CmpIPredicate.sgt, v, m)
+            equal = arith.cmpi(arith.CmpIPredicate.eq, v, m)
+            nan_wins = None
+        take = arith.ori(greater, arith.andi(equal, earlier))
+        if nan_wins is not None:
+            take = arith.ori(take, nan_wins)
+        return [arith.select(take, v, m), arith.select(take, i, idx)]
+
+    iters = [emit.REDUCTION if i == axis else emit.PARALLEL for i in range(r)]
+    out = emit.generic([x], [best, index], [emit.identity(r), emit.amap(r, kept),
+                                            emit.amap(r, kept)], iters, body)[1]
+    if op.attrs["keep_dim"]:
+        out = emit.reshape(out, [1 if i == axis else ss[i] for i in range(r)])
     return [out]
 
 
