@@ -134,6 +134,50 @@ def test_input_errors(linear_vmfb: bytes) -> None:
         rlx.runtime.load(linear_vmfb, "tpu", WEIGHTS)
 
 
+def test_submit_chains_on_the_device(linear_vmfb: bytes) -> None:
+    """``submit`` queues a call and returns device tensors that are ready later: 40 calls,
+    each taking the previous one's still-pending result, equal numpy's chain; a synchronous
+    call given a pending tensor waits for it; errors name the input as for plain calls."""
+    h = rlx.HirModule("square")
+    x = h.input("x", (None, 8))
+    h.set_outputs([h.linear(x, h.param("w", (8, 8)), h.param("b", (8,)), "relu")])
+    rng = np.random.default_rng(0)
+    w = {"w": (np.eye(8) * 0.9 + rng.standard_normal((8, 8)) * 0.05).astype(np.float32),
+         "b": rng.standard_normal(8).astype(np.float32) * 0.1}
+    prog = rlx.runtime.load(rlx.compile(h), params=w)
+    assert prog.main.signature.startswith("async func @main(")  # IREE's coarse-fences ABI
+    y, want = prog.main.submit(X), X
+    for _ in range(39):
+        y = prog.main.submit(y)
+    for _ in range(40):
+        want = np.maximum(want @ w["w"] + w["b"], 0)
+    after = prog.main(y)
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(after, np.maximum(want @ w["w"] + w["b"], 0), rtol=1e-5,
+                               atol=1e-6)
+    assert y.shape == (3, 8)
+    assert y.dtype == np.float32
+    with pytest.raises(rlx.RunError, match=r"input 'x': expected float32 \[\?, 8\], found "
+                                           r"float32 \[3, 7\]"):
+        prog.main.submit(X[:, :7])
+    pending = rlx.runtime.load(linear_vmfb, params=WEIGHTS).main.submit(X)  # [3, 4]
+    with pytest.raises(rlx.RunError, match=r"input 'x': expected float32 \[\?, 8\], found "
+                                           r"float32 \[3, 4\]"):
+        prog.main.submit(pending)
+
+
+def test_module_without_fences() -> None:
+    """A vmfb with IREE's synchronous ABI (built by hand or an older rlx) still runs; only
+    submit needs the fences, and says so."""
+    h = rlx.HirModule("relu")
+    h.set_outputs([h.mir("activation", [h.input("x", (None, 8))], kind="relu")])
+    prog = rlx.runtime.load(rlx.compile(h, extra_flags=["--iree-execution-model=async-internal"]))
+    assert prog.main.signature.startswith("sync func")
+    np.testing.assert_array_equal(prog.main(X), np.maximum(X, 0))
+    with pytest.raises(rlx.RunError, match="compiled without IREE's coarse-fences ABI"):
+        prog.main.submit(X)
+
+
 def test_rlx_run_cli(linear_vmfb: bytes, tmp_path: Path) -> None:
     vmfb, x, w = tmp_path / "m.vmfb", tmp_path / "x.npy", tmp_path / "w.irpa"
     vmfb.write_bytes(linear_vmfb)

@@ -37,6 +37,21 @@ HOPPER_AND_LATER = {"sm_90": "+ptx84", "sm_90a": "+ptx84", "sm_100": "+ptx86",
                     "sm_100a": "+ptx86", "sm_103": "+ptx86", "sm_103a": "+ptx86"}
 
 
+ABI_FLAGS = (
+    # Every function takes a wait and a signal fence after its inputs (IREE's coarse-fences
+    # ABI) and returns once the call is queued: rlx.runtime's Function.submit queues call
+    # n + 1 while the device runs call n (a pipelined greedy decode); on_device and plain
+    # calls wait on the signal fence. iree-run-module / iree-benchmark-module supply the
+    # fences themselves. One body per function (IREE's $async twin beside a sync export
+    # would inline the body twice and hoist the weight repacking twice).
+    "--iree-execution-model=async-external",
+    # Indirect command buffers bind buffers when the queued call runs, not when it is
+    # recorded: call n + 1 is recorded while call n is still allocating the results n + 1
+    # reads, which a direct binding rejects ("transient buffer has not been committed").
+    "--iree-hal-force-indirect-command-buffers",
+)
+
+
 @dataclass(frozen=True)
 class TargetConfig:
     """How one target is compiled; every field has the DESIGN.md default."""
@@ -82,7 +97,7 @@ class TargetConfig:
                 "rocm": "hip"}[self.target]
 
     def flags(self) -> list[str]:
-        opt = [f"--iree-opt-level={self.opt_level}"]
+        opt = [f"--iree-opt-level={self.opt_level}", *ABI_FLAGS]
         if self.target == "llvm-cpu":
             tiling = True if self.data_tiling is None else self.data_tiling
             flags = ["--iree-hal-target-device=local",

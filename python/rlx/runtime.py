@@ -135,41 +135,85 @@ def _check_dict_params(params: Mapping[str, np.ndarray], specs: list[ParamSpec])
 
 
 class DeviceTensor:
-    """A result kept in device memory (``Function.on_device``): pass it back as an input
-    without a host round trip (a KV cache, a carried state), or read it with ``numpy()``."""
+    """A result kept in device memory (``Function.on_device`` / ``Function.submit``): pass
+    it back as an input without a host round trip (a KV cache, a carried state), or read it
+    with ``numpy()``. A result of ``submit`` may still be computing: ``numpy()`` and
+    ``wait()`` block until it is ready, and a call that takes it as an input waits for it
+    on the device."""
 
-    def __init__(self, program: Program, array: Any) -> None:
+    def __init__(self, program: Program, array: Any = None, ready: Any = None, *,
+                 buffer_view: Any = None) -> None:
         self._program = program
-        self.array = array
+        self._array = array  # an iree.runtime DeviceArray, or built from the buffer view
+        self._bv = buffer_view if array is None else array._buffer_view
+        self._ready = ready  # the HalFence of the call computing it (None: ready)
+
+    @property
+    def array(self) -> Any:
+        """The iree.runtime ``DeviceArray`` (made on first use: a decode step's ~60 results
+        are passed on as buffer views, and making 60 DeviceArrays cost 0.65 ms a step)."""
+        if self._array is None:
+            import iree.runtime as rt
+
+            self._array = rt.DeviceArray(self._program._device, self._bv,
+                                         implicit_host_transfer=True)
+        return self._array
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(self.array.shape)
+        return tuple(self._bv.shape)
 
     @property
     def dtype(self) -> np.dtype:
-        return np.dtype(self.array.dtype)
+        import iree.runtime as rt
+
+        return np.dtype(rt.HalElementType.map_to_dtype(self._bv.element_type))
+
+    def wait(self) -> DeviceTensor:
+        """Block until the call that computes this tensor has finished (a device error
+        surfaces here as a RunError)."""
+        if self._ready is not None:
+            try:
+                self._ready.wait()
+            except (RuntimeError, ValueError) as e:
+                raise RunError(f"error: the call computing {self!r} failed: {e}") from None
+            self._ready = None
+        return self
 
     def numpy(self) -> np.ndarray:
-        return self._program.to_host(self.array)
+        return self._program.to_host(self.wait().array)
 
     def __repr__(self) -> str:
         return f"DeviceTensor({self.dtype}{list(self.shape)} on {self._program.device_name})"
 
 
+def _each(out: DeviceTensor | tuple[DeviceTensor, ...], f: Any
+          ) -> DeviceTensor | tuple[DeviceTensor, ...]:
+    if isinstance(out, tuple):
+        for o in out:
+            f(o)
+    else:
+        f(out)
+    return out
+
+
 class Function:
     """One entry point: call with numpy arrays (positional or by input name)."""
 
-    def __init__(self, program: Program, name: str, invoker: Any, reflection: dict[str, str]
-                 ) -> None:
+    def __init__(self, program: Program, name: str, invoker: Any, vm_function: Any) -> None:
         self._program = program
         self.name = name
         self._invoke = invoker
+        self._vm_function = vm_function
+        reflection = vm_function.reflection
         self.input_names: list[str] = json.loads(reflection.get("rlx.inputs", "[]"))
         self.input_types: list[tuple[list[int | None], DType]] = [
             (shape, DType.parse(dtype))
             for shape, dtype in json.loads(reflection.get("rlx.input_types", "[]"))]
         self.signature = reflection.get("iree.abi.declaration", "")
+        # rlx compiles with IREE's coarse-fences ABI (inputs, wait fence, signal fence);
+        # a vmfb built without it is called synchronously through IREE's invoker
+        self._fences = reflection.get("iree.abi.model") == "coarse-fences"
         self._dtypes = [dtype for _, dtype in self.input_types]
         self._want = [_np_dtype(dtype) for dtype in self._dtypes]
 
@@ -182,8 +226,10 @@ class Function:
     def on_device(self, *args: Any, **kwargs: Any) -> DeviceTensor | tuple[DeviceTensor, ...]:
         """Like calling the function, but the results stay in device memory."""
         arrays = self._bind(args, kwargs)
+        if self._fences:
+            return _each(self._queue(arrays), DeviceTensor.wait)
         dtypes = self._dtypes
-        inputs = [a.array if isinstance(a, DeviceTensor) else
+        inputs = [a.wait().array if isinstance(a, DeviceTensor) else
                   _to_iree(a, dtypes[i] if i < len(dtypes) else None)
                   for i, a in enumerate(arrays)]
         try:
@@ -194,6 +240,51 @@ class Function:
         if isinstance(out, tuple | list):
             return tuple(DeviceTensor(self._program, o) for o in out)
         return DeviceTensor(self._program, out)
+
+    def submit(self, *args: Any, **kwargs: Any) -> DeviceTensor | tuple[DeviceTensor, ...]:
+        """Queue a call and return at once: the results are device tensors that become
+        ready when the call finishes (``numpy()`` / ``wait()`` block until then). Inputs
+        may be results of earlier ``submit`` calls still running: the device waits for
+        them, the host does not, so the host prepares the next call while the device runs
+        this one (JAX's asynchronous dispatch)."""
+        if not self._fences:
+            raise RunError(f"error: {self.name}: the module was compiled without IREE's "
+                           "coarse-fences ABI (an older rlx?): recompile it, or call on_device")
+        return self._queue(self._bind(args, kwargs))
+
+    def _queue(self, arrays: list[np.ndarray | DeviceTensor]
+               ) -> DeviceTensor | tuple[DeviceTensor, ...]:
+        """Invoke the coarse-fences export: wait on the pending inputs' fences, signal a
+        fresh one that every result carries."""
+        import iree.runtime as rt
+
+        program, dtypes = self._program, self._dtypes
+        device = program._device
+        pending = []
+        inputs = rt.VmVariantList(len(arrays) + 2)
+        for i, a in enumerate(arrays):
+            if isinstance(a, DeviceTensor):
+                if a._ready is not None and a._program is program:
+                    pending.append(a._ready)
+                else:
+                    a.wait()  # another program's call: wait for it here
+                inputs.push_ref(a._bv)
+            else:
+                host = _to_iree(a, dtypes[i] if i < len(dtypes) else None)
+                inputs.push_ref(rt.asdevicearray(device, host)._buffer_view)
+        signal = rt.HalFence.create_at(device.create_semaphore(0), 1)
+        inputs.push_ref(rt.HalFence.join(pending) if pending else rt.HalFence(1))
+        inputs.push_ref(signal)
+        results = rt.VmVariantList(8)
+        try:
+            program._ctx.vm_context.invoke(self._vm_function, inputs, results)
+        except (RuntimeError, ValueError) as e:
+            self._check(arrays, device=True)  # a device tensor of the wrong shape: name it
+            raise RunError(f"error: calling {self.name}: {e}") from None
+        out = tuple(DeviceTensor(program, None, signal,
+                                 buffer_view=results.get_as_ref(i).deref(rt.HalBufferView))
+                    for i in range(results.size))
+        return out if len(out) != 1 else out[0]
 
     def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]
               ) -> list[np.ndarray | DeviceTensor]:
@@ -271,8 +362,8 @@ class Program:
         for name in self._vm.function_names:
             if name.startswith("__"):
                 continue
-            refl = self._vm.lookup_function(name).reflection
-            self._functions[name] = Function(self, name, getattr(bound, name), refl)
+            self._functions[name] = Function(self, name, getattr(bound, name),
+                                             self._vm.lookup_function(name))
 
     def param_specs(self) -> list[ParamSpec]:
         specs: dict[str, ParamSpec] = {}
