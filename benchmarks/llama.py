@@ -9,9 +9,10 @@ package, no Q4_K). Then, per format:
 
 - rlx: ``rlx.models.llama.from_gguf`` compiled for llvm-cpu; prefill = one ``prefill`` call
   on a ``--prompt``-token prompt (host ids in, last logits out); decode = ``--gen`` decode
-  steps after a 1-token prompt (timed: the steps, not that prompt's prefill, as llama-bench
-  times its ``tg`` run), each reading the logits back to the host (what greedy generation
-  does), the KV cache staying on the device;
+  greedy steps after a 1-token prompt (timed: the steps, not that prompt's prefill, as
+  llama-bench times its ``tg`` run) through ``Generator.greedy``, as ``rlx.generate`` runs
+  them: each step's token is the module's ``next`` output (argmax on the device), step
+  n + 1 is queued before step n's token is read back, the KV cache stays on the device;
 - HF transformers eager (f32; the same weights, not rounded), ``torch.set_num_threads``:
   the same prefill, and decode steps on HF's KV cache;
 - llama.cpp: ``llama-bench -t THREADS -p PROMPT -n GEN`` on the same GGUF file.
@@ -134,9 +135,7 @@ def rlx_side(path: Path, prompt: list[int], gen: int) -> dict[str, Any]:
     def decode() -> float:
         _, cache = g.prefill(prompt[:1])
         t0 = time.perf_counter()                 # the decode steps only (as llama-bench's tg)
-        for pos in range(1, gen + 1):
-            logits, cache = g.decode(prompt[pos % len(prompt)], pos, cache)
-            np.argmax(logits)
+        g.greedy(prompt[1], 1, cache, gen)
         return time.perf_counter() - t0
 
     counts = dispatch_counts(llama.build(model.config, functions=("decode",)))

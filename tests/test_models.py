@@ -4,6 +4,7 @@ embeddings), on llvm-cpu and Vulkan; unsupported or broken checkpoints are clear
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -95,6 +96,33 @@ def test_last_logits_prefill_and_decode_chain(tmp_path: Path) -> None:
     again, _ = gen.prefill([*PROMPT, 7])
     assert_close(step, again, "f32", "decode after prefill vs prefill of the longer prompt")
     assert cache[0].shape == (1, len(PROMPT) + 1, 2 * 16)
+
+
+@pytest.mark.parametrize("depth", [1, 3])
+def test_pipelined_greedy_matches_stepwise_decode(depth: int, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """generate queues decode step n + 1 before it reads step n's token (the module's
+    ``next`` output, the argmax on the device): its tokens equal a step-by-step loop that
+    takes the argmax of the logits on the host, and it stops right after the end token
+    (the steps already queued past it are dropped)."""
+    monkeypatch.setattr(importlib.import_module("rlx.generate"), "PIPELINE_DEPTH", depth)
+    hf = save_hf("llama", tmp_path)
+    gen = Generator(llama.from_hf(tmp_path))
+    logits, cache = gen.prefill(PROMPT)
+    want, position = [int(np.argmax(logits))], len(PROMPT)
+    while len(want) < 12:
+        logits, cache = gen.decode(want[-1], position, cache)
+        want.append(int(np.argmax(logits)))
+        position += 1
+    assert want == hf_reference(hf, PROMPT, 12)[1]
+    assert gen.generate(PROMPT, 12) == want
+    end = want.index(want[6])
+    assert gen.generate(PROMPT, 12, eos_token_id=want[6]) == want[:end + 1]
+    cos, sin = llama.rope_tables(gen.model.config, range(len(PROMPT)))
+    out = gen.program.prefill(np.array([PROMPT], np.int32), cos, sin,
+                              np.array([[len(PROMPT) - 1]], np.int32))
+    assert out[1].dtype == np.int32
+    np.testing.assert_array_equal(out[1], np.argmax(out[0], axis=-1))
 
 
 def test_rlx_generate_cli(tmp_path: Path) -> None:

@@ -1,8 +1,15 @@
 """Greedy generation on a compiled model: prefill once, then one decode call per token,
-the KV cache kept in device memory between calls."""
+the KV cache kept in device memory between calls.
+
+The decode calls are pipelined: each step's greedy token is the module's ``next`` output
+(argmax on the device), passed to the next step as a device tensor, and step n + 1 is
+queued (``Function.submit``) before step n's token is read back, so the host's per-call
+work (binding ~60 cache tensors, IREE recording the call) runs while the device computes
+the previous step instead of between steps."""
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,6 +20,9 @@ from rlx import runtime
 from rlx.compiler import TargetConfig, compile
 from rlx.ir.diagnostics import RunError
 from rlx.models.llama import LlamaModel, rope_tables
+
+PIPELINE_DEPTH = 1
+"""Decode steps queued beyond the one whose token is being read back."""
 
 
 @dataclass
@@ -39,28 +49,47 @@ class Generator:
         if "last" in self.program.prefill.input_names:
             inputs["last"] = np.array([[len(ids) - 1]], np.int32)
         out = self.program.prefill.on_device(**inputs)
-        return out[0].numpy()[0, -1], out[1:]
+        return out[0].numpy()[0, -1], out[2:]
 
     def decode(self, token: int, position: int, cache: tuple[Any, ...]
                ) -> tuple[np.ndarray, tuple[Any, ...]]:
+        """One step: logits ``[V]`` of ``token`` at ``position`` and the grown cache."""
         cos, sin = rope_tables(self.model.config, [position])
         out = self.program.decode.on_device(np.array([[token]], np.int32), cos, sin, *cache)
-        return out[0].numpy()[0, -1], out[1:]
+        return out[0].numpy()[0, -1], out[2:]
+
+    def greedy(self, token: int, position: int, cache: tuple[Any, ...], steps: int,
+               eos_token_id: int | None = None) -> list[int]:
+        """``steps`` greedy decode steps from ``token`` at ``position``: the tokens they
+        choose (stopping after ``eos_token_id``). Step n + 1 is queued before step n's
+        token is read back (a step queued past an end token is discarded)."""
+        cos, sin = rope_tables(self.model.config, range(position, position + steps))
+        decode = self.program.decode
+        ids: Any = np.array([[token]], np.int32)
+        pending: deque[Any] = deque()
+        out: list[int] = []
+        for step in range(steps + PIPELINE_DEPTH):
+            if step < steps:
+                res = decode.submit(ids, cos[step:step + 1], sin[step:step + 1], *cache)
+                ids, cache = res[1], res[2:]
+                pending.append(ids)
+            if len(pending) > PIPELINE_DEPTH or (step >= steps and pending):
+                out.append(int(pending.popleft().numpy().reshape(-1)[0]))
+                if out[-1] == eos_token_id:
+                    break
+        return out
 
     def generate(self, prompt_ids: Sequence[int], max_new_tokens: int = 32,
                  eos_token_id: int | None = None) -> list[int]:
         """Greedy decoding; returns the new token ids (stops after ``eos_token_id``)."""
+        if max_new_tokens < 1:
+            return []
         logits, cache = self.prefill(prompt_ids)
-        out: list[int] = []
-        position = len(prompt_ids)
-        for _ in range(max_new_tokens):
-            token = int(np.argmax(logits))
-            out.append(token)
-            if token == eos_token_id or len(out) == max_new_tokens:
-                break
-            logits, cache = self.decode(token, position, cache)
-            position += 1
-        return out
+        first = int(np.argmax(logits))
+        if first == eos_token_id or max_new_tokens == 1:
+            return [first]
+        return [first, *self.greedy(first, len(prompt_ids), cache, max_new_tokens - 1,
+                                    eos_token_id)]
 
 
 def generate(model: LlamaModel, prompt_ids: Sequence[int], max_new_tokens: int = 32, *,

@@ -4,17 +4,21 @@
 
 - ``prefill(ids [1, S] i32, cos [S, hd/2], sin [S, hd/2], last [1, 1] i32)`` returns the
   logits of position ``last`` (``[1, 1, V]``; with ``logits="all"``: ``[1, S, V]`` and no
-  ``last`` input) followed by the KV cache: ``k_0, v_0, ..., k_{L-1}, v_{L-1}``, each
+  ``last`` input), ``next`` (their argmax, the greedy token: ``[1, 1]`` i32, ``[1, S]`` with
+  ``logits="all"``), then the KV cache: ``k_0, v_0, ..., k_{L-1}, v_{L-1}``, each
   ``[1, S, kv_heads * head_dim]``.
 - ``decode(ids [1, 1] i32, cos [1, hd/2], sin [1, hd/2], k_0, v_0, ...)`` takes the cache of
-  the ``P`` positions so far and returns ``logits [1, 1, V]`` and the cache of ``P + 1``
-  positions.
+  the ``P`` positions so far and returns ``logits [1, 1, V]``, ``next [1, 1]`` and the cache
+  of ``P + 1`` positions.
 
 The cache is explicit inputs and outputs (the module stays functional and testable); the
 generation loop keeps it in device memory between calls (``Function.on_device``), so it never
-crosses to the host. RoPE tables are inputs: row t holds the absolute position of token t, so
-the same module serves any position (``rope_tables``). Supported: LLaMA (1/2/3, Mistral-style
-without sliding window), Qwen2 (QKV bias), Qwen3 (q/k RMSNorm); tied embeddings.
+crosses to the host. ``next`` lets greedy decoding feed a step's token to the next step on
+the device: ``rlx.generate`` queues step n + 1 before it reads step n's token back
+(``Function.submit``), so the host's work per call overlaps the device's. RoPE tables are
+inputs: row t holds the absolute position of token t, so the same module serves any position
+(``rope_tables``). Supported: LLaMA (1/2/3, Mistral-style without sliding window), Qwen2 (QKV
+bias), Qwen3 (q/k RMSNorm); tied embeddings.
 """
 
 from __future__ import annotations
@@ -322,7 +326,9 @@ def _function(h: HirModule, c: LlamaConfig, decode: bool, logits: str) -> None:
     for i in range(c.num_layers):
         x, k, v = _layer(ctx, i, x, cos, sin, pasts[i])
         cache += [k, v]
-    h.set_outputs([_head(ctx, x, last), *cache])
+    logits = _head(ctx, x, last)
+    nxt = h.named("next", lambda h: h.mir("argmax", [logits], axis=-1, keep_dim=False))
+    h.set_outputs([logits, nxt, *cache])
 
 
 def build(c: LlamaConfig, logits: str = "last", name: str = "llama",
