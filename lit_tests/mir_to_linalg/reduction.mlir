@@ -40,14 +40,20 @@ module @cumsum {
 
 // -----
 
-// argmax: one generic carrying (value, index); NaN-aware, order-independent comparison.
+// argmax: the maximum of the non-NaN elements (a maximumf reduction), then one generic with
+// two minsi reductions (first index equal to it, first NaN), then the NaN one wins.
 // CHECK-LABEL: module @argmax
-// CHECK:      linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>, affine_map<(d0, d1, d2) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction"]}
-// CHECK-SAME: outs(%{{.*}}, %{{.*}} : tensor<1x1xf32>, tensor<1x1xi32>)
-// CHECK:        linalg.index 2
-// CHECK:        arith.cmpf ogt
+// CHECK:      linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "reduction"]} ins(%arg0 : tensor<1x1x32000xf32>) outs(%{{.*}} : tensor<1x1xf32>)
 // CHECK:        arith.cmpf uno
-// CHECK:        arith.select
+// CHECK:        arith.maximumf
+// CHECK:      linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "reduction"]} ins(%arg0, %{{.*}} : tensor<1x1x32000xf32>, tensor<1x1xf32>) outs(%{{.*}}, %{{.*}} : tensor<1x1xi32>, tensor<1x1xi32>)
+// CHECK:        linalg.index 2
+// CHECK:        arith.cmpf oeq
+// CHECK:        arith.minsi
+// CHECK:        arith.cmpf uno
+// CHECK:        arith.minsi
+// CHECK:      linalg.generic
+// CHECK:        arith.cmpi ne
 // CHECK:        arith.select
 module @argmax {
   func.func @main(%x: tensor<1x1x32000xf32>) -> tensor<1x1xi32> {

@@ -58,43 +58,52 @@ def lower_reduce(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
 
 @MIR_TO_LINALG.register("argmax")
 def lower_argmax(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
-    """One reduction generic carrying (best value, its index). An element replaces the
-    carried pair when it is larger, equal with a smaller index, or NaN where the carried
-    value is not (or a NaN with a smaller index): a total order, so the result does not
-    depend on the order IREE reduces in. The init (lowest value, index 0) stands for
-    element 0, which it never beats."""
+    """Reductions with plain combiners, which IREE vectorizes: the maximum ``m`` of the
+    non-NaN elements, then (one generic, two results) the first index whose element equals
+    ``m`` and the first index of a NaN; a NaN wins. (One generic carrying (value, index)
+    through a select chain was not vectorized: 263 us for 49152 logits. ``maximumf``'s NaN
+    propagation is not used: SPIR-V's max drops NaNs.)"""
     x = op["x"]
     r = emit.rank(x)
     axis = op.attrs["axis"] % r
     kept = [i for i in range(r) if i != axis]
     t = emit.elem(x)
+    is_float = emit.is_float(t)
     i32 = ir.IntegerType.get_signless(32)
+    none = 2 ** 31 - 1
     ss = emit.sizes(x)
-    best = emit.filled([ss[i] for i in kept], t, _init_value("max", t))
-    index = emit.filled([ss[i] for i in kept], i32, 0)
-
-    def body(v: ir.Value, m: ir.Value, idx: ir.Value) -> list[ir.Value]:
-        i = arith.index_cast(i32, emit.loop_index(axis))
-        earlier = arith.cmpi(arith.CmpIPredicate.slt, i, idx)
-        if emit.is_float(t):
-            greater = arith.cmpf(arith.CmpFPredicate.OGT, v, m)
-            equal = arith.cmpf(arith.CmpFPredicate.OEQ, v, m)
-            v_nan = arith.cmpf(arith.CmpFPredicate.UNO, v, v)
-            m_nan = arith.cmpf(arith.CmpFPredicate.UNO, m, m)
-            m_num = arith.xori(m_nan, arith.constant(ir.IntegerType.get_signless(1), 1))
-            nan_wins = arith.andi(v_nan, arith.ori(m_num, earlier))
-        else:
-            greater = arith.cmpi(arith.CmpIPredicate.sgt, v, m)
-            equal = arith.cmpi(arith.CmpIPredicate.eq, v, m)
-            nan_wins = None
-        take = arith.ori(greater, arith.andi(equal, earlier))
-        if nan_wins is not None:
-            take = arith.ori(take, nan_wins)
-        return [arith.select(take, v, m), arith.select(take, i, idx)]
-
     iters = [emit.REDUCTION if i == axis else emit.PARALLEL for i in range(r)]
-    out = emit.generic([x], [best, index], [emit.identity(r), emit.amap(r, kept),
-                                            emit.amap(r, kept)], iters, body)[1]
+    out_ss = [ss[i] for i in kept]
+    lowest = _init_value("max", t)
+
+    def numbers_max(v: ir.Value, m: ir.Value) -> ir.Value:
+        if is_float:
+            v = arith.select(arith.cmpf(arith.CmpFPredicate.UNO, v, v), emit.scalar(lowest, t), v)
+        return emit.maximum(m, v)
+
+    best = emit.generic([x], [emit.filled(out_ss, t, lowest)],
+                        [emit.identity(r), emit.amap(r, kept)], iters, numbers_max)[0]
+
+    def first(v: ir.Value, m: ir.Value, *found: ir.Value) -> list[ir.Value]:
+        i = arith.index_cast(i32, emit.loop_index(axis))
+        miss = emit.scalar(none, i32)
+        eq = (arith.cmpf(arith.CmpFPredicate.OEQ, v, m) if is_float
+              else arith.cmpi(arith.CmpIPredicate.eq, v, m))
+        out = [arith.minsi(found[0], arith.select(eq, i, miss))]
+        if is_float:
+            nan = arith.cmpf(arith.CmpFPredicate.UNO, v, v)
+            out.append(arith.minsi(found[1], arith.select(nan, i, miss)))
+        return out
+
+    inits = [emit.filled(out_ss, i32, none) for _ in range(2 if is_float else 1)]
+    found = emit.generic([x, best], inits,
+                         [emit.identity(r), emit.amap(r, kept)] + [emit.amap(r, kept)] * len(inits),
+                         iters, first)
+    out = found[0]
+    if is_float:
+        out = emit.map_elementwise(
+            found, i32, lambda eq, nan: arith.select(
+                arith.cmpi(arith.CmpIPredicate.ne, nan, emit.scalar(none, i32)), nan, eq))
     if op.attrs["keep_dim"]:
         out = emit.reshape(out, [1 if i == axis else ss[i] for i in range(r)])
     return [out]
