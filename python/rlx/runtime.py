@@ -187,13 +187,14 @@ class DeviceTensor:
         return f"DeviceTensor({self.dtype}{list(self.shape)} on {self._program.device_name})"
 
 
-def _each(out: DeviceTensor | tuple[DeviceTensor, ...], f: Any
-          ) -> DeviceTensor | tuple[DeviceTensor, ...]:
-    if isinstance(out, tuple):
-        for o in out:
-            f(o)
-    else:
-        f(out)
+def _settle(out: DeviceTensor | tuple[DeviceTensor, ...]
+            ) -> DeviceTensor | tuple[DeviceTensor, ...]:
+    """Wait for one call's results (they share its signal fence) and mark them ready."""
+    tensors = out if isinstance(out, tuple) else (out,)
+    if tensors:
+        tensors[0].wait()
+    for t in tensors:
+        t._ready = None
     return out
 
 
@@ -227,7 +228,7 @@ class Function:
         """Like calling the function, but the results stay in device memory."""
         arrays = self._bind(args, kwargs)
         if self._fences:
-            return _each(self._queue(arrays), DeviceTensor.wait)
+            return _settle(self._queue(arrays))
         dtypes = self._dtypes
         inputs = [a.wait().array if isinstance(a, DeviceTensor) else
                   _to_iree(a, dtypes[i] if i < len(dtypes) else None)
