@@ -63,7 +63,7 @@ module @q4_k {
 // for the kernel and the result back.
 // CHECK-LABEL: module @q8_0
 // CHECK:       stream.executable private @rlx_gemv_q8_0_40x576
-// CHECK:           affine.apply affine_map<()[s0] -> (s0 ceildiv 8)>
+// CHECK:           affine.apply affine_map<()[s0] -> (s0 ceildiv 4)>
 // CHECK:           vector.load %{{.*}} : memref<10x2304xi8>, vector<16xi8>
 // CHECK:           arith.sitofp %{{.*}} : vector<16xi8> to vector<16xf32>
 // CHECK:           memref.load %{{.*}} : memref<10x72xf16>

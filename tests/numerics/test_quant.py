@@ -285,12 +285,13 @@ KERNEL_SCHEMES = ("gguf_q8_0", "gguf_q4_k")
 def test_gemv_kernels() -> None:
     """llvm-cpu's hand-written decode GEMVs (Q8_0, Q4_K) against the float64 reference on
     blocks in which every bit is set and clear somewhere, at row counts that give workgroups
-    of 4, 8, 16 and 32 rows (gemv_kernels.workgroup_rows), K from one to four Q4_K
-    superblocks and Q8_0 at a 135M model's K = 576; the kernels are checked to be what ran."""
+    of 4, 12, 20, 24 and 32 rows (gemv_kernels.workgroup_rows: any multiple of 4), K from one
+    to four Q4_K superblocks and Q8_0 at a 135M model's K = 576; the kernels are checked to
+    be what ran."""
     rng = np.random.default_rng(7)
     h = rlx.HirModule("kernels")
-    shapes = {"gguf_q8_0": ((4, 576), (40, 1536), (96, 1536), (128, 2048)),
-              "gguf_q4_k": ((4, 256), (40, 512), (96, 1024), (128, 768))}
+    shapes = {"gguf_q8_0": ((4, 576), (48, 1536), (96, 1536), (128, 2048)),
+              "gguf_q4_k": ((4, 256), (48, 512), (80, 1024), (128, 768))}
     xs = {k: h.input(f"x{k}", (1, k)) for k in (256, 512, 576, 768, 1024, 1536, 2048)}
     weights = {}
     outs = []
@@ -303,7 +304,8 @@ def test_gemv_kernels() -> None:
             outs.append(h.dequant_matmul(xs[k], h.param(name, weights[name].shape, "i8"),
                                          scheme=s))
     h.set_outputs(outs)
-    assert {workgroup_rows(r, k) for s in KERNEL_SCHEMES for r, k in shapes[s]} == {4, 8, 16, 32}
+    assert {workgroup_rows(r, k) for s in KERNEL_SCHEMES for r, k in shapes[s]} == {
+        4, 12, 20, 24, 32}
     linalg = rlx.compile(h, "llvm-cpu", emit="linalg")
     assert len(re.findall(r"flow\.dispatch @rlx_gemv_", linalg)) == len(outs)
     check_module(h, "llvm-cpu", params=weights)
