@@ -57,8 +57,6 @@ from rlx.lowering.registry import LoweringContext
 
 ROWS_PER_TILE = 4
 """Rows a kernel loop iteration accumulates at once (four 16-lane partial sums)."""
-ROWS_PER_WORKGROUP = (256, 128, 64, 32, 16, 8, 4)
-"""Candidate workgroup row counts, largest first (each a multiple of the tile)."""
 WEIGHTS_PER_WORKGROUP = 1 << 18
 """A workgroup takes at most this many weights (rows x K) when it can: IREE's per-workgroup
 cost is about a microsecond, too much for 32 rows of K = 576 (a 135M model's layers and LM
@@ -131,16 +129,15 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, ctx: LoweringContext
     return Kernel(scheme, n, k, workgroup_rows(n, k))
 
 
-def workgroup_rows(n: int, k: int, budget: int | None = None) -> int:
-    """The largest multiple of 4 that divides ``n``, keeps a workgroup within ``budget``
-    weights (:data:`WEIGHTS_PER_WORKGROUP`) and leaves an even count of at least
+def workgroup_rows(n: int, k: int) -> int:
+    """The largest multiple of 4 that divides ``n``, keeps a workgroup within
+    :data:`WEIGHTS_PER_WORKGROUP` weights and leaves an even count of at least
     :data:`MIN_WORKGROUPS` workgroups (two workers: an odd count leaves one workgroup
     running alone at the end); relaxed in that order. Not only powers of two: the 135M
     model's GEMVs (qkv, o, gate_up, down, LM head) had 15 / 9 / 24 / 9 / 384 workgroups of
     power-of-two rows and now 4 / 4 / 8 / 4 / 128."""
-    budget = WEIGHTS_PER_WORKGROUP if budget is None else budget
     fits = [r for r in range(n - n % ROWS_PER_TILE, 0, -ROWS_PER_TILE)
-            if n % r == 0 and r * k <= budget]
+            if n % r == 0 and r * k <= WEIGHTS_PER_WORKGROUP]
     even = [r for r in fits if n // r >= MIN_WORKGROUPS and (n // r) % 2 == 0]
     busy = [r for r in fits if n // r >= MIN_WORKGROUPS]
     return (even or busy or fits or [ROWS_PER_TILE])[0]
