@@ -166,6 +166,22 @@ def test_submit_chains_on_the_device(linear_vmfb: bytes) -> None:
         prog.main.submit(pending)
 
 
+def test_failed_call_is_a_run_error() -> None:
+    """A call that fails on the device (its fence failed, here by hand) is a RunError where
+    its result is read, and a later call that takes that result fails the same way."""
+    h = rlx.HirModule("relu")
+    h.set_outputs([h.mir("activation", [h.input("x", (None, 8))], kind="relu")])
+    prog = rlx.runtime.load(rlx.compile(h))
+    y = prog.main.submit(X)
+    y._ready.fail("injected failure")
+    with pytest.raises(rlx.RunError, match=r"the call computing .* failed: .*injected failure"):
+        y.numpy()
+    z = prog.main.submit(X)
+    z._ready.fail("injected failure")
+    with pytest.raises(rlx.RunError, match="injected failure"):
+        prog.main.submit(z).wait()
+
+
 def test_module_without_fences() -> None:
     """A vmfb with IREE's synchronous ABI (built by hand or an older rlx) still runs; only
     submit needs the fences, and says so."""
