@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,11 @@ from rlx.ir.types import DType
 
 DEVICES = ("local-task", "local-sync", "vulkan", "cuda", "hip")
 PARAM_SCOPE = "model"
+WAIT_POLL_S = (5e-5, 5e-4)
+"""A pending result is waited for by polling its call's semaphore, sleeping from the first
+to the second interval (doubling), instead of blocking in IREE's wait: that wait spins on
+the CPU after it wakes, and on a 2-core machine running IREE's two workers the spinning
+took ~0.9 ms of a 135M model's ~7 ms decode step from the workers (perf, 64-token runs)."""
 
 ParamSource = Mapping[str, np.ndarray] | str | Path | None
 
@@ -142,11 +148,12 @@ class DeviceTensor:
     on the device."""
 
     def __init__(self, program: Program, array: Any = None, ready: Any = None, *,
-                 buffer_view: Any = None) -> None:
+                 buffer_view: Any = None, semaphore: Any = None) -> None:
         self._program = program
         self._array = array  # an iree.runtime DeviceArray, or built from the buffer view
         self._bv = buffer_view if array is None else array._buffer_view
         self._ready = ready  # the HalFence of the call computing it (None: ready)
+        self._semaphore = semaphore  # the fence's semaphore (signalled to 1), to poll
 
     @property
     def array(self) -> Any:
@@ -174,7 +181,9 @@ class DeviceTensor:
         surfaces here as a RunError)."""
         if self._ready is not None:
             try:
-                self._ready.wait()
+                if self._semaphore is not None:
+                    _sleep_until_signalled(self._semaphore)
+                self._ready.wait()  # returns at once, or raises the call's error
             except (RuntimeError, ValueError) as e:
                 raise RunError(f"error: the call computing {self!r} failed: {e}") from None
             self._ready = None
@@ -185,6 +194,14 @@ class DeviceTensor:
 
     def __repr__(self) -> str:
         return f"DeviceTensor({self.dtype}{list(self.shape)} on {self._program.device_name})"
+
+
+def _sleep_until_signalled(semaphore: Any) -> None:
+    """Sleep until ``semaphore`` reaches 1 (see ``WAIT_POLL_S``); a failed call raises."""
+    delay, longest = WAIT_POLL_S
+    while semaphore.query() < 1:
+        time.sleep(delay)
+        delay = min(2 * delay, longest)
 
 
 def _settle(out: DeviceTensor | tuple[DeviceTensor, ...]
@@ -273,7 +290,8 @@ class Function:
             else:
                 host = _to_iree(a, dtypes[i] if i < len(dtypes) else None)
                 inputs.push_ref(rt.asdevicearray(device, host)._buffer_view)
-        signal = rt.HalFence.create_at(device.create_semaphore(0), 1)
+        semaphore = device.create_semaphore(0)
+        signal = rt.HalFence.create_at(semaphore, 1)
         inputs.push_ref(rt.HalFence.join(pending) if pending else rt.HalFence(1))
         inputs.push_ref(signal)
         results = rt.VmVariantList(8)
@@ -282,7 +300,7 @@ class Function:
         except (RuntimeError, ValueError) as e:
             self._check(arrays, device=True)  # a device tensor of the wrong shape: name it
             raise RunError(f"error: calling {self.name}: {e}") from None
-        out = tuple(DeviceTensor(program, None, signal,
+        out = tuple(DeviceTensor(program, None, signal, semaphore=semaphore,
                                  buffer_view=results.get_as_ref(i).deref(rt.HalBufferView))
                     for i in range(results.size))
         return out if len(out) != 1 else out[0]
