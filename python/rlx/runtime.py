@@ -24,10 +24,16 @@ from rlx.ir.types import DType
 DEVICES = ("local-task", "local-sync", "vulkan", "cuda", "hip")
 PARAM_SCOPE = "model"
 WAIT_POLL_S = (5e-5, 5e-4)
-"""A pending result is waited for by polling its call's semaphore, sleeping from the first
-to the second interval (doubling), instead of blocking in IREE's wait: that wait spins on
-the CPU after it wakes, and on a 2-core machine running IREE's two workers the spinning
-took ~0.9 ms of a 135M model's ~7 ms decode step from the workers (perf, 64-token runs)."""
+"""Waiting for a result polls the call's semaphore, sleeping from the first interval,
+doubling, to the second, instead of blocking in IREE's wait at once: that wait spins on the
+CPU for up to ~2 ms (1.6 ms of a 6 ms wait, measured), and on a 2-core machine running
+IREE's two workers the spinning took ~0.9 ms of a 135M model's ~7 ms pipelined decode step
+from the workers (perf, 64-token runs)."""
+WAIT_PLAIN_POLL_S = 0.01
+"""A wait with no later call queued behind it (whose latency is the caller's) polls this
+long, then blocks in IREE's wait: a long call costs one spin, not a wake-up every 0.5 ms.
+A wait with a later call queued (the pipelined decode loop) keeps polling, its sleeps
+growing to an eighth of the time waited: the device is busy with the queued call."""
 
 ParamSource = Mapping[str, np.ndarray] | str | Path | None
 
@@ -154,6 +160,7 @@ class DeviceTensor:
         self._bv = buffer_view if array is None else array._buffer_view
         self._ready = ready  # the HalFence of the call computing it (None: ready)
         self._semaphore = semaphore  # the fence's semaphore (signalled to 1), to poll
+        self._call = program._calls  # calls queued on the program so far, this one included
 
     @property
     def array(self) -> Any:
@@ -182,7 +189,7 @@ class DeviceTensor:
         if self._ready is not None:
             try:
                 if self._semaphore is not None:
-                    _sleep_until_signalled(self._semaphore)
+                    _poll(self._semaphore, queued=self._program._calls > self._call)
                 self._ready.wait()  # returns at once, or raises the call's error
             except (RuntimeError, ValueError) as e:
                 raise RunError(f"error: the call computing {self!r} failed: {e}") from None
@@ -196,12 +203,17 @@ class DeviceTensor:
         return f"DeviceTensor({self.dtype}{list(self.shape)} on {self._program.device_name})"
 
 
-def _sleep_until_signalled(semaphore: Any) -> None:
-    """Sleep until ``semaphore`` reaches 1 (see ``WAIT_POLL_S``); a failed call raises."""
+def _poll(semaphore: Any, queued: bool) -> None:
+    """Sleep until ``semaphore`` reaches 1, or (``queued`` false) ``WAIT_PLAIN_POLL_S``
+    has passed; a failed call raises. See ``WAIT_POLL_S``."""
     delay, longest = WAIT_POLL_S
+    start = time.perf_counter()
     while semaphore.query() < 1:
+        waited = time.perf_counter() - start
+        if not queued and waited > WAIT_PLAIN_POLL_S:
+            return
         time.sleep(delay)
-        delay = min(2 * delay, longest)
+        delay = min(2 * delay, max(longest, waited / 8) if queued else longest)
 
 
 def _settle(out: DeviceTensor | tuple[DeviceTensor, ...]
@@ -290,6 +302,7 @@ class Function:
             else:
                 host = _to_iree(a, dtypes[i] if i < len(dtypes) else None)
                 inputs.push_ref(rt.asdevicearray(device, host)._buffer_view)
+        program._calls += 1
         semaphore = device.create_semaphore(0)
         signal = rt.HalFence.create_at(semaphore, 1)
         inputs.push_ref(rt.HalFence.join(pending) if pending else rt.HalFence(1))
@@ -370,6 +383,7 @@ class Program:
         except (RuntimeError, ValueError) as e:
             raise RunError(f"error: cannot load the module on {device}: {e}") from None
         self._keep: list[Any] = []
+        self._calls = 0  # calls queued (``Function._queue``), to tell how to wait
         modules = [self._vm]
         specs = self.param_specs()
         if specs or params is not None:
