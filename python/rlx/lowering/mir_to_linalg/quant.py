@@ -20,7 +20,7 @@ Three steps, each a ``linalg.generic``:
 3. **Contraction** over the same grouped space: ``x`` expanded to ``[M, G, *group]`` (read
    in the dequant's loop order), ``y[m, n] = Σ x[m, g, ...] W[n, g, ...]`` in f32, no
    reshape between 2 and 3. F16 / BF16 are plain mixed-precision matmuls instead. On
-   llvm-cpu at M > 1 (data tiling) F16, BF16 and Q8_0 are dequantized K-major into the
+   llvm-cpu at M > 1 (data tiling) every GGUF scheme is dequantized K-major into the
    weight's data-tiling pack, and the contraction is f32 (:func:`fused_matmul`).
 
 The loop order is per target (:func:`loop_order`), rows are padded for the SPIR-V
@@ -507,15 +507,23 @@ def dequantize(inputs: dict[str, ir.Value], maps: dict[str, ir.AffineMap],
                space: Sequence[int], weight: Callable[[Scalars], ir.Value],
                k_major: bool = False) -> ir.Value:
     """The all-parallel, arith-only generic over ``space`` (rows first) giving f32 weights;
-    ``weight`` gets the input scalars by name. ``k_major``: the result has the rows last
-    (``[G, *group, N']``, see :func:`fused_matmul`)."""
+    ``weight`` gets the input scalars by name, and the index of loop ``a`` as ``#loop{a}``
+    (made on first use). ``k_major``: the result has the rows last (``[G, *group, N']``,
+    see :func:`fused_matmul`)."""
     names = list(inputs)
     rank = len(space)
     perm = [*range(1, rank), 0] if k_major else list(range(rank))
     init = emit.empty([space[p] for p in perm], emit.f32())
 
+    class WithLoops(dict):  # type: ignore[type-arg]
+        def __missing__(self, key: str) -> ir.Value:
+            if not key.startswith("#loop"):
+                raise KeyError(key)
+            self[key] = emit.loop_index(int(key[len("#loop"):]))
+            return self[key]
+
     def body(*args: ir.Value) -> ir.Value:
-        return weight(dict(zip(names, args[:len(names)], strict=True)))
+        return weight(WithLoops(zip(names, args[:len(names)], strict=True)))
 
     return emit.generic([inputs[k] for k in names], [init],
                         [maps[k] for k in names] + [emit.amap(rank, perm)],
@@ -557,28 +565,47 @@ def loop_order(layout: GgufLayout, target: str) -> list[int]:
 
 
 def _with_shifts(layout: GgufLayout, pos: Sequence[int], inputs: dict[str, ir.Value],
-                 maps: dict[str, ir.AffineMap]) -> Callable[[Scalars], ir.Value]:
+                 maps: dict[str, ir.AffineMap], computed: bool = False
+                 ) -> Callable[[Scalars], ir.Value]:
     """Add each sub-byte plane's shift table to ``inputs``; wrap the layout's weight so that
-    it sees plane values (``(byte >> shift) & mask``). ``pos[i]``: the loop of group dim i."""
+    it sees plane values (``(byte >> shift) & mask``). ``pos[i]``: the loop of group dim i.
+    ``computed``: the shifts and tables are computed from the loop indices instead (the
+    llvm-cpu prefill, :func:`fused_matmul`): IREE fuses the weight's data-tiling pack into
+    the dequant only if the dispatch holds no constant tensor (a 2-byte shift table kept
+    Q4_K's pack a dispatch of its own: 5632 x 2048 dequant 13.7 ms + pack 14.1 ms, against
+    3.0 ms fused), while an index-dependent body crashes IREE's SPIR-V matvec
+    (:func:`shift_table`)."""
     rank = 2 + len(pos)
     planes = {}
+    tables = {}
     for name, plane in layout.planes.items():
         if plane.width == 8:
+            continue
+        planes[name] = ((1 << plane.width) - 1, plane.shift)
+        if computed:
             continue
         slots = sorted((i for i in range(len(layout.group)) if i not in plane.dims),
                        key=lambda i: pos[i])
         inputs[f"{name}.shift"] = shift_table(plane.shift, layout.group, slots)
         maps[f"{name}.shift"] = emit.amap(rank, [2 + pos[i] for i in slots])
-        planes[name] = (1 << plane.width) - 1
     for name, (dims, value) in layout.tables.items():
+        tables[name] = value
+        if computed:
+            continue
         slots = sorted(dims, key=lambda i: pos[i])
         inputs[name] = shift_table(value, layout.group, slots)
         maps[name] = emit.amap(rank, [2 + pos[i] for i in slots])
+    group = [ir.AffineDimExpr.get(i) for i in range(len(pos))]
 
     def weight(s: Scalars) -> ir.Value:
         values = dict(s)
-        for name, mask in planes.items():
-            values[name] = _bits(s[name], s[f"{name}.shift"], mask)
+        loops = [s[f"#loop{2 + pos[i]}"] for i in range(len(pos))] if computed else []
+        for name, value in tables.items():
+            if computed:
+                values[name] = _apply(value(group), loops)
+        for name, (mask, shift) in planes.items():
+            by = _apply(shift(group), loops) if computed else s[f"{name}.shift"]
+            values[name] = _bits(s[name], by, mask)
         return layout.weight(values)
 
     return weight
@@ -624,7 +651,7 @@ def gguf_weight(w: ir.Value, scheme: str, target: str, k_major: bool = False
     for name, f in layout.fields.items():
         inputs[name] = repack_field(raw3, rows, f, layout.group, pos)
         maps[name] = emit.amap(rank, loops(f.dims))
-    weight = _with_shifts(layout, pos, inputs, maps)
+    weight = _with_shifts(layout, pos, inputs, maps, computed=k_major)
     return dequantize(inputs, maps, space, weight, k_major), order
 
 
@@ -837,7 +864,7 @@ def interleave_tiles(kern: gemv_kernels.Kernel, planes: list[ir.Value]) -> list[
     return out
 
 
-K_MAJOR_PREFILL = ("gguf_f16", "gguf_bf16", "gguf_q8_0")
+K_MAJOR_PREFILL = tuple(s for s, q in QUANT_SCHEMES.items() if q.gguf)
 """Schemes whose llvm-cpu prefill dequantizes K-major (:func:`fused_matmul`)."""
 
 
@@ -851,7 +878,10 @@ def fused_matmul(ctx: LoweringContext, op: Decoded, x2: ir.Value) -> ir.Value:
     # is IREE's f32 mmt4d. 1B prefill of 128 tokens: F16 2.35 -> 1.9 s (dequantized in the
     # contraction body, the mixed f32 x f16 mmt4d ran at ~95 GFLOP/s against ~200), the
     # dequant-and-pack of a 2048 x 5632 weight 19 -> 6 ms (row-major it was a strided pack);
-    # Q8_0 2.17 -> 1.68 s. Not the K-quants: Q4_K's many-field dequant went 2.1 -> 4.9 s.
+    # Q8_0 2.17 -> 1.68 s. Every GGUF scheme since its sub-byte shifts are computed, not
+    # read from a constant table, in this form (:func:`_with_shifts`): the dequant-and-pack
+    # of a 5632 x 2048 Q4_K weight 27.8 -> 3.0 ms, its M = 128 matmul 57.5 -> 23.6 ms (Q8_0:
+    # 22.8 ms), and 2.2-2.6x for Q4_0 ... Q6_K (a table kept the pack a dispatch of its own).
     k_major = (scheme in K_MAJOR_PREFILL and ctx.options.data_tiling
                and emit.static_shape(x2)[0] != 1)
     if QUANT_SCHEMES[scheme].gguf:
