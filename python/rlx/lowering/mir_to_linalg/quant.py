@@ -507,23 +507,15 @@ def dequantize(inputs: dict[str, ir.Value], maps: dict[str, ir.AffineMap],
                space: Sequence[int], weight: Callable[[Scalars], ir.Value],
                k_major: bool = False) -> ir.Value:
     """The all-parallel, arith-only generic over ``space`` (rows first) giving f32 weights;
-    ``weight`` gets the input scalars by name, and the index of loop ``a`` as ``#loop{a}``
-    (made on first use). ``k_major``: the result has the rows last (``[G, *group, N']``,
-    see :func:`fused_matmul`)."""
+    ``weight`` gets the input scalars by name. ``k_major``: the result has the rows last
+    (``[G, *group, N']``, see :func:`fused_matmul`)."""
     names = list(inputs)
     rank = len(space)
     perm = [*range(1, rank), 0] if k_major else list(range(rank))
     init = emit.empty([space[p] for p in perm], emit.f32())
 
-    class WithLoops(dict):  # type: ignore[type-arg]
-        def __missing__(self, key: str) -> ir.Value:
-            if not key.startswith("#loop"):
-                raise KeyError(key)
-            self[key] = emit.loop_index(int(key[len("#loop"):]))
-            return self[key]
-
     def body(*args: ir.Value) -> ir.Value:
-        return weight(WithLoops(zip(names, args[:len(names)], strict=True)))
+        return weight(dict(zip(names, args[:len(names)], strict=True)))
 
     return emit.generic([inputs[k] for k in names], [init],
                         [maps[k] for k in names] + [emit.amap(rank, perm)],
@@ -599,10 +591,9 @@ def _with_shifts(layout: GgufLayout, pos: Sequence[int], inputs: dict[str, ir.Va
 
     def weight(s: Scalars) -> ir.Value:
         values = dict(s)
-        loops = [s[f"#loop{2 + pos[i]}"] for i in range(len(pos))] if computed else []
-        for name, value in tables.items():
-            if computed:
-                values[name] = _apply(value(group), loops)
+        loops = [emit.loop_index(2 + pos[i]) for i in range(len(pos))] if computed else []
+        if computed:
+            values.update({name: _apply(value(group), loops) for name, value in tables.items()})
         for name, (mask, shift) in planes.items():
             by = _apply(shift(group), loops) if computed else s[f"{name}.shift"]
             values[name] = _bits(s[name], by, mask)
