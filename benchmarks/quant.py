@@ -40,12 +40,12 @@ sys.path.insert(0, str(ROOT / "python"))
 
 import rlx  # noqa: E402
 from rlx.dialects.enums import QUANT_SCHEMES  # noqa: E402
+from rlx.lowering.mir_to_linalg.gemv_kernels import SCHEMES as KERNEL_SCHEMES  # noqa: E402
 from rlx.reference import quant as ref  # noqa: E402
 
 GGUF_SCHEMES = [s for s, q in QUANT_SCHEMES.items() if q.gguf]
-KERNEL_SCHEMES = ("gguf_q8_0", "gguf_q4_k")
-"""Schemes with a hand-written llvm-cpu decode GEMV (measured both ways: ``kernel`` and the
-``fused`` dequant + matvec that ``gemv_kernels=False`` gives)."""
+# KERNEL_SCHEMES: the schemes with a hand-written llvm-cpu decode GEMV, measured both ways
+# (``kernel`` and the ``fused`` dequant + matvec that ``gemv_kernels=False`` gives).
 STREAM_BYTES = 96 << 20
 """Weight bytes per timed call: three times a 32 MiB L3."""
 

@@ -14,14 +14,14 @@
 // CHECK-COUNT-4: flow.dispatch @main_dispatch_
 // CHECK-NOT:     flow.dispatch @
 
-// llvm-cpu by default: Q4_K and Q8_0 through rlx's GEMV kernels (one dispatch each, the
-// repacking in initializers), Q6_K and Q5_0 fused as above.
-// KERNELS-COUNT-2: flow.executable.export public @main_dispatch_{{[0-9]+}}_matvec_like_
+// llvm-cpu by default: Q4_K, Q8_0 and Q5_0 (widened to bytes) through rlx's GEMV kernels
+// (one dispatch each, the repacking in initializers), Q6_K fused as above.
+// KERNELS-COUNT-1: flow.executable.export public @main_dispatch_{{[0-9]+}}_matvec_like_
 // KERNELS-NOT:     flow.executable.export public @main_dispatch
 // KERNELS-LABEL:   util.func public @main(
 // KERNELS-DAG:     flow.dispatch @rlx_gemv_q4_k_256x2048::@rlx_gemv_q4_k_256x2048
 // KERNELS-DAG:     flow.dispatch @rlx_gemv_q8_0_384x2048::@rlx_gemv_q8_0_384x2048
-// KERNELS-DAG:     flow.dispatch @main_dispatch_
+// KERNELS-DAG:     flow.dispatch @rlx_gemv_q5_0_640x2048::@rlx_gemv_q5_0_640x2048
 // KERNELS-DAG:     flow.dispatch @main_dispatch_
 // KERNELS-NOT:     flow.dispatch @
 module @decode attributes {rlx.fusion_policy = "direct"} {

@@ -33,6 +33,8 @@ from rlx.lowering.registry import LoweringOptions
 
 TARGETS = ("llvm-cpu", "vulkan", "cuda", "rocm")
 EMITS = ("hir", "mir", "linalg", "vmfb")
+HOIST_GROWTH_FLAG = "--iree-opt-const-expr-max-size-increase-threshold"
+"""An IREE flag rlx's lowering reads from ``extra_flags`` (``LoweringOptions.hoist_growth``)."""
 HOPPER_AND_LATER = {"sm_90": "+ptx84", "sm_90a": "+ptx84", "sm_100": "+ptx86",
                     "sm_100a": "+ptx86", "sm_103": "+ptx86", "sm_103a": "+ptx86"}
 
@@ -88,8 +90,16 @@ class TargetConfig:
         kernels = self.gemv_kernels
         if kernels is None:
             kernels = self.target == "llvm-cpu"
+        growth = [f.split("=", 1)[1] for f in self.extra_flags
+                  if f.startswith(f"{HOIST_GROWTH_FLAG}=")]
+        try:
+            hoist = int(growth[-1]) if growth else LoweringOptions.hoist_growth
+        except ValueError:
+            raise CompileError(f"error: {HOIST_GROWTH_FLAG}: expected a byte count, found "
+                               f"{growth[-1]!r}") from None
         return LoweringOptions(attention=self.attention or default, compute_barriers=barriers,
-                               data_tiling=tiling, gemv_kernels=kernels, target=self.target)
+                               data_tiling=tiling, gemv_kernels=kernels, target=self.target,
+                               hoist_growth=hoist)
 
     @property
     def runtime_device(self) -> str:

@@ -37,6 +37,7 @@ from rlx.compiler import TargetConfig
 from rlx.dialects.builder import HirValue
 from rlx.dialects.enums import QUANT_SCHEMES
 from rlx.lowering.mir_to_linalg.gemv_kernels import workgroup_rows
+from rlx.lowering.registry import LoweringOptions
 from rlx.reference import quant as ref
 from rlx.reference.tolerance import assert_close
 
@@ -268,7 +269,7 @@ def test_matmul_f16_activations() -> None:
 
 def flow_exports(h: rlx.HirModule, target: str) -> list[str]:
     """The dispatch exports of @main at --compile-to=flow (no GPU needed)."""
-    text = rlx.compile(h, target, emit="linalg")
+    text = rlx.compile(h, target, emit="linalg", extra_flags=NO_HOIST)
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "m.mlir"
         src.write_text(text)
@@ -279,19 +280,21 @@ def flow_exports(h: rlx.HirModule, target: str) -> list[str]:
     return [e for e in exports if e.startswith("main_")]
 
 
-KERNEL_SCHEMES = ("gguf_q8_0", "gguf_q4_k")
+KERNEL_SCHEMES = ("gguf_q8_0", "gguf_q4_k", "gguf_q5_0", "gguf_q4_0")
 
 
 def test_gemv_kernels() -> None:
-    """llvm-cpu's hand-written decode GEMVs (Q8_0, Q4_K) against the float64 reference on
-    blocks in which every bit is set and clear somewhere, at row counts that give workgroups
-    of 4, 12, 20, 24 and 32 rows (gemv_kernels.workgroup_rows: any multiple of 4), K from one
-    to four Q4_K superblocks and Q8_0 at a 135M model's K = 576; the kernels are checked to
-    be what ran."""
+    """llvm-cpu's hand-written decode GEMVs (Q8_0, Q4_K; Q5_0 and Q4_0 through the Q8_0
+    kernel, widened to bytes) against the float64 reference on blocks in which every bit is
+    set and clear somewhere, at row counts that give workgroups of 4, 8, 12, 20, 24 and 32 rows
+    (gemv_kernels.workgroup_rows: any multiple of 4), K from one to four Q4_K superblocks and
+    Q8_0 / Q5_0 at a 135M model's K = 576; the kernels are checked to be what ran."""
     rng = np.random.default_rng(7)
     h = rlx.HirModule("kernels")
     shapes = {"gguf_q8_0": ((4, 576), (48, 1536), (96, 1536), (128, 2048)),
-              "gguf_q4_k": ((4, 256), (48, 512), (80, 1024), (128, 768))}
+              "gguf_q4_k": ((4, 256), (48, 512), (80, 1024), (128, 768)),
+              "gguf_q5_0": ((4, 576), (48, 576), (96, 1536)),
+              "gguf_q4_0": ((8, 512), (48, 1536))}
     xs = {k: h.input(f"x{k}", (1, k)) for k in (256, 512, 576, 768, 1024, 1536, 2048)}
     weights = {}
     outs = []
@@ -305,10 +308,37 @@ def test_gemv_kernels() -> None:
                                          scheme=s))
     h.set_outputs(outs)
     assert {workgroup_rows(r, k) for s in KERNEL_SCHEMES for r, k in shapes[s]} == {
-        4, 12, 20, 24, 32}
+        4, 8, 12, 20, 24, 32}
     linalg = rlx.compile(h, "llvm-cpu", emit="linalg")
     assert len(re.findall(r"flow\.dispatch @rlx_gemv_", linalg)) == len(outs)
     check_module(h, "llvm-cpu", params=weights)
+
+
+@pytest.mark.parametrize("scheme", ["gguf_q5_0", "gguf_q4_0"])
+def test_widened_kernel_only_where_hoisted(scheme: str) -> None:
+    """Q5_0 / Q4_0 run the Q8_0 kernel only where their widening to bytes (which grows the
+    weight) is still hoisted into initializers by IREE: the decode GEMV is then one dispatch
+    per call. Just over the bound, or under a threshold lowered by the user's flags, they
+    keep the fused form, also one dispatch; a kernel there would re-widen the weight on
+    every call (two dispatches)."""
+    def module(n: int, k: int) -> rlx.HirModule:
+        h = rlx.HirModule("g")
+        x = h.input("x", (1, k))
+        w = h.param("w", (n, QUANT_SCHEMES[scheme].row_bytes(k)), "i8")
+        h.set_outputs([h.dequant_matmul(x, w, scheme=scheme)])
+        return h
+
+    k = 2048
+    row = QUANT_SCHEMES[scheme].row_bytes(k)
+    fits = (LoweringOptions.hoist_growth // (k - row)) // 4 * 4  # the most rows under it
+    for n, kernel, flags in ((fits, True, []), (fits + 4, False, []), (fits, False, NO_HOIST)):
+        linalg = rlx.compile(module(n, k), "llvm-cpu", emit="linalg", extra_flags=flags)
+        assert ("@rlx_gemv_" in linalg) == kernel, (n, k, flags)
+        counts = rlx.compiler.dispatch_counts(module(n, k), "llvm-cpu", extra_flags=flags)
+        assert counts.stream == 1, (n, k, flags)
+    with pytest.raises(rlx.CompileError, match="expected a byte count, found '1M'"):
+        rlx.compile(module(fits, k), "llvm-cpu", emit="linalg", extra_flags=[
+            "--iree-opt-const-expr-max-size-increase-threshold=1M"])
 
 
 def test_gemv_residual_epilogue() -> None:
@@ -387,14 +417,14 @@ def test_gemv_rms_norm_prologue() -> None:
 def test_one_dispatch_per_decode_gemv(target: str) -> None:
     """Each M = 1 dequant_matmul is one dispatch of @main (the repacking is in initializers):
     a matvec with the dequant fused in, or on llvm-cpu one of rlx's GEMV kernels (Q8_0,
-    Q4_K)."""
+    Q4_K; not Q4_0 / Q5_0 widened to bytes: the growth threshold is 0 here)."""
     h = all_schemes_module(512, 64, 1)
     main = flow_exports(h, target)
     kernels = []
     if target == "llvm-cpu":
-        kernels = re.findall(r"flow\.dispatch @rlx_gemv_(\w+)::", rlx.compile(h, target,
-                                                                              emit="linalg"))
-        assert kernels == ["q8_0_64x512", "q4_k_64x512"], kernels
+        kernels = re.findall(r"flow\.dispatch @rlx_gemv_(\w+)::", rlx.compile(
+            h, target, emit="linalg", extra_flags=NO_HOIST))
+        assert kernels == ["q8_0_64x512", "q4_k_64x512"], kernels   # no room to widen
     assert len(main) + len(kernels) == len(h.outputs), main
     # BF16 is converted in the contraction body (integer ops), which IREE files as a
     # "reduction"; every other scheme is a matvec with its dequant fused in.

@@ -47,6 +47,11 @@ class LoweringOptions:
     only (``TargetConfig`` refuses it for other targets)."""
     target: str = "llvm-cpu"
     """The compile target, for rules whose best (or only correct) form differs by backend."""
+    hoist_growth: int = 1 << 20
+    """The most bytes by which IREE lets a computation on parameters grow their data and
+    still hoists it into initializers (``--iree-opt-const-expr-max-size-increase-threshold``,
+    1 MiB by default; ``TargetConfig`` reads it from the extra flags): lowerings whose
+    repacking grows a weight use it only within this."""
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_LOWERINGS:

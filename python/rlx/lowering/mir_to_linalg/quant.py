@@ -811,8 +811,8 @@ def kernel_planes(kern: gemv_kernels.Kernel, w: ir.Value) -> list[ir.Value]:
     info = QUANT_SCHEMES[kern.scheme]
     n, g = kern.n, kern.k // info.block_elems
     raw3 = emit.expand(w, [[0], [1, 2]], [n, g, info.block_bytes])
-    if kern.scheme == "gguf_q8_0":
-        q = repack_plane(raw3, n, LAYOUTS["gguf_q8_0"].planes["q"], [32])
+    if kern.scheme in gemv_kernels.BYTE_PLANE:
+        q = byte_quants(raw3, n, kern.scheme)
         planes = [emit.collapse(q, [[0], [1, 2]]), repack_field(raw3, n, f16_at(0), [32])]
         return interleave_tiles(kern, planes)
 
@@ -838,6 +838,26 @@ def kernel_planes(kern: gemv_kernels.Kernel, w: ir.Value) -> list[ir.Value]:
     mins = emit.map_elementwise([a, b], emit.f32(),
                                 lambda v, u: arith.addf(arith.mulf(v, sixteen), u), [n, 8 * g])
     return interleave_tiles(kern, [q, s, mins])
+
+
+def byte_quants(raw3: ir.Value, n: int, scheme: str) -> ir.Value:
+    """``[N, G, 32]`` i8: the integer ``q`` of ``w = d · q`` for a
+    :data:`~.gemv_kernels.BYTE_PLANE` scheme. Q8_0: the bytes; Q4_0: ``q4 - 8`` and Q5_0:
+    ``q5 - 16``, element ``16h + j`` being nibble ``h`` of ``qs[j]`` (and, Q5_0, its fifth
+    bit bit ``16h + j`` of the u32 ``qh``: bit ``e % 8`` of byte ``e / 8``)."""
+    if scheme == "gguf_q8_0":
+        return repack_plane(raw3, n, LAYOUTS["gguf_q8_0"].planes["q"], [32])
+    e = emit.d(2)
+    qs = 2 if scheme == "gguf_q4_0" else 6
+
+    def body(idx: Loops) -> ir.Value:
+        q = _bits(_gather(raw3, mod(e, 16) + qs, idx), _apply(div(e, 16) * 4, idx), 15)
+        if scheme == "gguf_q4_0":
+            return arith.subi(q, _i8(8))
+        high = _bits(_gather(raw3, div(e, 8) + 2, idx), _apply(mod(e, 8), idx), 1)
+        return arith.subi(arith.ori(q, arith.shli(high, _i8(4))), _i8(16))
+
+    return _repack(raw3, n, [32], _int(8), body)
 
 
 def interleave_tiles(kern: gemv_kernels.Kernel, planes: list[ir.Value]) -> list[ir.Value]:
