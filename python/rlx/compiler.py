@@ -386,7 +386,8 @@ def compile(
     ``options`` are :class:`TargetConfig` fields: ``cpu``, ``vulkan_target``,
     ``cuda_arch``, ``rocm_arch``, ``opt_level``, ``data_tiling``, ``attention``
     (``"decomposed"`` / ``"fused"``), ``compute_barriers``, ``gemv_kernels`` (llvm-cpu:
-    decode GEMVs of Q8_0 / Q4_K weights through rlx's hand-written kernels; default on).
+    decode GEMVs of Q8_0 / Q4_K, and of Q5_0 / Q4_0 within the hoisting threshold, through
+    rlx's hand-written kernels; default on).
     """
     if emit not in EMITS:
         raise CompileError(f"error: unknown emit stage {emit!r} (expected one of "
