@@ -15,7 +15,8 @@ package, no Q4_K). Then, per format:
   n + 1 is queued before step n's token is read back, the KV cache stays on the device;
 - HF transformers eager (f32; the same weights, not rounded), ``torch.set_num_threads``:
   the same prefill, and decode steps on HF's KV cache;
-- llama.cpp: ``llama-bench -t THREADS -p PROMPT -n GEN`` on the same GGUF file.
+- llama.cpp: ``llama-bench -t THREADS -p PROMPT -n GEN -r 1`` on the same GGUF file, once
+  in every round (so that a slow phase of a shared machine hits all three sides alike).
 
 Reported: tokens/s (median of ``--rounds``), rlx/HF and rlx/llama.cpp as speed ratios
 (above 1: rlx is faster), decode GB/s = weight bytes one decode token reads (every linear
@@ -202,12 +203,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for phase in ("prefill", "decode"):
                 side[phase]()  # warm-up
                 hf_fns[phase]()
-            for _ in range(args.rounds):  # interleaved: noise hits both sides alike
+            cpp_tps: dict[str, list[float]] = {"prefill": [], "decode": []}
+            for _ in range(args.rounds):  # interleaved: noise hits every side alike
                 for phase in ("prefill", "decode"):
                     rlx_t[phase].append(timed(side[phase]))
                     hf_t[phase].append(timed(hf_fns[phase]))
-            cpp = (llama_bench(bindir, path, args.threads, args.prompt, args.gen, args.rounds)
-                   if bindir is not None else {})
+                if bindir is not None:  # one llama-bench repetition (after its warm-up)
+                    for phase, tps in llama_bench(bindir, path, args.threads, args.prompt,
+                                                  args.gen, 1).items():
+                        cpp_tps[phase].append(tps)
+            cpp = {phase: statistics.median(v) for phase, v in cpp_tps.items() if v}
             nbytes = decode_bytes(path)
             row = {"model": shape, "format": fmt, "file_mb": path.stat().st_size / 1e6,
                    "compile_s": side["compile_s"], "dispatches_per_token": side["dispatches"],
@@ -244,7 +249,8 @@ def report(res: dict[str, Any]) -> str:
              f"Machine: {res['machine']}; llama.cpp: {res['llama_cpp'] or 'not run'}; "
              f"{res['threads']} threads everywhere; prefill {res['prompt']} tokens, decode "
              f"{res['gen']} tokens; median of {res['rounds']} interleaved rounds (llama.cpp: "
-             f"mean of its {res['rounds']} repetitions). Speed ratios: above 1, rlx is faster.\n",
+             f"one llama-bench repetition in each round). Speed ratios: above 1, rlx is "
+             f"faster.\n",
              "| model | format | prefill tok/s rlx / HF / llama.cpp | rlx÷HF | rlx÷llama.cpp "
              "| decode tok/s rlx / HF / llama.cpp | rlx÷HF | rlx÷llama.cpp | decode GB/s rlx / "
              "llama.cpp | dispatches / token | compile s |",
