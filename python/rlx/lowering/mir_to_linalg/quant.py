@@ -505,14 +505,14 @@ def repack_field(raw3: ir.Value, rows: int, f: Field, group: Sequence[int],
 
 def dequantize(inputs: dict[str, ir.Value], maps: dict[str, ir.AffineMap],
                space: Sequence[int], weight: Callable[[Scalars], ir.Value],
-               k_major: bool = False) -> ir.Value:
-    """The all-parallel, arith-only generic over ``space`` (rows first) giving f32 weights;
-    ``weight`` gets the input scalars by name. ``k_major``: the result has the rows last
-    (``[G, *group, N']``, see :func:`fused_matmul`)."""
+               k_major: bool = False, element: ir.Type | None = None) -> ir.Value:
+    """The all-parallel, arith-only generic over ``space`` (rows first) giving f32 weights
+    (or ``element`` values); ``weight`` gets the input scalars by name. ``k_major``: the
+    result has the rows last (``[G, *group, N']``, see :func:`fused_matmul`)."""
     names = list(inputs)
     rank = len(space)
     perm = [*range(1, rank), 0] if k_major else list(range(rank))
-    init = emit.empty([space[p] for p in perm], emit.f32())
+    init = emit.empty([space[p] for p in perm], element or emit.f32())
 
     def body(*args: ir.Value) -> ir.Value:
         return weight(dict(zip(names, args[:len(names)], strict=True)))
@@ -557,10 +557,12 @@ def loop_order(layout: GgufLayout, target: str) -> list[int]:
 
 
 def _with_shifts(layout: GgufLayout, pos: Sequence[int], inputs: dict[str, ir.Value],
-                 maps: dict[str, ir.AffineMap], computed: bool = False
+                 maps: dict[str, ir.AffineMap], computed: bool = False,
+                 value: Callable[[Scalars], ir.Value] | None = None
                  ) -> Callable[[Scalars], ir.Value]:
-    """Add each sub-byte plane's shift table to ``inputs``; wrap the layout's weight so that
-    it sees plane values (``(byte >> shift) & mask``). ``pos[i]``: the loop of group dim i.
+    """Add each sub-byte plane's shift table to ``inputs``; wrap the layout's weight (or
+    ``value``) so that it sees plane values (``(byte >> shift) & mask``). ``pos[i]``: the
+    loop of group dim i.
     ``computed``: the shifts and tables are computed from the loop indices instead (the
     llvm-cpu prefill, :func:`fused_matmul`): IREE fuses the weight's data-tiling pack into
     the dequant only if the dispatch holds no constant tensor (a 2-byte shift table kept
@@ -580,12 +582,12 @@ def _with_shifts(layout: GgufLayout, pos: Sequence[int], inputs: dict[str, ir.Va
                        key=lambda i: pos[i])
         inputs[f"{name}.shift"] = shift_table(plane.shift, layout.group, slots)
         maps[f"{name}.shift"] = emit.amap(rank, [2 + pos[i] for i in slots])
-    for name, (dims, value) in layout.tables.items():
-        tables[name] = value
+    for name, (dims, table) in layout.tables.items():
+        tables[name] = table
         if computed:
             continue
         slots = sorted(dims, key=lambda i: pos[i])
-        inputs[name] = shift_table(value, layout.group, slots)
+        inputs[name] = shift_table(table, layout.group, slots)
         maps[name] = emit.amap(rank, [2 + pos[i] for i in slots])
     group = [ir.AffineDimExpr.get(i) for i in range(len(pos))]
 
@@ -593,11 +595,11 @@ def _with_shifts(layout: GgufLayout, pos: Sequence[int], inputs: dict[str, ir.Va
         values = dict(s)
         loops = [emit.loop_index(2 + pos[i]) for i in range(len(pos))] if computed else []
         if computed:
-            values.update({name: _apply(value(group), loops) for name, value in tables.items()})
+            values.update({name: _apply(table(group), loops) for name, table in tables.items()})
         for name, (mask, shift) in planes.items():
             by = _apply(shift(group), loops) if computed else s[f"{name}.shift"]
             values[name] = _bits(s[name], by, mask)
-        return layout.weight(values)
+        return (value or layout.weight)(values)
 
     return weight
 
@@ -623,10 +625,22 @@ def gguf_weight(w: ir.Value, scheme: str, target: str, k_major: bool = False
     assert row is not None
     g = row // info.block_bytes
     raw3 = emit.expand(w, [[0], [1, 2]], [n, g, info.block_bytes])
-    rows = padded_rows(n)
     order = loop_order(layout, target)
     pos = [order.index(i) for i in range(len(order))]
-    space = [rows, g, *(layout.group[i] for i in order)]
+    inputs, maps, space = _layout_operands(raw3, padded_rows(n), layout, pos)
+    weight = _with_shifts(layout, pos, inputs, maps, computed=k_major)
+    return dequantize(inputs, maps, space, weight, k_major), order
+
+
+def _layout_operands(raw3: ir.Value, rows: int, layout: GgufLayout, pos: Sequence[int],
+                     fields: bool = True
+                     ) -> tuple[dict[str, ir.Value], dict[str, ir.AffineMap], list[int]]:
+    """The repacked planes (and ``fields``) of ``raw3 [N, G, BLOCKBYTES]`` as the inputs of a
+    generic over ``[rows, G, *group in loop order]`` (``pos[i]``: the loop of group dim i),
+    their maps, and that space."""
+    _, g, _ = emit.static_shape(raw3)
+    assert g is not None
+    space = [rows, g, *(layout.group[i] for i in sorted(range(len(pos)), key=pos.__getitem__))]
     rank = len(space)
     inputs: dict[str, ir.Value] = {}
     maps: dict[str, ir.AffineMap] = {}
@@ -639,11 +653,10 @@ def gguf_weight(w: ir.Value, scheme: str, target: str, k_major: bool = False
         inputs[name] = (repack_plane(raw3, rows, plane, layout.group) if plane.repack is None
                         else repack_field(raw3, rows, plane.repack, layout.group, pos))
         maps[name] = emit.amap(rank, loops(plane.dims))
-    for name, f in layout.fields.items():
+    for name, f in layout.fields.items() if fields else ():
         inputs[name] = repack_field(raw3, rows, f, layout.group, pos)
         maps[name] = emit.amap(rank, loops(f.dims))
-    weight = _with_shifts(layout, pos, inputs, maps, computed=k_major)
-    return dequantize(inputs, maps, space, weight, k_major), order
+    return inputs, maps, space
 
 
 def half_weight(w: ir.Value, scheme: str) -> ir.Value:
@@ -840,24 +853,27 @@ def kernel_planes(kern: gemv_kernels.Kernel, w: ir.Value) -> list[ir.Value]:
     return interleave_tiles(kern, [q, s, mins])
 
 
+BYTE_QUANTS: dict[str, Callable[[Scalars], ir.Value]] = {
+    "gguf_q4_0": lambda s: arith.subi(s["q"], _i8(8)),
+    "gguf_q5_0": lambda s: arith.trunci(_int(8), arith.subi(_q5(s), _i32(16))),
+}
+"""The signed integer ``q`` of ``w = d · q`` (an i8) from the plane values of
+:data:`LAYOUTS`, for the schemes the Q8_0 kernel runs widened."""
+
+
 def byte_quants(raw3: ir.Value, n: int, scheme: str) -> ir.Value:
     """``[N, G, 32]`` i8: the integer ``q`` of ``w = d · q`` for a
-    :data:`~.gemv_kernels.BYTE_PLANE` scheme. Q8_0: the bytes; Q4_0: ``q4 - 8`` and Q5_0:
-    ``q5 - 16``, element ``16h + j`` being nibble ``h`` of ``qs[j]`` (and, Q5_0, its fifth
-    bit bit ``16h + j`` of the u32 ``qh``: bit ``e % 8`` of byte ``e / 8``)."""
+    :data:`~.gemv_kernels.BYTE_PLANE` scheme: Q8_0's bytes, or :data:`BYTE_QUANTS` over the
+    scheme's :data:`LAYOUTS` planes in element order (a generic on the parameter only,
+    hoisted; its shifts computed, llvm-cpu only)."""
     if scheme == "gguf_q8_0":
         return repack_plane(raw3, n, LAYOUTS["gguf_q8_0"].planes["q"], [32])
-    e = emit.d(2)
-    qs = 2 if scheme == "gguf_q4_0" else 6
-
-    def body(idx: Loops) -> ir.Value:
-        q = _bits(_gather(raw3, mod(e, 16) + qs, idx), _apply(div(e, 16) * 4, idx), 15)
-        if scheme == "gguf_q4_0":
-            return arith.subi(q, _i8(8))
-        high = _bits(_gather(raw3, div(e, 8) + 2, idx), _apply(mod(e, 8), idx), 1)
-        return arith.subi(arith.ori(q, arith.shli(high, _i8(4))), _i8(16))
-
-    return _repack(raw3, n, [32], _int(8), body)
+    layout = LAYOUTS[scheme]
+    pos = list(range(len(layout.group)))
+    inputs, maps, space = _layout_operands(raw3, n, layout, pos, fields=False)
+    value = _with_shifts(layout, pos, inputs, maps, computed=True, value=BYTE_QUANTS[scheme])
+    q = dequantize(inputs, maps, space, value, element=_int(8))
+    return emit.collapse(q, [[0], [1], list(range(2, len(space)))])
 
 
 def interleave_tiles(kern: gemv_kernels.Kernel, planes: list[ir.Value]) -> list[ir.Value]:
