@@ -155,15 +155,16 @@ def test_target_defaults() -> None:
     assert "--iree-vulkan-target=llvmpipe" in vk.flags()
     assert cuda.lowering.attention == "fused"
     assert TargetConfig("rocm").runtime_device == "hip"
-    # decode GEMVs of Q8_0 / Q4_K through rlx's hand-written kernels: llvm-cpu only, on by
-    # default there, off on request; asking for them on a GPU target is an error
-    assert cpu.lowering.gemv_kernels
-    assert not TargetConfig("llvm-cpu", gemv_kernels=False).lowering.gemv_kernels
-    assert not vk.lowering.gemv_kernels
-    assert not cuda.lowering.gemv_kernels
-    with pytest.raises(CompileError, match="gemv_kernels=True: the GEMV kernels are llvm-cpu "
-                                           "code, the target is 'vulkan'"):
-        TargetConfig("vulkan", gemv_kernels=True)
+    # decode GEMVs and decode attention through rlx's hand-written kernels: llvm-cpu only,
+    # on by default there, off on request; asking for them on a GPU target is an error
+    for name in ("gemv_kernels", "attention_kernel"):
+        assert getattr(cpu.lowering, name)
+        assert not getattr(TargetConfig("llvm-cpu", **{name: False}).lowering, name)
+        assert not getattr(vk.lowering, name)
+        assert not getattr(cuda.lowering, name)
+        with pytest.raises(CompileError, match=f"{name}=True: rlx's hand-written kernels are "
+                                               "llvm-cpu code, the target is 'vulkan'"):
+            TargetConfig("vulkan", **{name: True})
 
 
 def test_compiled_module_runs_with_named_inputs() -> None:

@@ -68,15 +68,17 @@ class TargetConfig:
     attention: str | None = None
     compute_barriers: bool | None = None
     gemv_kernels: bool | None = None
+    attention_kernel: bool | None = None
     extra_flags: tuple[str, ...] = field(default=())
 
     def __post_init__(self) -> None:
         if self.target not in TARGETS:
             raise CompileError(f"error: unknown target {self.target!r} (expected one of "
                                f"{', '.join(TARGETS)})")
-        if self.gemv_kernels and self.target != "llvm-cpu":
-            raise CompileError(f"error: gemv_kernels=True: the GEMV kernels are llvm-cpu code, "
-                               f"the target is {self.target!r}")
+        for name in ("gemv_kernels", "attention_kernel"):
+            if getattr(self, name) and self.target != "llvm-cpu":
+                raise CompileError(f"error: {name}=True: rlx's hand-written kernels are "
+                                   f"llvm-cpu code, the target is {self.target!r}")
 
     @property
     def lowering(self) -> LoweringOptions:
@@ -87,9 +89,9 @@ class TargetConfig:
         if barriers is None:
             barriers = self.target == "llvm-cpu"
         tiling = self.target == "llvm-cpu" and self.data_tiling is not False
-        kernels = self.gemv_kernels
-        if kernels is None:
-            kernels = self.target == "llvm-cpu"
+        cpu = self.target == "llvm-cpu"
+        kernels = cpu if self.gemv_kernels is None else self.gemv_kernels
+        attention_kernel = cpu if self.attention_kernel is None else self.attention_kernel
         growth = [f.split("=", 1)[1] for f in self.extra_flags
                   if f.startswith(f"{HOIST_GROWTH_FLAG}=")]
         try:
@@ -98,7 +100,8 @@ class TargetConfig:
             raise CompileError(f"error: {HOIST_GROWTH_FLAG}: expected a byte count, found "
                                f"{growth[-1]!r}") from None
         return LoweringOptions(attention=self.attention or default, compute_barriers=barriers,
-                               data_tiling=tiling, gemv_kernels=kernels, target=self.target,
+                               data_tiling=tiling, gemv_kernels=kernels,
+                               attention_kernel=attention_kernel, target=self.target,
                                hoist_growth=hoist)
 
     @property
@@ -387,7 +390,8 @@ def compile(
     ``cuda_arch``, ``rocm_arch``, ``opt_level``, ``data_tiling``, ``attention``
     (``"decomposed"`` / ``"fused"``), ``compute_barriers``, ``gemv_kernels`` (llvm-cpu:
     decode GEMVs of Q8_0 / Q4_K, and of Q5_0 / Q4_0 within the hoisting threshold, through
-    rlx's hand-written kernels; default on).
+    rlx's hand-written kernels; default on), ``attention_kernel`` (llvm-cpu: attention of
+    one f32 query against a KV cache through rlx's hand-written kernel; default on).
     """
     if emit not in EMITS:
         raise CompileError(f"error: unknown emit stage {emit!r} (expected one of "

@@ -62,6 +62,39 @@ def test_decode_shape_queries_are_the_last_positions(mask_kind: str, dtype: str)
     check_module(h, "llvm-cpu", dyn=9)
 
 
+@pytest.mark.parametrize(("heads", "kv_heads", "head_dim", "mask_kind", "window", "keys"), [
+    (9, 3, 64, "causal", None, 1),          # the 135M model's shape; one key
+    (9, 3, 64, "causal", None, 37),
+    (4, 4, 32, "none", None, 300),          # MHA, a cache longer than the unrolled tiles
+    (32, 8, 128, "causal", None, 19),       # the 1B model's shape
+    (6, 2, 16, "sliding_window", 5, 40),    # the last 6 keys
+    (6, 2, 16, "sliding_window", 50, 40),   # a window wider than the cache
+    (4, 2, 16, "causal", None, -7),          # a static cache length (7)
+])
+def test_decode_attention_kernel(heads: int, kv_heads: int, head_dim: int, mask_kind: str,
+                                 window: int | None, keys: int) -> None:
+    """One query against the cache through rlx's hand-written llvm-cpu kernel (one
+    dispatch, checked in the lowered module), against the numpy reference; scores large
+    enough (inputs x 4) that a missing max subtraction or a wrong head mapping shows.
+    ``keys < 0``: a static cache length of ``-keys``."""
+    h = rlx.HirModule("decode_kernel")
+    length = -keys if keys < 0 else None
+    keys = abs(keys)
+    q = h.input("q", (1, 1, heads * head_dim))
+    k = h.input("k", (1, length, kv_heads * head_dim))
+    v = h.input("v", (1, length, kv_heads * head_dim))
+    h.set_outputs([h.attention(q, k, v, num_heads=heads, head_dim=head_dim,
+                               mask_kind=mask_kind, window=window)])
+    linalg = rlx.compile(h, "llvm-cpu", emit="linalg")
+    assert linalg.count("flow.dispatch @rlx_attention_decode_") == 1
+    assert "linalg.softmax" not in linalg
+    rng = np.random.default_rng(keys)
+    inputs = {"q": 4 * rng.standard_normal((1, 1, heads * head_dim), np.float32),
+              "k": rng.standard_normal((1, keys, kv_heads * head_dim), np.float32),
+              "v": rng.standard_normal((1, keys, kv_heads * head_dim), np.float32)}
+    check_module(h, "llvm-cpu", inputs=inputs)
+
+
 def test_decode_score_scale_and_softcap() -> None:
     h = rlx.HirModule("scale")
     q = h.input("q", (1, 1, 32))

@@ -46,6 +46,10 @@ class LoweringOptions:
     through rlx's hand-written llvm-cpu kernels (``mir_to_linalg.gemv_kernels``) instead of
     the fused dequant + matvec; llvm-cpu only (``TargetConfig`` refuses it for other
     targets)."""
+    attention_kernel: bool = False
+    """Decode attention (one query against the cache) through rlx's hand-written llvm-cpu
+    kernel (``mir_to_linalg.decode_attention``): one dispatch instead of seven; llvm-cpu
+    only (``TargetConfig`` refuses it for other targets)."""
     target: str = "llvm-cpu"
     """The compile target, for rules whose best (or only correct) form differs by backend."""
     hoist_growth: int = 1 << 20

@@ -43,6 +43,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="llvm-cpu: decode GEMVs of Q8_0 / Q4_K (and small Q5_0 / Q4_0) weights as "
                         "IREE-generated fused dequant + matvec instead of rlx's hand-written "
                         "kernels")
+    p.add_argument("--no-attention-kernel", action="store_true",
+                   help="llvm-cpu: decode attention (one query) in the decomposed form "
+                        "(seven dispatches) instead of rlx's hand-written kernel (one)")
     p.add_argument("--iree-flag", action="append", default=[], metavar="FLAG",
                    help="extra flag for iree-compile (repeatable), e.g. "
                         "--iree-flag=--iree-opt-level=O2")
@@ -60,6 +63,8 @@ def _main() -> int:
         options["data_tiling"] = False
     if args.no_gemv_kernels:
         options["gemv_kernels"] = False
+    if args.no_attention_kernel:
+        options["attention_kernel"] = False
     output = args.output
     if output is None and args.emit == "vmfb":
         output = str(Path(args.input).with_suffix(".vmfb").name)

@@ -35,6 +35,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="attention lowering for mir-to-linalg (default: the target's)")
     p.add_argument("--no-gemv-kernels", action="store_true",
                    help="mir-to-linalg on llvm-cpu: no hand-written decode GEMV kernels")
+    p.add_argument("--no-attention-kernel", action="store_true",
+                   help="mir-to-linalg on llvm-cpu: no hand-written decode attention kernel")
     p.add_argument("--split-input-file", action="store_true",
                    help="treat each '// -----' separated chunk as its own module; report "
                         "every chunk's error (exit 1 if any failed)")
@@ -50,7 +52,9 @@ def _process(text: str, source: str, args: argparse.Namespace) -> str:
     if not args.passes:
         return print_module(module)
     options = TargetConfig(target=args.target, attention=args.attention,
-                           gemv_kernels=False if args.no_gemv_kernels else None).lowering
+                           gemv_kernels=False if args.no_gemv_kernels else None,
+                           attention_kernel=False if args.no_attention_kernel else None
+                           ).lowering
     run_passes(module, args.passes, options)
     if args.passes[-1] == "hir-to-mir":
         return print_module(module)

@@ -16,7 +16,7 @@ from iree.compiler.dialects import arith, math
 
 from rlx.dialects.schema import Decoded
 from rlx.lowering import emit
-from rlx.lowering.mir_to_linalg import MIR_TO_LINALG
+from rlx.lowering.mir_to_linalg import MIR_TO_LINALG, decode_attention
 from rlx.lowering.registry import LoweringContext
 
 MASKED = -1e9  # RLX fills masked scores with -1e9 (a fully masked row is uniform, not NaN)
@@ -194,6 +194,9 @@ def _masked_scores(ctx: LoweringContext, op: Decoded, scores: ir.Value, layout: 
 
 @MIR_TO_LINALG.register("attention")
 def lower_attention(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+    kern = decode_attention.kernel_for(ctx, op)
+    if kern is not None:
+        return [decode_attention.dispatch(ctx, kern, op)]
     q, k, v = op["q"], op["k"], op["v"]
     a = op.attrs
     rank = emit.rank(q)

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from iree.compiler import ir
@@ -73,7 +74,9 @@ integer ``q`` that fits an i8 (Q5_0's ``q5 - 16``, Q4_0's ``q4 - 8``, widened to
 the weight is repacked at load: 1.0625 bytes per weight held and read, against Q5_0's 0.6875
 and Q4_0's 0.5625, for a kernel that streams 3x faster than IREE's fused form)."""
 SCHEMES = (*BYTE_PLANE, "gguf_q4_k")
-STATE_KEY = "gemv_executables"
+STATE_KEY = "kernel_executables"
+"""``LoweringContext.state`` key: symbol -> every hand-written kernel the lowering dispatched
+to (anything with a ``symbol`` and a ``text()``; :func:`declare_executables` inserts them)."""
 
 V16 = "vector<16xf32>"
 I16 = "vector<16xi32>"
@@ -95,7 +98,7 @@ class Kernel:
 
     @property
     def symbol(self) -> str:
-        norm = "" if self.norm_eps is None else f"_rms{_f32_bits(self.norm_eps):08x}"
+        norm = "" if self.norm_eps is None else f"_rms{f32_bits(self.norm_eps):08x}"
         add = "_add" if self.residual else ""
         return f"rlx_gemv_{self.scheme.removeprefix('gguf_')}_{self.n}x{self.k}{norm}{add}"
 
@@ -122,6 +125,9 @@ class Kernel:
         rather than four short ones. Q8_0: a block of 32 bytes, its f16 scale; Q4_K: the
         16 lanes of a 128-weight chunk, its 4 group scales S, and the M of 8 groups."""
         return [32, 1] if self.scheme in BYTE_PLANE else [16, 4, 8]
+
+    def text(self) -> str:
+        return executable_text(self)
 
 
 def kernel_for(scheme: str, m: int | None, n: int, k: int, ctx: LoweringContext
@@ -167,20 +173,20 @@ MAX_NORM_K = 4096
 IREE's llvm-cpu stack limit is 32 KiB and the Q4_K kernel has group sums there too)."""
 
 
-def _f32_bits(v: float) -> int:
+def f32_bits(v: float) -> int:
     return int(np.float32(v).view(np.uint32))
 
 
-def _f32(v: float) -> str:
+def f32_literal(v: float) -> str:
     """An exact f32 literal (MLIR reads a hex integer as the float's bits)."""
-    return f"0x{_f32_bits(v):08X}"
+    return f"0x{f32_bits(v):08X}"
 
 
 def _memref(shape: list[int], element: str) -> str:
     return f"memref<{'x'.join(map(str, shape))}x{element}>"
 
 
-class _Text:
+class Text:
     """Lines of MLIR with a running indent."""
 
     def __init__(self) -> None:
@@ -190,7 +196,7 @@ class _Text:
     def __call__(self, line: str) -> None:
         self.lines.append("  " * self.depth + line)
 
-    def block(self, head: str) -> _Text:
+    def block(self, head: str) -> Text:
         self(head + " {")
         self.depth += 1
         return self
@@ -200,7 +206,7 @@ class _Text:
         self(tail)
 
 
-def _rows_loop(t: _Text, kern: Kernel) -> None:
+def _rows_loop(t: Text, kern: Kernel) -> None:
     """Open the loop over this workgroup's row tiles; defines %tile (the row of the
     interleaved planes) and its rows %r0..%r3."""
     t("%wg = hal.interface.workgroup.id[0] : index")
@@ -219,7 +225,7 @@ def _at(name: str, stride: int, offset: int) -> str:
     return f"affine.apply affine_map<()[s0] -> (s0 * {stride} + {offset})>()[{name}]"
 
 
-def _store_row(t: _Text, kern: Kernel, i: int, value: str) -> None:
+def _store_row(t: Text, kern: Kernel, i: int, value: str) -> None:
     """Store row ``%r{i}``'s result (plus the residual, in the residual form)."""
     if kern.residual:
         t(f"%res{i} = memref.load %r[%r{i}] : {kern.bindings['r']}")
@@ -228,13 +234,13 @@ def _store_row(t: _Text, kern: Kernel, i: int, value: str) -> None:
     t(f"memref.store {value}, %y[%r{i}] : {kern.bindings['y']}")
 
 
-def _store_rows(t: _Text, kern: Kernel, total: list[str]) -> None:
+def _store_rows(t: Text, kern: Kernel, total: list[str]) -> None:
     for i, v in enumerate(total):
         t(f"%y{i} = vector.reduction <add>, {v} : {V16} into f32")
         _store_row(t, kern, i, f"%y{i}")
 
 
-def _reduction(t: _Text, result: str, iv: str, upper: str, step: str, acc: str,
+def _reduction(t: Text, result: str, iv: str, upper: str, step: str, acc: str,
                acc_type: str) -> None:
     """Open ``%{result}:4 = scf.for %{iv} = 0 to upper step step`` carrying one zero-started
     ``acc_type`` accumulator per row of the tile (``%{acc}0`` .. ``%{acc}3``)."""
@@ -245,13 +251,13 @@ def _reduction(t: _Text, result: str, iv: str, upper: str, step: str, acc: str,
             f"iter_args({args}) -> ({types})")
 
 
-def _yield(t: _Text, values: list[str], acc_type: str) -> None:
+def _yield(t: Text, values: list[str], acc_type: str) -> None:
     """Close a :func:`_reduction` with the tile's new accumulators."""
     t(f"scf.yield {', '.join(values)} : {', '.join([acc_type] * len(values))}")
     t.end()
 
 
-def _q8_0_body(t: _Text, kern: Kernel) -> None:
+def _q8_0_body(t: Text, kern: Kernel) -> None:
     nb = kern.k // 32
     mem = kern.bindings
     x, q, d = mem["x"], mem["q"], mem["d"]
@@ -282,7 +288,7 @@ def _q8_0_body(t: _Text, kern: Kernel) -> None:
     t.end()
 
 
-def _q4_k_body(t: _Text, kern: Kernel) -> None:
+def _q4_k_body(t: Text, kern: Kernel) -> None:
     k, nb = kern.k, kern.k // 32
     mem = kern.bindings
     x, q, s = mem["x"], mem["q"], mem["s"]
@@ -351,7 +357,7 @@ def _q4_k_body(t: _Text, kern: Kernel) -> None:
     t.end()
 
 
-def _norm_prologue(t: _Text, kern: Kernel, eps: float) -> None:
+def _norm_prologue(t: Text, kern: Kernel, eps: float) -> None:
     """``%x`` = RMSNorm(``%xin``) = ``xin * rsqrt(mean(xin²) + eps) * gamma + beta`` (f32, as
     the rms_norm lowering computes it), in a stack buffer every workgroup fills."""
     vec = kern.bindings["x"]
@@ -364,8 +370,8 @@ def _norm_prologue(t: _Text, kern: Kernel, eps: float) -> None:
     t(f"scf.yield %a2 : {V16}")
     t.end()
     t(f"%ssum = vector.reduction <add>, %sq : {V16} into f32")
-    t(f"%invk = arith.constant {_f32(1.0 / kern.k)} : f32")
-    t(f"%eps = arith.constant {_f32(eps)} : f32")
+    t(f"%invk = arith.constant {f32_literal(1.0 / kern.k)} : f32")
+    t(f"%eps = arith.constant {f32_literal(eps)} : f32")
     t("%mean = arith.mulf %ssum, %invk : f32")
     t("%me = arith.addf %mean, %eps : f32")
     t("%inv = math.rsqrt %me : f32")
@@ -383,7 +389,7 @@ def _norm_prologue(t: _Text, kern: Kernel, eps: float) -> None:
 
 def executable_text(kern: Kernel) -> str:
     """The ``stream.executable`` of one kernel (one per scheme and shape)."""
-    t = _Text()
+    t = Text()
     t.block(f"stream.executable private @{kern.symbol}")
     # export and function named as the executable: IREE links every llvm-cpu executable
     # into one library, where two functions named alike collide
@@ -418,7 +424,7 @@ def dispatch(ctx: LoweringContext, kern: Kernel, x: ir.Value, planes: list[ir.Va
     RMSNorm form); records the executable for :func:`declare_executables`."""
     assert (residual is not None) == kern.residual
     assert bool(norm) == (kern.norm_eps is not None)
-    ctx.state.setdefault(STATE_KEY, {})[kern.symbol] = kern
+    record(ctx, kern)
     entry = ir.SymbolRefAttr.get([kern.symbol, kern.symbol])
     y = ir.RankedTensorType.get([kern.n], emit.f32())
     operands = [x, *norm, *planes, *([residual] if residual is not None else [])]
@@ -426,15 +432,20 @@ def dispatch(ctx: LoweringContext, kern: Kernel, x: ir.Value, planes: list[ir.Va
                            [], []).results[0]
 
 
+def record(ctx: LoweringContext, kern: Any) -> None:
+    """Note that the lowering dispatched to ``kern`` (one executable per symbol)."""
+    ctx.state.setdefault(STATE_KEY, {})[kern.symbol] = kern
+
+
 def declare_executables(module: ir.Module, ctx: LoweringContext) -> None:
     """Insert the executables the lowering dispatched to at the top of ``module``."""
-    kernels: dict[str, Kernel] = ctx.state.get(STATE_KEY, {})
+    kernels: dict[str, Any] = ctx.state.get(STATE_KEY, {})
     if not kernels:
         return
     with module.context:
         first = module.body.operations[0]
         for kern in kernels.values():
-            parsed = ir.Module.parse(executable_text(kern))
+            parsed = ir.Module.parse(kern.text())
             where = ir.Location.name(kern.symbol)        # not the parser's "-":line:col
             for op in walk_ops(parsed.operation):
                 op.location = where
@@ -442,6 +453,6 @@ def declare_executables(module: ir.Module, ctx: LoweringContext) -> None:
                 op.operation.move_before(first)
 
 
-__all__ = ["Kernel", "declare_executables", "dispatch", "executable_text", "kernel_for",
-           "workgroup_rows"]
+__all__ = ["Kernel", "Text", "declare_executables", "dispatch", "executable_text", "f32_bits",
+           "f32_literal", "kernel_for", "record", "workgroup_rows"]
 

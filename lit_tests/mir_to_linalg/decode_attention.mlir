@@ -1,0 +1,69 @@
+// mir-to-linalg on llvm-cpu: attention of one query (packed [1, 1, H*hd] f32) against the
+// KV cache becomes one flow.dispatch to rlx's hand-written kernel, one workgroup per query
+// head (a stream.executable in vector / scf / memref; two passes over the keys: the max
+// score, then exp and the weighted sum of V); the key length reaches it as a push constant.
+// A sliding window starts the loops at max(0, S_k - 1 - window). Longer queries, f16, a
+// softcap, a mask operand, --no-attention-kernel and GPU targets keep the decomposed form.
+// RUN: %rlx-opt --split-input-file --pass=mir-to-linalg %s | FileCheck %s
+// RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --no-attention-kernel %s | FileCheck %s --check-prefix=OFF
+// RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --target=vulkan %s | FileCheck %s --check-prefix=OFF
+
+// CHECK-LABEL: module @decode
+// CHECK:       stream.executable private @rlx_attention_decode_6x2x32_s3e3504f3
+// CHECK:         stream.return %arg0, %c1, %c1
+// CHECK:       func.func @rlx_attention_decode_6x2x32_s3e3504f3(%arg0: !stream.binding {{.*}}, %arg1: !stream.binding {{.*}}, %arg2: !stream.binding {{.*}}, %arg3: index {{.*}}, %arg4: !stream.binding
+// CHECK:         %[[KC:.*]] = stream.binding.subspan %arg1[%c0] : !stream.binding -> memref<?x64xf32>{%arg3}
+// CHECK:         affine_map<()[s0] -> ((s0 floordiv 3) * 32)>
+// CHECK:         %[[MAX:.*]] = scf.for %{{.*}} = %[[START:.*]] to %arg3
+// CHECK:           vector.load %[[KC]]
+// CHECK:           vector.reduction <add>
+// CHECK:           arith.maximumf
+// CHECK:         scf.for %{{.*}} = %[[START]] to %arg3
+// CHECK:           arith.subf %{{.*}}, %[[MAX]]
+// CHECK:           math.exp
+// CHECK:           vector.fma
+// CHECK:         arith.divf
+// CHECK:       func.func @main
+// CHECK:       %[[Q:.*]] = tensor.collapse_shape %arg0 {{\[}}[0, 1, 2]] : tensor<1x1x192xf32> into tensor<192xf32>
+// CHECK:       %[[K:.*]] = tensor.collapse_shape %arg1 {{\[}}[0, 1], [2]] : tensor<1x?x64xf32> into tensor<?x64xf32>
+// CHECK:       %[[V:.*]] = tensor.collapse_shape %arg2
+// CHECK:       %[[LEN:.*]] = tensor.dim %[[K]], %c0
+// CHECK:       flow.dispatch @rlx_attention_decode_6x2x32_s3e3504f3::@rlx_attention_decode_6x2x32_s3e3504f3[%c6](%[[Q]], %[[K]], %[[V]], %[[LEN]]) : (tensor<192xf32>, tensor<?x64xf32>{%[[LEN]]}, tensor<?x64xf32>{%[[LEN]]}, index) -> tensor<192xf32>
+// CHECK-NOT:   linalg.softmax
+// OFF-LABEL:   module @decode
+// OFF-NOT:     flow.dispatch
+// OFF:         linalg.softmax
+module @decode attributes {rlx.fusion_policy = "direct"} {
+  func.func @main(%q: tensor<1x1x192xf32>, %k: tensor<1x?x64xf32>, %v: tensor<1x?x64xf32>) -> tensor<1x1x192xf32> {
+    %0 = "rlx_mir.attention"(%q, %k, %v) {head_dim = 32 : i64, mask_kind = "causal", num_heads = 6 : i64} : (tensor<1x1x192xf32>, tensor<1x?x64xf32>, tensor<1x?x64xf32>) -> tensor<1x1x192xf32>
+    return %0 : tensor<1x1x192xf32>
+  }
+}
+
+// -----
+
+// CHECK-LABEL: module @window
+// CHECK:       stream.executable private @rlx_attention_decode_2x2x16_s3e800000_w3
+// CHECK:       affine.max affine_map<()[s0] -> (0, s0 - 4)>()[%arg3]
+// CHECK:       flow.dispatch @rlx_attention_decode_2x2x16_s3e800000_w3
+module @window attributes {rlx.fusion_policy = "direct"} {
+  func.func @main(%q: tensor<1x1x32xf32>, %k: tensor<1x?x32xf32>, %v: tensor<1x?x32xf32>) -> tensor<1x1x32xf32> {
+    %0 = "rlx_mir.attention"(%q, %k, %v) {head_dim = 16 : i64, mask_kind = "sliding_window", num_heads = 2 : i64, window = 3 : i64} : (tensor<1x1x32xf32>, tensor<1x?x32xf32>, tensor<1x?x32xf32>) -> tensor<1x1x32xf32>
+    return %0 : tensor<1x1x32xf32>
+  }
+}
+
+// -----
+
+// Not the kernel's: two queries, f16, a softcap.
+// CHECK-LABEL: module @others
+// CHECK-NOT:   flow.dispatch
+// CHECK-COUNT-3: linalg.softmax
+module @others attributes {rlx.fusion_policy = "direct"} {
+  func.func @main(%q: tensor<1x2x32xf32>, %k: tensor<1x?x32xf32>, %qh: tensor<1x1x32xf16>, %kh: tensor<1x?x32xf16>, %q1: tensor<1x1x32xf32>) -> (tensor<1x2x32xf32>, tensor<1x1x32xf16>, tensor<1x1x32xf32>) {
+    %0 = "rlx_mir.attention"(%q, %k, %k) {head_dim = 16 : i64, mask_kind = "causal", num_heads = 2 : i64} : (tensor<1x2x32xf32>, tensor<1x?x32xf32>, tensor<1x?x32xf32>) -> tensor<1x2x32xf32>
+    %1 = "rlx_mir.attention"(%qh, %kh, %kh) {head_dim = 16 : i64, mask_kind = "causal", num_heads = 2 : i64} : (tensor<1x1x32xf16>, tensor<1x?x32xf16>, tensor<1x?x32xf16>) -> tensor<1x1x32xf16>
+    %2 = "rlx_mir.attention"(%q1, %k, %k) {head_dim = 16 : i64, mask_kind = "none", num_heads = 2 : i64, attn_logit_softcap = 5.0 : f32} : (tensor<1x1x32xf32>, tensor<1x?x32xf32>, tensor<1x?x32xf32>) -> tensor<1x1x32xf32>
+    return %0, %1, %2 : tensor<1x2x32xf32>, tensor<1x1x32xf16>, tensor<1x1x32xf32>
+  }
+}

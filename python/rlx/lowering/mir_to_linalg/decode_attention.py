@@ -1,0 +1,181 @@
+"""A hand-written decode attention kernel for llvm-cpu: one query position (``S = 1``)
+against the whole KV cache, in one dispatch.
+
+The decomposed attention (:mod:`.attention`) costs a decode step seven dispatches a layer on
+llvm-cpu: IREE data-tiles both batch matmuls, so Q, K, the probabilities and V are each
+packed by an encoding dispatch (K and V, the whole cache, on every token), then QKᵀ, the
+softmax and P·V run. For one query row the packing buys nothing, and on a small model the
+dispatches themselves are the cost: each is a command IREE records on the host and a
+barrier the two workers meet at (the 135M model: 210 of a token's 394 dispatches). This
+kernel is one ``stream.executable`` (written in ``vector`` / ``scf`` / ``memref``, as the
+GEMV kernels of :mod:`.gemv_kernels`), one workgroup per query head:
+
+- ``m = max_j s_j`` with ``s_j = scale · (q · k_j)`` over the visible keys ``j``;
+- ``o = Σ_j e_j v_j / Σ_j e_j`` with ``e_j = exp(s_j - m)`` (the scores computed again:
+  two passes over K instead of a score buffer of dynamic length on the stack).
+
+Semantics are the attention op's for one query at the last position (``mask_kind`` none or
+causal: every key is visible; sliding_window: the last ``window + 1`` keys), summed in
+another order (within the f32 tolerance of the decomposed form, never bit-identical to it).
+Query head ``h`` reads KV head ``h / (H / Hkv)`` (GQA, no K/V copy). Taken only where the
+layout is the packed ``[1, 1, H · hd]`` query and ``[1, S_k, Hkv · hd]`` K / V in f32, with
+``hd`` a multiple of 16 and no softcap, mask operand or bias; anything else keeps the
+decomposed form.
+"""
+
+from __future__ import annotations
+
+import math as pymath
+from dataclasses import dataclass
+
+from iree.compiler import ir
+from iree.compiler.dialects import flow
+
+from rlx.dialects.schema import Decoded
+from rlx.lowering import emit
+from rlx.lowering.mir_to_linalg.gemv_kernels import V16, Text, f32_bits, f32_literal, record
+from rlx.lowering.registry import LoweringContext
+
+MASK_KINDS = ("none", "causal", "sliding_window")
+"""Mask kinds under which one query at the last position sees a contiguous run of keys."""
+
+
+@dataclass(frozen=True)
+class AttentionKernel:
+    heads: int
+    kv_heads: int
+    head_dim: int
+    scale: float
+    window: int | None = None
+    """sliding_window: the query sees keys ``j >= S_k - 1 - window``."""
+
+    @property
+    def symbol(self) -> str:
+        window = "" if self.window is None else f"_w{self.window}"
+        return (f"rlx_attention_decode_{self.heads}x{self.kv_heads}x{self.head_dim}"
+                f"_s{f32_bits(self.scale):08x}{window}")
+
+    def text(self) -> str:
+        """The kernel's ``stream.executable``."""
+        h, hd = self.heads, self.head_dim
+        kv = f"memref<?x{self.kv_heads * hd}xf32>"
+        qo = f"memref<{h * hd}xf32>"
+        chunks = hd // 16
+        t = Text()
+        t.block(f"stream.executable private @{self.symbol}")
+        t.block(f"stream.executable.export public @{self.symbol} workgroups(%n: index) "
+                "-> (index, index, index)")
+        t("%c1 = arith.constant 1 : index")
+        t("stream.return %n, %c1, %c1 : index, index, index")
+        t.end()
+        t.block("builtin.module")
+        t.block(f"func.func @{self.symbol}(%b0: !stream.binding, %b1: !stream.binding, "
+                "%b2: !stream.binding, %len: index, %b3: !stream.binding)")
+        t("%c0 = arith.constant 0 : index")
+        t("%c1 = arith.constant 1 : index")
+        t(f"%q = stream.binding.subspan %b0[%c0] : !stream.binding -> {qo}")
+        t(f"%k = stream.binding.subspan %b1[%c0] : !stream.binding -> {kv}{{%len}}")
+        t(f"%v = stream.binding.subspan %b2[%c0] : !stream.binding -> {kv}{{%len}}")
+        t(f"%o = stream.binding.subspan %b3[%c0] : !stream.binding -> {qo}")
+        t("%h = hal.interface.workgroup.id[0] : index")
+        t(f"%qbase = affine.apply affine_map<()[s0] -> (s0 * {hd})>()[%h]")
+        t(f"%kbase = affine.apply affine_map<()[s0] -> ((s0 floordiv {h // self.kv_heads}) "
+          f"* {hd})>()[%h]")
+        offs = [f"%qo{c}" for c in range(chunks)]
+        for c in range(chunks):
+            t(f"%qo{c} = affine.apply affine_map<()[s0] -> (s0 + {16 * c})>()[%qbase]")
+            t(f"%ko{c} = affine.apply affine_map<()[s0] -> (s0 + {16 * c})>()[%kbase]")
+            t(f"%q{c} = vector.load %q[%qo{c}] : {qo}, {V16}")
+        if self.window is None:
+            t("%start = arith.constant 0 : index")
+        else:   # max(0, S_k - 1 - window), as index arithmetic that cannot go negative
+            t(f"%start = affine.max affine_map<()[s0] -> (0, s0 - {1 + self.window})>()[%len]")
+        t(f"%scale = arith.constant {f32_literal(self.scale)} : f32")
+        t(f"%ninf = arith.constant {f32_literal(-pymath.inf)} : f32")
+        t("%zero = arith.constant 0.0 : f32")
+        t(f"%zv = arith.constant dense<0.0> : {V16}")
+
+        def score(j: str) -> None:
+            """``%sc`` = scale · (q · k_j)."""
+            prev = None
+            for c in range(chunks):
+                t(f"%kv{c} = vector.load %k[{j}, %ko{c}] : {kv}, {V16}")
+                t(f"%d{c} = " + (f"arith.mulf %q{c}, %kv{c} : {V16}" if prev is None else
+                                 f"vector.fma %q{c}, %kv{c}, {prev} : {V16}"))
+                prev = f"%d{c}"
+            t(f"%dot = vector.reduction <add>, {prev} : {V16} into f32")
+            t("%sc = arith.mulf %dot, %scale : f32")
+
+        t.block("%m = scf.for %j = %start to %len step %c1 iter_args(%mx = %ninf) -> (f32)")
+        score("%j")
+        t("%mx2 = arith.maximumf %mx, %sc : f32")
+        t("scf.yield %mx2 : f32")
+        t.end()
+        accs = ", ".join(f"%a{c} = %zv" for c in range(chunks))
+        types = ", ".join([V16] * chunks)
+        t.block(f"%r:{chunks + 1} = scf.for %j = %start to %len step %c1 "
+                f"iter_args(%l = %zero, {accs}) -> (f32, {types})")
+        score("%j")
+        t("%sm = arith.subf %sc, %m : f32")
+        t("%e = math.exp %sm : f32")
+        t("%l2 = arith.addf %l, %e : f32")
+        t(f"%ev = vector.broadcast %e : f32 to {V16}")
+        for c in range(chunks):
+            t(f"%vv{c} = vector.load %v[%j, %ko{c}] : {kv}, {V16}")
+            t(f"%n{c} = vector.fma %ev, %vv{c}, %a{c} : {V16}")
+        t(f"scf.yield %l2, {', '.join(f'%n{c}' for c in range(chunks))} : f32, {types}")
+        t.end()
+        t("%one = arith.constant 1.0 : f32")
+        t("%inv = arith.divf %one, %r#0 : f32")
+        t(f"%invv = vector.broadcast %inv : f32 to {V16}")
+        for c in range(chunks):
+            t(f"%out{c} = arith.mulf %r#{c + 1}, %invv : {V16}")
+            t(f"vector.store %out{c}, %o[{offs[c]}] : {qo}, {V16}")
+        t("return")
+        t.end()
+        t.end()
+        t.end()
+        return "\n".join(t.lines)
+
+
+def kernel_for(ctx: LoweringContext, op: Decoded) -> AttentionKernel | None:
+    """The kernel for this attention op, or None (disabled, not a one-query packed f32
+    layout, or a mask, bias or softcap the kernel does not take)."""
+    if not ctx.options.attention_kernel:
+        return None
+    a = op.attrs
+    q, k, v = op["q"], op["k"], op["v"]
+    heads, hd = a["num_heads"], a["head_dim"]
+    kind = a["mask_kind"]
+    if kind not in MASK_KINDS or a.get("attn_logit_softcap") is not None or hd % 16:
+        return None
+    if any(emit.rank(x) != 3 or emit.elem(x) != emit.f32() for x in (q, k, v)):
+        return None
+    qs, ks, vs = emit.static_shape(q), emit.static_shape(k), emit.static_shape(v)
+    if qs != [1, 1, heads * hd] or ks[0] != 1 or ks != vs or not ks[2] or ks[2] % hd:
+        return None
+    kv_heads = ks[2] // hd
+    if heads % kv_heads:
+        return None
+    scale = a.get("score_scale")
+    scale = 1.0 / pymath.sqrt(hd) if scale is None else scale
+    window = (a.get("window") or 0) if kind == "sliding_window" else None
+    return AttentionKernel(heads, kv_heads, hd, scale, window)
+
+
+def dispatch(ctx: LoweringContext, kern: AttentionKernel, op: Decoded) -> ir.Value:
+    """The attention's ``[1, 1, H · hd]`` result, computed by ``kern``."""
+    record(ctx, kern)
+    q = emit.collapse(op["q"], [[0, 1, 2]])
+    k, v = (emit.collapse(op[name], [[0, 1], [2]]) for name in ("k", "v"))
+    size = emit.dim(k, 0)
+    length = emit.as_value(size)                # the kernel's loop bound, static or not
+    dims = emit.dynamic_values([size]) * 2      # K's and V's shape, where dynamic
+    entry = ir.SymbolRefAttr.get([kern.symbol, kern.symbol])
+    out = ir.RankedTensorType.get([kern.heads * kern.head_dim], emit.f32())
+    o = flow.DispatchOp([out], [emit.index(kern.heads)], ir.ArrayAttr.get([entry]),
+                        [q, k, v, length], dims, []).results[0]
+    return emit.expand(o, [[0, 1, 2]], [1, 1, kern.heads * kern.head_dim])
+
+
+__all__ = ["AttentionKernel", "dispatch", "kernel_for"]
