@@ -3,7 +3,8 @@
 // one per scheme and shape), fed by repacking generics that read only the parameter; prefill
 // (M > 1), row counts not a multiple of 4, other schemes, --no-gemv-kernels and GPU targets
 // keep the fused dequant + contraction (quant.mlir). A GEMV whose only use is a residual add
-// takes the residual into its kernel, one of an RMSNorm the normalization.
+// takes the residual into its kernel, one of an RMSNorm the normalization, one of a SwiGLU
+// its activation.
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg %s | FileCheck %s
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --no-gemv-kernels %s | FileCheck %s --check-prefix=OFF
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --target=vulkan %s | FileCheck %s --check-prefix=OFF
@@ -154,5 +155,35 @@ module @norm {
     %w = "rlx_mir.param"() {name = "w"} : () -> tensor<40x68xi8>
     %y = "rlx_mir.dequant_matmul"(%n, %w) {scheme = "gguf_q8_0"} : (tensor<1x64xf32>, tensor<40x68xi8>) -> tensor<1x40xf32>
     return %y : tensor<1x40xf32>
+  }
+}
+
+// -----
+
+// A GEMV of silu(gu[:K]) * gu[K:] (a SwiGLU FFN's down projection after a packed gate / up
+// projection): the kernel reads gu [2K] and computes x into a stack buffer first; the
+// activation, the multiply and the slices are gone.
+// CHECK-LABEL: module @glu
+// CHECK:       stream.executable private @rlx_gemv_q8_0_40x64_glu
+// CHECK:           memref.alloca() : memref<64xf32>
+// CHECK:           math.exp
+// CHECK:           arith.divf
+// CHECK:           vector.store
+// CHECK:       func.func @main(
+// CHECK-NOT:     math.exp
+// CHECK:         flow.dispatch @rlx_gemv_q8_0_40x64_glu::@rlx_gemv_q8_0_40x64_glu[%c40](%{{.*}}, %{{.*}}, %{{.*}}) : (tensor<128xf32>, tensor<10x256xi8>, tensor<10x8xf16>) -> tensor<40xf32>
+// CHECK-NOT:     math.exp
+// OFF-LABEL:   module @glu
+// OFF-NOT:     flow.dispatch
+// OFF:         math.exp
+module @glu {
+  func.func @main(%gu: tensor<1x1x128xf32>) -> tensor<1x1x40xf32> {
+    %g = "rlx_mir.slice"(%gu) {sizes = array<i64: -1, -1, 64>, starts = array<i64: 0, 0, 0>, strides = array<i64: 1, 1, 1>} : (tensor<1x1x128xf32>) -> tensor<1x1x64xf32>
+    %u = "rlx_mir.slice"(%gu) {sizes = array<i64: -1, -1, 64>, starts = array<i64: 0, 0, 64>, strides = array<i64: 1, 1, 1>} : (tensor<1x1x128xf32>) -> tensor<1x1x64xf32>
+    %s = "rlx_mir.activation"(%g) {kind = "silu"} : (tensor<1x1x64xf32>) -> tensor<1x1x64xf32>
+    %x = "rlx_mir.binary"(%s, %u) {kind = "mul"} : (tensor<1x1x64xf32>, tensor<1x1x64xf32>) -> tensor<1x1x64xf32>
+    %w = "rlx_mir.param"() {name = "w"} : () -> tensor<40x68xi8>
+    %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q8_0"} : (tensor<1x1x64xf32>, tensor<40x68xi8>) -> tensor<1x1x40xf32>
+    return %y : tensor<1x1x40xf32>
   }
 }

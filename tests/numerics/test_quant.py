@@ -413,6 +413,50 @@ def test_gemv_rms_norm_prologue() -> None:
     check_module(h, "llvm-cpu", params=weights)
 
 
+def test_gemv_swiglu_prologue() -> None:
+    """A decode GEMV of ``silu(gu[:K]) * gu[K:]`` (a SwiGLU FFN's down projection after a
+    packed gate / up projection) computes its x in the kernel (``rlx_gemv_*_glu``), also with
+    a residual add and after a gate / up GEMV that is itself a kernel; the SwiGLU ops stay
+    only where another use needs them. Not fused: the halves swapped, slices of two
+    different tensors, K above MAX_NORM_K, an f16 gate / up."""
+    rng = np.random.default_rng(13)
+    h = rlx.HirModule("glu")
+    x = h.input("x", (1, 1, 256))
+    weights = {}
+
+    def gemv(name: str, scheme: str, inp: HirValue, n: int, k: int) -> HirValue:
+        weights[name] = random_blocks(scheme, n, k, rng)
+        return h.dequant_matmul(inp, h.param(name, weights[name].shape, "i8"), scheme=scheme)
+
+    def half(v: HirValue, i: int, k: int) -> HirValue:
+        return h.mir("slice", [v], starts=[0, 0, i * k], sizes=[-1, -1, k], strides=[1, 1, 1])
+
+    def glu(gate: HirValue, up: HirValue) -> HirValue:
+        return h.mir("binary", [h.mir("activation", [gate], kind="silu"), up], kind="mul")
+
+    gu = gemv("gu", "gguf_q8_0", x, 512, 256)                # a kernel itself
+    a = gemv("a", "gguf_q4_k", glu(half(gu, 0, 256), half(gu, 1, 256)), 64, 256)
+    act = glu(half(gu, 0, 256), half(gu, 1, 256))
+    r = h.input("r", (1, 1, 64))
+    b = h.mir("binary", [gemv("b", "gguf_q8_0", act, 64, 256), r], kind="add")
+    swapped = gemv("c", "gguf_q8_0", glu(half(gu, 1, 256), half(gu, 0, 256)), 64, 256)
+    other = h.input("other", (1, 1, 512))
+    mixed = gemv("d", "gguf_q8_0", glu(half(gu, 0, 256), half(other, 1, 256)), 64, 256)
+    big = h.input("big", (1, 1, 16384))
+    e = gemv("e", "gguf_q8_0", glu(half(big, 0, 8192), half(big, 1, 8192)), 64, 8192)
+    gu16 = h.input("gu16", (1, 1, 512), "f16")
+    f = gemv("f", "gguf_q8_0", glu(half(gu16, 0, 256), half(gu16, 1, 256)), 64, 256)
+    h.set_outputs([a, b, act, swapped, mixed, e, f])
+    linalg = rlx.compile(h, "llvm-cpu", emit="linalg")
+    kernels = re.findall(r"flow\.dispatch @(rlx_gemv_\w+)::", linalg)
+    assert kernels == ["rlx_gemv_q8_0_512x256", "rlx_gemv_q4_k_64x256_glu",
+                       "rlx_gemv_q8_0_64x256_glu_add", "rlx_gemv_q8_0_64x256",
+                       "rlx_gemv_q8_0_64x256", "rlx_gemv_q8_0_64x8192",
+                       "rlx_gemv_q8_0_64x256"], kernels
+    big_gu = 4 * rng.standard_normal((1, 1, 16384)).astype(np.float32)
+    check_module(h, "llvm-cpu", params=weights, inputs={"big": big_gu})
+
+
 @pytest.mark.parametrize("target", ["llvm-cpu", "vulkan", "cuda"])
 def test_one_dispatch_per_decode_gemv(target: str) -> None:
     """Each M = 1 dequant_matmul is one dispatch of @main (the repacking is in initializers):

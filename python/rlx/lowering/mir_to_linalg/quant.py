@@ -941,10 +941,11 @@ def _kernel(ctx: LoweringContext, op: ir.Operation) -> gemv_kernels.Kernel | Non
 
 
 def _lower(ctx: LoweringContext, op: Decoded, kern: gemv_kernels.Kernel | None,
-           residual: ir.Value | None = None, norm: ir.Operation | None = None) -> ir.Value:
+           residual: ir.Value | None = None, norm: ir.Operation | None = None,
+           gu: ir.Value | None = None) -> ir.Value:
     """The dequant_matmul through GEMV kernel ``kern`` (:func:`_kernel`) or the fused form;
-    plus ``residual``, or of ``x`` normalized by the rms_norm ``norm`` that computes it (both
-    only with a kernel)."""
+    plus ``residual``, or of ``x`` normalized by the rms_norm ``norm`` that computes it, or
+    of ``x = silu(g) * u`` from ``gu = [g, u]`` (each only with a kernel)."""
     x = op["x"]
     x2 = _rows(x)
     n = emit.static_shape(op.op.results[0])[-1]
@@ -956,6 +957,9 @@ def _lower(ctx: LoweringContext, op: Decoded, kern: gemv_kernels.Kernel | None,
                 norm.attributes["eps"]).value)
             x2 = _rows(norm.operands[0])
             gamma_beta = [emit.reshape(v, [kern.k]) for v in norm.operands[1:3]]
+        if gu is not None:                       # the kernel computes silu(g) * u
+            kern = dataclasses.replace(kern, glu=True)
+            x2 = _rows(gu)
         xk = emit.collapse(emit.convert_tensor(x2, emit.f32()), [[0, 1]])
         if residual is not None:                 # y = r + W x in the kernel
             kern = dataclasses.replace(kern, residual=True)
@@ -966,6 +970,7 @@ def _lower(ctx: LoweringContext, op: Decoded, kern: gemv_kernels.Kernel | None,
     else:
         assert residual is None
         assert norm is None
+        assert gu is None
         y = fused_matmul(ctx, op, x2)
         if emit.static_shape(y)[1] != n:
             y = emit.extract_slice(y, [0, 0], [emit.dim(x2, 0), n])
@@ -1024,6 +1029,49 @@ def _rms_norm_input(op: ir.Operation, k: int) -> ir.Operation | None:
     return norm
 
 
+def _producer(v: ir.Value, name: str) -> ir.Operation | None:
+    owner = v.owner
+    if isinstance(owner, ir.Block) or owner.name != f"rlx_mir.{name}":
+        return None
+    return owner.operation
+
+
+def _half(op: ir.Operation | None, k: int) -> tuple[ir.Value, int] | None:
+    """``(src, i)`` if ``op`` is a unit-stride slice of ``src [1, 1, 2K]`` f32 taking
+    half ``i`` of its last axis."""
+    if op is None or emit.static_shape(op.operands[0]) != [1, 1, 2 * k]:
+        return None
+    starts = list(ir.DenseI64ArrayAttr(op.attributes["starts"]))
+    sizes = list(ir.DenseI64ArrayAttr(op.attributes["sizes"]))
+    strides = list(ir.DenseI64ArrayAttr(op.attributes["strides"]))
+    if strides != [1, 1, 1] or starts[:2] != [0, 0] or starts[2] not in (0, k):
+        return None
+    if emit.static_shape(op.results[0]) != [1, 1, k] or sizes[2] != k:
+        return None
+    return op.operands[0], starts[2] // k
+
+
+def _swiglu_input(op: ir.Operation, k: int) -> list[ir.Operation] | None:
+    """``[mul, silu, gate slice, up slice]`` if ``op``'s ``x`` is
+    ``silu(gu[..., :K]) * gu[..., K:]`` of one f32 ``gu [1, 1, 2K]`` (a SwiGLU FFN's packed
+    gate / up projection) and ``K`` fits the prologue: the kernel computes ``x`` itself
+    from ``gu`` (the slices' operand), and these ops can go once unused."""
+    mul = _producer(op.operands[0], "binary")
+    if (k > gemv_kernels.MAX_NORM_K or mul is None
+            or ir.StringAttr(mul.attributes["kind"]).value != "mul"):
+        return None
+    act = _producer(mul.operands[0], "activation")
+    if act is None or ir.StringAttr(act.attributes["kind"]).value != "silu":
+        return None
+    gate = _half(_producer(act.operands[0], "slice"), k)
+    up = _half(_producer(mul.operands[1], "slice"), k)
+    if gate is None or up is None or gate[0] != up[0] or (gate[1], up[1]) != (0, 1):
+        return None
+    if emit.elem(gate[0]) != emit.f32():
+        return None
+    return [mul, act, act.operands[0].owner.operation, mul.operands[1].owner.operation]
+
+
 def fuse_gemv_neighbours(module: ir.Module, ctx: LoweringContext) -> None:
     """Before the table runs, lower each dequant_matmul that runs a GEMV kernel together
     with what IREE cannot fuse into rlx's hand-written dispatch (each would cost a dispatch
@@ -1031,6 +1079,8 @@ def fuse_gemv_neighbours(module: ir.Module, ctx: LoweringContext) -> None:
 
     - the RMSNorm that computes its ``x`` (the kernel normalizes ``x`` itself; the norm is
       dropped once no other use is left);
+    - the SwiGLU ``silu(g) * u`` that computes its ``x`` from a packed gate / up projection
+      (the kernel reads ``[g, u]``; likewise dropped);
     - the residual add that is its only use (``h + W x``: the kernel adds ``h``).
 
     (Here, not in the rules: the greedy rewrite may visit the add before the GEMV.)"""
@@ -1042,22 +1092,26 @@ def fuse_gemv_neighbours(module: ir.Module, ctx: LoweringContext) -> None:
             if kern is None:
                 continue
             norm = _rms_norm_input(op, kern.k)
+            glu = _swiglu_input(op, kern.k)
             add = _residual_add(op)
-            if norm is not None or add is not None:
-                plans.append((op, kern, norm, add))
-    norms = []
-    for op, kern, norm, add in plans:    # operands read now: one may be an earlier sum
+            if norm is not None or glu is not None or add is not None:
+                plans.append((op, kern, norm, glu, add))
+    dropped: list[ir.Operation] = []
+    for op, kern, norm, glu, add in plans:
+        # operands read now: one may be an earlier plan's result (a sum, the gate / up GEMV)
         residual = None if add is None else add[0].operands[add[1]]
+        gu = None if glu is None else glu[2].operands[0]
         with ir.InsertionPoint(op), op.location:
-            y = _lower(ctx, decode(schema, op, check=False), kern, residual, norm)
+            y = _lower(ctx, decode(schema, op, check=False), kern, residual, norm, gu)
         if add is None:
             op.results[0].replace_all_uses_with(y)
         else:
             add[0].results[0].replace_all_uses_with(y)
             add[0].erase()
         op.erase()
-        if norm is not None and norm not in norms:
-            norms.append(norm)
-    for norm in norms:
-        if not list(norm.results[0].uses):
-            norm.erase()
+        for gone in ([norm] if norm is not None else []) + (glu or []):
+            if gone not in dropped:
+                dropped.append(gone)
+    for gone in dropped:                  # users first: the mul before its silu and slices
+        if not list(gone.results[0].uses):
+            gone.erase()
