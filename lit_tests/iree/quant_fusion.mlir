@@ -14,16 +14,16 @@
 // CHECK-COUNT-4: flow.dispatch @main_dispatch_
 // CHECK-NOT:     flow.dispatch @
 
-// llvm-cpu by default: Q4_K, Q8_0 and Q5_0 (widened to bytes) through rlx's GEMV kernels
-// (one dispatch each, the repacking in initializers), Q6_K fused as above.
-// KERNELS-COUNT-1: flow.executable.export public @main_dispatch_{{[0-9]+}}_matvec_like_
+// llvm-cpu by default: Q4_K, Q8_0, Q5_0 (widened to bytes) and Q6_K (widened to bytes with
+// a scale per 16) through rlx's GEMV kernels (one dispatch each, the repacking in
+// initializers); no IREE-generated matvec is left.
 // KERNELS-NOT:     flow.executable.export public @main_dispatch
 // KERNELS-LABEL:   util.func public @main(
 // KERNELS-DAG:     flow.dispatch @rlx_gemv_q4_k_256x2048::@rlx_gemv_q4_k_256x2048
 // KERNELS-DAG:     flow.dispatch @rlx_gemv_q8_0_384x2048::@rlx_gemv_q8_0_384x2048
+// KERNELS-DAG:     flow.dispatch @rlx_gemv_q6_k_512x2048::@rlx_gemv_q6_k_512x2048
 // KERNELS-DAG:     flow.dispatch @rlx_gemv_q5_0_640x2048::@rlx_gemv_q5_0_640x2048
-// KERNELS-DAG:     flow.dispatch @main_dispatch_
-// KERNELS-NOT:     flow.dispatch @
+// KERNELS-NOT:     flow.dispatch @main_dispatch_
 module @decode attributes {rlx.fusion_policy = "direct"} {
   func.func @main(%x: tensor<1x2048xf32> {rlx.name = "x"}) -> (tensor<1x256xf32>, tensor<1x384xf32>, tensor<1x512xf32>, tensor<1x640xf32>) {
     %w0 = "rlx_hir.param"() {name = "q4_k"} : () -> tensor<256x1152xi8>

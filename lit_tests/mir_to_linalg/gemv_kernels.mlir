@@ -100,8 +100,8 @@ module @fused {
     %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q8_0"} : (tensor<3x64xf32>, tensor<40x68xi8>) -> tensor<3x40xf32>
     %v = "rlx_mir.param"() {name = "v"} : () -> tensor<6x144xi8>
     %z = "rlx_mir.dequant_matmul"(%x2, %v) {scheme = "gguf_q4_k"} : (tensor<1x256xf32>, tensor<6x144xi8>) -> tensor<1x6xf32>
-    %u = "rlx_mir.param"() {name = "u"} : () -> tensor<40x210xi8>
-    %t = "rlx_mir.dequant_matmul"(%x2, %u) {scheme = "gguf_q6_k"} : (tensor<1x256xf32>, tensor<40x210xi8>) -> tensor<1x40xf32>
+    %u = "rlx_mir.param"() {name = "u"} : () -> tensor<40x176xi8>
+    %t = "rlx_mir.dequant_matmul"(%x2, %u) {scheme = "gguf_q5_k"} : (tensor<1x256xf32>, tensor<40x176xi8>) -> tensor<1x40xf32>
     return %y, %z, %t : tensor<3x40xf32>, tensor<1x6xf32>, tensor<1x40xf32>
   }
 }

@@ -389,8 +389,8 @@ def compile(
     ``options`` are :class:`TargetConfig` fields: ``cpu``, ``vulkan_target``,
     ``cuda_arch``, ``rocm_arch``, ``opt_level``, ``data_tiling``, ``attention``
     (``"decomposed"`` / ``"fused"``), ``compute_barriers``, ``gemv_kernels`` (llvm-cpu:
-    decode GEMVs of Q8_0 / Q4_K, and of Q5_0 / Q4_0 within the hoisting threshold, through
-    rlx's hand-written kernels; default on), ``attention_kernel`` (llvm-cpu: attention of
+    decode GEMVs of Q8_0 / Q4_K, and of Q5_0 / Q4_0 / Q6_K within the hoisting threshold,
+    through rlx's hand-written kernels; default on), ``attention_kernel`` (llvm-cpu: attention of
     one f32 query against a KV cache through rlx's hand-written kernel; default on).
     """
     if emit not in EMITS:

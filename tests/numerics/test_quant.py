@@ -280,21 +280,23 @@ def flow_exports(h: rlx.HirModule, target: str) -> list[str]:
     return [e for e in exports if e.startswith("main_")]
 
 
-KERNEL_SCHEMES = ("gguf_q8_0", "gguf_q4_k", "gguf_q5_0", "gguf_q4_0")
+KERNEL_SCHEMES = ("gguf_q8_0", "gguf_q4_k", "gguf_q5_0", "gguf_q4_0", "gguf_q6_k")
 
 
 def test_gemv_kernels() -> None:
     """llvm-cpu's hand-written decode GEMVs (Q8_0, Q4_K; Q5_0 and Q4_0 through the Q8_0
-    kernel, widened to bytes) against the float64 reference on blocks in which every bit is
-    set and clear somewhere, at row counts that give workgroups of 4, 8, 12, 20, 24 and 32 rows
-    (gemv_kernels.workgroup_rows: any multiple of 4), K from one to four Q4_K superblocks and
-    Q8_0 / Q5_0 at a 135M model's K = 576; the kernels are checked to be what ran."""
+    kernel, widened to bytes; Q6_K through its per-16 variant) against the float64
+    reference on blocks in which every bit is set and clear somewhere, at row counts that
+    give workgroups of 4, 8, 12, 20, 24 and 32 rows (gemv_kernels.workgroup_rows: any
+    multiple of 4), K from one to four Q4_K superblocks and Q8_0 / Q5_0 at a 135M model's
+    K = 576; the kernels are checked to be what ran."""
     rng = np.random.default_rng(7)
     h = rlx.HirModule("kernels")
     shapes = {"gguf_q8_0": ((4, 576), (48, 1536), (96, 1536), (128, 2048)),
               "gguf_q4_k": ((4, 256), (48, 512), (80, 1024), (128, 768)),
               "gguf_q5_0": ((4, 576), (48, 576), (96, 1536)),
-              "gguf_q4_0": ((8, 512), (48, 1536))}
+              "gguf_q4_0": ((8, 512), (48, 1536)),
+              "gguf_q6_k": ((4, 256), (48, 512), (96, 1536))}
     xs = {k: h.input(f"x{k}", (1, k)) for k in (256, 512, 576, 768, 1024, 1536, 2048)}
     weights = {}
     outs = []
@@ -314,13 +316,13 @@ def test_gemv_kernels() -> None:
     check_module(h, "llvm-cpu", params=weights)
 
 
-@pytest.mark.parametrize("scheme", ["gguf_q5_0", "gguf_q4_0"])
+@pytest.mark.parametrize("scheme", ["gguf_q5_0", "gguf_q4_0", "gguf_q6_k"])
 def test_widened_kernel_only_where_hoisted(scheme: str) -> None:
-    """Q5_0 / Q4_0 run the Q8_0 kernel only where their widening to bytes (which grows the
-    weight) is still hoisted into initializers by IREE: the decode GEMV is then one dispatch
-    per call. Just over the bound, or under a threshold lowered by the user's flags, they
-    keep the fused form, also one dispatch; a kernel there would re-widen the weight on
-    every call (two dispatches)."""
+    """Q5_0 / Q4_0 run the Q8_0 kernel (Q6_K its per-16 variant) only where their widening
+    to bytes (which grows the weight) is still hoisted into initializers by IREE: the
+    decode GEMV is then one dispatch per call. Just over the bound, or under a threshold
+    lowered by the user's flags, they keep the fused form, also one dispatch; a kernel there
+    would re-widen the weight on every call (two dispatches)."""
     def module(n: int, k: int) -> rlx.HirModule:
         h = rlx.HirModule("g")
         x = h.input("x", (1, k))

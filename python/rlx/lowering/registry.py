@@ -42,7 +42,7 @@ class LoweringOptions:
     compute_barriers: bool = True
     data_tiling: bool = False
     gemv_kernels: bool = False
-    """Decode GEMVs (M = 1) of Q8_0 / Q4_K (and Q5_0 / Q4_0: ``hoist_growth``) weights
+    """Decode GEMVs (M = 1) of Q8_0 / Q4_K (and Q5_0 / Q4_0 / Q6_K: ``hoist_growth``) weights
     through rlx's hand-written llvm-cpu kernels (``mir_to_linalg.gemv_kernels``) instead of
     the fused dequant + matvec; llvm-cpu only (``TargetConfig`` refuses it for other
     targets)."""

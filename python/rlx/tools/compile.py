@@ -40,9 +40,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="do not insert iree_tensor_ext.compute_barrier (llvm-cpu default: on)")
     p.add_argument("--no-data-tiling", action="store_true", help="llvm-cpu: data tiling off")
     p.add_argument("--no-gemv-kernels", action="store_true",
-                   help="llvm-cpu: decode GEMVs of Q8_0 / Q4_K (and small Q5_0 / Q4_0) weights as "
-                        "IREE-generated fused dequant + matvec instead of rlx's hand-written "
-                        "kernels")
+                   help="llvm-cpu: decode GEMVs of Q8_0 / Q4_K (and small Q5_0 / Q4_0 / Q6_K) "
+                        "weights as IREE-generated fused dequant + matvec instead of rlx's "
+                        "hand-written kernels")
     p.add_argument("--no-attention-kernel", action="store_true",
                    help="llvm-cpu: decode attention (one query) in the decomposed form "
                         "(seven dispatches) instead of rlx's hand-written kernel (one)")

@@ -828,6 +828,11 @@ def kernel_planes(kern: gemv_kernels.Kernel, w: ir.Value) -> list[ir.Value]:
         q = byte_quants(raw3, n, kern.scheme)
         planes = [emit.collapse(q, [[0], [1, 2]]), repack_field(raw3, n, f16_at(0), [32])]
         return interleave_tiles(kern, planes)
+    if kern.scheme in gemv_kernels.SIXTEEN_PLANE:
+        q = byte_quants(raw3, n, kern.scheme)
+        s = repack_field(raw3, n, _Q6_K_PRODUCTS, [16])
+        planes = [emit.collapse(q, [[0], [1, 2]]), emit.collapse(s, [[0], [1, 2]])]
+        return interleave_tiles(kern, planes)
 
     def nibbles(idx: Loops) -> ir.Value:
         """Lane ``l`` of half ``hc`` of superblock ``g``: nibble j of weight
@@ -856,14 +861,29 @@ def kernel_planes(kern: gemv_kernels.Kernel, w: ir.Value) -> list[ir.Value]:
 BYTE_QUANTS: dict[str, Callable[[Scalars], ir.Value]] = {
     "gguf_q4_0": lambda s: arith.subi(s["q"], _i8(8)),
     "gguf_q5_0": lambda s: arith.trunci(_int(8), arith.subi(_q5(s), _i32(16))),
+    "gguf_q6_k": lambda s: arith.trunci(_int(8), arith.subi(
+        arith.ori(u32(s["q"]), arith.shli(u32(s["h"]), _i32(4))), _i32(32))),
 }
 """The signed integer ``q`` of ``w = d · q`` (an i8) from the plane values of
-:data:`LAYOUTS`, for the schemes the Q8_0 kernel runs widened."""
+:data:`LAYOUTS`, for the schemes the Q8_0 kernel (or its per-16 variant) runs widened."""
+
+
+def _q6_k_product_body(b: list[ir.Value], _i: Exprs, _e: Callable[[Expr], ir.Value]
+                       ) -> ir.Value:
+    d = f32_of(arith.bitcast(ir.F16Type.get(), _bytes_to(16, b[:2])))
+    return mulf(d, sf(b[2]))
+
+
+_Q6_K_PRODUCTS = Field("f32", lambda i: [_c(208), _c(209), _c(192) + i[0]], _q6_k_product_body,
+                       dims=(0,))
+"""Q6_K's ``d · sc`` per 16 weights in element order (sc: the signed byte ``192 + j`` of
+the block, d: the f16 at 208), in f32: exact (11 x 8 significant bits)."""
 
 
 def byte_quants(raw3: ir.Value, n: int, scheme: str) -> ir.Value:
-    """``[N, G, 32]`` i8: the integer ``q`` of ``w = d · q`` for a
-    :data:`~.gemv_kernels.BYTE_PLANE` scheme: Q8_0's bytes, or :data:`BYTE_QUANTS` over the
+    """``[N, G, E]`` i8 (``E`` weights a block): the integer ``q`` of ``w = d · q`` for a
+    :data:`~.gemv_kernels.BYTE_PLANE` or ``SIXTEEN_PLANE`` scheme: Q8_0's bytes, or
+    :data:`BYTE_QUANTS` over the
     scheme's :data:`LAYOUTS` planes in element order (a generic on the parameter only,
     hoisted; its shifts computed, llvm-cpu only)."""
     if scheme == "gguf_q8_0":
