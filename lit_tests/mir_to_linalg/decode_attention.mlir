@@ -28,7 +28,8 @@
 // CHECK:       %[[K:.*]] = tensor.collapse_shape %arg1 {{\[}}[0, 1], [2]] : tensor<1x?x64xf32> into tensor<?x64xf32>
 // CHECK:       %[[V:.*]] = tensor.collapse_shape %arg2
 // CHECK:       %[[LEN:.*]] = tensor.dim %[[K]], %c0
-// CHECK:       flow.dispatch @rlx_attention_decode_6x2x32_s3e3504f3::@rlx_attention_decode_6x2x32_s3e3504f3[%c6](%[[Q]], %[[K]], %[[V]], %[[LEN]]) : (tensor<192xf32>, tensor<?x64xf32>{%[[LEN]]}, tensor<?x64xf32>{%[[LEN]]}, index) -> tensor<192xf32>
+// CHECK:       %[[VLEN:.*]] = tensor.dim %[[V]], %c0
+// CHECK:       flow.dispatch @rlx_attention_decode_6x2x32_s3e3504f3::@rlx_attention_decode_6x2x32_s3e3504f3[%c6](%[[Q]], %[[K]], %[[V]], %[[LEN]]) : (tensor<192xf32>, tensor<?x64xf32>{%[[LEN]]}, tensor<?x64xf32>{%[[VLEN]]}, index) -> tensor<192xf32>
 // CHECK-NOT:   linalg.softmax
 // OFF-LABEL:   module @decode
 // OFF-NOT:     flow.dispatch

@@ -85,11 +85,9 @@ class TargetConfig:
         """Decomposed attention on llvm-cpu (~50x faster than the fused op there) and
         Vulkan (SPIR-V cannot compile the fused op); fused on CUDA / ROCm."""
         default = "decomposed" if self.target in ("llvm-cpu", "vulkan") else "fused"
-        barriers = self.compute_barriers
-        if barriers is None:
-            barriers = self.target == "llvm-cpu"
-        tiling = self.target == "llvm-cpu" and self.data_tiling is not False
         cpu = self.target == "llvm-cpu"
+        barriers = cpu if self.compute_barriers is None else self.compute_barriers
+        tiling = cpu and self.data_tiling is not False
         kernels = cpu if self.gemv_kernels is None else self.gemv_kernels
         attention_kernel = cpu if self.attention_kernel is None else self.attention_kernel
         growth = [f.split("=", 1)[1] for f in self.extra_flags

@@ -69,20 +69,20 @@ def test_decode_shape_queries_are_the_last_positions(mask_kind: str, dtype: str)
     (32, 8, 128, "causal", None, 19),       # the 1B model's shape
     (6, 2, 16, "sliding_window", 5, 40),    # the last 6 keys
     (6, 2, 16, "sliding_window", 50, 40),   # a window wider than the cache
-    (4, 2, 16, "causal", None, -7),          # a static cache length (7)
+    (4, 2, 16, "causal", None, -7),          # a static cache length (7); V's dynamic
 ])
 def test_decode_attention_kernel(heads: int, kv_heads: int, head_dim: int, mask_kind: str,
                                  window: int | None, keys: int) -> None:
     """One query against the cache through rlx's hand-written llvm-cpu kernel (one
     dispatch, checked in the lowered module), against the numpy reference; scores large
     enough (inputs x 4) that a missing max subtraction or a wrong head mapping shows.
-    ``keys < 0``: a static cache length of ``-keys``."""
+    ``keys < 0``: a static K length of ``-keys`` (V stays dynamic)."""
     h = rlx.HirModule("decode_kernel")
     length = -keys if keys < 0 else None
     keys = abs(keys)
     q = h.input("q", (1, 1, heads * head_dim))
     k = h.input("k", (1, length, kv_heads * head_dim))
-    v = h.input("v", (1, length, kv_heads * head_dim))
+    v = h.input("v", (1, None, kv_heads * head_dim))
     h.set_outputs([h.attention(q, k, v, num_heads=heads, head_dim=head_dim,
                                mask_kind=mask_kind, window=window)])
     linalg = rlx.compile(h, "llvm-cpu", emit="linalg")

@@ -150,13 +150,18 @@ def _grouped_bias(bias: ir.Value, layout: _Layout) -> ir.Value:
                        [b, layout.kv_heads, layout.group, s, sk])
 
 
+def score_scale(op: Decoded) -> float:
+    """The factor of ``q kᵀ``: ``score_scale``, by default ``1 / sqrt(head_dim)``."""
+    scale = op.attrs.get("score_scale")
+    return 1.0 / pymath.sqrt(op.attrs["head_dim"]) if scale is None else scale
+
+
 def _masked_scores(ctx: LoweringContext, op: Decoded, scores: ir.Value, layout: _Layout,
                    offset: ir.Value) -> ir.Value:
     """scale, softcap and the mask, one generic over ``[B, Hkv, G, S, S_k]`` (f32)."""
     a = op.attrs
     kind = a["mask_kind"]
-    scale = a.get("score_scale")
-    scale = 1.0 / pymath.sqrt(layout.hd) if scale is None else scale
+    scale = score_scale(op)
     cap = a.get("attn_logit_softcap")
     window = a.get("window") or 0
     f32 = emit.f32()
@@ -194,7 +199,7 @@ def _masked_scores(ctx: LoweringContext, op: Decoded, scores: ir.Value, layout: 
 
 @MIR_TO_LINALG.register("attention")
 def lower_attention(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
-    kern = decode_attention.kernel_for(ctx, op)
+    kern = decode_attention.kernel_for(ctx, op, score_scale(op))
     if kern is not None:
         return [decode_attention.dispatch(ctx, kern, op)]
     q, k, v = op["q"], op["k"], op["v"]
@@ -278,8 +283,7 @@ def _fused_mask(op: Decoded, q5: ir.Value, k4: ir.Value, layout: _Layout
 def _fused(op: Decoded, q5: ir.Value, k4: ir.Value, v4: ir.Value, layout: _Layout
            ) -> ir.Value:
     """``iree_linalg_ext.attention`` (3.13 syntax: the maps are a property; f32 region)."""
-    scale = op.attrs.get("score_scale")
-    scale = 1.0 / pymath.sqrt(layout.hd) if scale is None else scale
+    scale = score_scale(op)
     t = emit.elem(q5)
     loops = 7
     maps = [emit.amap(loops, [0, 1, 2, 3, 5]), emit.amap(loops, [0, 1, 6, 5]),

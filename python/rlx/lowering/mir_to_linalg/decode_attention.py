@@ -138,29 +138,24 @@ class AttentionKernel:
         return "\n".join(t.lines)
 
 
-def kernel_for(ctx: LoweringContext, op: Decoded) -> AttentionKernel | None:
-    """The kernel for this attention op, or None (disabled, not a one-query packed f32
-    layout, or a mask, bias or softcap the kernel does not take)."""
-    if not ctx.options.attention_kernel:
-        return None
+def kernel_for(ctx: LoweringContext, op: Decoded, scale: float) -> AttentionKernel | None:
+    """The kernel for this attention op (scores scaled by ``scale``), or None (disabled,
+    not one query of batch 1 in the packed f32 layout, or a mask, bias or softcap the kernel
+    does not take). The op's verifier has checked the rest: K and V alike, a static width
+    of whole heads that divide ``num_heads``."""
     a = op.attrs
-    q, k, v = op["q"], op["k"], op["v"]
-    heads, hd = a["num_heads"], a["head_dim"]
-    kind = a["mask_kind"]
-    if kind not in MASK_KINDS or a.get("attn_logit_softcap") is not None or hd % 16:
+    if not ctx.options.attention_kernel or a["mask_kind"] not in MASK_KINDS:
         return None
+    if a.get("attn_logit_softcap") is not None or a["head_dim"] % 16:
+        return None
+    q, k, v = op["q"], op["k"], op["v"]
     if any(emit.rank(x) != 3 or emit.elem(x) != emit.f32() for x in (q, k, v)):
         return None
-    qs, ks, vs = emit.static_shape(q), emit.static_shape(k), emit.static_shape(v)
-    if qs != [1, 1, heads * hd] or ks[0] != 1 or ks != vs or not ks[2] or ks[2] % hd:
+    if emit.static_shape(q)[:2] != [1, 1] or emit.static_shape(k)[0] != 1:
         return None
-    kv_heads = ks[2] // hd
-    if heads % kv_heads:
-        return None
-    scale = a.get("score_scale")
-    scale = 1.0 / pymath.sqrt(hd) if scale is None else scale
-    window = (a.get("window") or 0) if kind == "sliding_window" else None
-    return AttentionKernel(heads, kv_heads, hd, scale, window)
+    hd = a["head_dim"]
+    window = (a.get("window") or 0) if a["mask_kind"] == "sliding_window" else None
+    return AttentionKernel(a["num_heads"], emit.static_shape(k)[2] // hd, hd, scale, window)
 
 
 def dispatch(ctx: LoweringContext, kern: AttentionKernel, op: Decoded) -> ir.Value:
@@ -168,9 +163,9 @@ def dispatch(ctx: LoweringContext, kern: AttentionKernel, op: Decoded) -> ir.Val
     record(ctx, kern)
     q = emit.collapse(op["q"], [[0, 1, 2]])
     k, v = (emit.collapse(op[name], [[0, 1], [2]]) for name in ("k", "v"))
-    size = emit.dim(k, 0)
-    length = emit.as_value(size)                # the kernel's loop bound, static or not
-    dims = emit.dynamic_values([size]) * 2      # K's and V's shape, where dynamic
+    ks = emit.sizes(k)
+    length = emit.as_value(ks[0])               # the kernel's loop bound, static or not
+    dims = [*emit.dynamic_values(ks), *emit.dynamic_values(emit.sizes(v))]
     entry = ir.SymbolRefAttr.get([kern.symbol, kern.symbol])
     out = ir.RankedTensorType.get([kern.heads * kern.head_dim], emit.f32())
     o = flow.DispatchOp([out], [emit.index(kern.heads)], ir.ArrayAttr.get([entry]),

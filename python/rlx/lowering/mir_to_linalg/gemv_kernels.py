@@ -62,7 +62,7 @@ from iree.compiler.dialects import flow
 from rlx.dialects.enums import QUANT_SCHEMES
 from rlx.ir.text import walk_ops
 from rlx.lowering import emit
-from rlx.lowering.registry import LoweringContext
+from rlx.lowering.registry import LoweringContext, LoweringOptions
 
 ROWS_PER_TILE = 4
 """Rows a kernel loop iteration accumulates at once (four 16-lane partial sums)."""
@@ -84,7 +84,10 @@ SIXTEEN_PLANE = ("gguf_q6_k",)
 16 weights and an i8 ``q`` (Q6_K's ``(ql | qh << 4) - 32`` and ``s = d · sc``, exact in f32:
 11 x 8 significant bits), widened at load like Q5_0: 1.25 bytes a weight held and read,
 against Q6_K's 0.82, for a kernel that streams ~3x faster than the fused form."""
-SCHEMES = (*BYTE_PLANE, *SIXTEEN_PLANE, "gguf_q4_k")
+I8_PLANE = (*BYTE_PLANE, *SIXTEEN_PLANE)
+"""Schemes whose kernel reads an i8 plane of quants (:func:`_byte_body`); but for Q8_0's
+own, repacking them at load grows the weight (``LoweringOptions.hoist_growth``)."""
+SCHEMES = (*I8_PLANE, "gguf_q4_k")
 STATE_KEY = "kernel_executables"
 """``LoweringContext.state`` key: symbol -> every hand-written kernel the lowering dispatched
 to (anything with a ``symbol`` and a ``text()``; :func:`declare_executables` inserts them)."""
@@ -151,13 +154,13 @@ class Kernel:
         return executable_text(self)
 
 
-def kernel_for(scheme: str, m: int | None, n: int, k: int, ctx: LoweringContext
+def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOptions
                ) -> Kernel | None:
     """The kernel for a dequant_matmul of ``m`` rows (None: dynamic), or None (not
     llvm-cpu, disabled, not a decode GEMV of a covered scheme, a row count that is not a
-    multiple of 4, or a Q5_0 / Q4_0 weight too large for its widened repacking to be
+    multiple of 4, or a Q5_0 / Q4_0 / Q6_K weight too large for its widened repacking to be
     hoisted)."""
-    if not ctx.options.gemv_kernels or scheme not in SCHEMES:
+    if not options.gemv_kernels or scheme not in SCHEMES:
         return None
     if m != 1 or n % ROWS_PER_TILE:
         return None
@@ -169,9 +172,9 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, ctx: LoweringContext
     # widening now reads its LAYOUTS planes, two repacks each smaller than the raw bytes, and
     # IREE hoisted it at every size tried up to 4096 x 4096: for Q5_0 the bound is
     # conservative.
-    # Q6_K's widening (SIXTEEN_PLANE) grows its quants alike.
-    if scheme != "gguf_q4_k" and n * (k - QUANT_SCHEMES[scheme].row_bytes(k)) > (
-            ctx.options.hoist_growth):
+    # Q6_K's widening (SIXTEEN_PLANE) grows its quants alike; Q8_0's repacking shrinks.
+    if scheme in I8_PLANE and n * (k - QUANT_SCHEMES[scheme].row_bytes(k)) > (
+            options.hoist_growth):
         return None
     return Kernel(scheme, n, k, workgroup_rows(n, k))
 
@@ -279,13 +282,16 @@ def _yield(t: Text, values: list[str], acc_type: str) -> None:
     t.end()
 
 
-def _q8_0_body(t: Text, kern: Kernel) -> None:
-    nb = kern.k // 32
+def _byte_body(t: Text, kern: Kernel) -> None:
+    """The i8-plane kernels: Q8_0's (an f16 scale per 32 weights: per 32 weights of a row a
+    multiply and an FMA with ``x``, one FMA applying the scale) and its per-16 variant (an
+    f32 scale per 16: two multiplies, two scaled FMAs)."""
+    sixteen = kern.scheme in SIXTEEN_PLANE
     mem = kern.bindings
     x, q, d = _memref([kern.k], "f32"), mem["q"], mem["d"]
     t("%c16 = arith.constant 16 : index")
     t("%c32 = arith.constant 32 : index")
-    t(f"%nb = arith.constant {nb} : index")
+    t(f"%nb = arith.constant {kern.k // 32} : index")
     _rows_loop(t, kern)
     _reduction(t, "acc", "b", "%nb", "%c1", "a", V16)
     t("%k0 = arith.muli %b, %c32 : index")
@@ -298,6 +304,16 @@ def _q8_0_body(t: Text, kern: Kernel) -> None:
             t(f"%qk{i}_{h} = {_at('%b', 32 * tile, 32 * i + 16 * h)}")
             t(f"%q{i}_{h} = vector.load %q[%tile, %qk{i}_{h}] : {q}, vector<16xi8>")
             t(f"%f{i}_{h} = arith.sitofp %q{i}_{h} : vector<16xi8> to {V16}")
+        if sixteen:
+            prev = f"%a{i}"
+            for h in range(2):
+                t(f"%p{i}_{h} = arith.mulf %f{i}_{h}, %x{h} : {V16}")
+                t(f"%dk{i}_{h} = {_at('%b', 2 * tile, 2 * i + h)}")
+                t(f"%e{i}_{h} = memref.load %d[%tile, %dk{i}_{h}] : {d}")
+                t(f"%v{i}_{h} = vector.broadcast %e{i}_{h} : f32 to {V16}")
+                t(f"%n{i}_{h} = vector.fma %p{i}_{h}, %v{i}_{h}, {prev} : {V16}")
+                prev = f"%n{i}_{h}"
+            continue
         t(f"%p{i} = arith.mulf %f{i}_0, %x0 : {V16}")
         t(f"%s{i} = vector.fma %f{i}_1, %x1, %p{i} : {V16}")
         t(f"%dk{i} = {_at('%b', tile, i)}")
@@ -305,40 +321,7 @@ def _q8_0_body(t: Text, kern: Kernel) -> None:
         t(f"%e{i} = arith.extf %h{i} : f16 to f32")
         t(f"%v{i} = vector.broadcast %e{i} : f32 to {V16}")
         t(f"%n{i} = vector.fma %s{i}, %v{i}, %a{i} : {V16}")
-    _yield(t, [f"%n{i}" for i in range(ROWS_PER_TILE)], V16)
-    _store_rows(t, kern, [f"%acc#{i}" for i in range(ROWS_PER_TILE)])
-    t.end()
-
-
-def _q6_k_body(t: Text, kern: Kernel) -> None:
-    """The Q8_0 body with a scale per 16 weights (f32): per 32 weights of a row two
-    conversions, two multiplies and two FMAs into the row's partials."""
-    nb = kern.k // 32
-    mem = kern.bindings
-    x, q, d = _memref([kern.k], "f32"), mem["q"], mem["d"]
-    t("%c16 = arith.constant 16 : index")
-    t("%c32 = arith.constant 32 : index")
-    t(f"%nb = arith.constant {nb} : index")
-    _rows_loop(t, kern)
-    _reduction(t, "acc", "b", "%nb", "%c1", "a", V16)
-    t("%k0 = arith.muli %b, %c32 : index")
-    t("%k1 = arith.addi %k0, %c16 : index")
-    t(f"%x0 = vector.load %x[%k0] : {x}, {V16}")
-    t(f"%x1 = vector.load %x[%k1] : {x}, {V16}")
-    tile = ROWS_PER_TILE
-    for i in range(ROWS_PER_TILE):
-        prev = f"%a{i}"
-        for h in range(2):
-            t(f"%qk{i}_{h} = {_at('%b', 32 * tile, 32 * i + 16 * h)}")
-            t(f"%q{i}_{h} = vector.load %q[%tile, %qk{i}_{h}] : {q}, vector<16xi8>")
-            t(f"%f{i}_{h} = arith.sitofp %q{i}_{h} : vector<16xi8> to {V16}")
-            t(f"%p{i}_{h} = arith.mulf %f{i}_{h}, %x{h} : {V16}")
-            t(f"%dk{i}_{h} = {_at('%b', 2 * tile, 2 * i + h)}")
-            t(f"%e{i}_{h} = memref.load %d[%tile, %dk{i}_{h}] : {d}")
-            t(f"%v{i}_{h} = vector.broadcast %e{i}_{h} : f32 to {V16}")
-            t(f"%n{i}_{h} = vector.fma %p{i}_{h}, %v{i}_{h}, {prev} : {V16}")
-            prev = f"%n{i}_{h}"
-    _yield(t, [f"%n{i}_1" for i in range(ROWS_PER_TILE)], V16)
+    _yield(t, [f"%n{i}_1" if sixteen else f"%n{i}" for i in range(ROWS_PER_TILE)], V16)
     _store_rows(t, kern, [f"%acc#{i}" for i in range(ROWS_PER_TILE)])
     t.end()
 
@@ -489,9 +472,7 @@ def executable_text(kern: Kernel) -> str:
         _norm_prologue(t, kern, kern.norm_eps)
     if kern.glu:
         _glu_prologue(t, kern)
-    body = (_q8_0_body if kern.scheme in BYTE_PLANE else
-            _q6_k_body if kern.scheme in SIXTEEN_PLANE else _q4_k_body)
-    body(t, kern)
+    (_byte_body if kern.scheme in I8_PLANE else _q4_k_body)(t, kern)
     t("return")
     t.end()
     t.end()

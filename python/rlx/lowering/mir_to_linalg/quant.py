@@ -824,15 +824,12 @@ def kernel_planes(kern: gemv_kernels.Kernel, w: ir.Value) -> list[ir.Value]:
     info = QUANT_SCHEMES[kern.scheme]
     n, g = kern.n, kern.k // info.block_elems
     raw3 = emit.expand(w, [[0], [1, 2]], [n, g, info.block_bytes])
-    if kern.scheme in gemv_kernels.BYTE_PLANE:
-        q = byte_quants(raw3, n, kern.scheme)
-        planes = [emit.collapse(q, [[0], [1, 2]]), repack_field(raw3, n, f16_at(0), [32])]
-        return interleave_tiles(kern, planes)
-    if kern.scheme in gemv_kernels.SIXTEEN_PLANE:
-        q = byte_quants(raw3, n, kern.scheme)
-        s = repack_field(raw3, n, _Q6_K_PRODUCTS, [16])
-        planes = [emit.collapse(q, [[0], [1, 2]]), emit.collapse(s, [[0], [1, 2]])]
-        return interleave_tiles(kern, planes)
+    if kern.scheme in gemv_kernels.I8_PLANE:     # i8 quants and a scale per 32 (or 16)
+        q = emit.collapse(byte_quants(raw3, n, kern.scheme), [[0], [1, 2]])
+        scales = (repack_field(raw3, n, f16_at(0), [32]) if kern.scheme in
+                  gemv_kernels.BYTE_PLANE else
+                  emit.collapse(repack_field(raw3, n, _Q6_K_PRODUCTS, [16]), [[0], [1, 2]]))
+        return interleave_tiles(kern, [q, scales])
 
     def nibbles(idx: Loops) -> ir.Value:
         """Lane ``l`` of half ``hc`` of superblock ``g``: nibble j of weight
@@ -868,10 +865,9 @@ BYTE_QUANTS: dict[str, Callable[[Scalars], ir.Value]] = {
 :data:`LAYOUTS`, for the schemes the Q8_0 kernel (or its per-16 variant) runs widened."""
 
 
-def _q6_k_product_body(b: list[ir.Value], _i: Exprs, _e: Callable[[Expr], ir.Value]
+def _q6_k_product_body(b: list[ir.Value], i: Exprs, e: Callable[[Expr], ir.Value]
                        ) -> ir.Value:
-    d = f32_of(arith.bitcast(ir.F16Type.get(), _bytes_to(16, b[:2])))
-    return mulf(d, sf(b[2]))
+    return mulf(f32_of(f16_at(208).body(b[:2], i, e)), sf(b[2]))
 
 
 _Q6_K_PRODUCTS = Field("f32", lambda i: [_c(208), _c(209), _c(192) + i[0]], _q6_k_product_body,
@@ -883,9 +879,8 @@ the block, d: the f16 at 208), in f32: exact (11 x 8 significant bits)."""
 def byte_quants(raw3: ir.Value, n: int, scheme: str) -> ir.Value:
     """``[N, G, E]`` i8 (``E`` weights a block): the integer ``q`` of ``w = d · q`` for a
     :data:`~.gemv_kernels.BYTE_PLANE` or ``SIXTEEN_PLANE`` scheme: Q8_0's bytes, or
-    :data:`BYTE_QUANTS` over the
-    scheme's :data:`LAYOUTS` planes in element order (a generic on the parameter only,
-    hoisted; its shifts computed, llvm-cpu only)."""
+    :data:`BYTE_QUANTS` over the scheme's :data:`LAYOUTS` planes in element order (a
+    generic on the parameter only, hoisted; its shifts computed, llvm-cpu only)."""
     if scheme == "gguf_q8_0":
         return repack_plane(raw3, n, LAYOUTS["gguf_q8_0"].planes["q"], [32])
     layout = LAYOUTS[scheme]
@@ -957,7 +952,8 @@ def _kernel(ctx: LoweringContext, op: ir.Operation) -> gemv_kernels.Kernel | Non
     n, k = emit.static_shape(op.results[0])[-1], x[-1]
     assert n is not None
     assert k is not None
-    return gemv_kernels.kernel_for(ir.StringAttr(op.attributes["scheme"]).value, m, n, k, ctx)
+    return gemv_kernels.kernel_for(ir.StringAttr(op.attributes["scheme"]).value, m, n, k,
+                                   ctx.options)
 
 
 def _lower(ctx: LoweringContext, op: Decoded, kern: gemv_kernels.Kernel | None,
@@ -1031,29 +1027,27 @@ def _residual_add(op: ir.Operation) -> tuple[ir.Operation, int] | None:
     return add.operation, i
 
 
+def _producer(v: ir.Value, name: str) -> ir.Operation | None:
+    """The ``rlx_mir.<name>`` op that defines ``v``, if one does."""
+    owner = v.owner
+    if isinstance(owner, ir.Block) or owner.name != f"rlx_mir.{name}":
+        return None
+    return owner.operation
+
+
 def _rms_norm_input(op: ir.Operation, k: int) -> ir.Operation | None:
     """The ``rms_norm`` that computes ``op``'s ``x`` if its operands are f32 and ``K`` fits
     the prologue (:data:`.gemv_kernels.MAX_NORM_K`), so that the kernel can normalize ``x``
     itself."""
-    owner = op.operands[0].owner
-    if k > gemv_kernels.MAX_NORM_K or isinstance(owner, ir.Block):
+    norm = _producer(op.operands[0], "rms_norm")
+    if k > gemv_kernels.MAX_NORM_K or norm is None:
         return None
-    if owner.name != "rlx_mir.rms_norm":
-        return None
-    norm = owner.operation
     axis = ir.IntegerAttr(norm.attributes["axis"]).value
     if axis not in (-1, emit.rank(norm.operands[0]) - 1):
         return None
     if any(emit.elem(v) != emit.f32() for v in norm.operands):
         return None
     return norm
-
-
-def _producer(v: ir.Value, name: str) -> ir.Operation | None:
-    owner = v.owner
-    if isinstance(owner, ir.Block) or owner.name != f"rlx_mir.{name}":
-        return None
-    return owner.operation
 
 
 def _half(op: ir.Operation | None, k: int) -> tuple[ir.Value, int] | None:
