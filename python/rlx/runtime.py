@@ -14,11 +14,11 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
-from rlx.ir.diagnostics import RunError, WeightError
+from rlx.ir.diagnostics import RunError, WeightError, size_check_message
 from rlx.ir.types import DType
 
 DEVICES = ("local-task", "local-sync", "vulkan", "cuda", "hip")
@@ -265,8 +265,7 @@ class Function:
         try:
             out = self._invoke(*inputs)
         except (RuntimeError, ValueError) as e:
-            self._check(arrays, device=True)  # a device tensor of the wrong shape: name it
-            raise RunError(f"error: calling {self.name}: {e}") from None
+            self._fail(arrays, e)
         if isinstance(out, tuple | list):
             return tuple(DeviceTensor(self._program, o) for o in out)
         return DeviceTensor(self._program, out)
@@ -311,12 +310,21 @@ class Function:
         try:
             program._ctx.vm_context.invoke(self._vm_function, inputs, results)
         except (RuntimeError, ValueError) as e:
-            self._check(arrays, device=True)  # a device tensor of the wrong shape: name it
-            raise RunError(f"error: calling {self.name}: {e}") from None
+            self._fail(arrays, e)
         out = tuple(DeviceTensor(program, None, signal, semaphore=semaphore,
                                  buffer_view=results.get_as_ref(i).deref(rt.HalBufferView))
                     for i in range(results.size))
         return out if len(out) != 1 else out[0]
+
+    def _fail(self, arrays: list[np.ndarray | DeviceTensor], e: Exception) -> NoReturn:
+        """Raise the RunError for a call IREE refused: a failed run-time size check (the
+        module's own message: op, label, the two sizes), an input of the wrong shape, or
+        IREE's status."""
+        checked = size_check_message(str(e))
+        if checked is not None:
+            raise RunError(f"{checked} (in a call of '{self.name}')") from None
+        self._check(arrays, device=True)  # a device tensor of the wrong shape: name it
+        raise RunError(f"error: calling {self.name}: {e}") from None
 
     def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]
               ) -> list[np.ndarray | DeviceTensor]:

@@ -45,7 +45,10 @@ def dequant_matmul_result(c: Check) -> TensorInfo:
     if scheme.name == "nvfp4":
         c.dim("w", 0, k, "K = 'x' dim -1")
         packed = c["w"].shape[1]
-        n = None if packed is None else packed * 2
+        if packed is None:
+            c.fail("operand 'w' dim 1", "a static size (N / 2 bytes of nibble pairs)",
+                   str(c["w"]))
+        n = packed * 2
         c.rank("scale", 2)
         c.dtype("scale", {DType.I8})
         c.shape("scale", (k // bs, n), "[K / 16, N] FP8-E4M3 block scales")
@@ -56,6 +59,7 @@ def dequant_matmul_result(c: Check) -> TensorInfo:
         for name in ("scale", "zp"):
             c.dtype(name, {DType.F32})
             c.shape(name, (k // bs, n), f"[K / block_size, N] per-block {name}")
+        n = n.size
     return x.with_shape((*x.shape[:-1], n))
 
 
