@@ -21,7 +21,6 @@ import numpy as np
 import pytest
 import torch
 from benchmarks.hf_gguf import stored_values, write_gguf
-from harness import require
 
 from rlx.generate import Generator
 from rlx.models import llama
@@ -124,8 +123,8 @@ def test_gguf_tied_f16_embeddings(tmp_path: Path) -> None:
     assert gen.generate(PROMPT, 8) == want_tokens
 
 
+@pytest.mark.vulkan
 def test_gguf_matches_transformers_on_vulkan(hf: dict, tmp_path: Path) -> None:
-    require("vulkan")
     file = write_gguf(hf["model"], tmp_path / "tiny.gguf", "F32")
     gen = Generator(llama.from_gguf(file, logits="all"), "vulkan")
     assert_close(prefill_all(gen, PROMPT), hf["logits"], "f32", "vulkan GGUF prefill logits")
