@@ -16,7 +16,7 @@ import numpy as np
 from onnx import numpy_helper
 
 from rlx.dialects.builder import HirValue
-from rlx.importers.onnx_ops import (
+from rlx.importers.onnx_ops.registry import (
     Node,
     SymDim,
     Value,
