@@ -7,9 +7,11 @@ converters and folders there, so this package imports every family.
 
 from rlx.importers.onnx_ops import (
     attention,
+    constant,
     contraction,
     conv,
     elementwise,
+    indexing,
     norm,
     reduction,
     shape,
@@ -35,7 +37,8 @@ from rlx.importers.onnx_ops.registry import (
     why_unsupported,
 )
 
-FAMILIES = (attention, contraction, conv, elementwise, norm, reduction, shape)
+FAMILIES = (attention, constant, contraction, conv, elementwise, indexing, norm, reduction,
+            shape)
 
 __all__ = ["CONVERTERS", "FAMILIES", "FOLDERS", "ONNX_DTYPES", "RUNTIME_DTYPES", "ConvertFn",
            "Converter", "FoldFn", "Node", "SymDim", "Value", "converter", "dtype_of", "folder",
