@@ -1,7 +1,7 @@
 """rlx.models.llama.from_gguf against HF transformers.
 
 A tiny HF LLaMA (GQA, random weights from a fixed seed) is written as GGUF with the ``gguf``
-package the way llama.cpp's ``convert_hf_to_gguf.py`` does (``benchmarks/hf_gguf.py``: tensor
+package the way llama.cpp's ``convert_hf_to_gguf.py`` does (``tests/hf_gguf.py``: tensor
 names, metadata, the q/k row permutation to the interleaved RoPE layout; norms stay F32) as
 F32, F16 and Q8_0.
 Oracles: transformers on the original weights (32 greedy tokens identical for F32 and F16),
@@ -20,8 +20,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from benchmarks.hf_gguf import stored_values, write_gguf
 
+from hf_gguf import stored_values, write_gguf
 from rlx.generate import Generator
 from rlx.models import llama
 from rlx.models.gguf import config_from_metadata
