@@ -2,7 +2,7 @@
 llama.cpp, prefill and decode tokens/s, in one run on the same files and thread count.
 
 For each model shape (random weights, std 0.02, fixed seed) the script builds the HF model,
-writes it as an F16 GGUF the way llama.cpp's converter does (``benchmarks/hf_gguf.py``, with
+writes it as an F16 GGUF the way llama.cpp's converter does (``tests/hf_gguf.py``, with
 a byte-level tokenizer so that llama.cpp loads it), and derives Q8_0 and Q4_K_M files from
 it with llama.cpp's ``llama-quantize`` (without llama.cpp: Q8_0 written by the ``gguf``
 package, no Q4_K). Then, per format:
@@ -53,9 +53,9 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
+from tests.hf_gguf import write_gguf  # noqa: E402
 
 import rlx.gguf  # noqa: E402
-from benchmarks.hf_gguf import write_gguf  # noqa: E402
 from rlx.compiler import dispatch_counts  # noqa: E402
 from rlx.generate import Generator  # noqa: E402
 from rlx.models import llama  # noqa: E402

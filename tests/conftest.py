@@ -1,12 +1,24 @@
-"""Shared pytest setup: the repository root on sys.path for the test helpers."""
+"""Shared pytest setup: the repository root on sys.path for the test helpers, and the one
+rule for tests marked ``vulkan`` (harness.require_vulkan: a failure without a Vulkan device
+where RLX_REQUIRE_VULKAN is set, as ``make test`` and CI set it)."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "numerics"))
 sys.path.insert(0, str(ROOT / "tests" / "fuzz"))
 sys.path.insert(0, str(ROOT))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("vulkan") is None:
+        return
+    from harness import require_vulkan
+
+    require_vulkan()

@@ -3,6 +3,7 @@ reports (the HIR label and position, the saved module, an exact reproducer)."""
 
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 import sys
@@ -60,9 +61,13 @@ def test_weights_are_not_in_the_vmfb() -> None:
     assert len(vmfb) < 200_000, "a 2 MB weight must live in the parameter file"
 
 
-def test_extra_flags_reach_iree() -> None:
+def test_extra_flags_reach_iree(tmp_path: Path) -> None:
     h = build("norms")
-    assert rlx.compile(h, extra_flags=["--iree-llvmcpu-enable-ukernels=none"])
+    dump = tmp_path / "sources"
+    rlx.compile(h, extra_flags=[f"--iree-hal-dump-executable-sources-to={dump}"])
+    sources = sorted(dump.glob("*.mlir"))
+    assert sources, "IREE dumped no executable sources: the extra flag did not reach it"
+    assert sources[0].read_text().startswith("hal.executable public @main_dispatch_")
     with pytest.raises(rlx.CompileError, match="--iree-no-such-flag"):
         rlx.compile(h, extra_flags=["--iree-no-such-flag"])
 
@@ -138,7 +143,9 @@ def test_hopper_target_is_derived_from_sm89() -> None:
 
 
 def test_rocm_compiles() -> None:
-    assert rlx.compile(build("attention_causal"), "rocm", rocm_arch="gfx942")
+    vmfb = rlx.compile(build("attention_causal"), "rocm", rocm_arch="gfx942")
+    assert b"rocm-hsaco-fb" in vmfb
+    assert set(re.findall(rb"gfx[0-9a-f]+", vmfb)) == {b"gfx942"}
 
 
 def test_target_defaults() -> None:

@@ -12,15 +12,10 @@ that removes some should lower the budget.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
+from bench_blocks import rlx_block
 from rlx.compiler import dispatch_counts
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.blocks import rlx_block
 
 BUDGET = {  # block: (flow dispatches, flow encodes, dispatches one call runs)
     "rmsnorm": (1, 0, 1),

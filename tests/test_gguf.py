@@ -7,6 +7,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
+import gguf
 import numpy as np
 import pytest
 
@@ -15,7 +16,6 @@ from rlx.dialects.enums import QUANT_SCHEMES
 from rlx.ir.diagnostics import WeightError
 from rlx.reference import quant as ref
 
-gguf = pytest.importorskip("gguf", reason="rlx.gguf is built on the gguf package")
 T = gguf.GGMLQuantizationType
 
 K, N = 256, 8

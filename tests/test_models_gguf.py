@@ -1,7 +1,7 @@
 """rlx.models.llama.from_gguf against HF transformers.
 
 A tiny HF LLaMA (GQA, random weights from a fixed seed) is written as GGUF with the ``gguf``
-package the way llama.cpp's ``convert_hf_to_gguf.py`` does (``benchmarks/hf_gguf.py``: tensor
+package the way llama.cpp's ``convert_hf_to_gguf.py`` does (``tests/hf_gguf.py``: tensor
 names, metadata, the q/k row permutation to the interleaved RoPE layout; norms stay F32) as
 F32, F16 and Q8_0.
 Oracles: transformers on the original weights (32 greedy tokens identical for F32 and F16),
@@ -20,9 +20,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from benchmarks.hf_gguf import stored_values, write_gguf
-from harness import require
 
+from hf_gguf import stored_values, write_gguf
 from rlx.generate import Generator
 from rlx.models import llama
 from rlx.models.gguf import config_from_metadata
@@ -124,8 +123,8 @@ def test_gguf_tied_f16_embeddings(tmp_path: Path) -> None:
     assert gen.generate(PROMPT, 8) == want_tokens
 
 
+@pytest.mark.vulkan
 def test_gguf_matches_transformers_on_vulkan(hf: dict, tmp_path: Path) -> None:
-    require("vulkan")
     file = write_gguf(hf["model"], tmp_path / "tiny.gguf", "F32")
     gen = Generator(llama.from_gguf(file, logits="all"), "vulkan")
     assert_close(prefill_all(gen, PROMPT), hf["logits"], "f32", "vulkan GGUF prefill logits")

@@ -3,10 +3,13 @@ module before anything runs), inputs by position or name, clear errors."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import struct
 import subprocess
 import sys
+import time
+import types
 from pathlib import Path
 
 import numpy as np
@@ -182,13 +185,45 @@ def test_failed_call_is_a_run_error() -> None:
         prog.main.submit(z).wait()
 
 
-def test_waiting_for_a_result_does_not_spin() -> None:
-    """Waiting for a result sleeps, with the next call queued behind it (the pipelined
-    decode loop) or not: IREE's own wait spun for up to ~2 ms, ~1 ms of CPU per 4 ms call
-    queued behind (a sixth of the wait) and most of the wait with none, on the 2-core CI
-    machine whose CPU IREE's two workers need."""
-    import time
+class _WaitProbe:
+    """Stands in for a pending result's semaphore and fence and records, in order, what one
+    ``wait()`` does: each poll of the semaphore (the value read), each sleep (its length) and
+    the entry into IREE's own blocking wait (the semaphore's value then, seconds since the
+    wait began)."""
 
+    def __init__(self, tensor: rlx.runtime.DeviceTensor,
+                 events: list[tuple[str, float, float]]) -> None:
+        self._semaphore, self._fence, self._events = tensor._semaphore, tensor._ready, events
+        self._start = time.perf_counter()
+        tensor._semaphore = self
+        tensor._ready = self
+
+    def query(self) -> int:
+        value = self._semaphore.query()
+        self._events.append(("poll", value, 0.0))
+        return value
+
+    def wait(self) -> None:
+        self._events.append(("iree_wait", self._semaphore.query(),
+                             time.perf_counter() - self._start))
+        self._fence.wait()
+
+
+def test_waiting_for_a_result_does_not_spin(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Waiting for a result sleeps between polls of the call's semaphore and enters IREE's
+    own wait (which spins on the CPU for up to ~2 ms) only once the call is done, or, with no
+    later call queued behind it (the caller waits on the latency), after WAIT_PLAIN_POLL_S
+    of polling: on the 2-core CI machine IREE's spinning took CPU that its two workers need.
+    What each wait does is recorded, not timed, so a loaded machine cannot fail this; a
+    busy-polling wait, a sleep(0) one or IREE's wait at once fails it."""
+    events: list[tuple[str, float, float]] = []
+
+    def sleep(seconds: float) -> None:
+        events.append(("sleep", seconds, 0.0))
+        time.sleep(seconds)
+
+    monkeypatch.setattr(rlx.runtime, "time",
+                        types.SimpleNamespace(perf_counter=time.perf_counter, sleep=sleep))
     h = rlx.HirModule("chain")
     x, w = h.input("x", (256, 256)), h.input("w", (256, 256))
     y = x
@@ -197,24 +232,33 @@ def test_waiting_for_a_result_does_not_spin() -> None:
     h.set_outputs([y])
     prog = rlx.runtime.load(rlx.compile(h))
     a = ((np.arange(256 * 256, dtype=np.float32).reshape(256, 256) % 7) - 3) / 64
+    shortest = rlx.runtime.WAIT_POLL_S[0]
 
-    def waiting(pipelined: bool) -> tuple[float, float]:
-        pending = prog.main.submit(a, a)
-        waited = cpu = 0.0
-        for _ in range(30):
+    for pipelined in (True, False):
+        pending, polled = prog.main.submit(a, a), 0
+        for i in range(30):
             following = prog.main.submit(pending, a) if pipelined else None
-            t0, c0 = time.perf_counter(), time.thread_time()
+            events.clear()
+            _WaitProbe(pending, events)
             pending.wait()
-            waited += time.perf_counter() - t0
-            cpu += time.thread_time() - c0
+            where = (f"{'pipelined' if pipelined else 'plain'} wait #{i}: {len(events)} "
+                     f"events, first and last {events[:6]} ... {events[-2:]}")
+            kind, value, waited = events[-1]
+            assert kind == "iree_wait", where
+            assert [e for e in events if e[0] == "iree_wait"] == [events[-1]], where
+            if pipelined:
+                assert value >= 1, where
+            else:
+                assert value >= 1 or waited >= rlx.runtime.WAIT_PLAIN_POLL_S, where
+            for (kind, value, _), (next_kind, seconds, _) in itertools.pairwise(events):
+                if kind == "poll" and value < 1:  # then a sleep, or (plain) IREE's wait
+                    assert next_kind in ("sleep", "iree_wait"), where
+                if next_kind == "sleep":
+                    assert seconds >= shortest, where
+            polled += events[0][:2] == ("poll", 0)
             pending = following if pipelined else prog.main.submit(pending, a)
         pending.wait()
-        return cpu, waited
-
-    cpu, waited = waiting(pipelined=True)
-    assert cpu < 0.1 * waited, f"pipelined: {cpu * 1e3:.1f} ms of CPU in {waited * 1e3:.1f} ms"
-    cpu, waited = waiting(pipelined=False)
-    assert cpu < 0.1 * waited, f"plain: {cpu * 1e3:.1f} ms of CPU in {waited * 1e3:.1f} ms"
+        assert polled, "no wait began before its call finished: nothing was tested"
 
 
 def test_module_without_fences() -> None:

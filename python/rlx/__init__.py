@@ -1,6 +1,11 @@
-"""rlx: block-level ML models as MLIR (``rlx_hir`` / ``rlx_mir``), compiled with IREE."""
+"""rlx: block-level ML models as MLIR (``rlx_hir`` / ``rlx_mir``), compiled with IREE.
+
+Importing ``rlx`` imports ``rlx.lowering``, which installs what ``HirModule.lower_to_mir``
+runs (the dialects never import the lowering themselves).
+"""
 
 from rlx import gguf as gguf
+from rlx import lowering as lowering
 from rlx import models as models
 from rlx import runtime as runtime
 from rlx.compiler import compile as compile

@@ -6,6 +6,7 @@ import functools
 import os
 from collections.abc import Mapping
 
+import iree.runtime as rt
 import numpy as np
 import pytest
 
@@ -18,23 +19,41 @@ TARGETS = ["llvm-cpu", pytest.param("vulkan", marks=pytest.mark.vulkan)]
 DEVICE = {"llvm-cpu": "local-task", "vulkan": "vulkan"}
 
 
-@functools.cache
-def vulkan_available() -> bool:
-    try:
-        import iree.runtime as rt
+VULKAN_REQUIRED_ENV = "RLX_REQUIRE_VULKAN"
+"""Set (to anything but "" or "0") by ``make test`` and so by CI: a Vulkan test without a
+Vulkan device fails instead of skipping."""
 
+
+@functools.cache
+def vulkan_error() -> str | None:
+    """Why IREE cannot create a Vulkan device in this process, or None when it can."""
+    icd = os.environ.get("VK_DRIVER_FILES")
+    drivers = f"VK_DRIVER_FILES={icd}" if icd else "the Vulkan loader's default drivers"
+    try:
         rt.get_driver("vulkan").create_default_device()
-    except Exception:
-        return False
-    return True
+    except (RuntimeError, ValueError) as e:
+        return f"no Vulkan device through {drivers}: {e}"
+    return None
+
+
+def require_vulkan() -> None:
+    """The one rule for Vulkan tests; tests/conftest.py applies it to every test marked
+    ``vulkan`` before it runs. Without a device: a failure where ``RLX_REQUIRE_VULKAN`` is set,
+    else a skip that says how to get a device or leave the Vulkan tests out."""
+    error = vulkan_error()
+    if error is None:
+        return
+    if os.environ.get(VULKAN_REQUIRED_ENV, "") not in ("", "0"):
+        pytest.fail(f"{error} ({VULKAN_REQUIRED_ENV} is set: the Vulkan tests are required)",
+                    pytrace=False)
+    pytest.skip(f"{error} (Mesa lavapipe runs them on the CPU: apt-get install "
+                "mesa-vulkan-drivers; pytest -m 'not vulkan' leaves them out)")
 
 
 def require(target: str) -> None:
-    if target == "vulkan" and not vulkan_available():
-        reason = "no Vulkan device (CI installs Mesa lavapipe: apt-get install mesa-vulkan-drivers)"
-        if os.environ.get("RLX_REQUIRE_VULKAN"):
-            pytest.fail(reason)
-        pytest.skip(reason)
+    """``require_vulkan`` for the target ``vulkan``; nothing for the others."""
+    if target == "vulkan":
+        require_vulkan()
 
 
 def random_array(shape: tuple[int, ...], dtype: DType, rng: np.random.Generator,
@@ -86,7 +105,6 @@ def check_module(h: rlx.HirModule, target: str, *, seed: int = 0, dyn: int = 5,
                  params: Mapping[str, np.ndarray] | None = None,
                  **options: object) -> list[np.ndarray]:
     """Compile ``h`` for ``target``, run it, compare every output with the reference."""
-    require(target)
     rng = np.random.default_rng(seed)
     feeds = make_inputs(h, rng, dyn, inputs)
     weights = make_params(h, rng, params)
@@ -98,3 +116,12 @@ def check_module(h: rlx.HirModule, target: str, *, seed: int = 0, dyn: int = 5,
     for i, (g, w, out) in enumerate(zip(got, want, h.outputs, strict=True)):
         assert_close(g, w, out.dtype, f"output #{i} ({out.label or out.op.name})")
     return got
+
+
+if __name__ == "__main__":
+    # `make vulkan-check`, CI's first step: exit 1 naming the ICD file when IREE cannot
+    # create a Vulkan device, before any test runs.
+    problem = vulkan_error()
+    if problem is not None:
+        raise SystemExit(f"error: the Vulkan tests are required, and there is {problem}")
+    print(f"Vulkan device created through VK_DRIVER_FILES={os.environ.get('VK_DRIVER_FILES')}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from harness import DEVICE, TARGETS, check_module, require
+from harness import DEVICE, TARGETS, check_module
 
 import rlx
 from rlx.reference.tolerance import assert_close
@@ -70,7 +70,6 @@ def weights_from_hf(layer) -> dict[str, np.ndarray]:
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_llama_block_matches_transformers(target: str, shape: tuple[int, ...]) -> None:
-    require(target)
     batch, seq, hidden, heads, kv_heads, head_dim, ffn = shape
     _, layer, rotary = hf_layer(hidden, heads, kv_heads, head_dim, ffn, seed=seq)
     torch.manual_seed(100 + seq)

@@ -13,7 +13,7 @@ import functools
 import numpy as np
 import pytest
 import torch
-from harness import DEVICE, TARGETS, require
+from harness import DEVICE, TARGETS
 
 import rlx
 from rlx.ir.text import parse_module, walk_ops
@@ -159,7 +159,6 @@ def rnn_case(kind: str, target: str) -> RnnCase:
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
 def test_rnn_matches_torch(kind: str, target: str) -> None:
     """Every variant, y and the final states, at two sequence lengths of one module."""
-    require(target)
     case = rnn_case(kind, target)
     rng = np.random.default_rng(0)
     for seq in (7, 1):
@@ -258,7 +257,6 @@ def gdn_program(target: str) -> rlx.runtime.Program:
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_gated_delta_net_matches_qwen3_next(target: str) -> None:
-    require(target)
     prog = gdn_program(target)
     rng = np.random.default_rng(2)
     for seq in (9, 1):

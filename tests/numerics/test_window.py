@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from harness import DEVICE, TARGETS, require
+from harness import DEVICE, TARGETS
 
 import rlx
 from rlx.reference.tolerance import assert_close
@@ -28,7 +28,6 @@ def window_module() -> rlx.HirModule:
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_window_gather_and_scatter(target: str) -> None:
-    require(target)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1, N_POS, E)).astype(np.float32)
     inv = rng.permutation(N_POS // MERGE)

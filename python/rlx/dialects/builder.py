@@ -4,88 +4,37 @@ Every builder call checks the op against its schema before creating it, infers t
 shape (an explicit ``out_shape`` is checked against the inferred one) and returns
 :class:`HirValue` handles. ``str(module)`` gives the text format; ``HirModule.parse`` reads
 it back through MLIR's parser and re-checks every op.
+
+This module holds the op API (one method per HIR block, the escape hatch to MIR ops, the
+window helpers); the module machinery (functions, op creation, labels, text, parsing) is
+:mod:`rlx.dialects.hir_module` and the MIR stage :mod:`rlx.dialects.mir_module`; all their
+public names are importable from here.
+
+``h.lower_to_mir()`` runs ``rlx.lowering.lower_to_mir(h)``. The dialects never import the
+lowering (a lower floor never imports a higher one, DESIGN.md section 4), so the method goes
+through a hook that ``rlx.lowering`` installs when it is imported
+(:func:`rlx.dialects.mir_module.install_mir_lowering`). ``import rlx`` imports it, so users
+always have it; without it, ``lower_to_mir`` raises a :class:`~rlx.ir.diagnostics.LoweringError`
+that says so.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from iree.compiler import ir
 
-from rlx.dialects import FUSION_POLICY_ATTR, HIR, MIR, fusion_policy, lookup, verify_module
-from rlx.dialects.enums import FUSION_POLICIES
-from rlx.dialects.schema import OpSchema, create, decode, validate, with_defaults
-from rlx.ir.context import new_context
-from rlx.ir.diagnostics import BuildError, VerifyError
-from rlx.ir.locations import label_loc, label_of, relabel
-from rlx.ir.text import parse_file, parse_module, print_module
-from rlx.ir.types import DType, Shape, TensorInfo
-
-ShapeLike = Sequence[int | str | None]
+from rlx.dialects import HIR, MIR
+from rlx.dialects.hir_module import HirModuleCore, HirValue, ShapeLike, to_dims
+from rlx.dialects.mir_module import MirModule
+from rlx.ir.diagnostics import BuildError
+from rlx.ir.types import DType, TensorInfo
 
 
-class HirValue:
-    """A tensor value of a :class:`HirModule` (a function input or an op result)."""
-
-    __slots__ = ("_module", "value")
-
-    def __init__(self, module: HirModule, value: ir.Value) -> None:
-        self._module = module
-        self.value = value
-
-    @property
-    def module(self) -> HirModule:
-        return self._module
-
-    @property
-    def type(self) -> TensorInfo:
-        return TensorInfo.from_mlir(self.value.type)
-
-    @property
-    def shape(self) -> Shape:
-        return self.type.shape
-
-    @property
-    def dtype(self) -> DType:
-        return self.type.dtype
-
-    @property
-    def op(self) -> ir.Operation | None:
-        """The defining op (None for a function input)."""
-        owner = self.value.owner
-        if isinstance(owner, ir.Block):
-            return None
-        return owner.operation if isinstance(owner, ir.OpView) else owner
-
-    @property
-    def label(self) -> str | None:
-        op = self.op
-        return label_of(op.location) if op is not None else None
-
-    def __repr__(self) -> str:
-        op = self.op
-        src = op.name if op is not None else "input"
-        return f"HirValue({self.type} from {src})"
-
-
-def _dims(shape: ShapeLike) -> tuple[int | None, ...]:
-    """``None``, ``"?"`` or a symbol name (``"batch"``) is a dynamic dim."""
-    out: list[int | None] = []
-    for d in shape:
-        if d is None or isinstance(d, str):
-            out.append(None)
-        elif isinstance(d, int | np.integer) and d >= 0:
-            out.append(int(d))
-        else:
-            raise BuildError(f"shape {list(shape)}: dims are sizes >= 0, or None / a name "
-                             f"for a dynamic dim; found {d!r}")
-    return tuple(out)
-
-
-class HirModule:
+class HirModule(HirModuleCore):
     """A HIR module under construction (one function, ``main`` by default).
 
     Args:
@@ -94,181 +43,10 @@ class HirModule:
             chains) or ``"for_autodiff"``.
     """
 
-    def __init__(self, name: str = "main", fusion_policy: str = "direct",
-                 *, function: str = "main") -> None:
-        self._ctx = new_context()
-        with self._ctx, ir.Location.unknown():
-            self._module = ir.Module.create()
-            self._module.operation.attributes["sym_name"] = ir.StringAttr.get(name)
-        self.fusion_policy = fusion_policy
-        self._nodes: list[ir.Value | ir.Operation] = []
-        self._func = self._new_function(function)
-
-    # -- construction helpers ----------------------------------------------------------
-    def _new_function(self, name: str) -> ir.Operation:
-        if not name.isidentifier():
-            raise BuildError(f"function name: expected an identifier, found {name!r}")
-        with self._ctx, ir.Location.unknown(), ir.InsertionPoint(self._module.body):
-            ftype = ir.FunctionType.get([], [])
-            func_op = ir.Operation.create(
-                "func.func", regions=1,
-                attributes={"sym_name": ir.StringAttr.get(name),
-                            "function_type": ir.TypeAttr.get(ftype)})
-            block = func_op.regions[0].blocks.append()
-            with ir.InsertionPoint(block):
-                ir.Operation.create("func.return")
-        return func_op
-
-    @classmethod
-    def _wrap(cls, module: ir.Module) -> HirModule:
-        self = cls.__new__(cls)
-        self._ctx = module.context
-        self._module = module
-        self._nodes = []
-        funcs = [op.operation for op in module.body.operations]
-        self._func = funcs[0] if funcs else self._new_function("main")
-        for func_op in funcs:
-            block = func_op.regions[0].blocks[0]
-            self._nodes.extend(block.arguments)
-            self._nodes.extend(op.operation for op in block.operations
-                               if op.operation.name != "func.return")
-        return self
-
-    @property
-    def _block(self) -> ir.Block:
-        return self._func.regions[0].blocks[0]
-
-    @property
-    def _terminator(self) -> ir.Operation:
-        ops = list(self._block.operations)
-        return ops[-1].operation
-
-    def _update_signature(self) -> None:
-        block = self._block
-        inputs = [a.type for a in block.arguments]
-        outputs = [v.type for v in self._terminator.operands]
-        with self._ctx:
-            self._func.attributes["function_type"] = ir.TypeAttr.get(
-                ir.FunctionType.get(inputs, outputs))
-
-    def _check_value(self, v: HirValue, what: str) -> ir.Value:
-        if not isinstance(v, HirValue):
-            raise BuildError(f"{what}: expected a HirValue of this module, found "
-                             f"{type(v).__name__}")
-        if v.module is not self:
-            raise BuildError(f"{what}: the value belongs to another HirModule")
-        return v.value
-
-    def _emit(
-        self,
-        schema: OpSchema,
-        operands: Sequence[HirValue | None],
-        attrs: dict[str, Any],
-        *,
-        out_shape: ShapeLike | TensorInfo | None = None,
-        label: str | None = None,
-        default_label: bool = True,
-    ) -> list[HirValue]:
-        unknown = set(attrs) - {a.name for a in schema.attrs}
-        if unknown:
-            known = ", ".join(a.name for a in schema.attrs) or "none"
-            raise BuildError(f"{schema.full_name}: unknown attribute(s) "
-                             f"{', '.join(sorted(unknown))} (known: {known})")
-        present = [o for o in operands if o is not None]
-        ir_operands = [self._check_value(o, f"{schema.full_name} operand #{i}")
-                       for i, o in enumerate(present)]
-        if label is None and default_label:
-            label = schema.default_label(with_defaults(schema, attrs))
-        results: list[TensorInfo] | None = None
-        if isinstance(out_shape, TensorInfo):
-            results = [out_shape]
-        elif out_shape is not None:
-            types = [TensorInfo.from_mlir(v.type) for v in ir_operands]
-            inferred = validate(schema, types, with_defaults(schema, attrs), label=label)
-            want = inferred[0].with_shape(_dims(out_shape))
-            if not want.compatible(inferred[0]):
-                raise VerifyError(schema.full_name, "out_shape", f"a shape compatible with "
-                                  f"the inferred {inferred[0]}", str(want), label=label)
-            results = [want, *inferred[1:]]
-        with self._ctx:
-            op = create(schema, ir_operands, attrs, loc=label_loc(label), label=label,
-                        ip=ir.InsertionPoint(self._terminator), results=results)
-        self._nodes.append(op)
-        return [HirValue(self, r) for r in op.results]
-
-    def _hir(self, name: str, operands: Sequence[HirValue | None], attrs: dict[str, Any],
-             out_shape: ShapeLike | None = None, label: str | None = None) -> HirValue:
-        return self._emit(HIR.ops[name], operands, attrs, out_shape=out_shape, label=label)[0]
-
-    # -- functions ---------------------------------------------------------------------
-    @property
-    def function_names(self) -> list[str]:
-        return [ir.StringAttr(op.operation.attributes["sym_name"]).value
-                for op in self._module.body.operations]
-
-    def function(self, name: str) -> HirModule:
-        """Build into function ``name`` from now on (created on first use). Weights with
-        the same name are shared by all functions: a model's ``prefill`` and ``decode``
-        entry points read one set of parameters."""
-        for op in self._module.body.operations:
-            op = op.operation
-            if ir.StringAttr(op.attributes["sym_name"]).value == name:
-                self._func = op
-                return self
-        self._func = self._new_function(name)
-        return self
-
-    # -- module properties -------------------------------------------------------------
-    @property
-    def name(self) -> str:
-        return ir.StringAttr(self._module.operation.attributes["sym_name"]).value
-
-    @property
-    def fusion_policy(self) -> str:
-        return fusion_policy(self._module)
-
-    @fusion_policy.setter
-    def fusion_policy(self, policy: str) -> None:
-        if policy not in FUSION_POLICIES:
-            raise BuildError(f"fusion policy: expected one of {', '.join(FUSION_POLICIES)}, "
-                             f"found {policy!r}")
-        with self._ctx:
-            self._module.operation.attributes[FUSION_POLICY_ATTR] = ir.StringAttr.get(policy)
-
-    def with_fusion_policy(self, policy: str) -> HirModule:
-        self.fusion_policy = policy
-        return self
-
-    @property
-    def mlir(self) -> ir.Module:
-        """The underlying MLIR module (shared, not copied)."""
-        return self._module
-
-    @property
-    def context(self) -> ir.Context:
-        return self._ctx
-
-    def __len__(self) -> int:
-        """Number of nodes (inputs and ops, as RLX counts them)."""
-        return len(self._nodes)
-
-    @property
-    def inputs(self) -> list[HirValue]:
-        return [HirValue(self, a) for a in self._block.arguments]
-
-    @property
-    def outputs(self) -> list[HirValue]:
-        return [HirValue(self, v) for v in self._terminator.operands]
-
-    @property
-    def ops(self) -> list[ir.Operation]:
-        """The ops of the current function in creation order (no terminator)."""
-        return [n for n in self._nodes if isinstance(n, ir.Operation)]
-
     # -- leaves ------------------------------------------------------------------------
     def input(self, name: str, shape: ShapeLike, dtype: DType | str = "f32") -> HirValue:
         """A function input (``HirOp::Input``); ``None`` / a name in ``shape`` is dynamic."""
-        t = TensorInfo(_dims(shape), DType.parse(dtype))
+        t = TensorInfo(to_dims(shape), DType.parse(dtype))
         if name in self.input_names:
             raise BuildError(f"input {name!r} is defined twice")
         names = [*self.input_names, name]
@@ -284,20 +62,9 @@ class HirModule:
         """A ``[?batch, ?seq, hidden]`` input (RLX's ``input_batch_seq``)."""
         return self.input(name, ("batch", "seq", hidden), dtype)
 
-    @property
-    def input_names(self) -> list[str]:
-        """The user's input names (``rlx.name``; ``argN`` where none was given)."""
-        if "arg_attrs" not in self._func.attributes:
-            return [f"arg{i}" for i in range(len(self._block.arguments))]
-        names = []
-        for i, a in enumerate(ir.ArrayAttr(self._func.attributes["arg_attrs"])):
-            d = ir.DictAttr(a)
-            names.append(ir.StringAttr(d["rlx.name"]).value if "rlx.name" in d else f"arg{i}")
-        return names
-
     def param(self, name: str, shape: ShapeLike, dtype: DType | str = "f32") -> HirValue:
         """A weight bound at load time (``HirOp::Param``)."""
-        t = TensorInfo(_dims(shape), DType.parse(dtype))
+        t = TensorInfo(to_dims(shape), DType.parse(dtype))
         return self._emit(HIR.ops["param"], [], {"name": name}, out_shape=t,
                           default_label=False)[0]
 
@@ -495,98 +262,6 @@ class HirModule:
         return self._emit(schema, list(inputs), attrs, out_shape=out_shape,
                           default_label=False)
 
-    # -- labels --------------------------------------------------------------------------
-    def named(self, name: str, build: Callable[[HirModule], HirValue]) -> HirValue:
-        """Build with ``build(self)`` and label the op of the returned value ``name``."""
-        value = build(self)
-        op = value.op
-        if op is None:
-            raise BuildError(f"named({name!r}): the block returned a function input, not an op")
-        with self._ctx:
-            op.location = relabel(op.location, name)
-        return value
-
-    def label_nodes_since(self, start: int, name: str) -> None:
-        """Label every op created at or after node ``start`` that has no label, or only its
-        op's default label, ``name`` (what importers do per source node). Inputs, params
-        and constants keep their names."""
-        if not name:
-            return
-        with self._ctx:
-            for node in self._nodes[start:]:
-                if not isinstance(node, ir.Operation) or node.name.endswith(
-                        (".param", ".constant")):
-                    continue
-                current = label_of(node.location)
-                if current is None or current == _default_label(node):
-                    node.location = relabel(node.location, name)
-
-    # -- outputs, text, verification -----------------------------------------------------
-    def set_outputs(self, outputs: Iterable[HirValue]) -> None:
-        """Make ``outputs`` the function results (replaces earlier outputs)."""
-        values = [self._check_value(v, f"output #{i}") for i, v in enumerate(outputs)]
-        old = self._terminator
-        with self._ctx, ir.Location.unknown():
-            ir.Operation.create("func.return", operands=values, ip=ir.InsertionPoint(old))
-        old.erase()
-        self._update_signature()
-
-    def verify(self) -> None:
-        """Re-check every op against its schema and the module against MLIR's verifier."""
-        verify_module(self._module, "hir")
-        with self._ctx:
-            if not self._module.operation.verify():
-                raise BuildError("module does not verify")
-
-    def __str__(self) -> str:
-        return print_module(self._module)
-
-    def __repr__(self) -> str:
-        return f"HirModule(@{self.name}, {len(self)} nodes, policy={self.fusion_policy})"
-
-    @classmethod
-    def parse(cls, text: str, source: str = "<string>") -> HirModule:
-        """Read HIR text through MLIR's parser; every op is checked against its schema."""
-        module = parse_module(text, source)
-        verify_module(module, "hir")
-        return cls._wrap(module)
-
-    @classmethod
-    def load(cls, path: str | Path) -> HirModule:
-        module = parse_file(path)
-        verify_module(module, "hir")
-        return cls._wrap(module)
-
-    def lower_to_mir(self, fusion_policy: str | None = None) -> MirModule:
-        """A new MIR module (``hir-to-mir`` with this module's, or the given, policy);
-        this module is left as it is."""
-        from rlx.lowering import LoweringOptions, lower_hir_to_mir
-
-        module = parse_module(str(self), f"{self.name}.hir")
-        if fusion_policy is not None:
-            with module.context:
-                module.operation.attributes[FUSION_POLICY_ATTR] = ir.StringAttr.get(
-                    fusion_policy)
-        lower_hir_to_mir(module, LoweringOptions())
-        return MirModule(module)
-
-    def lower_for_autodiff(self) -> MirModule:
-        """``lower_to_mir`` with the ``for_autodiff`` policy (primitive chains)."""
-        return self.lower_to_mir("for_autodiff")
-
-    @classmethod
-    def wrap_mir_graph(cls, mir: MirModule | ir.Module | str) -> HirModule:
-        """A HIR module whose ops are the given MIR module's ops (escape-hatch nodes),
-        with the ``direct`` policy."""
-        if isinstance(mir, MirModule):
-            mir = mir.mlir
-        text = mir if isinstance(mir, str) else print_module(mir)
-        module = parse_module(text)
-        verify_module(module, "mir")
-        self = cls._wrap(module)
-        self.fusion_policy = "direct"
-        return self
-
     # -- window helpers (RLX's ``hir::window``, spec 2.18) -------------------------------
     def _window_rows(self, helper: str, x: HirValue, idx: HirValue, shape: tuple[int, int, int],
                      group: int, idx_name: str) -> int:
@@ -632,50 +307,9 @@ class HirModule:
         return self.mir("reshape", [picked], new_shape=[batch, n_out, embd])
 
 
-class MirModule:
-    """A module at the MIR stage (what ``HirModule.lower_to_mir`` returns)."""
-
-    def __init__(self, module: ir.Module) -> None:
-        self._module = module
-
-    @property
-    def mlir(self) -> ir.Module:
-        return self._module
-
-    @property
-    def ops(self) -> list[ir.Operation]:
-        func = self._module.body.operations[0].operation
-        return [op.operation for op in func.regions[0].blocks[0].operations
-                if op.operation.name != "func.return"]
-
-    def __len__(self) -> int:
-        """Nodes as RLX counts them: function inputs plus ops."""
-        func = self._module.body.operations[0].operation
-        return len(func.regions[0].blocks[0].arguments) + len(self.ops)
-
-    def verify(self) -> None:
-        verify_module(self._module, "mir")
-
-    def __str__(self) -> str:
-        return print_module(self._module)
-
-    @classmethod
-    def parse(cls, text: str, source: str = "<string>") -> MirModule:
-        module = parse_module(text, source)
-        verify_module(module, "mir")
-        return cls(module)
-
-
-def _default_label(op: ir.Operation) -> str | None:
-    schema = lookup(op.name)
-    if schema is None:
-        return None
-    return schema.default_label(decode(schema, op, check=False).attrs)
-
-
 def load_hir(path: str | Path) -> HirModule:
     """Read a ``.hir`` file (MLIR text) and check every op against its schema."""
     return HirModule.load(path)
 
 
-__all__ = ["HirModule", "HirValue", "MirModule", "load_hir"]
+__all__ = ["HirModule", "HirValue", "MirModule", "ShapeLike", "load_hir"]

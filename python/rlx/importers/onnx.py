@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import numpy as np
 import onnx
@@ -25,6 +25,7 @@ from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 
 from rlx.dialects.builder import HirModule, HirValue
+from rlx.importers.onnx_blocks import Match, find_blocks
 from rlx.importers.onnx_ops import (
     CONVERTERS,
     FOLDERS,
@@ -332,11 +333,9 @@ class GraphImporter:
                 self.values[inp.name] = self._input(inp)
         for node in self.nodes:
             self._try_fold(node, prepass=True)
-        matches: dict[int, Any] = {}
+        matches: dict[int, Match] = {}
         covered: set[int] = set()
         if self.use_blocks:
-            from rlx.importers.onnx_blocks import find_blocks
-
             matches = find_blocks(self)
             covered = {i for m in matches.values() for i in m.nodes}
         for node in self.nodes:
@@ -431,7 +430,7 @@ class GraphImporter:
                 node.fail(f"output '{name}' would be {v.dtype}: {why_unsupported('float64')}")
             self.values[name] = v
 
-    def _emit_block(self, match: Any) -> None:
+    def _emit_block(self, match: Match) -> None:
         start = len(self.h)
         node = self.nodes[match.output]
         try:

@@ -1,4 +1,9 @@
-"""The named passes of rlx (what ``rlx-opt --pass=NAME`` runs) and the full lowering."""
+"""The named passes of rlx (what ``rlx-opt --pass=NAME`` runs) and the full lowering.
+
+Importing this package installs :func:`lower_to_mir` as what ``HirModule.lower_to_mir`` runs
+(:func:`rlx.dialects.mir_module.install_mir_lowering`): the dialects sit below the lowering
+and never import it.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +11,19 @@ from collections.abc import Callable
 
 from iree.compiler import ir
 
-from rlx.dialects import fusion_policy, verify_module
+from rlx.dialects import FUSION_POLICY_ATTR, fusion_policy, verify_module
+from rlx.dialects.hir_module import HirModuleCore
+from rlx.dialects.mir_module import MirModule, install_mir_lowering
+from rlx.ir.text import parse_module
+from rlx.lowering.hir_to_mir import HIR_TO_MIR
+from rlx.lowering.mir_to_linalg import MIR_TO_LINALG, declare_params
+from rlx.lowering.mir_to_linalg.gemv_kernels import declare_executables
+from rlx.lowering.mir_to_linalg.quant import fuse_gemv_neighbours
 from rlx.lowering.registry import LoweringContext, LoweringOptions, check_lowered
 
 
 def lower_hir_to_mir(module: ir.Module, options: LoweringOptions) -> None:
     """HIR blocks -> MIR ops, by the module's fusion policy."""
-    from rlx.lowering.hir_to_mir import HIR_TO_MIR
-
     verify_module(module, "hir")
     ctx = LoweringContext(options, fusion_policy(module), module)
     HIR_TO_MIR.run(module, ctx)
@@ -22,10 +32,6 @@ def lower_hir_to_mir(module: ir.Module, options: LoweringOptions) -> None:
 
 def lower_mir_to_linalg(module: ir.Module, options: LoweringOptions) -> None:
     """MIR ops -> linalg / tensor / arith / math / iree_linalg_ext / util ops."""
-    from rlx.lowering.mir_to_linalg import MIR_TO_LINALG, declare_params
-    from rlx.lowering.mir_to_linalg.gemv_kernels import declare_executables
-    from rlx.lowering.mir_to_linalg.quant import fuse_gemv_neighbours
-
     verify_module(module, "mir")
     ctx = LoweringContext(options, fusion_policy(module), module)
     declare_params(module, ctx)
@@ -42,6 +48,24 @@ def check_lowered_pass(module: ir.Module, options: LoweringOptions) -> None:
     check_lowered(module)
 
 
+def lower_to_mir(module: HirModuleCore, fusion_policy: str | None = None) -> MirModule:
+    """A new MIR module from a HIR module (``hir-to-mir`` with the module's, or the given,
+    policy); ``module`` is left as it is. ``h.lower_to_mir()`` runs this."""
+    mir = parse_module(str(module), f"{module.name}.hir")
+    if fusion_policy is not None:
+        with mir.context:
+            mir.operation.attributes[FUSION_POLICY_ATTR] = ir.StringAttr.get(fusion_policy)
+    lower_hir_to_mir(mir, LoweringOptions())
+    return MirModule(mir)
+
+
+def lower_for_autodiff(module: HirModuleCore) -> MirModule:
+    """:func:`lower_to_mir` with the ``for_autodiff`` policy (primitive chains)."""
+    return lower_to_mir(module, "for_autodiff")
+
+
+install_mir_lowering(lower_to_mir)
+
 Pass = Callable[[ir.Module, LoweringOptions], None]
 PASSES: dict[str, Pass] = {
     "hir-to-mir": lower_hir_to_mir,
@@ -55,5 +79,5 @@ def run_passes(module: ir.Module, names: list[str], options: LoweringOptions) ->
         PASSES[name](module, options)
 
 
-__all__ = ["PASSES", "LoweringOptions", "lower_hir_to_mir", "lower_mir_to_linalg",
-           "run_passes"]
+__all__ = ["PASSES", "LoweringOptions", "lower_for_autodiff", "lower_hir_to_mir",
+           "lower_mir_to_linalg", "lower_to_mir", "run_passes"]

@@ -47,30 +47,13 @@ from rlx.models.llama import (
     LlamaModel,
     ModelError,
     build,
+    gguf_name,
     param_shapes,
 )
 
 GGUF_ARCHITECTURES = {"llama": "gptj", "qwen2": "neox", "qwen3": "neox"}
 """Supported ``general.architecture`` values -> rlx RoPE style."""
-
-LAYER_TENSORS = {
-    "ln1": "attn_norm.weight", "ln2": "ffn_norm.weight", "q": "attn_q.weight",
-    "k": "attn_k.weight", "v": "attn_v.weight", "o": "attn_output.weight",
-    "q_b": "attn_q.bias", "k_b": "attn_k.bias", "v_b": "attn_v.bias",
-    "q_norm": "attn_q_norm.weight", "k_norm": "attn_k_norm.weight",
-    "gate": "ffn_gate.weight", "up": "ffn_up.weight", "down": "ffn_down.weight",
-}
-
-
-def gguf_name(name: str) -> str:
-    """The GGUF tensor name of an rlx weight name."""
-    top = {"embed": "token_embd.weight", "norm": "output_norm.weight",
-           "lm_head": "output.weight"}
-    if name in top:
-        return top[name]
-    _, i, key = name.split(".", 2)
-    return f"blk.{i}.{LAYER_TENSORS[key]}"
-
+EMBED, OUTPUT = gguf_name("embed"), gguf_name("lm_head")
 
 def config_from_metadata(meta: dict[str, Any], tensors: dict[str, Any], source: str
                          ) -> LlamaConfig:
@@ -112,8 +95,8 @@ def config_from_metadata(meta: dict[str, Any], tensors: dict[str, Any], source: 
         raise ModelError(f"{source}: error: metadata '{arch}.rope.dimension_count' {n_rot}: "
                          f"partial rotary (head_dim {head_dim}) is not supported by this "
                          "builder")
-    if "token_embd.weight" not in tensors:
-        raise ModelError(f"{source}: error: missing tensor 'token_embd.weight'")
+    if EMBED not in tensors:
+        raise ModelError(f"{source}: error: missing tensor '{EMBED}'")
     scaling: dict[str, Any] | None = None
     kind = meta.get(f"{arch}.rope.scaling.type", "none")
     if kind == "linear":
@@ -124,12 +107,12 @@ def config_from_metadata(meta: dict[str, Any], tensors: dict[str, Any], source: 
     eps = number("attention.layer_norm_rms_epsilon", 1e-5)
     theta = number("rope.freq_base", 10000.0)
     return LlamaConfig(
-        vocab_size=tensors["token_embd.weight"].shape[0], hidden_size=hidden,
+        vocab_size=tensors[EMBED].shape[0], hidden_size=hidden,
         num_layers=positive("block_count"), num_heads=heads, num_kv_heads=kv_heads,
         head_dim=head_dim, intermediate_size=positive("feed_forward_length"),
         rms_norm_eps=eps, rope_theta=theta,
         rope_style=GGUF_ARCHITECTURES[arch], rope_scaling=scaling,
-        tie_word_embeddings="output.weight" not in tensors, arch=arch,
+        tie_word_embeddings=OUTPUT not in tensors, arch=arch,
         **ARCHITECTURES[arch])
 
 
@@ -154,14 +137,13 @@ def _model(f: Any, c: LlamaConfig, logits: str) -> LlamaModel:
     schemes: dict[str, str] = {}
     weights: dict[str, np.ndarray] = {}
     expected = param_shapes(c)
-    embd = f.tensors.get("token_embd.weight")
+    embd = f.tensors.get(EMBED)
     if c.tie_word_embeddings and embd is not None and embd.type_name != "F32":
         # the LM head reads token_embd in its own format (an F32 one: the module transposes
         # the embedding itself)
         expected["lm_head"] = (c.hidden_size, c.vocab_size)
     for name, shape in expected.items():
-        tname = "token_embd.weight" if name == "lm_head" and c.tie_word_embeddings \
-            else gguf_name(name)
+        tname = EMBED if name == "lm_head" and c.tie_word_embeddings else gguf_name(name)
         if tname not in f.tensors:
             raise ModelError(f"{src}: error: missing tensor '{tname}' (rlx weight '{name}')")
         t = f.tensors[tname]

@@ -144,28 +144,61 @@ def param_shapes(c: LlamaConfig) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-HF_LAYER_NAMES = {
-    "ln1": "input_layernorm.weight", "ln2": "post_attention_layernorm.weight",
-    "q": "self_attn.q_proj.weight", "k": "self_attn.k_proj.weight",
-    "v": "self_attn.v_proj.weight", "o": "self_attn.o_proj.weight",
-    "q_b": "self_attn.q_proj.bias", "k_b": "self_attn.k_proj.bias",
-    "v_b": "self_attn.v_proj.bias", "q_norm": "self_attn.q_norm.weight",
-    "k_norm": "self_attn.k_norm.weight", "gate": "mlp.gate_proj.weight",
-    "up": "mlp.up_proj.weight", "down": "mlp.down_proj.weight",
+LAYER_NAMES: dict[str, tuple[str, str]] = {
+    "ln1": ("input_layernorm.weight", "attn_norm.weight"),
+    "ln2": ("post_attention_layernorm.weight", "ffn_norm.weight"),
+    "q": ("self_attn.q_proj.weight", "attn_q.weight"),
+    "k": ("self_attn.k_proj.weight", "attn_k.weight"),
+    "v": ("self_attn.v_proj.weight", "attn_v.weight"),
+    "o": ("self_attn.o_proj.weight", "attn_output.weight"),
+    "q_b": ("self_attn.q_proj.bias", "attn_q.bias"),
+    "k_b": ("self_attn.k_proj.bias", "attn_k.bias"),
+    "v_b": ("self_attn.v_proj.bias", "attn_v.bias"),
+    "q_norm": ("self_attn.q_norm.weight", "attn_q_norm.weight"),
+    "k_norm": ("self_attn.k_norm.weight", "attn_k_norm.weight"),
+    "gate": ("mlp.gate_proj.weight", "ffn_gate.weight"),
+    "up": ("mlp.up_proj.weight", "ffn_up.weight"),
+    "down": ("mlp.down_proj.weight", "ffn_down.weight"),
 }
+"""The family's one name table: rlx weight key within ``layers.N.`` -> (HF name within
+``model.layers.N.``, GGUF name within ``blk.N.``)."""
+TOP_NAMES: dict[str, tuple[str, str]] = {
+    "embed": ("model.embed_tokens.weight", "token_embd.weight"),
+    "norm": ("model.norm.weight", "output_norm.weight"),
+    "lm_head": ("lm_head.weight", "output.weight"),
+}
+"""rlx weight name outside the layers -> (HF name, GGUF name)."""
 LINEAR = {"q", "k", "v", "o", "gate", "up", "down", "lm_head"}
 """Linear weights: rlx keeps them ``[in, out]``; checkpoints (HF, GGUF) store ``[out, in]``."""
 
 
-def hf_name(name: str) -> str:
-    if name == "embed":
-        return "model.embed_tokens.weight"
-    if name == "norm":
-        return "model.norm.weight"
-    if name == "lm_head":
-        return "lm_head.weight"
+def _names(name: str) -> tuple[str, str]:
+    """(HF name, GGUF name) of an rlx weight name."""
+    if name in TOP_NAMES:
+        return TOP_NAMES[name]
     _, i, key = name.split(".", 2)
-    return f"model.layers.{i}.{HF_LAYER_NAMES[key]}"
+    hf, gguf = LAYER_NAMES[key]
+    return f"model.layers.{i}.{hf}", f"blk.{i}.{gguf}"
+
+
+def hf_name(name: str) -> str:
+    """The HF tensor name of an rlx weight name (``layers.0.q`` ->
+    ``model.layers.0.self_attn.q_proj.weight``)."""
+    return _names(name)[0]
+
+
+def gguf_name(name: str) -> str:
+    """The GGUF tensor name of an rlx weight name (``layers.0.q`` -> ``blk.0.attn_q.weight``)."""
+    return _names(name)[1]
+
+
+def hf_to_gguf(hf: str) -> str:
+    """The GGUF tensor name of an HF tensor name (what llama.cpp's converter writes)."""
+    top = dict(TOP_NAMES.values())
+    if hf in top:
+        return top[hf]
+    _, _, i, rest = hf.split(".", 3)
+    return f"blk.{i}.{dict(LAYER_NAMES.values())[rest]}"
 
 
 # --------------------------------------------------------------------------------------
@@ -463,5 +496,6 @@ def from_hf(config: str | Path, *safetensors: str | Path, logits: str = "last"
     return LlamaModel(c, build(c, logits), weights)
 
 
-__all__ = ["ARCHITECTURES", "LlamaConfig", "LlamaModel", "ModelError", "build",
-           "convert_hf_weights", "from_gguf", "from_hf", "param_shapes", "rope_tables"]
+__all__ = ["ARCHITECTURES", "LAYER_NAMES", "TOP_NAMES", "LlamaConfig", "LlamaModel",
+           "ModelError", "build", "convert_hf_weights", "from_gguf", "from_hf", "gguf_name",
+           "hf_name", "hf_to_gguf", "param_shapes", "rope_tables"]

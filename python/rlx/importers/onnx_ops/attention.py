@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from rlx.dialects.builder import HirValue
-from rlx.importers.onnx_ops import Node, Value, converter, np_dtype
+from rlx.importers.onnx_ops.registry import Node, Value, converter, np_dtype
 from rlx.importers.onnx_ops.shape import reshape_to
 from rlx.ir.types import DType
 
@@ -49,8 +49,9 @@ def _additive(node: Node, mask: HirValue, dtype: DType) -> HirValue:
     return node.cast(mask, dtype)
 
 
-@converter("Attention", since=23)
-def convert_attention(node: Node) -> list[Value]:
+def _refuse_unsupported(node: Node) -> None:
+    """Fail on what rlx attention cannot express: sliding windows, an external cache, the
+    ``qk_matmul_output`` output."""
     for attr in ("left_window_size", "right_window_size"):
         if node.attr(attr, -1) != -1:
             node.fail(f"{attr} (sliding windows) is not supported")
@@ -58,6 +59,11 @@ def convert_attention(node: Node) -> list[Value]:
         node.fail("nonpad_kv_seqlen (an external cache) is not supported")
     if len(node.proto.output) > 3 and node.proto.output[3]:
         node.fail("the qk_matmul_output output is not supported")
+
+
+@converter("Attention", since=23)
+def convert_attention(node: Node) -> list[Value]:
+    _refuse_unsupported(node)
     q3 = node.tensor(0)
     q = _heads(node, q3, node.attr("q_num_heads"))
     k = _heads(node, node.tensor(1), node.attr("kv_num_heads"))

@@ -9,7 +9,7 @@ import re
 import numpy as np
 
 from rlx.dialects.builder import HirValue
-from rlx.importers.onnx_ops import Node, Value, converter
+from rlx.importers.onnx_ops.registry import Node, Value, converter
 from rlx.importers.onnx_ops.shape import reshape_to
 from rlx.ir.types import Dim
 

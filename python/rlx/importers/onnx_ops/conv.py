@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from rlx.dialects.builder import HirValue
-from rlx.importers.onnx_ops import Node, Value, converter
 from rlx.importers.onnx_ops.reduction import reduce
+from rlx.importers.onnx_ops.registry import Node, Value, converter
 
 
 def _spatial(node: Node, x: HirValue, n: int) -> list[int]:

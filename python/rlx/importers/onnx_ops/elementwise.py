@@ -11,7 +11,7 @@ import numpy as np
 from onnx import helper
 
 from rlx.dialects.builder import HirValue
-from rlx.importers.onnx_ops import (
+from rlx.importers.onnx_ops.registry import (
     ONNX_DTYPES,
     Node,
     Value,

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from rlx.dialects.builder import HirValue
-from rlx.importers.onnx_ops import Node, Value, converter, normalize_axes
+from rlx.importers.onnx_ops.registry import Node, Value, converter, normalize_axes
 from rlx.importers.onnx_ops.shape import reshape_to
 from rlx.ir.types import DType
 

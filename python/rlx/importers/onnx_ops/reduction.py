@@ -8,7 +8,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from rlx.dialects.builder import HirValue
-from rlx.importers.onnx_ops import Node, Value, converter, folder, is_symbolic, normalize_axes
+from rlx.importers.onnx_ops.registry import (
+    Node,
+    Value,
+    converter,
+    folder,
+    is_symbolic,
+    normalize_axes,
+)
 from rlx.ir.types import DType
 
 REDUCE = {"ReduceMean": "mean", "ReduceSum": "sum", "ReduceMax": "max", "ReduceMin": "min",

@@ -1,11 +1,10 @@
-"""``hir-to-mir``: every HIR block becomes fused or primitive MIR ops, by fusion policy."""
+"""``hir-to-mir``: every HIR block becomes fused or primitive MIR ops, by fusion policy.
 
-from rlx.dialects.hir import HIR
-from rlx.lowering.registry import LoweringTable
+The table is :mod:`rlx.lowering.hir_to_mir.table`; importing a family module registers its
+rules into it, so this package imports every family.
+"""
 
-HIR_TO_MIR = LoweringTable("hir-to-mir", HIR)
-
-from rlx.lowering.hir_to_mir import (  # noqa: E402  (families register into the table)
+from rlx.lowering.hir_to_mir import (
     attention,
     block,
     conv,
@@ -15,6 +14,7 @@ from rlx.lowering.hir_to_mir import (  # noqa: E402  (families register into the
     quant,
     recurrent,
 )
+from rlx.lowering.hir_to_mir.table import HIR_TO_MIR
 
 FAMILIES = (attention, block, conv, leaf, linear, norm, quant, recurrent)
 

@@ -7,7 +7,7 @@ from iree.compiler import ir
 from rlx.dialects.mir import MIR
 from rlx.dialects.schema import Decoded, create
 from rlx.ir.types import TensorInfo
-from rlx.lowering.hir_to_mir import HIR_TO_MIR
+from rlx.lowering.hir_to_mir.table import HIR_TO_MIR
 from rlx.lowering.registry import LoweringContext
 
 

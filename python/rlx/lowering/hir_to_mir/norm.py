@@ -6,7 +6,7 @@ from iree.compiler import ir
 
 from rlx.dialects.schema import Decoded
 from rlx.lowering.build import mir
-from rlx.lowering.hir_to_mir import HIR_TO_MIR
+from rlx.lowering.hir_to_mir.table import HIR_TO_MIR
 from rlx.lowering.registry import LoweringContext
 
 

@@ -16,7 +16,8 @@ from iree.compiler.dialects import arith, math
 
 from rlx.dialects.schema import Decoded
 from rlx.lowering import emit
-from rlx.lowering.mir_to_linalg import MIR_TO_LINALG, decode_attention
+from rlx.lowering.mir_to_linalg import decode_attention
+from rlx.lowering.mir_to_linalg.table import MIR_TO_LINALG
 from rlx.lowering.registry import LoweringContext
 
 MASKED = -1e9  # RLX fills masked scores with -1e9 (a fully masked row is uniform, not NaN)

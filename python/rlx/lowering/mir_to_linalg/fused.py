@@ -8,10 +8,10 @@ from iree.compiler import ir
 
 from rlx.dialects.schema import Decoded
 from rlx.lowering import emit
-from rlx.lowering.mir_to_linalg import MIR_TO_LINALG
 from rlx.lowering.mir_to_linalg.contraction import matmul_acc
 from rlx.lowering.mir_to_linalg.elementwise import apply_activation
 from rlx.lowering.mir_to_linalg.norm import rms_norm
+from rlx.lowering.mir_to_linalg.table import MIR_TO_LINALG
 from rlx.lowering.registry import LoweringContext
 
 

@@ -51,7 +51,8 @@ from rlx.dialects.mir import MIR
 from rlx.dialects.schema import Decoded, decode
 from rlx.ir.text import walk_ops
 from rlx.lowering import emit
-from rlx.lowering.mir_to_linalg import MIR_TO_LINALG, gemv_kernels
+from rlx.lowering.mir_to_linalg import gemv_kernels
+from rlx.lowering.mir_to_linalg.table import MIR_TO_LINALG
 from rlx.lowering.registry import LoweringContext
 
 Expr = ir.AffineExpr

@@ -23,7 +23,7 @@ from iree.compiler.dialects import arith, math
 
 from rlx.dialects.schema import Decoded
 from rlx.lowering import emit
-from rlx.lowering.mir_to_linalg import MIR_TO_LINALG
+from rlx.lowering.mir_to_linalg.table import MIR_TO_LINALG
 from rlx.lowering.registry import LoweringContext
 
 P, R = emit.PARALLEL, emit.REDUCTION

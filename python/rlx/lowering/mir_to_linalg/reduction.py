@@ -7,8 +7,8 @@ from iree.compiler.dialects import arith
 
 from rlx.dialects.schema import Decoded
 from rlx.lowering import emit
-from rlx.lowering.mir_to_linalg import MIR_TO_LINALG
 from rlx.lowering.mir_to_linalg.contraction import accumulator
+from rlx.lowering.mir_to_linalg.table import MIR_TO_LINALG
 from rlx.lowering.registry import LoweringContext
 
 

@@ -2,9 +2,11 @@
 does: its tensor names and metadata keys, LLaMA's q/k rows permuted to the interleaved RoPE
 layout, 1-D tensors (norms, biases) in F32, 2-D ones in the chosen format.
 
-Shared by ``benchmarks/llama.py`` (model files for rlx, HF and llama.cpp) and
-``tests/test_models_gguf.py`` (input for rlx's GGUF reader). It lives outside the ``rlx``
-package on purpose: it produces what rlx reads, so it must not share rlx's code.
+A test helper, shared by ``tests/test_models_gguf.py`` (input for rlx's GGUF reader) and
+``benchmarks/llama.py`` (model files for rlx, HF and llama.cpp). Everything but the tensor
+names is written from llama.cpp's converter, not from rlx's reader; the names come from the
+LLaMA family's one name table (``rlx.models.llama.LAYER_NAMES``), which
+``tests/test_models_names.py`` checks against the ``gguf`` package's own name map.
 """
 
 from __future__ import annotations
@@ -17,17 +19,7 @@ from typing import Any
 import gguf
 import numpy as np
 
-LAYER_NAMES = {
-    "input_layernorm.weight": "attn_norm.weight",
-    "post_attention_layernorm.weight": "ffn_norm.weight",
-    "self_attn.q_proj.weight": "attn_q.weight", "self_attn.k_proj.weight": "attn_k.weight",
-    "self_attn.v_proj.weight": "attn_v.weight", "self_attn.o_proj.weight": "attn_output.weight",
-    "self_attn.q_proj.bias": "attn_q.bias", "self_attn.k_proj.bias": "attn_k.bias",
-    "self_attn.v_proj.bias": "attn_v.bias", "self_attn.q_norm.weight": "attn_q_norm.weight",
-    "self_attn.k_norm.weight": "attn_k_norm.weight", "mlp.gate_proj.weight": "ffn_gate.weight",
-    "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
-}
-"""HF name within ``model.layers.N.`` -> GGUF name within ``blk.N.``."""
+from rlx.models.llama import hf_to_gguf
 
 FILE_TYPES = {"F32": gguf.LlamaFileType.ALL_F32, "F16": gguf.LlamaFileType.MOSTLY_F16,
               "Q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}
@@ -63,16 +55,6 @@ def stored_values(w: np.ndarray, fmt: str) -> np.ndarray:
     if qtype in (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16):
         return data.astype(np.float32)
     return gguf.quants.dequantize(data, qtype).reshape(w.shape)
-
-
-def gguf_name(hf_name: str) -> str:
-    """The GGUF tensor name of an HF LLaMA-family tensor name."""
-    top = {"model.embed_tokens.weight": "token_embd.weight",
-           "model.norm.weight": "output_norm.weight", "lm_head.weight": "output.weight"}
-    if hf_name in top:
-        return top[hf_name]
-    _, _, i, rest = hf_name.split(".", 3)
-    return f"blk.{i}.{LAYER_NAMES[rest]}"
 
 
 def llama3_rope_factors(cfg: Any) -> np.ndarray | None:
@@ -141,7 +123,7 @@ def write_gguf(model: Any, path: Path, fmt: str = "F16", *, arch: str = "llama",
     for name, t in model.state_dict().items():
         if name == "lm_head.weight" and cfg.tie_word_embeddings:
             continue
-        gname = gguf_name(name)
+        gname = hf_to_gguf(name)
         tensor_fmt = fmt_of(gname) if fmt_of is not None else fmt
         if tensor_fmt is None:
             continue
