@@ -91,6 +91,9 @@ def rope_input(c: Check, x: str, head_dim: int) -> DimRef:
     if t.rank == 4:
         c.dim(x, 3, head_dim, "head_dim")
     else:
+        last = t.shape[-1]
+        if last is None:
+            c.fail(f"operand '{x}' dim -1", "a static width (heads * head_dim)", str(t))
         c.multiple(x, t.rank - 1, head_dim, "whole heads of head_dim lanes")
     return c.ref(x, 0 if t.rank == 2 else 1)
 
@@ -117,6 +120,14 @@ def _packed_heads(c: Check, name: str, head_dim: int) -> int | None:
     return last // head_dim
 
 
+def _static_dims(c: Check, axes: tuple[int, ...], what: str) -> None:
+    """q, k and v have static sizes on ``axes`` (the lowering splits them into heads)."""
+    for name in ("q", "k", "v"):
+        for axis in axes:
+            if c[name].shape[axis] is None:
+                c.fail(f"operand '{name}' dim {axis}", f"a static size ({what})", str(c[name]))
+
+
 def attention_layout(c: Check, num_heads: int, head_dim: int) -> AttentionLayout:
     """Verify q/k/v and return their layout. K/V may have fewer heads than Q (GQA):
     query head h reads KV head ``h // (num_heads / kv_heads)``."""
@@ -131,6 +142,7 @@ def attention_layout(c: Check, num_heads: int, head_dim: int) -> AttentionLayout
     if q.rank == 4:
         head_major = q.shape[1] == num_heads
         h_axis, s_axis = (1, 2) if head_major else (2, 1)
+        _static_dims(c, (h_axis, 3), "heads and head_dim")
         c.dim("q", h_axis, num_heads, "num_heads")
         c.dim("q", 3, head_dim, "head_dim")
         kv_heads = c["k"].shape[h_axis]
@@ -142,6 +154,7 @@ def attention_layout(c: Check, num_heads: int, head_dim: int) -> AttentionLayout
             c.dim(n, 3, head_dim, "head_dim")
     else:
         head_major = False
+        _static_dims(c, (q.rank - 1,), "heads * head_dim")
         c.dim("q", -1, num_heads * head_dim, "num_heads * head_dim")
         kv_heads = _packed_heads(c, "k", head_dim) or 0
         c.dim("v", -1, kv_heads * head_dim, "the width of 'k' (kv_heads * head_dim)")

@@ -31,6 +31,9 @@ def dequant_matmul_result(c: Check) -> TensorInfo:
     c.rank("w", 2)
     c.dtype("w", {DType.I8})
     if scheme.gguf:
+        if None in c["w"].shape:    # the lowering repacks the rows at their static sizes
+            c.fail("operand 'w'", "a static shape [N, ROWBYTES] (a GGUF tensor's rows)",
+                   str(c["w"]))
         if k % scheme.block_elems:
             c.fail("operand 'x' dim -1", f"a multiple of {scheme.block_elems} (the "
                    f"{scheme.name} block size)", f"K = {k}")
