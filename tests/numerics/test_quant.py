@@ -36,7 +36,7 @@ import rlx
 from rlx.compiler import TargetConfig
 from rlx.dialects.builder import HirValue
 from rlx.dialects.enums import QUANT_SCHEMES
-from rlx.lowering.mir_to_linalg.gemv_kernels import workgroup_rows
+from rlx.lowering.mir_to_linalg.quant.gemv_kernels import workgroup_rows
 from rlx.lowering.registry import LoweringOptions
 from rlx.reference import quant as ref
 from rlx.reference.tolerance import assert_close

@@ -23,7 +23,7 @@ def lower_hir_to_mir(module: ir.Module, options: LoweringOptions) -> None:
 def lower_mir_to_linalg(module: ir.Module, options: LoweringOptions) -> None:
     """MIR ops -> linalg / tensor / arith / math / iree_linalg_ext / util ops."""
     from rlx.lowering.mir_to_linalg import MIR_TO_LINALG, declare_params
-    from rlx.lowering.mir_to_linalg.gemv_kernels import declare_executables
+    from rlx.lowering.mir_to_linalg.executable import declare_executables
     from rlx.lowering.mir_to_linalg.quant import fuse_gemv_neighbours
 
     verify_module(module, "mir")
