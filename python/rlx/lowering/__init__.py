@@ -37,14 +37,31 @@ def lower_mir_to_linalg(module: ir.Module, options: LoweringOptions) -> None:
         module.operation.verify()
 
 
+def fuse_gemv_neighbours(module: ir.Module, options: LoweringOptions) -> None:
+    """llvm-cpu decode GEMVs that run a hand-written kernel take in the RMSNorm or SwiGLU that
+    computes their ``x`` and the residual add that is their only use. ``mir-to-linalg`` runs
+    the same rewrite before its rules (sharing their context); run alone, it leaves MIR in
+    which those GEMVs are lowered and their kernels declared."""
+    from rlx.lowering.mir_to_linalg.executable import declare_executables
+    from rlx.lowering.mir_to_linalg.quant import fuse_gemv_neighbours as fuse
+
+    verify_module(module, "mir")
+    ctx = LoweringContext(options, fusion_policy(module), module)
+    fuse(module, ctx)
+    declare_executables(module, ctx)
+
+
 def check_lowered_pass(module: ir.Module, options: LoweringOptions) -> None:
     """Fail, naming each by label, if any rlx op is left."""
     check_lowered(module)
 
 
 Pass = Callable[[ir.Module, LoweringOptions], None]
+MIR_PASSES = ("fuse-gemv-neighbours", "mir-to-linalg")
+"""Passes whose input is MIR."""
 PASSES: dict[str, Pass] = {
     "hir-to-mir": lower_hir_to_mir,
+    "fuse-gemv-neighbours": fuse_gemv_neighbours,
     "mir-to-linalg": lower_mir_to_linalg,
     "check-lowered": check_lowered_pass,
 }
@@ -55,5 +72,5 @@ def run_passes(module: ir.Module, names: list[str], options: LoweringOptions) ->
         PASSES[name](module, options)
 
 
-__all__ = ["PASSES", "LoweringOptions", "lower_hir_to_mir", "lower_mir_to_linalg",
-           "run_passes"]
+__all__ = ["MIR_PASSES", "PASSES", "LoweringOptions", "fuse_gemv_neighbours", "lower_hir_to_mir",
+           "lower_mir_to_linalg", "run_passes"]

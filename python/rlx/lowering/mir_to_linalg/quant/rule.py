@@ -117,13 +117,13 @@ def lower(ctx: LoweringContext, op: Decoded, kern: gemv_kernels.Kernel | None,
     """The dequant_matmul through GEMV kernel ``kern`` (:func:`kernel_of`) with what
     ``near`` names, or (``kern`` None) the fused form."""
     x = op["x"]
-    x2 = rows_of(x)
     n = emit.static_shape(op.op.results[0])[-1]
     assert n is not None
     if kern is not None:                         # llvm-cpu decode: rlx's kernel, y [N]
-        y = _through_kernel(ctx, op, kern, x2, n, near or Neighbours())
+        y = _through_kernel(ctx, op, kern, n, near or Neighbours())
     else:
         assert near is None
+        x2 = rows_of(x)
         y = fused_matmul(ctx, op, x2)
         if emit.static_shape(y)[1] != n:
             y = emit.extract_slice(y, [0, 0], [emit.dim(x2, 0), n])
@@ -133,18 +133,21 @@ def lower(ctx: LoweringContext, op: Decoded, kern: gemv_kernels.Kernel | None,
     return emit.convert_tensor(y, emit.elem(x))
 
 
-def _through_kernel(ctx: LoweringContext, op: Decoded, kern: gemv_kernels.Kernel,
-                    x2: ir.Value, n: int, near: Neighbours) -> ir.Value:
-    """``y [1, N]`` f32 from the kernel's dispatch (``x2``: ``x`` as ``[1, K]``)."""
+def _through_kernel(ctx: LoweringContext, op: Decoded, kern: gemv_kernels.Kernel, n: int,
+                    near: Neighbours) -> ir.Value:
+    """``y [1, N]`` f32 from the kernel's dispatch. (``x`` itself is read only where the
+    kernel does not compute it: the rewrite drops the ops that did once nothing reads them.)"""
     gamma_beta: list[ir.Value] = []
     if near.norm is not None:                    # the kernel normalizes the norm's input
         kern = dataclasses.replace(kern, norm_eps=ir.FloatAttr(
             near.norm.attributes["eps"]).value)
         x2 = rows_of(near.norm.operands[0])
         gamma_beta = [emit.reshape(v, [kern.k]) for v in near.norm.operands[1:3]]
-    if near.gu is not None:                      # the kernel computes silu(g) * u
+    elif near.gu is not None:                    # the kernel computes silu(g) * u
         kern = dataclasses.replace(kern, glu=True)
         x2 = rows_of(near.gu)
+    else:
+        x2 = rows_of(op["x"])
     xk = emit.collapse(emit.convert_tensor(x2, emit.f32()), [[0, 1]])
     residual = None
     if near.residual is not None:                # y = r + W x in the kernel
