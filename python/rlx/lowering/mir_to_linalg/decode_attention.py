@@ -22,6 +22,18 @@ Query head ``h`` reads KV head ``h / (H / Hkv)`` (GQA, no K/V copy). Taken only 
 layout is the packed ``[1, 1, H · hd]`` query and ``[1, S_k, Hkv · hd]`` K / V in f32, with
 ``hd`` a multiple of 16 and no softcap, mask operand or bias; anything else keeps the
 decomposed form.
+
+**Bounds.** Every load stays inside its binding for any row counts and workload the host
+passes. K and V each come with their own row count (``len_k``, ``len_v``: the very values
+that size their bindings, the dispatch's operand dims, passed again as the memrefs' dims),
+and the loops run over ``start <= j < min(len_k, len_v)``, ``start = max(0, len - 1 -
+window)`` in index arithmetic that cannot go negative: a V shorter than K (which the op's
+verifier rejects where the lengths are static) is attended over the keys both have,
+never read past. A head ``h`` reads ``q`` / ``o`` at ``h · hd + [0, hd)`` and K / V
+columns ``(h / (H / Hkv)) · hd + [0, hd)``, in bounds for ``h < H``: the workload is the
+constant ``H``, one workgroup per head, and the body runs only for workgroup ids below
+``H`` (:func:`.executable.executable_text`). With no key at all nothing is read (the
+result is then 0 / 0).
 """
 
 from __future__ import annotations
@@ -68,14 +80,15 @@ class AttentionKernel:
     def text(self) -> str:
         """The kernel's ``stream.executable``."""
         hd, kv, qo = self.head_dim, self.kv_memref, self.qo_memref
-        args = [Binding("q", qo), Binding("k", kv, ("%len",)), Binding("v", kv, ("%len",)),
-                Scalar("len"), Binding("o", qo)]
+        args = [Binding("q", qo), Binding("k", kv, ("%len_k",)), Binding("v", kv, ("%len_v",)),
+                Scalar("len_k"), Scalar("len_v"), Binding("o", qo)]
 
         def body(t: Text) -> None:
-            t("%h = hal.interface.workgroup.id[0] : index")
-            t(f"%qbase = affine.apply affine_map<()[s0] -> (s0 * {hd})>()[%h]")
+            # the keys both K and V have: nothing past either binding is read
+            t("%len = arith.minui %len_k, %len_v : index")
+            t(f"%qbase = affine.apply affine_map<()[s0] -> (s0 * {hd})>()[%wg]")
             t(f"%kbase = affine.apply affine_map<()[s0] -> ((s0 floordiv "
-              f"{self.heads // self.kv_heads}) * {hd})>()[%h]")
+              f"{self.heads // self.kv_heads}) * {hd})>()[%wg]")
             for c in range(self.chunks):
                 t(f"%qo{c} = affine.apply affine_map<()[s0] -> (s0 + {16 * c})>()[%qbase]")
                 t(f"%ko{c} = affine.apply affine_map<()[s0] -> (s0 + {16 * c})>()[%kbase]")
@@ -85,7 +98,7 @@ class AttentionKernel:
             self._sum_pass(t)
             self._store(t)
 
-        return executable_text(self.symbol, args, body)
+        return executable_text(self.symbol, args, body, self.heads)
 
     @property
     def chunks(self) -> int:
@@ -182,13 +195,15 @@ def dispatch(ctx: LoweringContext, kern: AttentionKernel, op: Decoded) -> ir.Val
     record(ctx, kern)
     q = emit.collapse(op["q"], [[0, 1, 2]])
     k, v = (emit.collapse(op[name], [[0, 1], [2]]) for name in ("k", "v"))
-    ks = emit.sizes(k)
-    length = emit.as_value(ks[0])               # the kernel's loop bound, static or not
-    dims = [*emit.dynamic_values(ks), *emit.dynamic_values(emit.sizes(v))]
+    ks, vs = emit.sizes(k), emit.sizes(v)
+    # K's and V's row counts: the very values that size their bindings (as the dispatch's
+    # operand dims, where dynamic), passed again as the kernel's memref dims
+    lengths = [emit.as_value(ks[0]), emit.as_value(vs[0])]
+    dims = [*emit.dynamic_values(ks), *emit.dynamic_values(vs)]
     entry = ir.SymbolRefAttr.get([kern.symbol, kern.symbol])
     out = ir.RankedTensorType.get([kern.heads * kern.head_dim], emit.f32())
     o = flow.DispatchOp([out], [emit.index(kern.heads)], ir.ArrayAttr.get([entry]),
-                        [q, k, v, length], dims, []).results[0]
+                        [q, k, v, *lengths], dims, []).results[0]
     return emit.expand(o, [[0, 1, 2]], [1, 1, kern.heads * kern.head_dim])
 
 

@@ -44,6 +44,28 @@ the **residual** form adds ``r [N]`` before the store (a GEMV whose only use is
 receives ``[g, u]`` and computes ``x = silu(g) · u`` there (a SwiGLU FFN's down projection:
 30 dispatches fewer a 135M token).
 
+**Bounds.** Every shape is static and the workload is the constant ``N``: nothing the host
+passes at run time reaches an index. Every load stays inside its binding because of what
+:class:`Kernel` checks when it is built (``K`` a multiple of 32, of 256 for Q4_K and Q6_K;
+``rows`` a multiple of 4 that divides ``N``):
+
+- workgroups: the export launches ``ceildiv(N, rows) = N / rows``; the body runs only for
+  ``wg < N / rows`` (:func:`..executable.executable_text`'s guard: a workgroup IREE ever
+  launched past those touches nothing);
+- rows: ``tile = wg · rows / 4 + tl`` with ``tl < rows / 4``, so ``tile < N / 4`` (the
+  planes' first dim) and ``r_i = 4 · tile + i < N`` (``y``, ``r``);
+- i8 planes ``q [N / 4, 4 K]``: block ``b < K / 32`` reads ``q[tile, 128 b + 32 i + 16 h +
+  [0, 16)]``, at most ``128 (K / 32) - 1 = 4 K - 1``; ``x[32 b + [0, 32)] < K``; Q8_0's
+  ``d [N / 4, K / 8]`` at ``4 b + i < K / 8``; Q6_K's ``d [N / 4, K / 4]`` at
+  ``8 b + 2 i + h < K / 4``;
+- Q4_K: chunk ``c < K / 128`` reads ``q [N / 4, K / 2]`` at ``64 c + 16 i + [0, 16) < K / 2``,
+  ``x[128 c + 16 j + [0, 16)] < K``, ``s [N / 4, K / 8]`` at ``16 c + 4 i + g < K / 8``; the
+  group sums ``xs [K / 32]`` and ``m [N / 4, K / 8]`` are read 8 at a time from
+  ``g = 0, 8, ..`` below ``K / 32`` (a multiple of 8 since ``K % 256 = 0``): ``xs[g + [0,
+  8)]`` and ``m[tile, 4 g + 8 i + [0, 8)] < K / 8``;
+- prologues: ``xin``, ``gamma``, ``beta`` ``[K]`` and the stack ``x [K]`` in steps of 16
+  (``K % 32 = 0``); ``gu [2 K]`` at ``i`` and ``K + i``, ``i < K``.
+
 Measured (``python benchmarks/quant.py``, weights streaming from DRAM, two threads): see
 benchmarks/README.md, with the variants tried. The kernels are plain vector code: they
 compile for any llvm-cpu target (AVX-512 splits to AVX2 or NEON widths).
@@ -58,6 +80,7 @@ from iree.compiler import ir
 from iree.compiler.dialects import flow
 
 from rlx.dialects.enums import QUANT_SCHEMES
+from rlx.ir.diagnostics import LoweringError
 from rlx.lowering import emit
 from rlx.lowering.mir_to_linalg.executable import (
     I16,
@@ -114,6 +137,20 @@ class Kernel:
     glu: bool = False
     """The kernel's ``x`` is ``silu(g) * u`` of ``gu = [g, u]`` (``[2 K]``), computed by the
     kernel: the prologue of a SwiGLU FFN's down projection."""
+
+    def __post_init__(self) -> None:
+        """The shapes the bounds argument (module docstring) rests on."""
+        if self.scheme not in SCHEMES:
+            raise LoweringError(f"error: GEMV kernel: expected a scheme of {', '.join(SCHEMES)},"
+                                f" found {self.scheme!r}")
+        block = 32 if self.scheme in BYTE_PLANE else 256
+        if self.k <= 0 or self.k % block:
+            raise LoweringError(f"error: GEMV kernel {self.symbol}: expected K a positive "
+                                f"multiple of {block}, found {self.k}")
+        if self.rows <= 0 or self.rows % ROWS_PER_TILE or self.n % self.rows:
+            raise LoweringError(f"error: GEMV kernel {self.symbol}: expected rows per "
+                                f"workgroup a multiple of {ROWS_PER_TILE} dividing N = "
+                                f"{self.n}, found {self.rows}")
 
     @property
     def symbol(self) -> str:
@@ -203,7 +240,6 @@ IREE's llvm-cpu stack limit is 32 KiB and the Q4_K kernel has group sums there t
 def _rows_loop(t: Text, kern: Kernel) -> None:
     """Open the loop over this workgroup's row tiles; defines %tile (the row of the
     interleaved planes) and its rows %r0..%r3."""
-    t("%wg = hal.interface.workgroup.id[0] : index")
     t(f"%c_tiles = arith.constant {kern.rows // ROWS_PER_TILE} : index")
     t(f"%c_tile = arith.constant {ROWS_PER_TILE} : index")
     t("%tile0 = arith.muli %wg, %c_tiles : index")
@@ -451,7 +487,7 @@ def kernel_text(kern: Kernel) -> str:
             _glu_prologue(t, kern)
         (_byte_body if kern.scheme in I8_PLANE else _q4_k_body)(t, kern)
 
-    return executable_text(kern.symbol, args, body, per_workgroup=kern.rows)
+    return executable_text(kern.symbol, args, body, kern.n // kern.rows, kern.rows)
 
 
 def dispatch(ctx: LoweringContext, kern: Kernel, x: ir.Value, planes: list[ir.Value],
