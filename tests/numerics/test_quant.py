@@ -1,4 +1,4 @@
-"""Numerics of dequant_matmul (hir_to_mir/quant.py, mir_to_linalg/quant.py).
+"""Numerics of dequant_matmul (hir_to_mir/quant.py, mir_to_linalg/quant/).
 
 - GGUF: the weights IREE dequantizes equal ``gguf.quants.dequantize`` bit for bit, on random
   blocks in which every bit position is both set and clear somewhere (f16 scale fields are
