@@ -37,7 +37,7 @@ def lower_mir_to_linalg(module: ir.Module, options: LoweringOptions) -> None:
         module.operation.verify()
 
 
-def fuse_gemv_neighbours(module: ir.Module, options: LoweringOptions) -> None:
+def fuse_gemv_neighbours_pass(module: ir.Module, options: LoweringOptions) -> None:
     """llvm-cpu decode GEMVs that run a hand-written kernel take in the RMSNorm or SwiGLU that
     computes their ``x`` and the residual add that is their only use. ``mir-to-linalg`` runs
     the same rewrite before its rules (sharing their context); run alone, it leaves MIR in
@@ -61,7 +61,7 @@ MIR_PASSES = ("fuse-gemv-neighbours", "mir-to-linalg")
 """Passes whose input is MIR."""
 PASSES: dict[str, Pass] = {
     "hir-to-mir": lower_hir_to_mir,
-    "fuse-gemv-neighbours": fuse_gemv_neighbours,
+    "fuse-gemv-neighbours": fuse_gemv_neighbours_pass,
     "mir-to-linalg": lower_mir_to_linalg,
     "check-lowered": check_lowered_pass,
 }
@@ -72,5 +72,5 @@ def run_passes(module: ir.Module, names: list[str], options: LoweringOptions) ->
         PASSES[name](module, options)
 
 
-__all__ = ["MIR_PASSES", "PASSES", "LoweringOptions", "fuse_gemv_neighbours", "lower_hir_to_mir",
-           "lower_mir_to_linalg", "run_passes"]
+__all__ = ["MIR_PASSES", "PASSES", "LoweringOptions", "fuse_gemv_neighbours_pass",
+           "lower_hir_to_mir", "lower_mir_to_linalg", "run_passes"]
