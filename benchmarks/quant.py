@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT / "python"))
 import rlx  # noqa: E402
 from rlx.compiler import TargetConfig  # noqa: E402
 from rlx.dialects.enums import QUANT_SCHEMES  # noqa: E402
-from rlx.lowering.mir_to_linalg.gemv_kernels import kernel_for  # noqa: E402
+from rlx.lowering.mir_to_linalg.quant.gemv_kernels import kernel_for  # noqa: E402
 from rlx.reference import quant as ref  # noqa: E402
 
 GGUF_SCHEMES = [s for s, q in QUANT_SCHEMES.items() if q.gguf]

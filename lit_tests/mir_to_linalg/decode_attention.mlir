@@ -1,9 +1,11 @@
 // mir-to-linalg on llvm-cpu: attention of one query (packed [1, 1, H*hd] f32) against the
 // KV cache becomes one flow.dispatch to rlx's hand-written kernel, one workgroup per query
 // head (a stream.executable in vector / scf / memref; two passes over the keys: the max
-// score, then exp and the weighted sum of V); the key length reaches it as a push constant.
-// A sliding window starts the loops at max(0, S_k - 1 - window). Longer queries, f16, a
-// softcap, a mask operand, --no-attention-kernel and GPU targets keep the decomposed form.
+// score, then exp and the weighted sum of V); K's and V's row counts reach it as two push
+// constants, the same values as their bindings' dims, and the loops run to their minimum
+// (no read past either). A sliding window starts the loops at max(0, len - 1 - window).
+// Longer queries, f16, a softcap, a mask operand, --no-attention-kernel and GPU targets keep
+// the decomposed form.
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg %s | FileCheck %s
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --no-attention-kernel %s | FileCheck %s --check-prefix=OFF
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --target=vulkan %s | FileCheck %s --check-prefix=OFF
@@ -11,16 +13,23 @@
 // CHECK-LABEL: module @decode
 // CHECK:       stream.executable private @rlx_attention_decode_6x2x32_s3e3504f3
 // CHECK:         stream.return %arg0, %c1, %c1
-// CHECK:       func.func @rlx_attention_decode_6x2x32_s3e3504f3(%arg0: !stream.binding {{.*}}, %arg1: !stream.binding {{.*}}, %arg2: !stream.binding {{.*}}, %arg3: index {{.*}}, %arg4: !stream.binding
+// CHECK:       func.func @rlx_attention_decode_6x2x32_s3e3504f3(%arg0: !stream.binding {{.*}}, %arg1: !stream.binding {{.*}}, %arg2: !stream.binding {{.*}}, %arg3: index {{.*}}, %arg4: index {{.*}}, %arg5: !stream.binding
 // CHECK:         %[[KC:.*]] = stream.binding.subspan %arg1[%c0] : !stream.binding -> memref<?x64xf32>{%arg3}
-// CHECK:         affine_map<()[s0] -> ((s0 floordiv 3) * 32)>
-// CHECK:         %[[MAX:.*]] = scf.for %{{.*}} = %[[START:.*]] to %arg3
+// CHECK:         %[[VC:.*]] = stream.binding.subspan %arg2[%c0] : !stream.binding -> memref<?x64xf32>{%arg4}
+// CHECK:         %[[WG:.*]] = hal.interface.workgroup.id[0]
+// CHECK:         %[[HEADS:.*]] = arith.constant 6 : index
+// CHECK:         %[[IN:.*]] = arith.cmpi ult, %[[WG]], %[[HEADS]]
+// CHECK:         scf.if %[[IN]] {
+// CHECK:         %[[LEN:.*]] = arith.minui %arg3, %arg4 : index
+// CHECK:         affine_map<()[s0] -> ((s0 floordiv 3) * 32)>()[%[[WG]]]
+// CHECK:         %[[MAX:.*]] = scf.for %{{.*}} = %[[START:.*]] to %[[LEN]]
 // CHECK:           vector.load %[[KC]]
 // CHECK:           vector.reduction <add>
 // CHECK:           arith.maximumf
-// CHECK:         scf.for %{{.*}} = %[[START]] to %arg3
+// CHECK:         scf.for %{{.*}} = %[[START]] to %[[LEN]]
 // CHECK:           arith.subf %{{.*}}, %[[MAX]]
 // CHECK:           math.exp
+// CHECK:           vector.load %[[VC]]
 // CHECK:           vector.fma
 // CHECK:         arith.divf
 // CHECK:       func.func @main
@@ -29,7 +38,7 @@
 // CHECK:       %[[V:.*]] = tensor.collapse_shape %arg2
 // CHECK:       %[[LEN:.*]] = tensor.dim %[[K]], %c0
 // CHECK:       %[[VLEN:.*]] = tensor.dim %[[V]], %c0
-// CHECK:       flow.dispatch @rlx_attention_decode_6x2x32_s3e3504f3::@rlx_attention_decode_6x2x32_s3e3504f3[%c6](%[[Q]], %[[K]], %[[V]], %[[LEN]]) : (tensor<192xf32>, tensor<?x64xf32>{%[[LEN]]}, tensor<?x64xf32>{%[[VLEN]]}, index) -> tensor<192xf32>
+// CHECK:       flow.dispatch @rlx_attention_decode_6x2x32_s3e3504f3::@rlx_attention_decode_6x2x32_s3e3504f3[%c6](%[[Q]], %[[K]], %[[V]], %[[LEN]], %[[VLEN]]) : (tensor<192xf32>, tensor<?x64xf32>{%[[LEN]]}, tensor<?x64xf32>{%[[VLEN]]}, index, index) -> tensor<192xf32>
 // CHECK-NOT:   linalg.softmax
 // OFF-LABEL:   module @decode
 // OFF-NOT:     flow.dispatch
@@ -45,7 +54,8 @@ module @decode attributes {rlx.fusion_policy = "direct"} {
 
 // CHECK-LABEL: module @window
 // CHECK:       stream.executable private @rlx_attention_decode_2x2x16_s3e800000_w3
-// CHECK:       affine.max affine_map<()[s0] -> (0, s0 - 4)>()[%arg3]
+// CHECK:       %[[LEN:.*]] = arith.minui %arg3, %arg4 : index
+// CHECK:       affine.max affine_map<()[s0] -> (0, s0 - 4)>()[%[[LEN]]]
 // CHECK:       flow.dispatch @rlx_attention_decode_2x2x16_s3e800000_w3
 module @window attributes {rlx.fusion_policy = "direct"} {
   func.func @main(%q: tensor<1x1x32xf32>, %k: tensor<1x?x32xf32>, %v: tensor<1x?x32xf32>) -> tensor<1x1x32xf32> {

@@ -1,6 +1,7 @@
-// mir-to-linalg on llvm-cpu: a decode (M = 1) dequant_matmul of Q4_K or Q8_0 weights becomes a
-// flow.dispatch to rlx's hand-written kernel (a stream.executable in vector / scf / memref,
-// one per scheme and shape), fed by repacking generics that read only the parameter; prefill
+// mir-to-linalg on llvm-cpu: a decode (M = 1) dequant_matmul of Q4_K, Q8_0, Q6_K, Q5_0 or Q4_0
+// weights becomes a flow.dispatch to rlx's hand-written kernel (a stream.executable in vector /
+// scf / memref, one per scheme and shape, its body only in the workgroups it was written for),
+// fed by repacking generics that read only the parameter; prefill
 // (M > 1), row counts not a multiple of 4, other schemes, --no-gemv-kernels and GPU targets
 // keep the fused dequant + contraction (quant.mlir). A GEMV whose only use is a residual add
 // takes the residual into its kernel, one of an RMSNorm the normalization, one of a SwiGLU
@@ -19,8 +20,11 @@
 // CHECK:         stream.executable.export public @rlx_gemv_q4_k_128x512 workgroups(
 // CHECK:           affine.apply affine_map<()[s0] -> (s0 ceildiv 32)>
 // CHECK:         func.func @rlx_gemv_q4_k_128x512(
+// CHECK:           %[[WG:.*]] = hal.interface.workgroup.id[0]
+// CHECK:           %[[COUNT:.*]] = arith.constant 4 : index
+// CHECK:           %[[IN:.*]] = arith.cmpi ult, %[[WG]], %[[COUNT]]
+// CHECK:           scf.if %[[IN]] {
 // CHECK:           memref.alloca() : memref<16xf32>
-// CHECK:           hal.interface.workgroup.id[0]
 // CHECK:           vector.load %{{.*}} : memref<32x256xi32>, vector<16xi32>
 // CHECK:           arith.andi %{{.*}} : vector<16xi32>
 // CHECK:           arith.bitcast %{{.*}} : vector<16xi32> to vector<16xf32>
@@ -83,6 +87,64 @@ module @q8_0 {
     %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q8_0"} : (tensor<1x576xf16>, tensor<40x612xi8>) -> tensor<1x40xf16>
     %z = "rlx_mir.dequant_matmul"(%x, %v) {scheme = "gguf_q8_0"} : (tensor<1x576xf16>, tensor<40x612xi8>) -> tensor<1x40xf16>
     return %y, %z : tensor<1x40xf16>, tensor<1x40xf16>
+  }
+}
+
+// -----
+
+// Q6_K through the per-16 variant of the Q8_0 kernel: its quants widened to signed bytes
+// ((ql | qh << 4) - 32) and d * sc per 16 weights as f32, read with a memref.load per 16.
+// CHECK-LABEL: module @q6_k
+// CHECK:       stream.executable private @rlx_gemv_q6_k_8x256
+// CHECK:           vector.load %{{.*}} : memref<2x1024xi8>, vector<16xi8>
+// CHECK:           arith.sitofp %{{.*}} : vector<16xi8> to vector<16xf32>
+// CHECK:           memref.load %{{.*}} : memref<2x64xf32>
+// CHECK:       func.func @main(
+// CHECK:         %[[RAW:.*]] = tensor.expand_shape %{{.*}} : tensor<8x210xi8> into tensor<8x1x210xi8>
+// CHECK:         linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<8x1x2x2x2x16xi8>, tensor<8x1x2x2x16xi8>) outs(%{{.*}} : tensor<8x1x2x2x2x2x16xi8>)
+// CHECK:           arith.trunci %{{.*}} : i32 to i8
+// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<8x1x16xf32>)
+// CHECK:           arith.bitcast %{{.*}} : i16 to f16
+// CHECK:           arith.sitofp %{{.*}} : i8 to f32
+// CHECK:         flow.dispatch @rlx_gemv_q6_k_8x256::@rlx_gemv_q6_k_8x256[%c8](%{{.*}}) : (tensor<256xf32>, tensor<2x1024xi8>, tensor<2x64xf32>) -> tensor<8xf32>
+// OFF-LABEL:   module @q6_k
+// OFF-NOT:     flow.dispatch
+// OFF:         return
+module @q6_k {
+  func.func @main(%x: tensor<1x256xf32>) -> tensor<1x8xf32> {
+    %w = "rlx_mir.param"() {name = "w"} : () -> tensor<8x210xi8>
+    %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q6_k"} : (tensor<1x256xf32>, tensor<8x210xi8>) -> tensor<1x8xf32>
+    return %y : tensor<1x8xf32>
+  }
+}
+
+// -----
+
+// Q5_0 and Q4_0 through the Q8_0 kernel, their quants widened to signed bytes at load
+// (q5 - 16, q4 - 8) beside the f16 scale of each 32 weights.
+// CHECK-LABEL: module @q5_0_q4_0
+// CHECK-DAG:   stream.executable private @rlx_gemv_q5_0_8x64
+// CHECK-DAG:   stream.executable private @rlx_gemv_q4_0_8x64
+// CHECK:       func.func @main(
+// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<8x2x2x16xi8>)
+// CHECK:           arith.ori %{{.*}} : i32
+// CHECK:           arith.subi %{{.*}} : i32
+// CHECK:           arith.trunci %{{.*}} : i32 to i8
+// CHECK:         flow.dispatch @rlx_gemv_q5_0_8x64::@rlx_gemv_q5_0_8x64[%c8](%{{.*}}) : (tensor<64xf32>, tensor<2x256xi8>, tensor<2x8xf16>) -> tensor<8xf32>
+// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<8x2x2x16xi8>)
+// CHECK:           arith.shrui %{{.*}} : i8
+// CHECK:           arith.subi %{{.*}} : i8
+// CHECK:         flow.dispatch @rlx_gemv_q4_0_8x64::@rlx_gemv_q4_0_8x64[%c8](%{{.*}}) : (tensor<64xf32>, tensor<2x256xi8>, tensor<2x8xf16>) -> tensor<8xf32>
+// OFF-LABEL:   module @q5_0_q4_0
+// OFF-NOT:     flow.dispatch
+// OFF:         return
+module @q5_0_q4_0 {
+  func.func @main(%x: tensor<1x64xf32>) -> (tensor<1x8xf32>, tensor<1x8xf32>) {
+    %w = "rlx_mir.param"() {name = "w"} : () -> tensor<8x44xi8>
+    %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q5_0"} : (tensor<1x64xf32>, tensor<8x44xi8>) -> tensor<1x8xf32>
+    %v = "rlx_mir.param"() {name = "v"} : () -> tensor<8x36xi8>
+    %z = "rlx_mir.dequant_matmul"(%x, %v) {scheme = "gguf_q4_0"} : (tensor<1x64xf32>, tensor<8x36xi8>) -> tensor<1x8xf32>
+    return %y, %z : tensor<1x8xf32>, tensor<1x8xf32>
   }
 }
 

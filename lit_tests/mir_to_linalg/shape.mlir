@@ -20,6 +20,25 @@ module @moves {
 
 // -----
 
+// expand: a generic that broadcasts through its input map (a size-1 or missing dim reads
+// index 0 or nothing); -1 keeps the input's dim, dynamic ones included.
+// CHECK-LABEL: module @expand
+// CHECK:      linalg.generic {indexing_maps = [affine_map<(d0, d1) -> (d1)>, affine_map<(d0, d1) -> (d0, d1)>]{{.*}} ins(%arg0 : tensor<8xf32>) outs(%{{.*}} : tensor<4x8xf32>)
+// CHECK-NEXT:   ^bb0(%[[IN:[a-z0-9_]+]]: f32
+// CHECK-NEXT:     linalg.yield %[[IN]] : f32
+// CHECK:      %[[N:.*]] = tensor.dim %arg1, %c0 : tensor<?x1x8xf32>
+// CHECK:      %[[INIT:.*]] = tensor.empty(%[[N]]) : tensor<?x3x8xf32>
+// CHECK:      linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, 0, d2)>, affine_map<(d0, d1, d2) -> (d0, d1, d2)>]{{.*}} ins(%arg1 : tensor<?x1x8xf32>) outs(%[[INIT]] : tensor<?x3x8xf32>)
+module @expand {
+  func.func @main(%b: tensor<8xf32>, %x: tensor<?x1x8xf32>) -> (tensor<4x8xf32>, tensor<?x3x8xf32>) {
+    %a = "rlx_mir.expand"(%b) {target_shape = array<i64: 4, 8>} : (tensor<8xf32>) -> tensor<4x8xf32>
+    %c = "rlx_mir.expand"(%x) {target_shape = array<i64: -1, 3, -1>} : (tensor<?x1x8xf32>) -> tensor<?x3x8xf32>
+    return %a, %c : tensor<4x8xf32>, tensor<?x3x8xf32>
+  }
+}
+
+// -----
+
 // CHECK-LABEL: module @embed
 // CHECK:      linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d1)>, affine_map<(d0, d1, d2) -> (d0, d1, d2)>]
 // CHECK:        arith.fptosi

@@ -3,12 +3,17 @@ different query / key lengths, both lowerings (decomposed; IREE's fused op on ll
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from harness import TARGETS, check_module
 
 import rlx
+from rlx import compiler, reference, runtime
 from rlx.dialects.enums import MASK_KINDS
+from rlx.ir.text import walk_ops
+from rlx.reference.tolerance import assert_close
 
 
 def attention_module(mask_kind: str, dtype: str, *, q_len: int | None = None,
@@ -62,9 +67,53 @@ def test_decode_shape_queries_are_the_last_positions(mask_kind: str, dtype: str)
     check_module(h, "llvm-cpu", dyn=9)
 
 
+SCORE = 120.0
+"""What every decode-kernel test score is near: ``exp`` overflows f32 above 88.72, so a
+kernel that skipped the max subtraction would return inf / NaN for every key."""
+
+
+def decode_inputs(heads: int, kv_heads: int, head_dim: int, keys: int,
+                  rng: np.random.Generator, live: int | None = None) -> dict[str, np.ndarray]:
+    """``q [1, 1, H·hd]``, ``k`` / ``v [1, keys, Hkv·hd]`` whose scores ``q·k / sqrt(hd)``
+    are all within a few units of :data:`SCORE` (lane 0 of every q head and every K row is
+    a constant: its product carries the score; the other lanes are random, ``q`` scaled by 4,
+    so that scores spread by ~4 between keys and differ between KV heads). q and k lie on a
+    grid of 1/8 and stay small enough that every dot product is exact in f32: a score's only
+    rounding is its scale, whatever the kernel's summation order.
+
+    ``live``: only that many keys (the first, the last, the others spread at random) score
+    near :data:`SCORE`, the rest 200 lower, their weights 0 in f32 (below 1e-80 in the
+    reference). A long cache of keys that all count would test the kernel's summation
+    order, not its indexing: summed in key order in f32, 65536 weights of a spread of 4
+    lose their many terms below half an ulp of the running sum, 1e-4 relative (a numpy
+    model of that order loses the same), beyond the f32 tolerance."""
+    scale = 1.0 / math.sqrt(head_dim)
+    q = np.round(32 * rng.standard_normal((heads, head_dim))) / 8
+    k = np.round(8 * rng.standard_normal((keys, kv_heads, head_dim))) / 8
+    q[:, 0] = 16.0
+    k[:, :, 0] = np.round(8 * SCORE / (16.0 * scale)) / 8
+    if live is not None:
+        dead = np.ones(keys, bool)
+        dead[[0, keys - 1, *rng.choice(np.arange(1, keys - 1), live - 2, replace=False)]] = False
+        k[dead, :, 0] = np.round(8 * (SCORE - 200.0) / (16.0 * scale)) / 8
+    v = rng.standard_normal((1, keys, kv_heads * head_dim))
+    return {"q": q.reshape(1, 1, -1).astype(np.float32),
+            "k": k.reshape(1, keys, -1).astype(np.float32), "v": v.astype(np.float32)}
+
+
+def decode_scores(inputs: dict[str, np.ndarray], heads: int, head_dim: int) -> np.ndarray:
+    """``[H, keys]``: every query head's score of every key (float64)."""
+    q = inputs["q"].astype(np.float64).reshape(heads, head_dim)
+    k = inputs["k"].astype(np.float64)[0]
+    kv = k.reshape(len(k), -1, head_dim)
+    group = heads // kv.shape[1]
+    return np.einsum("hd,jhd->hj", q, np.repeat(kv, group, axis=1)) / math.sqrt(head_dim)
+
+
 @pytest.mark.parametrize(("heads", "kv_heads", "head_dim", "mask_kind", "window", "keys"), [
     (9, 3, 64, "causal", None, 1),          # the 135M model's shape; one key
     (9, 3, 64, "causal", None, 37),
+    (9, 3, 64, "causal", None, 65536),      # the longest cache a 135M model is built for
     (4, 4, 32, "none", None, 300),          # MHA, a cache longer than the unrolled tiles
     (32, 8, 128, "causal", None, 19),       # the 1B model's shape
     (6, 2, 16, "sliding_window", 5, 40),    # the last 6 keys
@@ -74,9 +123,11 @@ def test_decode_shape_queries_are_the_last_positions(mask_kind: str, dtype: str)
 def test_decode_attention_kernel(heads: int, kv_heads: int, head_dim: int, mask_kind: str,
                                  window: int | None, keys: int) -> None:
     """One query against the cache through rlx's hand-written llvm-cpu kernel (one
-    dispatch, checked in the lowered module), against the numpy reference; scores large
-    enough (inputs x 4) that a missing max subtraction or a wrong head mapping shows.
-    ``keys < 0``: a static K length of ``-keys`` (V stays dynamic)."""
+    dispatch, checked in the lowered module), against the numpy reference. Every score is
+    above 88.72 (:func:`decode_inputs`; of a long cache, every head's live ones), where f32
+    ``exp`` overflows: a kernel without the max subtraction fails here (checked by breaking
+    it); different KV heads catch a wrong head mapping. ``keys < 0``: a static K length of
+    ``-keys`` (V stays dynamic)."""
     h = rlx.HirModule("decode_kernel")
     length = -keys if keys < 0 else None
     keys = abs(keys)
@@ -88,11 +139,47 @@ def test_decode_attention_kernel(heads: int, kv_heads: int, head_dim: int, mask_
     linalg = rlx.compile(h, "llvm-cpu", emit="linalg")
     assert linalg.count("flow.dispatch @rlx_attention_decode_") == 1
     assert "linalg.softmax" not in linalg
-    rng = np.random.default_rng(keys)
-    inputs = {"q": 4 * rng.standard_normal((1, 1, heads * head_dim), np.float32),
-              "k": rng.standard_normal((1, keys, kv_heads * head_dim), np.float32),
-              "v": rng.standard_normal((1, keys, kv_heads * head_dim), np.float32)}
+    inputs = decode_inputs(heads, kv_heads, head_dim, keys, np.random.default_rng(keys),
+                           live=64 if keys > 1024 else None)
+    assert decode_scores(inputs, heads, head_dim).max(axis=1).min() > 90.0
     check_module(h, "llvm-cpu", inputs=inputs)
+
+
+@pytest.mark.parametrize(("len_k", "len_v", "mask_kind", "window"), [
+    (40, 29, "causal", None),               # V shorter: nothing past its 29 rows is read
+    (29, 40, "none", None),
+    (40, 29, "sliding_window", 5),          # the window ends at the last key both have
+])
+def test_decode_attention_kernel_stays_within_k_and_v(len_k: int, len_v: int, mask_kind: str,
+                                                      window: int | None) -> None:
+    """K and V of different row counts, which the op's run-time shape checks reject: the
+    module is lowered with those checks removed, so the kernel itself sees the mismatch. It
+    attends over the keys both have (it gets each row count as the dims of its own binding)
+    and reads nothing past either: the result is the reference over the first
+    ``min(len_k, len_v)`` keys."""
+    heads, kv_heads, head_dim = 6, 2, 32
+    h = rlx.HirModule("mismatch")
+    q = h.input("q", (1, 1, heads * head_dim))
+    k = h.input("k", (1, None, kv_heads * head_dim))
+    v = h.input("v", (1, None, kv_heads * head_dim))
+    h.set_outputs([h.attention(q, k, v, num_heads=heads, head_dim=head_dim,
+                               mask_kind=mask_kind, window=window)])
+    config = compiler.TargetConfig("llvm-cpu")
+    lowered = compiler.load(h)
+    compiler.lower(lowered, config)
+    checks = [op for op in walk_ops(lowered.module.operation)
+              if op.name == "util.status.check_ok"]
+    for op in checks:
+        op.erase()
+    assert "flow.dispatch @rlx_attention_decode_" in compiler.lowered_text(lowered.module)
+    prog = runtime.load(compiler.run_iree(lowered, config, None), "local-task")
+    inputs = decode_inputs(heads, kv_heads, head_dim, max(len_k, len_v),
+                           np.random.default_rng(len_k))
+    inputs["k"], inputs["v"] = inputs["k"][:, :len_k], inputs["v"][:, :len_v]
+    n = min(len_k, len_v)
+    want = reference.evaluate(h, {"q": inputs["q"], "k": inputs["k"][:, :n],
+                                  "v": inputs["v"][:, :n]}, {})[0]
+    assert_close(prog.main(**inputs), want, "f32", f"K {len_k} rows, V {len_v}")
 
 
 def test_decode_score_scale_and_softcap() -> None:

@@ -1,4 +1,4 @@
-"""Numerics of dequant_matmul (hir_to_mir/quant.py, mir_to_linalg/quant.py).
+"""Numerics of dequant_matmul (hir_to_mir/quant.py, mir_to_linalg/quant/).
 
 - GGUF: the weights IREE dequantizes equal ``gguf.quants.dequantize`` bit for bit, on random
   blocks in which every bit position is both set and clear somewhere (f16 scale fields are
@@ -27,6 +27,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import gguf
 import numpy as np
 import pytest
 from harness import DEVICE, TARGETS, check_module, require
@@ -36,12 +37,11 @@ import rlx
 from rlx.compiler import TargetConfig
 from rlx.dialects.builder import HirValue
 from rlx.dialects.enums import QUANT_SCHEMES
-from rlx.lowering.mir_to_linalg.gemv_kernels import workgroup_rows
+from rlx.ir.diagnostics import LoweringError
+from rlx.lowering.mir_to_linalg.quant.gemv_kernels import Kernel, workgroup_rows
 from rlx.lowering.registry import LoweringOptions
 from rlx.reference import quant as ref
 from rlx.reference.tolerance import assert_close
-
-gguf = pytest.importorskip("gguf", reason="the gguf package is the oracle of GGUF weights")
 
 NO_HOIST = ["--iree-opt-const-expr-max-size-increase-threshold=0"]
 GGUF_SCHEMES = [s for s, q in QUANT_SCHEMES.items() if q.gguf]
@@ -316,6 +316,52 @@ def test_gemv_kernels() -> None:
     check_module(h, "llvm-cpu", params=weights)
 
 
+def hoisted_rows(scheme: str, k: int) -> int:
+    """The most rows (a multiple of 4) whose widening to bytes IREE still hoists at K: a
+    Q5_0 / Q4_0 / Q6_K weight runs its kernel up to there (gemv_kernels.kernel_for)."""
+    return (LoweringOptions.hoist_growth // (k - QUANT_SCHEMES[scheme].row_bytes(k))) // 4 * 4
+
+
+def test_gemv_kernels_smallest_and_large_shapes() -> None:
+    """Every kernel at its smallest legal shape (N = 4 rows, one workgroup of one tile; K =
+    one block: 32 for Q8_0 / Q5_0 / Q4_0, 256 for Q4_K / Q6_K) and at K = 4096 with many
+    workgroups (Q8_0 / Q4_K: 4096 rows; the widened schemes: the most rows still hoisted),
+    against the float64 reference; the kernels are checked to be what ran."""
+    rng = np.random.default_rng(17)
+    h = rlx.HirModule("kernel_bounds")
+    xs = {k: h.input(f"x{k}", (1, k)) for k in (32, 256, 4096)}
+    shapes = [(s, 4, 256 if s in ("gguf_q4_k", "gguf_q6_k") else 32) for s in KERNEL_SCHEMES]
+    shapes += [(s, 4096 if s in ("gguf_q8_0", "gguf_q4_k") else hoisted_rows(s, 4096), 4096)
+               for s in KERNEL_SCHEMES]
+    weights, outs = {}, []
+    for s, rows, k in shapes:
+        name = f"{s}.{rows}x{k}"
+        weights[name] = random_blocks(s, rows, k, rng)
+        outs.append(h.dequant_matmul(xs[k], h.param(name, weights[name].shape, "i8"), scheme=s))
+    h.set_outputs(outs)
+    linalg = rlx.compile(h, "llvm-cpu", emit="linalg")
+    ran = re.findall(r"flow\.dispatch @rlx_gemv_(\w+)::", linalg)
+    assert ran == [f"{s.removeprefix('gguf_')}_{rows}x{k}" for s, rows, k in shapes], ran
+    check_module(h, "llvm-cpu", params=weights)
+
+
+@pytest.mark.parametrize(("scheme", "n", "k", "rows", "message"), [
+    ("gguf_q4_1", 8, 32, 4, "expected a scheme of gguf_q8_0, .*found 'gguf_q4_1'"),
+    ("gguf_q8_0", 8, 48, 4, "rlx_gemv_q8_0_8x48: expected K a positive multiple of 32, found 48"),
+    ("gguf_q4_k", 8, 128, 4, "expected K a positive multiple of 256, found 128"),
+    ("gguf_q6_k", 12, 256, 8, "expected rows per workgroup a multiple of 4 dividing N = 12, "
+                              "found 8"),
+    ("gguf_q8_0", 12, 32, 6, "a multiple of 4 dividing N = 12, found 6"),
+])
+def test_gemv_kernel_shapes_the_bounds_rest_on(scheme: str, n: int, k: int, rows: int,
+                                               message: str) -> None:
+    """A kernel is built only for the shapes its bounds argument covers (gemv_kernels'
+    docstring): whole blocks along K, whole tiles of rows per workgroup, N a whole number
+    of workgroups."""
+    with pytest.raises(LoweringError, match=message):
+        Kernel(scheme, n, k, rows)
+
+
 @pytest.mark.parametrize("scheme", ["gguf_q5_0", "gguf_q4_0", "gguf_q6_k"])
 def test_widened_kernel_only_where_hoisted(scheme: str) -> None:
     """Q5_0 / Q4_0 run the Q8_0 kernel (Q6_K its per-16 variant) only where their widening
@@ -331,8 +377,7 @@ def test_widened_kernel_only_where_hoisted(scheme: str) -> None:
         return h
 
     k = 2048
-    row = QUANT_SCHEMES[scheme].row_bytes(k)
-    fits = (LoweringOptions.hoist_growth // (k - row)) // 4 * 4  # the most rows under it
+    fits = hoisted_rows(scheme, k)
     for n, kernel, flags in ((fits, True, []), (fits + 4, False, []), (fits, False, NO_HOIST)):
         linalg = rlx.compile(module(n, k), "llvm-cpu", emit="linalg", extra_flags=flags)
         assert ("@rlx_gemv_" in linalg) == kernel, (n, k, flags)
@@ -480,9 +525,11 @@ def test_one_dispatch_per_decode_gemv(target: str) -> None:
 
 def test_prefill_compiles_for_vulkan_and_cuda() -> None:
     """Every scheme with a dynamic M compiles for Vulkan and CUDA (sm_80; Hopper through
-    the sm_89-derived target). Not run on lavapipe in CI: it takes tens of seconds to
-    compile each of these shaders (the decode-shaped ones above run)."""
+    the sm_89-derived target): the vmfb holds the target's executables. Not run on lavapipe
+    in CI: it takes tens of seconds to compile each of these shaders (the decode-shaped ones
+    above run)."""
     h = all_schemes_module(256, 32, None)
-    assert rlx.compile(h, "vulkan")[:4]
-    assert rlx.compile(h, "cuda")[:4]
-    assert rlx.compile(all_schemes_module(256, 32, 1), "cuda", cuda_arch="sm_90")[:4]
+    assert b"vulkan-spirv-fb" in rlx.compile(h, "vulkan")
+    assert b"cuda-nvptx-fb" in rlx.compile(h, "cuda")
+    assert b"cuda-nvptx-fb" in rlx.compile(all_schemes_module(256, 32, 1), "cuda",
+                                            cuda_arch="sm_90")

@@ -17,7 +17,7 @@ from rlx.dialects.mir_module import MirModule, install_mir_lowering
 from rlx.ir.text import parse_module
 from rlx.lowering.hir_to_mir import HIR_TO_MIR
 from rlx.lowering.mir_to_linalg import MIR_TO_LINALG, declare_params
-from rlx.lowering.mir_to_linalg.gemv_kernels import declare_executables
+from rlx.lowering.mir_to_linalg.executable import declare_executables
 from rlx.lowering.mir_to_linalg.quant import fuse_gemv_neighbours
 from rlx.lowering.registry import LoweringContext, LoweringOptions, check_lowered
 
@@ -41,6 +41,17 @@ def lower_mir_to_linalg(module: ir.Module, options: LoweringOptions) -> None:
     check_lowered(module)
     with module.context:
         module.operation.verify()
+
+
+def fuse_gemv_neighbours_pass(module: ir.Module, options: LoweringOptions) -> None:
+    """llvm-cpu decode GEMVs that run a hand-written kernel take in the RMSNorm or SwiGLU that
+    computes their ``x`` and the residual add that is their only use. ``mir-to-linalg`` runs
+    the same rewrite before its rules (sharing their context); run alone, it leaves MIR in
+    which those GEMVs are lowered and their kernels declared."""
+    verify_module(module, "mir")
+    ctx = LoweringContext(options, fusion_policy(module), module)
+    fuse_gemv_neighbours(module, ctx)
+    declare_executables(module, ctx)
 
 
 def check_lowered_pass(module: ir.Module, options: LoweringOptions) -> None:
@@ -67,8 +78,11 @@ def lower_for_autodiff(module: HirModuleCore) -> MirModule:
 install_mir_lowering(lower_to_mir)
 
 Pass = Callable[[ir.Module, LoweringOptions], None]
+MIR_PASSES = ("fuse-gemv-neighbours", "mir-to-linalg")
+"""Passes whose input is MIR."""
 PASSES: dict[str, Pass] = {
     "hir-to-mir": lower_hir_to_mir,
+    "fuse-gemv-neighbours": fuse_gemv_neighbours_pass,
     "mir-to-linalg": lower_mir_to_linalg,
     "check-lowered": check_lowered_pass,
 }
@@ -79,5 +93,6 @@ def run_passes(module: ir.Module, names: list[str], options: LoweringOptions) ->
         PASSES[name](module, options)
 
 
-__all__ = ["PASSES", "LoweringOptions", "lower_for_autodiff", "lower_hir_to_mir",
-           "lower_mir_to_linalg", "lower_to_mir", "run_passes"]
+__all__ = ["MIR_PASSES", "PASSES", "LoweringOptions", "fuse_gemv_neighbours_pass",
+           "lower_for_autodiff", "lower_hir_to_mir", "lower_mir_to_linalg", "lower_to_mir",
+           "run_passes"]

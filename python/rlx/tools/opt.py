@@ -9,7 +9,7 @@ from rlx.compiler import TARGETS, TargetConfig
 from rlx.dialects import verify_module
 from rlx.ir.diagnostics import RlxError
 from rlx.ir.text import parse_module, print_module
-from rlx.lowering import PASSES, run_passes
+from rlx.lowering import MIR_PASSES, PASSES, run_passes
 from rlx.lowering.registry import ATTENTION_LOWERINGS
 from rlx.tools._cli import read_input, run, write_output
 
@@ -46,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
 def _process(text: str, source: str, args: argparse.Namespace) -> str:
     module = parse_module(text, source)
     stage = args.stage
-    if args.passes and args.passes[0] == "mir-to-linalg":
+    if args.passes and args.passes[0] in MIR_PASSES:
         stage = "mir"
     verify_module(module, stage)
     if not args.passes:

@@ -8,13 +8,14 @@ from rlx.dialects.mir import (
     fused,
     leaf,
     norm,
+    quant,
     recurrent,
     reduction,
     shape,
 )
 from rlx.dialects.mir.dialect import MIR
 
-FAMILIES = (attention, contraction, conv, elementwise, fused, leaf, norm, recurrent,
+FAMILIES = (attention, contraction, conv, elementwise, fused, leaf, norm, quant, recurrent,
             reduction, shape)
 
 __all__ = ["FAMILIES", "MIR"]

@@ -7,8 +7,9 @@ packed by an encoding dispatch (K and V, the whole cache, on every token), then 
 softmax and P·V run. For one query row the packing buys nothing, and on a small model the
 dispatches themselves are the cost: each is a command IREE records on the host and a
 barrier the two workers meet at (the 135M model: 210 of a token's 394 dispatches). This
-kernel is one ``stream.executable`` (written in ``vector`` / ``scf`` / ``memref``, as the
-GEMV kernels of :mod:`.gemv_kernels`), one workgroup per query head:
+kernel is one ``stream.executable`` (written in ``vector`` / ``scf`` / ``memref`` on the
+skeleton of :mod:`.executable`, as the GEMV kernels of :mod:`.quant.gemv_kernels`), one
+workgroup per query head:
 
 - ``m = max_j s_j`` with ``s_j = scale · (q · k_j)`` over the visible keys ``j``;
 - ``o = Σ_j e_j v_j / Σ_j e_j`` with ``e_j = exp(s_j - m)`` (the scores computed again:
@@ -21,6 +22,18 @@ Query head ``h`` reads KV head ``h / (H / Hkv)`` (GQA, no K/V copy). Taken only 
 layout is the packed ``[1, 1, H · hd]`` query and ``[1, S_k, Hkv · hd]`` K / V in f32, with
 ``hd`` a multiple of 16 and no softcap, mask operand or bias; anything else keeps the
 decomposed form.
+
+**Bounds.** Every load stays inside its binding for any row counts and workload the host
+passes. K and V each come with their own row count (``len_k``, ``len_v``: the very values
+that size their bindings, the dispatch's operand dims, passed again as the memrefs' dims),
+and the loops run over ``start <= j < min(len_k, len_v)``, ``start = max(0, len - 1 -
+window)`` in index arithmetic that cannot go negative: a V shorter than K (which the op's
+verifier rejects where the lengths are static) is attended over the keys both have,
+never read past. A head ``h`` reads ``q`` / ``o`` at ``h · hd + [0, hd)`` and K / V
+columns ``(h / (H / Hkv)) · hd + [0, hd)``, in bounds for ``h < H``: the workload is the
+constant ``H``, one workgroup per head, and the body runs only for workgroup ids below
+``H`` (:func:`.executable.executable_text`). With no key at all nothing is read (the
+result is then 0 / 0).
 """
 
 from __future__ import annotations
@@ -33,7 +46,16 @@ from iree.compiler.dialects import flow
 
 from rlx.dialects.schema import Decoded
 from rlx.lowering import emit
-from rlx.lowering.mir_to_linalg.gemv_kernels import V16, Text, f32_bits, f32_literal, record
+from rlx.lowering.mir_to_linalg.executable import (
+    V16,
+    Binding,
+    Scalar,
+    Text,
+    executable_text,
+    f32_bits,
+    f32_literal,
+    record,
+)
 from rlx.lowering.registry import LoweringContext
 
 MASK_KINDS = ("none", "causal", "sliding_window")
@@ -57,35 +79,42 @@ class AttentionKernel:
 
     def text(self) -> str:
         """The kernel's ``stream.executable``."""
-        h, hd = self.heads, self.head_dim
-        kv = f"memref<?x{self.kv_heads * hd}xf32>"
-        qo = f"memref<{h * hd}xf32>"
-        chunks = hd // 16
-        t = Text()
-        t.block(f"stream.executable private @{self.symbol}")
-        t.block(f"stream.executable.export public @{self.symbol} workgroups(%n: index) "
-                "-> (index, index, index)")
-        t("%c1 = arith.constant 1 : index")
-        t("stream.return %n, %c1, %c1 : index, index, index")
-        t.end()
-        t.block("builtin.module")
-        t.block(f"func.func @{self.symbol}(%b0: !stream.binding, %b1: !stream.binding, "
-                "%b2: !stream.binding, %len: index, %b3: !stream.binding)")
-        t("%c0 = arith.constant 0 : index")
-        t("%c1 = arith.constant 1 : index")
-        t(f"%q = stream.binding.subspan %b0[%c0] : !stream.binding -> {qo}")
-        t(f"%k = stream.binding.subspan %b1[%c0] : !stream.binding -> {kv}{{%len}}")
-        t(f"%v = stream.binding.subspan %b2[%c0] : !stream.binding -> {kv}{{%len}}")
-        t(f"%o = stream.binding.subspan %b3[%c0] : !stream.binding -> {qo}")
-        t("%h = hal.interface.workgroup.id[0] : index")
-        t(f"%qbase = affine.apply affine_map<()[s0] -> (s0 * {hd})>()[%h]")
-        t(f"%kbase = affine.apply affine_map<()[s0] -> ((s0 floordiv {h // self.kv_heads}) "
-          f"* {hd})>()[%h]")
-        offs = [f"%qo{c}" for c in range(chunks)]
-        for c in range(chunks):
-            t(f"%qo{c} = affine.apply affine_map<()[s0] -> (s0 + {16 * c})>()[%qbase]")
-            t(f"%ko{c} = affine.apply affine_map<()[s0] -> (s0 + {16 * c})>()[%kbase]")
-            t(f"%q{c} = vector.load %q[%qo{c}] : {qo}, {V16}")
+        hd, kv, qo = self.head_dim, self.kv_memref, self.qo_memref
+        args = [Binding("q", qo), Binding("k", kv, ("%len_k",)), Binding("v", kv, ("%len_v",)),
+                Scalar("len_k"), Scalar("len_v"), Binding("o", qo)]
+
+        def body(t: Text) -> None:
+            # the keys both K and V have: nothing past either binding is read
+            t("%len = arith.minui %len_k, %len_v : index")
+            t(f"%qbase = affine.apply affine_map<()[s0] -> (s0 * {hd})>()[%wg]")
+            t(f"%kbase = affine.apply affine_map<()[s0] -> ((s0 floordiv "
+              f"{self.heads // self.kv_heads}) * {hd})>()[%wg]")
+            for c in range(self.chunks):
+                t(f"%qo{c} = affine.apply affine_map<()[s0] -> (s0 + {16 * c})>()[%qbase]")
+                t(f"%ko{c} = affine.apply affine_map<()[s0] -> (s0 + {16 * c})>()[%kbase]")
+                t(f"%q{c} = vector.load %q[%qo{c}] : {qo}, {V16}")
+            self._constants(t)
+            self._max_pass(t)
+            self._sum_pass(t)
+            self._store(t)
+
+        return executable_text(self.symbol, args, body, self.heads)
+
+    @property
+    def chunks(self) -> int:
+        """16-lane chunks of a head."""
+        return self.head_dim // 16
+
+    @property
+    def kv_memref(self) -> str:
+        return f"memref<?x{self.kv_heads * self.head_dim}xf32>"
+
+    @property
+    def qo_memref(self) -> str:
+        return f"memref<{self.heads * self.head_dim}xf32>"
+
+    def _constants(self, t: Text) -> None:
+        """``%start`` (the first visible key) and the softmax's constants."""
         if self.window is None:
             t("%start = arith.constant 0 : index")
         else:   # max(0, S_k - 1 - window), as index arithmetic that cannot go negative
@@ -95,47 +124,50 @@ class AttentionKernel:
         t("%zero = arith.constant 0.0 : f32")
         t(f"%zv = arith.constant dense<0.0> : {V16}")
 
-        def score(j: str) -> None:
-            """``%sc`` = scale · (q · k_j)."""
-            prev = None
-            for c in range(chunks):
-                t(f"%kv{c} = vector.load %k[{j}, %ko{c}] : {kv}, {V16}")
-                t(f"%d{c} = " + (f"arith.mulf %q{c}, %kv{c} : {V16}" if prev is None else
-                                 f"vector.fma %q{c}, %kv{c}, {prev} : {V16}"))
-                prev = f"%d{c}"
-            t(f"%dot = vector.reduction <add>, {prev} : {V16} into f32")
-            t("%sc = arith.mulf %dot, %scale : f32")
+    def _score(self, t: Text, j: str) -> None:
+        """``%sc`` = scale · (q · k_j)."""
+        prev = None
+        for c in range(self.chunks):
+            t(f"%kv{c} = vector.load %k[{j}, %ko{c}] : {self.kv_memref}, {V16}")
+            t(f"%d{c} = " + (f"arith.mulf %q{c}, %kv{c} : {V16}" if prev is None else
+                             f"vector.fma %q{c}, %kv{c}, {prev} : {V16}"))
+            prev = f"%d{c}"
+        t(f"%dot = vector.reduction <add>, {prev} : {V16} into f32")
+        t("%sc = arith.mulf %dot, %scale : f32")
 
+    def _max_pass(self, t: Text) -> None:
+        """``%m`` = the largest visible score."""
         t.block("%m = scf.for %j = %start to %len step %c1 iter_args(%mx = %ninf) -> (f32)")
-        score("%j")
+        self._score(t, "%j")
         t("%mx2 = arith.maximumf %mx, %sc : f32")
         t("scf.yield %mx2 : f32")
         t.end()
-        accs = ", ".join(f"%a{c} = %zv" for c in range(chunks))
-        types = ", ".join([V16] * chunks)
-        t.block(f"%r:{chunks + 1} = scf.for %j = %start to %len step %c1 "
+
+    def _sum_pass(self, t: Text) -> None:
+        """``%r#0`` = ``Σ_j e_j``, ``%r#1..`` = ``Σ_j e_j v_j`` (``e_j = exp(s_j - m)``)."""
+        accs = ", ".join(f"%a{c} = %zv" for c in range(self.chunks))
+        types = ", ".join([V16] * self.chunks)
+        t.block(f"%r:{self.chunks + 1} = scf.for %j = %start to %len step %c1 "
                 f"iter_args(%l = %zero, {accs}) -> (f32, {types})")
-        score("%j")
+        self._score(t, "%j")
         t("%sm = arith.subf %sc, %m : f32")
         t("%e = math.exp %sm : f32")
         t("%l2 = arith.addf %l, %e : f32")
         t(f"%ev = vector.broadcast %e : f32 to {V16}")
-        for c in range(chunks):
-            t(f"%vv{c} = vector.load %v[%j, %ko{c}] : {kv}, {V16}")
+        for c in range(self.chunks):
+            t(f"%vv{c} = vector.load %v[%j, %ko{c}] : {self.kv_memref}, {V16}")
             t(f"%n{c} = vector.fma %ev, %vv{c}, %a{c} : {V16}")
-        t(f"scf.yield %l2, {', '.join(f'%n{c}' for c in range(chunks))} : f32, {types}")
+        t(f"scf.yield %l2, {', '.join(f'%n{c}' for c in range(self.chunks))} : f32, {types}")
         t.end()
+
+    def _store(self, t: Text) -> None:
+        """``o = Σ_j e_j v_j / Σ_j e_j`` for this head."""
         t("%one = arith.constant 1.0 : f32")
         t("%inv = arith.divf %one, %r#0 : f32")
         t(f"%invv = vector.broadcast %inv : f32 to {V16}")
-        for c in range(chunks):
+        for c in range(self.chunks):
             t(f"%out{c} = arith.mulf %r#{c + 1}, %invv : {V16}")
-            t(f"vector.store %out{c}, %o[{offs[c]}] : {qo}, {V16}")
-        t("return")
-        t.end()
-        t.end()
-        t.end()
-        return "\n".join(t.lines)
+            t(f"vector.store %out{c}, %o[%qo{c}] : {self.qo_memref}, {V16}")
 
 
 def kernel_for(ctx: LoweringContext, op: Decoded, scale: float) -> AttentionKernel | None:
@@ -163,13 +195,15 @@ def dispatch(ctx: LoweringContext, kern: AttentionKernel, op: Decoded) -> ir.Val
     record(ctx, kern)
     q = emit.collapse(op["q"], [[0, 1, 2]])
     k, v = (emit.collapse(op[name], [[0, 1], [2]]) for name in ("k", "v"))
-    ks = emit.sizes(k)
-    length = emit.as_value(ks[0])               # the kernel's loop bound, static or not
-    dims = [*emit.dynamic_values(ks), *emit.dynamic_values(emit.sizes(v))]
+    ks, vs = emit.sizes(k), emit.sizes(v)
+    # K's and V's row counts: the very values that size their bindings (as the dispatch's
+    # operand dims, where dynamic), passed again as the kernel's memref dims
+    lengths = [emit.as_value(ks[0]), emit.as_value(vs[0])]
+    dims = [*emit.dynamic_values(ks), *emit.dynamic_values(vs)]
     entry = ir.SymbolRefAttr.get([kern.symbol, kern.symbol])
     out = ir.RankedTensorType.get([kern.heads * kern.head_dim], emit.f32())
     o = flow.DispatchOp([out], [emit.index(kern.heads)], ir.ArrayAttr.get([entry]),
-                        [q, k, v, length], dims, []).results[0]
+                        [q, k, v, *lengths], dims, []).results[0]
     return emit.expand(o, [[0, 1, 2]], [1, 1, kern.heads * kern.head_dim])
 
 

@@ -2,14 +2,14 @@
 Q4_0, their quants widened to bytes at load: :data:`BYTE_PLANE`), its per-16-scale variant
 (Q6_K widened: :data:`SIXTEEN_PLANE`) and Q4_K.
 
-IREE 3.13 compiles rlx's fused dequant + matvec (:mod:`.quant`) into code that reduces each
-32-weight block horizontally into a scalar accumulator, which caps Q8_0 at ~50% and Q4_K at
-~25% of this machine's read bandwidth (benchmarks/README.md). These kernels keep 16-lane
-f32 partial sums per row across the whole reduction, and reduce once per row. They are
-``stream.executable``\\ s whose body is written in the ``vector`` / ``scf`` / ``memref``
-dialects (no linalg: IREE's CPU backend lowers the body to LLVM as written), called with
-``flow.dispatch``. The operands are the weight's fields repacked by ``linalg.generic``\\ s
-that read only the parameter, which IREE hoists into initializers (once, at load).
+IREE 3.13 compiles rlx's fused dequant + matvec (:func:`.rule.fused_matmul`) into code that
+reduces each 32-weight block horizontally into a scalar accumulator, which caps Q8_0 at ~50%
+and Q4_K at ~25% of this machine's read bandwidth (benchmarks/README.md). These kernels keep
+16-lane f32 partial sums per row across the whole reduction, and reduce once per row. They are
+``stream.executable``\\ s on the skeleton of :mod:`..executable` (a body in the ``vector``
+/ ``scf`` / ``memref`` dialects), called with ``flow.dispatch``. The operands are the
+weight's fields repacked by ``linalg.generic``\\ s that read only the parameter, which
+IREE hoists into initializers (once, at load): :mod:`.gemv_planes`.
 
 Semantics are the dequant_matmul's, summed in another order (within the f32 tolerance of
 the dequantize-then-multiply form, never bit-identical to it):
@@ -37,12 +37,34 @@ from 13 to 17-18 GB/s and the Q8_0 kernel at K = 576 from 14 to 30-37 GB/s (it h
 slower than the fused form there).
 
 Optional forms take in what IREE would have fused into its own matvec but cannot fuse
-into a hand-written dispatch (chosen by ``quant.fuse_gemv_neighbours``): the **residual**
-form adds ``r [N]`` before the store (a GEMV whose only use is ``h + W x``), the **RMSNorm**
-form receives the norm's input, gamma and beta and normalizes ``x`` into a stack buffer
-first (a GEMV of an RMSNorm's result), the **SwiGLU** form receives ``[g, u]`` and computes
-``x = silu(g) · u`` there (a SwiGLU FFN's down projection: 30 dispatches fewer a 135M
-token).
+into a hand-written dispatch (chosen by the ``fuse-gemv-neighbours`` pass, :mod:`.fuse`):
+the **residual** form adds ``r [N]`` before the store (a GEMV whose only use is
+``h + W x``), the **RMSNorm** form receives the norm's input, gamma and beta and normalizes
+``x`` into a stack buffer first (a GEMV of an RMSNorm's result), the **SwiGLU** form
+receives ``[g, u]`` and computes ``x = silu(g) · u`` there (a SwiGLU FFN's down projection:
+30 dispatches fewer a 135M token).
+
+**Bounds.** Every shape is static and the workload is the constant ``N``: nothing the host
+passes at run time reaches an index. Every load stays inside its binding because of what
+:class:`Kernel` checks when it is built (``K`` a multiple of 32, of 256 for Q4_K and Q6_K;
+``rows`` a multiple of 4 that divides ``N``):
+
+- workgroups: the export launches ``ceildiv(N, rows) = N / rows``; the body runs only for
+  ``wg < N / rows`` (:func:`..executable.executable_text`'s guard: a workgroup IREE ever
+  launched past those touches nothing);
+- rows: ``tile = wg · rows / 4 + tl`` with ``tl < rows / 4``, so ``tile < N / 4`` (the
+  planes' first dim) and ``r_i = 4 · tile + i < N`` (``y``, ``r``);
+- i8 planes ``q [N / 4, 4 K]``: block ``b < K / 32`` reads ``q[tile, 128 b + 32 i + 16 h +
+  [0, 16)]``, at most ``128 (K / 32) - 1 = 4 K - 1``; ``x[32 b + [0, 32)] < K``; Q8_0's
+  ``d [N / 4, K / 8]`` at ``4 b + i < K / 8``; Q6_K's ``d [N / 4, K / 4]`` at
+  ``8 b + 2 i + h < K / 4``;
+- Q4_K: chunk ``c < K / 128`` reads ``q [N / 4, K / 2]`` at ``64 c + 16 i + [0, 16) < K / 2``,
+  ``x[128 c + 16 j + [0, 16)] < K``, ``s [N / 4, K / 8]`` at ``16 c + 4 i + g < K / 8``; the
+  group sums ``xs [K / 32]`` and ``m [N / 4, K / 8]`` are read 8 at a time from
+  ``g = 0, 8, ..`` below ``K / 32`` (a multiple of 8 since ``K % 256 = 0``): ``xs[g + [0,
+  8)]`` and ``m[tile, 4 g + 8 i + [0, 8)] < K / 8``;
+- prologues: ``xin``, ``gamma``, ``beta`` ``[K]`` and the stack ``x [K]`` in steps of 16
+  (``K % 32 = 0``); ``gu [2 K]`` at ``i`` and ``K + i``, ``i < K``.
 
 Measured (``python benchmarks/quant.py``, weights streaming from DRAM, two threads): see
 benchmarks/README.md, with the variants tried. The kernels are plain vector code: they
@@ -53,15 +75,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-import numpy as np
 from iree.compiler import ir
 from iree.compiler.dialects import flow
 
 from rlx.dialects.enums import QUANT_SCHEMES
-from rlx.ir.text import walk_ops
+from rlx.ir.diagnostics import LoweringError
 from rlx.lowering import emit
+from rlx.lowering.mir_to_linalg.executable import (
+    I16,
+    V16,
+    Binding,
+    Text,
+    executable_text,
+    f32_bits,
+    f32_literal,
+    memref,
+    record,
+)
 from rlx.lowering.registry import LoweringContext, LoweringOptions
 
 ROWS_PER_TILE = 4
@@ -88,12 +119,6 @@ I8_PLANE = (*BYTE_PLANE, *SIXTEEN_PLANE)
 """Schemes whose kernel reads an i8 plane of quants (:func:`_byte_body`); but for Q8_0's
 own, repacking them at load grows the weight (``LoweringOptions.hoist_growth``)."""
 SCHEMES = (*I8_PLANE, "gguf_q4_k")
-STATE_KEY = "kernel_executables"
-"""``LoweringContext.state`` key: symbol -> every hand-written kernel the lowering dispatched
-to (anything with a ``symbol`` and a ``text()``; :func:`declare_executables` inserts them)."""
-
-V16 = "vector<16xf32>"
-I16 = "vector<16xi32>"
 
 
 @dataclass(frozen=True)
@@ -113,6 +138,20 @@ class Kernel:
     """The kernel's ``x`` is ``silu(g) * u`` of ``gu = [g, u]`` (``[2 K]``), computed by the
     kernel: the prologue of a SwiGLU FFN's down projection."""
 
+    def __post_init__(self) -> None:
+        """The shapes the bounds argument (module docstring) rests on."""
+        if self.scheme not in SCHEMES:
+            raise LoweringError(f"error: GEMV kernel: expected a scheme of {', '.join(SCHEMES)},"
+                                f" found {self.scheme!r}")
+        block = 32 if self.scheme in BYTE_PLANE else 256
+        if self.k <= 0 or self.k % block:
+            raise LoweringError(f"error: GEMV kernel {self.symbol}: expected K a positive "
+                                f"multiple of {block}, found {self.k}")
+        if self.rows <= 0 or self.rows % ROWS_PER_TILE or self.n % self.rows:
+            raise LoweringError(f"error: GEMV kernel {self.symbol}: expected rows per "
+                                f"workgroup a multiple of {ROWS_PER_TILE} dividing N = "
+                                f"{self.n}, found {self.rows}")
+
     @property
     def symbol(self) -> str:
         norm = "" if self.norm_eps is None else f"_rms{f32_bits(self.norm_eps):08x}"
@@ -124,21 +163,21 @@ class Kernel:
     @property
     def bindings(self) -> dict[str, str]:
         """The kernel's operands in dispatch order (``x``, the weight planes of
-        :func:`..quant.kernel_planes`, the result ``y``): name -> memref type. The planes
+        :func:`.gemv_planes.kernel_planes`, the result ``y``): name -> memref type. The planes
         are tile-interleaved (:func:`interleave_widths`): row ``r`` is in row ``r / 4``."""
         n, k = self.n // ROWS_PER_TILE, self.k * ROWS_PER_TILE
         if self.scheme in BYTE_PLANE:
-            planes = {"q": _memref([n, k], "i8"), "d": _memref([n, k // 32], "f16")}
+            planes = {"q": memref([n, k], "i8"), "d": memref([n, k // 32], "f16")}
         elif self.scheme in SIXTEEN_PLANE:
-            planes = {"q": _memref([n, k], "i8"), "d": _memref([n, k // 16], "f32")}
+            planes = {"q": memref([n, k], "i8"), "d": memref([n, k // 16], "f32")}
         else:
-            planes = {"q": _memref([n, k // 8], "i32"), "s": _memref([n, k // 32], "f32"),
-                      "m": _memref([n, k // 32], "f32")}
-        vec = _memref([self.k], "f32")
+            planes = {"q": memref([n, k // 8], "i32"), "s": memref([n, k // 32], "f32"),
+                      "m": memref([n, k // 32], "f32")}
+        vec = memref([self.k], "f32")
         norm = {} if self.norm_eps is None else {"gamma": vec, "beta": vec}
-        residual = {"r": _memref([self.n], "f32")} if self.residual else {}
-        x = _memref([2 * self.k], "f32") if self.glu else vec
-        return {"x": x, **norm, **planes, **residual, "y": _memref([self.n], "f32")}
+        residual = {"r": memref([self.n], "f32")} if self.residual else {}
+        x = memref([2 * self.k], "f32") if self.glu else vec
+        return {"x": x, **norm, **planes, **residual, "y": memref([self.n], "f32")}
 
     def interleave_widths(self) -> list[int]:
         """Per weight plane, the run of one row's elements that the tile interleave keeps
@@ -151,7 +190,7 @@ class Kernel:
         return [32, 2] if self.scheme in SIXTEEN_PLANE else [16, 4, 8]
 
     def text(self) -> str:
-        return executable_text(self)
+        return kernel_text(self)
 
 
 def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOptions
@@ -198,43 +237,9 @@ MAX_NORM_K = 4096
 IREE's llvm-cpu stack limit is 32 KiB and the Q4_K kernel has group sums there too)."""
 
 
-def f32_bits(v: float) -> int:
-    return int(np.float32(v).view(np.uint32))
-
-
-def f32_literal(v: float) -> str:
-    """An exact f32 literal (MLIR reads a hex integer as the float's bits)."""
-    return f"0x{f32_bits(v):08X}"
-
-
-def _memref(shape: list[int], element: str) -> str:
-    return f"memref<{'x'.join(map(str, shape))}x{element}>"
-
-
-class Text:
-    """Lines of MLIR with a running indent."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.depth = 0
-
-    def __call__(self, line: str) -> None:
-        self.lines.append("  " * self.depth + line)
-
-    def block(self, head: str) -> Text:
-        self(head + " {")
-        self.depth += 1
-        return self
-
-    def end(self, tail: str = "}") -> None:
-        self.depth -= 1
-        self(tail)
-
-
 def _rows_loop(t: Text, kern: Kernel) -> None:
     """Open the loop over this workgroup's row tiles; defines %tile (the row of the
     interleaved planes) and its rows %r0..%r3."""
-    t("%wg = hal.interface.workgroup.id[0] : index")
     t(f"%c_tiles = arith.constant {kern.rows // ROWS_PER_TILE} : index")
     t(f"%c_tile = arith.constant {ROWS_PER_TILE} : index")
     t("%tile0 = arith.muli %wg, %c_tiles : index")
@@ -288,7 +293,7 @@ def _byte_body(t: Text, kern: Kernel) -> None:
     f32 scale per 16: two multiplies, two scaled FMAs)."""
     sixteen = kern.scheme in SIXTEEN_PLANE
     mem = kern.bindings
-    x, q, d = _memref([kern.k], "f32"), mem["q"], mem["d"]
+    x, q, d = memref([kern.k], "f32"), mem["q"], mem["d"]
     t("%c16 = arith.constant 16 : index")
     t("%c32 = arith.constant 32 : index")
     t(f"%nb = arith.constant {kern.k // 32} : index")
@@ -327,23 +332,13 @@ def _byte_body(t: Text, kern: Kernel) -> None:
 
 
 def _q4_k_body(t: Text, kern: Kernel) -> None:
+    """The Q4_K kernel: per row ``Σ_g S · F - Σ_g M · X`` (see the module docstring)."""
     k, nb = kern.k, kern.k // 32
-    mem = kern.bindings
-    x, q, s = _memref([kern.k], "f32"), mem["q"], mem["s"]
-    xs = _memref([nb], "f32")
-    v8 = "vector<8xf32>"
     for c in (8, 32, 128):
         t(f"%c{c} = arith.constant {c} : index")
     t(f"%nb = arith.constant {nb} : index")
     t(f"%nc = arith.constant {k // 128} : index")
-    # X[g]: the sum of x over each group of 32, once per workgroup
-    t(f"%xs = memref.alloca() : {xs}")
-    t.block("scf.for %g = %c0 to %nb step %c1")
-    t("%kg = arith.muli %g, %c32 : index")
-    t(f"%xg = vector.load %x[%kg] : {x}, vector<32xf32>")
-    t("%sg = vector.reduction <add>, %xg : vector<32xf32> into f32")
-    t(f"memref.store %sg, %xs[%g] : {xs}")
-    t.end()
+    _group_sums(t, kern)
     t(f"%mask = arith.constant dense<{0x00780000}> : {I16}")
     t(f"%one = arith.constant dense<{0x3F800000}> : {I16}")
     for j in range(8):
@@ -352,47 +347,75 @@ def _q4_k_body(t: Text, kern: Kernel) -> None:
     _rows_loop(t, kern)
     _reduction(t, "acc", "c", "%nc", "%c1", "a", V16)
     t("%k0 = arith.muli %c, %c128 : index")
-    tile = ROWS_PER_TILE
     for j in range(8):
         t(f"%kx{j} = affine.apply affine_map<()[s0] -> (s0 + {16 * j})>()[%k0]")
-        t(f"%x{j} = vector.load %x[%kx{j}] : {x}, {V16}")
+        t(f"%x{j} = vector.load %x[%kx{j}] : {memref([k], 'f32')}, {V16}")
     for i in range(ROWS_PER_TILE):
-        t(f"%kq{i} = {_at('%c', 16 * tile, 16 * i)}")
-        t(f"%w{i} = vector.load %q[%tile, %kq{i}] : {q}, {I16}")
-        for j in range(8):
-            sh = 19 - 4 * j
-            shifted = f"%w{i}"
-            if sh:
-                shifted = f"%t{i}_{j}"
-                op = "shli" if sh > 0 else "shrui"
-                t(f"{shifted} = arith.{op} %w{i}, %sh{j} : {I16}")
-            t(f"%u{i}_{j} = arith.andi {shifted}, %mask : {I16}")
-            t(f"%o{i}_{j} = arith.ori %u{i}_{j}, %one : {I16}")
-            t(f"%f{i}_{j} = arith.bitcast %o{i}_{j} : {I16} to {V16}")
-        prev = f"%a{i}"
-        for g in range(4):
-            t(f"%p{i}_{g} = arith.mulf %f{i}_{2 * g}, %x{2 * g} : {V16}")
-            t(f"%F{i}_{g} = vector.fma %f{i}_{2 * g + 1}, %x{2 * g + 1}, %p{i}_{g} : {V16}")
-            t(f"%ks{i}_{g} = {_at('%c', 4 * tile, 4 * i + g)}")
-            t(f"%S{i}_{g} = memref.load %s[%tile, %ks{i}_{g}] : {s}")
-            t(f"%B{i}_{g} = vector.broadcast %S{i}_{g} : f32 to {V16}")
-            t(f"%A{i}_{g} = vector.fma %F{i}_{g}, %B{i}_{g}, {prev} : {V16}")
-            prev = f"%A{i}_{g}"
+        _q4_k_row(t, kern, i)
     _yield(t, [f"%A{i}_3" for i in range(ROWS_PER_TILE)], V16)
-    # Σ_g M[n, g] · X[g], eight groups at a time
-    _reduction(t, "mins", "g", "%nb", "%c8", "z", v8)
-    t(f"%xv = vector.load %xs[%g] : {xs}, {v8}")
-    for i in range(ROWS_PER_TILE):
-        t(f"%km{i} = {_at('%g', tile, 8 * i)}")
-        t(f"%mv{i} = vector.load %m[%tile, %km{i}] : {s}, {v8}")
-        t(f"%mz{i} = vector.fma %mv{i}, %xv, %z{i} : {v8}")
-    _yield(t, [f"%mz{i}" for i in range(ROWS_PER_TILE)], v8)
+    _q4_k_mins(t, kern)
     for i in range(ROWS_PER_TILE):
         t(f"%sum{i} = vector.reduction <add>, %acc#{i} : {V16} into f32")
-        t(f"%min{i} = vector.reduction <add>, %mins#{i} : {v8} into f32")
+        t(f"%min{i} = vector.reduction <add>, %mins#{i} : {V8} into f32")
         t(f"%y{i} = arith.subf %sum{i}, %min{i} : f32")
         _store_row(t, kern, i, f"%y{i}")
     t.end()
+
+
+V8 = "vector<8xf32>"
+
+
+def _group_sums(t: Text, kern: Kernel) -> None:
+    """``%xs`` = X[g]: the sum of x over each group of 32, once per workgroup."""
+    nb = kern.k // 32
+    xs = memref([nb], "f32")
+    t(f"%xs = memref.alloca() : {xs}")
+    t.block("scf.for %g = %c0 to %nb step %c1")
+    t("%kg = arith.muli %g, %c32 : index")
+    t(f"%xg = vector.load %x[%kg] : {memref([kern.k], 'f32')}, vector<32xf32>")
+    t("%sg = vector.reduction <add>, %xg : vector<32xf32> into f32")
+    t(f"memref.store %sg, %xs[%g] : {xs}")
+    t.end()
+
+
+def _q4_k_row(t: Text, kern: Kernel, i: int) -> None:
+    """Row ``%r{i}`` of the tile, chunk ``%c`` (128 weights): ``%A{i}_3`` = ``%a{i}`` plus
+    ``Σ_g S · F`` over its four groups."""
+    q, s = kern.bindings["q"], kern.bindings["s"]
+    tile = ROWS_PER_TILE
+    t(f"%kq{i} = {_at('%c', 16 * tile, 16 * i)}")
+    t(f"%w{i} = vector.load %q[%tile, %kq{i}] : {q}, {I16}")
+    for j in range(8):
+        sh = 19 - 4 * j
+        shifted = f"%w{i}"
+        if sh:
+            shifted = f"%t{i}_{j}"
+            op = "shli" if sh > 0 else "shrui"
+            t(f"{shifted} = arith.{op} %w{i}, %sh{j} : {I16}")
+        t(f"%u{i}_{j} = arith.andi {shifted}, %mask : {I16}")
+        t(f"%o{i}_{j} = arith.ori %u{i}_{j}, %one : {I16}")
+        t(f"%f{i}_{j} = arith.bitcast %o{i}_{j} : {I16} to {V16}")
+    prev = f"%a{i}"
+    for g in range(4):
+        t(f"%p{i}_{g} = arith.mulf %f{i}_{2 * g}, %x{2 * g} : {V16}")
+        t(f"%F{i}_{g} = vector.fma %f{i}_{2 * g + 1}, %x{2 * g + 1}, %p{i}_{g} : {V16}")
+        t(f"%ks{i}_{g} = {_at('%c', 4 * tile, 4 * i + g)}")
+        t(f"%S{i}_{g} = memref.load %s[%tile, %ks{i}_{g}] : {s}")
+        t(f"%B{i}_{g} = vector.broadcast %S{i}_{g} : f32 to {V16}")
+        t(f"%A{i}_{g} = vector.fma %F{i}_{g}, %B{i}_{g}, {prev} : {V16}")
+        prev = f"%A{i}_{g}"
+
+
+def _q4_k_mins(t: Text, kern: Kernel) -> None:
+    """``%mins#i`` = ``Σ_g M[r_i, g] · X[g]``, eight groups at a time."""
+    xs, m = memref([kern.k // 32], "f32"), kern.bindings["m"]
+    _reduction(t, "mins", "g", "%nb", "%c8", "z", V8)
+    t(f"%xv = vector.load %xs[%g] : {xs}, {V8}")
+    for i in range(ROWS_PER_TILE):
+        t(f"%km{i} = {_at('%g', ROWS_PER_TILE, 8 * i)}")
+        t(f"%mv{i} = vector.load %m[%tile, %km{i}] : {m}, {V8}")
+        t(f"%mz{i} = vector.fma %mv{i}, %xv, %z{i} : {V8}")
+    _yield(t, [f"%mz{i}" for i in range(ROWS_PER_TILE)], V8)
 
 
 def _norm_prologue(t: Text, kern: Kernel, eps: float) -> None:
@@ -429,7 +452,7 @@ def _glu_prologue(t: Text, kern: Kernel) -> None:
     """``%x`` = ``silu(g) * u`` = ``g / (1 + exp(-g)) * u`` (f32, as the activation and
     multiply lowerings compute it) of ``%gu = [g, u]``, in a stack buffer every workgroup
     fills."""
-    vec, gu = _memref([kern.k], "f32"), kern.bindings["x"]
+    vec, gu = memref([kern.k], "f32"), kern.bindings["x"]
     t("%glu_c16 = arith.constant 16 : index")
     t(f"%glu_k = arith.constant {kern.k} : index")
     t(f"%glu_one = arith.constant dense<1.0> : {V16}")
@@ -447,37 +470,24 @@ def _glu_prologue(t: Text, kern: Kernel) -> None:
     t.end()
 
 
-def executable_text(kern: Kernel) -> str:
+def kernel_text(kern: Kernel) -> str:
     """The ``stream.executable`` of one kernel (one per scheme and shape)."""
-    t = Text()
-    t.block(f"stream.executable private @{kern.symbol}")
-    # export and function named as the executable: IREE links every llvm-cpu executable
-    # into one library, where two functions named alike collide
-    t.block(f"stream.executable.export public @{kern.symbol} workgroups(%n: index) "
-            "-> (index, index, index)")
-    t(f"%x = affine.apply affine_map<()[s0] -> (s0 ceildiv {kern.rows})>()[%n]")
-    t("%c1 = arith.constant 1 : index")
-    t("stream.return %x, %c1, %c1 : index, index, index")
-    t.end()
-    t.block("builtin.module")
-    args = ", ".join(f"%b{i}: !stream.binding" for i in range(len(kern.bindings)))
-    t.block(f"func.func @{kern.symbol}({args})")
-    t("%c0 = arith.constant 0 : index")
-    t("%c1 = arith.constant 1 : index")
-    for i, (name, memref) in enumerate(kern.bindings.items()):
-        if name == "x" and (kern.norm_eps is not None or kern.glu):
-            name = "xin" if kern.norm_eps is not None else "gu"
-        t(f"%{name} = stream.binding.subspan %b{i}[%c0] : !stream.binding -> {memref}")
-    if kern.norm_eps is not None:
-        _norm_prologue(t, kern, kern.norm_eps)
-    if kern.glu:
-        _glu_prologue(t, kern)
-    (_byte_body if kern.scheme in I8_PLANE else _q4_k_body)(t, kern)
-    t("return")
-    t.end()
-    t.end()
-    t.end()
-    return "\n".join(t.lines)
+    args = []
+    for name, mem in kern.bindings.items():
+        if name == "x" and kern.norm_eps is not None:
+            name = "xin"
+        elif name == "x" and kern.glu:
+            name = "gu"
+        args.append(Binding(name, mem))
+
+    def body(t: Text) -> None:
+        if kern.norm_eps is not None:
+            _norm_prologue(t, kern, kern.norm_eps)
+        if kern.glu:
+            _glu_prologue(t, kern)
+        (_byte_body if kern.scheme in I8_PLANE else _q4_k_body)(t, kern)
+
+    return executable_text(kern.symbol, args, body, kern.n // kern.rows, kern.rows)
 
 
 def dispatch(ctx: LoweringContext, kern: Kernel, x: ir.Value, planes: list[ir.Value],
@@ -485,7 +495,7 @@ def dispatch(ctx: LoweringContext, kern: Kernel, x: ir.Value, planes: list[ir.Va
     """``y [N]`` f32 = the kernel on ``x [K]`` f32 (``[2 K]`` in the SwiGLU form) and the
     repacked weight ``planes`` (plus ``residual [N]`` f32 in the residual form; ``norm`` =
     gamma, beta ``[K]`` f32 in the RMSNorm form); records the executable for
-    :func:`declare_executables`."""
+    :func:`..executable.declare_executables`."""
     assert (residual is not None) == kern.residual
     assert bool(norm) == (kern.norm_eps is not None)
     record(ctx, kern)
@@ -496,27 +506,5 @@ def dispatch(ctx: LoweringContext, kern: Kernel, x: ir.Value, planes: list[ir.Va
                            [], []).results[0]
 
 
-def record(ctx: LoweringContext, kern: Any) -> None:
-    """Note that the lowering dispatched to ``kern`` (one executable per symbol)."""
-    ctx.state.setdefault(STATE_KEY, {})[kern.symbol] = kern
-
-
-def declare_executables(module: ir.Module, ctx: LoweringContext) -> None:
-    """Insert the executables the lowering dispatched to at the top of ``module``."""
-    kernels: dict[str, Any] = ctx.state.get(STATE_KEY, {})
-    if not kernels:
-        return
-    with module.context:
-        first = module.body.operations[0]
-        for kern in kernels.values():
-            parsed = ir.Module.parse(kern.text())
-            where = ir.Location.name(kern.symbol)        # not the parser's "-":line:col
-            for op in walk_ops(parsed.operation):
-                op.location = where
-            for op in list(parsed.body.operations):
-                op.operation.move_before(first)
-
-
-__all__ = ["Kernel", "Text", "declare_executables", "dispatch", "executable_text", "f32_bits",
-           "f32_literal", "kernel_for", "record", "workgroup_rows"]
-
+__all__ = ["BYTE_PLANE", "I8_PLANE", "MAX_NORM_K", "ROWS_PER_TILE", "SCHEMES", "SIXTEEN_PLANE",
+           "Kernel", "dispatch", "kernel_for", "kernel_text", "workgroup_rows"]

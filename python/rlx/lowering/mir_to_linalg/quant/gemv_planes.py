@@ -1,0 +1,153 @@
+"""The operands of the decode GEMV kernels (:mod:`.gemv_kernels`): a GGUF weight's raw bytes
+repacked into the planes a kernel reads, in its tile-interleaved order.
+
+Each plane is computed by generics that read only the parameter (IREE hoists them into
+initializers: they run once, when the weights load) from the same layout fields the
+dequant uses (:mod:`.layouts`):
+
+- **i8 planes** (:data:`~.gemv_kernels.I8_PLANE`): the signed integer ``q`` of ``w = d · q``
+  per weight (Q8_0's bytes as they are; Q5_0 / Q4_0 / Q6_K widened to bytes,
+  :data:`BYTE_QUANTS`) and its scale: Q8_0's f16 ``d`` per 32 weights, or Q6_K's f32
+  ``d · sc`` per 16.
+- **Q4_K**: the nibbles of 128 weights as 16 i32 lanes (nibble ``j`` of weight
+  ``128c + 16j + l`` at bits ``4j`` of lane ``l``), ``S = 16 · d · sc`` and
+  ``M = 16 · d · sc + dmin · m`` per group of 32.
+
+Then every plane ``[N, C * w]`` is stored ``[N / 4, C * 4 * w]`` (:func:`interleave_tiles`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from iree.compiler import ir
+from iree.compiler.dialects import arith
+
+from rlx.dialects.enums import QUANT_SCHEMES
+from rlx.lowering import emit
+from rlx.lowering.mir_to_linalg.quant import gemv_kernels
+from rlx.lowering.mir_to_linalg.quant.dequant import (
+    dequantize,
+    gather,
+    layout_operands,
+    repack,
+    repack_field,
+    repack_plane,
+    with_shifts,
+)
+from rlx.lowering.mir_to_linalg.quant.layouts import K_PRODUCTS, LAYOUTS, Field, f16_at, q5
+from rlx.lowering.mir_to_linalg.quant.scalars import (
+    Expr,
+    Exprs,
+    Loops,
+    Scalars,
+    bits,
+    const,
+    f32_of,
+    i8,
+    i32,
+    int_type,
+    mulf,
+    sf,
+    u32,
+)
+
+
+def kernel_planes(kern: gemv_kernels.Kernel, w: ir.Value) -> list[ir.Value]:
+    """The operands of a :mod:`.gemv_kernels` kernel, repacked from the raw bytes
+    ``[N, ROWBYTES]`` (generics over the parameter only: hoisted into initializers)."""
+    info = QUANT_SCHEMES[kern.scheme]
+    n, g = kern.n, kern.k // info.block_elems
+    raw3 = emit.expand(w, [[0], [1, 2]], [n, g, info.block_bytes])
+    if kern.scheme not in gemv_kernels.I8_PLANE:
+        return _q4_k_planes(kern, raw3)
+    q = emit.collapse(byte_quants(raw3, n, kern.scheme), [[0], [1, 2]])
+    scales = (repack_field(raw3, n, f16_at(0), [32]) if kern.scheme in
+              gemv_kernels.BYTE_PLANE else
+              emit.collapse(repack_field(raw3, n, _Q6_K_PRODUCTS, [16]), [[0], [1, 2]]))
+    return interleave_tiles(kern, [q, scales])
+
+
+def _q4_k_planes(kern: gemv_kernels.Kernel, raw3: ir.Value) -> list[ir.Value]:
+    """Q4_K's nibble lanes, ``S`` and ``M`` of ``raw3 [N, G, 144]``."""
+    n, g, _ = emit.static_shape(raw3)
+    assert n is not None
+    assert g is not None
+
+    def nibbles(idx: Loops) -> ir.Value:
+        """Lane ``l`` of half ``hc`` of superblock ``g``: nibble j of weight
+        ``128hc + 16j + l`` at bits 4j; that weight is nibble ``(j % 4) / 2`` of qs byte
+        ``32(2hc + j / 4) + 16(j % 2) + l`` (ggml: element 64p + 32h + l is nibble h of
+        qs[32p + l])."""
+        out = None
+        for j in range(8):
+            byte = emit.d(2) * 64 + emit.d(3) + (16 + 32 * (j // 4) + 16 * (j % 2))
+            nib = bits(gather(raw3, byte, idx), i8(4 * ((j % 4) // 2)), 15)
+            part = arith.shli(u32(nib), i32(4 * j)) if j else u32(nib)
+            out = part if out is None else arith.ori(out, part)
+        assert out is not None
+        return out
+
+    q = emit.collapse(repack(raw3, n, [2, 16], int_type(32), nibbles), [[0], [1, 2, 3]])
+    a, b = (emit.collapse(repack_field(raw3, n, K_PRODUCTS[f], [4, 2, 32]), [[0], [1, 2, 3]])
+            for f in ("A", "B"))
+    sixteen = emit.scalar(16.0, emit.f32())
+    s = emit.map_elementwise([a], emit.f32(), lambda v: arith.mulf(v, sixteen), [n, 8 * g])
+    mins = emit.map_elementwise([a, b], emit.f32(),
+                                lambda v, u: arith.addf(arith.mulf(v, sixteen), u), [n, 8 * g])
+    return interleave_tiles(kern, [q, s, mins])
+
+
+BYTE_QUANTS: dict[str, Callable[[Scalars], ir.Value]] = {
+    "gguf_q4_0": lambda s: arith.subi(s["q"], i8(8)),
+    "gguf_q5_0": lambda s: arith.trunci(int_type(8), arith.subi(q5(s), i32(16))),
+    "gguf_q6_k": lambda s: arith.trunci(int_type(8), arith.subi(
+        arith.ori(u32(s["q"]), arith.shli(u32(s["h"]), i32(4))), i32(32))),
+}
+"""The signed integer ``q`` of ``w = d · q`` (an i8) from the plane values of
+:data:`~.layouts.LAYOUTS`, for the schemes the Q8_0 kernel (or its per-16 variant) runs
+widened."""
+
+
+def _q6_k_product_body(b: list[ir.Value], i: Exprs, e: Callable[[Expr], ir.Value]
+                       ) -> ir.Value:
+    return mulf(f32_of(f16_at(208).body(b[:2], i, e)), sf(b[2]))
+
+
+_Q6_K_PRODUCTS = Field("f32", lambda i: [const(208), const(209), const(192) + i[0]],
+                       _q6_k_product_body, dims=(0,))
+"""Q6_K's ``d · sc`` per 16 weights in element order (sc: the signed byte ``192 + j`` of
+the block, d: the f16 at 208), in f32: exact (11 x 8 significant bits)."""
+
+
+def byte_quants(raw3: ir.Value, n: int, scheme: str) -> ir.Value:
+    """``[N, G, E]`` i8 (``E`` weights a block): the integer ``q`` of ``w = d · q`` for a
+    :data:`~.gemv_kernels.BYTE_PLANE` or ``SIXTEEN_PLANE`` scheme: Q8_0's bytes, or
+    :data:`BYTE_QUANTS` over the scheme's :data:`~.layouts.LAYOUTS` planes in element order
+    (a generic on the parameter only, hoisted; its shifts computed, llvm-cpu only)."""
+    if scheme == "gguf_q8_0":
+        return repack_plane(raw3, n, LAYOUTS["gguf_q8_0"].planes["q"], [32])
+    layout = LAYOUTS[scheme]
+    pos = list(range(len(layout.group)))
+    inputs, maps, space = layout_operands(raw3, n, layout, pos, fields=False)
+    value = with_shifts(layout, pos, inputs, maps, computed=True, value=BYTE_QUANTS[scheme])
+    q = dequantize(inputs, maps, space, value, element=int_type(8))
+    return emit.collapse(q, [[0], [1], list(range(2, len(space)))])
+
+
+def interleave_tiles(kern: gemv_kernels.Kernel, planes: list[ir.Value]) -> list[ir.Value]:
+    """Row-major planes ``[N, C * w]`` stored as ``[N / 4, C * 4 * w]`` (rows of a tile
+    interleaved every ``w`` elements: :meth:`~.gemv_kernels.Kernel.interleave_widths`)."""
+    tile = gemv_kernels.ROWS_PER_TILE
+    out = []
+    for plane, w in zip(planes, kern.interleave_widths(), strict=True):
+        n, cols = emit.static_shape(plane)
+        assert n is not None
+        assert cols is not None
+        split = emit.reshape(plane, [n // tile, tile, cols // w, w])
+        out.append(emit.reshape(emit.transpose(split, [0, 2, 1, 3]),
+                                [n // tile, cols * tile]))
+    return out
+
+
+__all__ = ["BYTE_QUANTS", "byte_quants", "interleave_tiles", "kernel_planes"]
