@@ -23,9 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.llama import gguf_files, hf_model  # noqa: E402
-
 import rlx  # noqa: E402
+from benchmarks.llama import gguf_files, hf_model  # noqa: E402
 from rlx.generate import Generator  # noqa: E402
 from rlx.lowering.mir_to_linalg.table import MIR_TO_LINALG  # noqa: E402
 from rlx.models import llama  # noqa: E402
