@@ -8,8 +8,8 @@
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg %s | FileCheck %s
 
 // CHECK-LABEL: module @gdn
-// CHECK:       cf.assert %{{.*}}, "{{.*}}\22gdn\22: error: 'rlx_mir.gated_delta_net': operand 'g' dim 1: expected the size of 'k' dim 1
-// CHECK:       cf.assert %{{.*}}, "{{.*}}operand 'beta' dim 1: expected the size of 'k' dim 1
+// CHECK:       util.status.check_ok %{{.*}}, "{{.*}}: error: 'rlx_mir.gated_delta_net' \22gdn\22: operand 'g' dim 1: expected the size of operand 'q' dim 1
+// CHECK:       util.status.check_ok %{{.*}}, "{{.*}}operand 'beta' dim 1: expected the size of operand 'q' dim 1
 // CHECK:       %[[S:.*]] = tensor.dim %arg0, %c1 : tensor<1x?x2x4xf32>
 // CHECK:       %[[E:.*]] = linalg.generic {{.*}} ins(%arg1 : tensor<1x?x2xf32>)
 // CHECK:         math.exp

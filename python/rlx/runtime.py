@@ -9,16 +9,17 @@ they are checked against the weights the module declares before anything runs.
 from __future__ import annotations
 
 import json
+import re
 import struct
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
-from rlx.ir.diagnostics import RunError, WeightError
+from rlx.ir.diagnostics import RunError, WeightError, size_check_message
 from rlx.ir.types import DType
 
 DEVICES = ("local-task", "local-sync", "vulkan", "cuda", "hip")
@@ -265,8 +266,7 @@ class Function:
         try:
             out = self._invoke(*inputs)
         except (RuntimeError, ValueError) as e:
-            self._check(arrays, device=True)  # a device tensor of the wrong shape: name it
-            raise RunError(f"error: calling {self.name}: {e}") from None
+            self._fail(arrays, e)
         if isinstance(out, tuple | list):
             return tuple(DeviceTensor(self._program, o) for o in out)
         return DeviceTensor(self._program, out)
@@ -311,12 +311,32 @@ class Function:
         try:
             program._ctx.vm_context.invoke(self._vm_function, inputs, results)
         except (RuntimeError, ValueError) as e:
-            self._check(arrays, device=True)  # a device tensor of the wrong shape: name it
-            raise RunError(f"error: calling {self.name}: {e}") from None
+            self._fail(arrays, e)
         out = tuple(DeviceTensor(program, None, signal, semaphore=semaphore,
                                  buffer_view=results.get_as_ref(i).deref(rt.HalBufferView))
                     for i in range(results.size))
         return out if len(out) != 1 else out[0]
+
+    def _fail(self, arrays: list[np.ndarray | DeviceTensor], e: Exception) -> NoReturn:
+        """Raise the RunError for a call IREE refused: a failed run-time size check (the
+        module's own message: op, label, the two sizes), an input of the wrong shape, or
+        IREE's status."""
+        text = str(e)
+        checked = size_check_message(text)
+        if checked is not None:
+            raise RunError(f"{checked} (in a call of '{self.name}')") from None
+        self._check(arrays, device=True)  # a device tensor of the wrong shape: name it
+        # IREE may turn a size the module's ops need into a static dim of the entry point
+        # (a dynamic input read as the 3 rows of an expand): it then refuses the input
+        m = _INPUT_DIM.search(text)
+        if m is not None:
+            i, axis = int(m["input"]), m["axis"]
+            name = self.input_names[i] if i < len(self.input_names) else f"#{i}"
+            raise RunError(f"error: {self.name}: input '{name}' dim {axis}: expected "
+                           f"{m['want']} (the module's ops need this size), found "
+                           f"{m['have']}") from None
+        first = text.strip().splitlines()[0] if text.strip() else type(e).__name__
+        raise RunError(f"error: calling {self.name}: {first}") from None
 
     def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]
               ) -> list[np.ndarray | DeviceTensor]:
@@ -363,6 +383,11 @@ class Function:
                 name = names[i] if i < len(names) else f"#{i}"
                 raise RunError(f"error: {self.name}: input '{name}': expected {want} "
                                f"[{dims}], found {arr.dtype} {list(arr.shape)}")
+
+
+_INPUT_DIM = re.compile(r"input(?P<input>\d+) shape dimension (?P<axis>\d+) mismatch; "
+                        r"expected (?P<want>\d+) but have (?P<have>\d+)")
+"""IREE's refusal of an input whose dim differs from one its entry point made static."""
 
 
 class Program:

@@ -113,7 +113,7 @@ CASES = {
                       "found 10"),
     "rope_table_too_short": ("rlx_hir.rope", [Q, "tensor<5x4xf32>", "tensor<5x4xf32>"],
                              '{head_dim = 8 : i64, n_rot = 8 : i64, rope_style = "neox"}',
-                             [Q], "operand 'cos' dim 0: expected >= 6 rows"),
+                             [Q], "operand 'cos' dim 0: expected >= 6 (one row per position"),
     "kernel_vs_pad": ("rlx_hir.depthwise_conv1d_causal",
                       ["tensor<2x8x16xf32>", "tensor<16x1x1x3xf32>", "tensor<2x3x16xf32>"],
                       "{kernel_size = 3 : i64}", ["tensor<2x8x16xf32>"],

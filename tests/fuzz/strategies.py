@@ -187,14 +187,14 @@ STEPS: dict[str, Step] = {
 
 
 @st.composite
-def programs(draw: st.DrawFn, max_steps: int = 5) -> Program:
+def programs(draw: st.DrawFn, max_steps: int = 5, min_inputs: int = 1) -> Program:
     dtype = draw(st.sampled_from(("f32", "f32", "f16")))
     batch = draw(st.sampled_from((1, 2, None)))
     seq = draw(st.sampled_from((3, 5, None)))
     width = draw(st.sampled_from((8, 16)))
     policy = draw(st.sampled_from(FUSION_POLICIES))
     p = Program(rlx.HirModule("fuzz", policy), dtype, batch, seq, width)
-    n_inputs = draw(st.integers(1, 2))
+    n_inputs = draw(st.integers(min_inputs, 2))
     p.values = [p.input(f"x{i}", p.act_shape) for i in range(n_inputs)]
     data = draw(st.data())
     for _ in range(draw(st.integers(1, max_steps))):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlx.dialects.enums import FLOAT_TYPES
-from rlx.dialects.schema import Check
+from rlx.dialects.verifier import Check, DimRef, Expected
 from rlx.ir.types import Dim, TensorInfo, dims_compatible, merge_dim
 
 
@@ -22,14 +22,14 @@ def float_operands(c: Check, *names: str) -> TensorInfo:
     return c[names[0]]
 
 
-def weight_kn(c: Check, w: str, k: Dim, why_k: str) -> Dim:
+def weight_kn(c: Check, w: str, k: Expected, why_k: str) -> DimRef:
     """``w`` is ``[K, N]`` with K matching ``k``; returns N."""
     c.rank(w, 2)
     c.dim(w, 0, k, why_k)
-    return c[w].shape[1]
+    return c.ref(w, 1)
 
 
-def vector(c: Check, name: str, n: Dim, why: str) -> None:
+def vector(c: Check, name: str, n: Expected, why: str) -> None:
     """``name`` is a rank-1 ``[n]`` tensor."""
     c.rank(name, 1)
     c.dim(name, 0, n, why)
@@ -40,11 +40,10 @@ def linear_like(c: Check, x: str, w: str, bias: str | None = None) -> TensorInfo
     names = [x, w] + ([bias] if bias else [])
     t = float_operands(c, *names)
     c.min_rank(x, 2)
-    k = t.shape[-1]
-    n = weight_kn(c, w, k, f"the contraction size K = '{x}' dim -1")
+    n = weight_kn(c, w, c.ref(x, -1), f"the contraction size K = '{x}' dim -1")
     if bias:
         vector(c, bias, n, f"N = '{w}' dim 1")
-    return t.with_shape((*t.shape[:-1], n))
+    return t.with_shape((*t.shape[:-1], n.size))
 
 
 def norm_params(c: Check, x: str, *params: str) -> TensorInfo:
@@ -52,13 +51,13 @@ def norm_params(c: Check, x: str, *params: str) -> TensorInfo:
     t = float_operands(c, x, *params)
     c.min_rank(x, 1)
     for p in params:
-        vector(c, p, t.shape[-1], f"D = '{x}' dim -1")
+        vector(c, p, c.ref(x, -1), f"D = '{x}' dim -1")
     return t
 
 
 def same_shape(c: Check, a: str, b: str) -> None:
     """``b`` has the shape of ``a``."""
-    c.shape(b, c[a].shape, f"the shape of '{a}'")
+    c.shape(b, c.refs(a), f"the shape of '{a}'")
 
 
 def positive_eps(c: Check) -> None:
@@ -75,30 +74,28 @@ def rope_dims(c: Check, head_dim: int, n_rot: int) -> None:
         c.fail("attribute 'n_rot'", f"an even value in 1..{head_dim} (head_dim)", str(n_rot))
 
 
-def rope_tables(c: Check, cos: str, sin: str, seq: Dim, head_dim: int, dtype_of: str) -> None:
+def rope_tables(c: Check, cos: str, sin: str, seq: DimRef, head_dim: int, dtype_of: str
+                ) -> None:
     """cos/sin tables are ``[T, head_dim / 2]`` with ``T >= S`` (row t = position t)."""
     float_operands(c, dtype_of, cos, sin)
     for name in (cos, sin):
         c.rank(name, 2)
         c.dim(name, 1, head_dim // 2, "head_dim / 2")
-        rows = c[name].shape[0]
-        if rows is not None and seq is not None and rows < seq:
-            c.fail(f"operand '{name}' dim 0", f">= {seq} rows (one per position of the "
-                   "sequence)", f"{rows} ({c[name]})")
-    c.shape(sin, c[cos].shape, f"the shape of '{cos}'")
+        c.at_least(name, 0, seq, "one row per position of the sequence")
+    c.shape(sin, c.refs(cos), f"the shape of '{cos}'")
 
 
-def rope_input(c: Check, x: str, head_dim: int) -> Dim:
+def rope_input(c: Check, x: str, head_dim: int) -> DimRef:
     """``x`` is ``[S, H*hd]``, ``[B, S, H*hd]`` or ``[B, S, H, hd]``; returns S."""
     t = c.rank(x, 2, 3, 4)
     if t.rank == 4:
         c.dim(x, 3, head_dim, "head_dim")
     else:
         last = t.shape[-1]
-        if last is not None and last % head_dim:
-            c.fail(f"operand '{x}' dim -1", f"a multiple of head_dim = {head_dim}",
-                   f"{last} ({t})")
-    return t.shape[0] if t.rank == 2 else t.shape[1]
+        if last is None:
+            c.fail(f"operand '{x}' dim -1", "a static width (heads * head_dim)", str(t))
+        c.multiple(x, t.rank - 1, head_dim, "whole heads of head_dim lanes")
+    return c.ref(x, 0 if t.rank == 2 else 1)
 
 
 @dataclass(frozen=True)
@@ -107,9 +104,9 @@ class AttentionLayout:
 
     rank: int
     head_major: bool  # rank 4 [B, H, S, D] (else [B, S, H, D] or packed heads)
-    batch: Dim
-    seq_q: Dim
-    seq_k: Dim
+    batch: Expected
+    seq_q: Expected
+    seq_k: Expected
     kv_heads: int
 
 
@@ -121,6 +118,14 @@ def _packed_heads(c: Check, name: str, head_dim: int) -> int | None:
         c.fail(f"operand '{name}' dim -1", f"a multiple of head_dim = {head_dim}",
                f"{last} ({c[name]})")
     return last // head_dim
+
+
+def _static_dims(c: Check, axes: tuple[int, ...], what: str) -> None:
+    """q, k and v have static sizes on ``axes`` (the lowering splits them into heads)."""
+    for name in ("q", "k", "v"):
+        for axis in axes:
+            if c[name].shape[axis] is None:
+                c.fail(f"operand '{name}' dim {axis}", f"a static size ({what})", str(c[name]))
 
 
 def attention_layout(c: Check, num_heads: int, head_dim: int) -> AttentionLayout:
@@ -137,29 +142,29 @@ def attention_layout(c: Check, num_heads: int, head_dim: int) -> AttentionLayout
     if q.rank == 4:
         head_major = q.shape[1] == num_heads
         h_axis, s_axis = (1, 2) if head_major else (2, 1)
+        _static_dims(c, (h_axis, 3), "heads and head_dim")
         c.dim("q", h_axis, num_heads, "num_heads")
         c.dim("q", 3, head_dim, "head_dim")
         kv_heads = c["k"].shape[h_axis]
         if kv_heads is None:
             c.fail(f"operand 'k' dim {h_axis}", "a static head count", str(c["k"]))
         for n in ("k", "v"):
-            c.dim(n, 0, q.shape[0], "the batch of 'q'")
+            c.dim(n, 0, c.ref("q", 0), "the batch of 'q'")
             c.dim(n, h_axis, kv_heads, "the KV head count of 'k'")
             c.dim(n, 3, head_dim, "head_dim")
-        c.dim("v", s_axis, c["k"].shape[s_axis], "the key length of 'k'")
-        batch, seq_q, seq_k = q.shape[0], q.shape[s_axis], c["k"].shape[s_axis]
     else:
         head_major = False
+        _static_dims(c, (q.rank - 1,), "heads * head_dim")
         c.dim("q", -1, num_heads * head_dim, "num_heads * head_dim")
         kv_heads = _packed_heads(c, "k", head_dim) or 0
         c.dim("v", -1, kv_heads * head_dim, "the width of 'k' (kv_heads * head_dim)")
         s_axis = q.rank - 2
         if q.rank == 3:
             for n in ("k", "v"):
-                c.dim(n, 0, q.shape[0], "the batch of 'q'")
-        c.dim("v", s_axis, c["k"].shape[s_axis], "the key length of 'k'")
-        batch = q.shape[0] if q.rank == 3 else 1
-        seq_q, seq_k = q.shape[s_axis], c["k"].shape[s_axis]
+                c.dim(n, 0, c.ref("q", 0), "the batch of 'q'")
+    c.dim("v", s_axis, c.ref("k", s_axis), "the key length of 'k'")
+    batch: Expected = c.ref("q", 0) if q.rank >= 3 else 1
+    seq_q, seq_k = c.ref("q", s_axis), c.ref("k", s_axis)
     if kv_heads <= 0 or num_heads % kv_heads:
         c.fail("operand 'k'", f"a KV head count dividing num_heads = {num_heads}",
                f"{kv_heads} heads ({c['k']})")
@@ -185,26 +190,28 @@ def attention_mask(c: Check, kind: str, mask: str, layout: AttentionLayout,
 
 
 def broadcast(c: Check, names: list[str]) -> tuple[Dim, ...]:
-    """Numpy broadcasting of the shapes of ``names`` (static 1 stretches)."""
+    """Numpy broadcasting of the shapes of ``names``: a static 1 stretches; a dynamic dim
+    is never stretched (the lowering indexes it as the result's size), so it must equal the
+    other operands' sizes on its axis, at run time if need be."""
     shapes = [c[n].shape for n in names]
     rank = max(len(s) for s in shapes)
     out: list[Dim] = []
     for axis in range(rank):
         dim: Dim = 1
+        first: DimRef | None = None
         for n, s in zip(names, shapes, strict=True):
             i = axis - (rank - len(s))
-            if i < 0:
+            if i < 0 or s[i] == 1:
                 continue
             d = s[i]
-            if d == 1:
+            if first is None:
+                dim, first = d, c.ref(n, i)
                 continue
-            if dim == 1:
-                dim = d
-            elif not dims_compatible(dim, d):
+            if not dims_compatible(dim, d):
                 c.fail(f"operand '{n}' dim {i}", f"{dim} or 1 (numpy broadcasting with the "
                        "other operands)", f"{d} ({c[n]})")
-            else:
-                dim = merge_dim(dim, d)
+            dim = merge_dim(dim, d)
+            c.dim(n, i, first, "numpy broadcasting; a dynamic dim is not stretched")
         out.append(dim)
     return tuple(out)
 

@@ -13,17 +13,16 @@ operands and attributes by name through :func:`decode`).
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
 from iree.compiler import ir
 
+from rlx.dialects.verifier import AttrValues, Check, SizeRelation
 from rlx.ir.diagnostics import VerifyError
 from rlx.ir.locations import label_of, source_of
-from rlx.ir.types import DType, TensorInfo, dims_compatible
-
-AttrValues = Mapping[str, Any]
+from rlx.ir.types import TensorInfo
 
 
 class AttrKind(enum.Enum):
@@ -207,121 +206,6 @@ class Dialect:
         return self.ops.get(short)
 
 
-# --------------------------------------------------------------------------------------
-# Checking one op
-# --------------------------------------------------------------------------------------
-
-
-class Check:
-    """What an infer function sees: operand types by name, attribute values, and helpers
-    that raise :class:`VerifyError` naming the op, its label and position."""
-
-    def __init__(
-        self,
-        schema: OpSchema,
-        operands: Mapping[str, TensorInfo],
-        variadic: Sequence[TensorInfo],
-        attrs: AttrValues,
-        *,
-        label: str | None,
-        source: str | None,
-        declared: Sequence[TensorInfo] = (),
-    ) -> None:
-        self.schema = schema
-        self.declared = list(declared)
-        self.operands = dict(operands)
-        self.variadic = list(variadic)
-        self.attrs = dict(attrs)
-        self.label = label
-        self.source = source
-
-    # -- failure ------------------------------------------------------------------------
-    def fail(self, what: str, expected: str, found: str) -> NoReturn:
-        raise VerifyError(self.schema.full_name, what, expected, found,
-                          label=self.label, source=self.source)
-
-    def expect(self, cond: bool, what: str, expected: str, found: str) -> None:
-        if not cond:
-            self.fail(what, expected, found)
-
-    # -- access -------------------------------------------------------------------------
-    def __getitem__(self, name: str) -> TensorInfo:
-        return self.operands[name]
-
-    def has(self, name: str) -> bool:
-        return name in self.operands
-
-    def attr(self, name: str) -> Any:
-        return self.attrs[name]
-
-    # -- operand checks -----------------------------------------------------------------
-    def rank(self, name: str, *ranks: int) -> TensorInfo:
-        t = self[name]
-        if t.rank not in ranks:
-            want = " or ".join(str(r) for r in ranks)
-            self.fail(f"operand '{name}'", f"rank {want}", f"rank {t.rank} ({t})")
-        return t
-
-    def min_rank(self, name: str, n: int) -> TensorInfo:
-        t = self[name]
-        if t.rank < n:
-            self.fail(f"operand '{name}'", f"rank >= {n}", f"rank {t.rank} ({t})")
-        return t
-
-    def dtype(self, name: str, allowed: Collection[DType]) -> TensorInfo:
-        t = self[name]
-        if t.dtype not in allowed:
-            want = "/".join(sorted(str(d) for d in allowed))
-            self.fail(f"operand '{name}'", f"element type {want}", f"{t.dtype} ({t})")
-        return t
-
-    def same_dtype(self, *names: str) -> DType:
-        first = self[names[0]]
-        for n in names[1:]:
-            if self[n].dtype != first.dtype:
-                self.fail(f"operand '{n}'", f"element type {first.dtype} (as '{names[0]}')",
-                          f"{self[n].dtype} ({self[n]})")
-        return first.dtype
-
-    def dim(self, name: str, axis: int, expected: int | None, why: str) -> None:
-        """Dim ``axis`` of ``name`` must equal ``expected`` (dynamic dims always agree)."""
-        t = self[name]
-        actual = t.shape[axis]
-        if not dims_compatible(actual, expected):
-            self.fail(f"operand '{name}' dim {axis}", f"{expected} ({why})",
-                      f"{actual} ({t})")
-
-    def shape(self, name: str, expected: Sequence[int | None], why: str) -> None:
-        """``name`` must have exactly the rank of ``expected`` and compatible dims."""
-        t = self[name]
-        want = TensorInfo(tuple(expected), t.dtype)
-        if t.rank != len(expected) or not t.compatible(want):
-            self.fail(f"operand '{name}'", f"shape {_dims(expected)} ({why})",
-                      f"{_dims(t.shape)} ({t})")
-
-    def numel(self, name: str, expected: int, why: str) -> None:
-        t = self[name]
-        n = t.numel
-        if n is not None and n != expected:
-            self.fail(f"operand '{name}'", f"{expected} elements ({why})", f"{n} ({t})")
-
-    def positive(self, attr: str) -> Any:
-        v = self.attrs[attr]
-        if not v > 0:
-            self.fail(f"attribute '{attr}'", "a value > 0", repr(v))
-        return v
-
-    def non_negative(self, attr: str) -> Any:
-        v = self.attrs[attr]
-        if v < 0:
-            self.fail(f"attribute '{attr}'", "a value >= 0", repr(v))
-        return v
-
-
-def _dims(shape: Sequence[int | None]) -> str:
-    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
-
-
 def check_counts(schema: OpSchema, attrs: AttrValues, n_operands: int,
                  raise_: Callable[[str, str, str], NoReturn]) -> list[str]:
     """The operand names for ``attrs``; raises (via ``raise_``) when the count differs."""
@@ -371,12 +255,21 @@ def validate(
 
     _check_attr_values(schema, attrs, raise_)
     names = check_counts(schema, attrs, len(operand_types), raise_)
-    return _infer(schema, names, operand_types, attrs, label, source, declared)
+    return _infer(schema, names, operand_types, attrs, label, source, declared).results
+
+
+@dataclass
+class Inferred:
+    """What an op's verifier returned: its result types, and the size relations it could
+    not decide statically (for run-time checks)."""
+
+    results: list[TensorInfo]
+    relations: list[SizeRelation]
 
 
 def _infer(schema: OpSchema, names: Sequence[str], operand_types: Sequence[TensorInfo],
            attrs: AttrValues, label: str | None, source: str | None,
-           declared: Sequence[TensorInfo]) -> list[TensorInfo]:
+           declared: Sequence[TensorInfo]) -> Inferred:
     if schema.is_variadic:
         check = Check(schema, {}, operand_types, attrs, label=label, source=source,
                       declared=declared)
@@ -388,7 +281,7 @@ def _infer(schema: OpSchema, names: Sequence[str], operand_types: Sequence[Tenso
     if len(results) != len(expected_results):
         raise AssertionError(f"{schema.full_name}: infer returned {len(results)} results "
                              f"for {expected_results}")
-    return results
+    return Inferred(results, check.relations)
 
 
 def _check_attr_values(schema: OpSchema, attrs: AttrValues,
@@ -542,6 +435,9 @@ class Decoded:
     attrs: dict[str, Any]
     types: dict[str, TensorInfo]
     results: list[TensorInfo]
+    relations: list[SizeRelation] = field(default_factory=list)
+    """The size relations the verifier left to run time (only when decoded with
+    ``check``)."""
 
     def __getitem__(self, name: str) -> ir.Value:
         return self.values[name]
@@ -602,10 +498,12 @@ def decode(schema: OpSchema, op: ir.Operation, *, check: bool = True) -> Decoded
         for n, v in zip(names, operand_values, strict=False):
             types[n] = _type_of(v, f"operand '{n}'", raise_)
     declared = [_type_of(r, f"result #{i}", raise_) for i, r in enumerate(op.results)]
+    relations: list[SizeRelation] = []
     if check:
         operand_types = vtypes if schema.is_variadic else [types[n] for n in names]
-        inferred = _infer(schema, names, operand_types, attrs, label_of(op.location),
-                          source_of(op.location), declared)
+        verdict = _infer(schema, names, operand_types, attrs, label_of(op.location),
+                         source_of(op.location), declared)
+        inferred, relations = verdict.results, verdict.relations
         rnames = schema.result_names(attrs)
         if len(declared) != len(inferred):
             raise_("results", f"{len(inferred)} ({', '.join(rnames)})", str(len(declared)))
@@ -613,4 +511,4 @@ def decode(schema: OpSchema, op: ir.Operation, *, check: bool = True) -> Decoded
             if not d.compatible(inf):
                 raise_(f"result '{rnames[i]}' type", str(inf), str(d))
     values = dict(zip(names, operand_values, strict=False))
-    return Decoded(schema, op, values, variadic_values, attrs, types, declared)
+    return Decoded(schema, op, values, variadic_values, attrs, types, declared, relations)

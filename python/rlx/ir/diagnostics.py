@@ -8,6 +8,8 @@ and exit with status 1, without a Python traceback.
 
 from __future__ import annotations
 
+import re
+
 
 class RlxError(Exception):
     """Base class of every error rlx reports to its users."""
@@ -72,6 +74,19 @@ class WeightError(RlxError):
 
 class RunError(RlxError):
     """Running a compiled module failed (bad inputs, missing parameters, runtime error)."""
+
+
+SIZE_CHECK_FOUND = "found another size at run time"
+"""How the message of a failed run-time size check ends (``rlx.lowering.guards`` writes it
+into the module; the sizes themselves are not known when it is written)."""
+_SIZE_CHECK = re.compile(r"INVALID_ARGUMENT; (?P<msg>.*?" + re.escape(SIZE_CHECK_FOUND)
+                         + ")")
+
+
+def size_check_message(status: str) -> str | None:
+    """The message of a failed run-time size check in IREE's status text, or None."""
+    m = _SIZE_CHECK.search(status)
+    return m.group("msg") if m else None
 
 
 class ModelImportError(RlxError):

@@ -460,6 +460,13 @@ def reshape(v: ir.Value, out_sizes: Sequence[Size]) -> ir.Value:
         return expand(v, [], out_sizes)
     if not dst:
         return collapse(v, [])
+    if None in src and None not in dst:
+        # a dynamic input to a static shape: through 1-D, cast to the static element count
+        # (the reshape's verifier left that count to run time: a guard checks it before
+        # this runs, rlx.lowering.guards)
+        flat = collapse(v, [list(range(len(src)))]) if len(src) != 1 else v
+        flat = cast_tensor(flat, tensor_type([product(out_sizes)], elem(v)))
+        return flat if len(dst) == 1 else expand(flat, [list(range(len(dst)))], out_sizes)
     groups = _groups_for(src, dst)
     if groups is not None and len(src) > len(dst):
         return collapse(v, groups)

@@ -4,7 +4,10 @@ A rule is ``lower_<op>(ctx, op) -> list[Value]``, registered by decorator right 
 body; ``op`` is the source op read through its schema (operands and attributes by name).
 The table's wrapper does the cross-cutting work once: it enters the op's position and
 location (so every op a rule builds carries the source op's label and source position),
-checks the number and types of the results, and replaces the op.
+checks the number and types of the results, and replaces the op. A table whose output
+leaves the rlx dialects (``size_checks``: mir-to-linalg) also re-runs the op's verifier
+and emits a run-time check for every size relation it could not decide statically
+(:mod:`rlx.lowering.guards`), so no rule reads past a buffer when dynamic sizes disagree.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from rlx.dialects.schema import Decoded, Dialect, decode
 from rlx.ir.diagnostics import LoweringError
 from rlx.ir.locations import describe
 from rlx.ir.text import walk_ops
-from rlx.lowering import emit
+from rlx.lowering import emit, guards
 
 ATTENTION_LOWERINGS = ("decomposed", "fused")
 
@@ -80,9 +83,12 @@ Rule = Callable[[LoweringContext, Decoded], list[ir.Value]]
 class LoweringTable:
     """The rules of one conversion (``hir_to_mir``, ``mir_to_linalg``)."""
 
-    def __init__(self, name: str, source: Dialect) -> None:
+    def __init__(self, name: str, source: Dialect, *, size_checks: bool = False) -> None:
         self.name = name
         self.source = source
+        self.size_checks = size_checks
+        """Emit run-time checks of the sizes each op's verifier left undecided (the table
+        that lowers out of the rlx dialects, where the rules rely on them)."""
         self.rules: dict[str, Rule] = {}
 
     def register(self, op: str) -> Callable[[Rule], Rule]:
@@ -109,8 +115,9 @@ class LoweringTable:
 
         def apply(op_view: ir.OpView, rewriter: rw.PatternRewriter) -> bool:
             op = op_view.operation
-            decoded = decode(schema, op, check=False)
+            decoded = decode(schema, op, check=self.size_checks)
             with rewriter.ip, op.location:
+                guards.check_sizes(decoded)
                 values = rule(ctx, decoded)
                 values = self._match_results(op, values)
             rewriter.replace_op(op, values)

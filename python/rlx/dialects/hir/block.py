@@ -59,7 +59,7 @@ def llama_decoder_block(c: Check) -> list[TensorInfo]:
     names = [n for n in c.operands if n != "mask"]
     x = checks.float_operands(c, *names)
     c.rank("x", 3)
-    e = x.shape[2]
+    e = c.ref("x", 2)
     for n in ("ln1_g", "ln1_b", "ln2_g", "ln2_b"):
         checks.vector(c, n, e, "E = 'x' dim 2")
     c.shape("q_w", (e, nh * hd), "[E, num_heads * head_dim]")
@@ -69,8 +69,9 @@ def llama_decoder_block(c: Check) -> list[TensorInfo]:
     f = checks.weight_kn(c, "gate_w", e, "E = 'x' dim 2")
     c.shape("up_w", (e, f), "the shape of 'gate_w' ([E, F])")
     c.shape("down_w", (f, e), "[F, E]")
-    checks.rope_tables(c, "cos", "sin", x.shape[1], hd, "x")
-    layout = checks.AttentionLayout(3, False, x.shape[0], x.shape[1], x.shape[1], nkv)
+    seq = c.ref("x", 1)
+    checks.rope_tables(c, "cos", "sin", seq, hd, "x")
+    layout = checks.AttentionLayout(3, False, c.ref("x", 0), seq, seq, nkv)
     checks.attention_mask(c, c.attr("mask"), "mask", layout, nh, like="x")
     return [x]
 
@@ -122,14 +123,14 @@ def qwen35_mtp_head(c: Check) -> list[TensorInfo]:
     h = checks.float_operands(c, *floats)
     c.rank("h_pre_norm", 3)
     c.dim("h_pre_norm", 2, e, "n_embd")
-    b, s = h.shape[0], h.shape[1]
+    b = h.shape[0]
     if b is None:
         c.fail("operand 'h_pre_norm' dim 0", "a static batch size", str(h))
     c.dtype("input_ids", INDEX_TYPES)
-    c.shape("input_ids", (b, s), "[B, S] token ids")
+    c.shape("input_ids", (b, c.ref("h_pre_norm", 1)), "[B, S] token ids")
     c.dtype("last_token_idx", INDEX_TYPES)
     c.shape("last_token_idx", (b,), "[B]: the position to predict from, per batch row")
-    checks.rope_tables(c, "cos", "sin", s, hd, "h_pre_norm")
+    checks.rope_tables(c, "cos", "sin", c.ref("h_pre_norm", 1), hd, "h_pre_norm")
     c.rank("embed_w", 2)
     c.dim("embed_w", 1, e, "n_embd")
     for n in ("hnorm_w", "hnorm_b", "enorm_w", "enorm_b", "attn_norm_w", "attn_norm_b",

@@ -100,6 +100,6 @@ def swiglu(c: Check) -> list[TensorInfo]:
     """
     up = checks.linear_like(c, "x", "up_w")
     checks.float_operands(c, "x", "gate_w", "down_w")
-    c.shape("gate_w", c["up_w"].shape, "the shape of 'up_w' ([K, F])")
-    n = checks.weight_kn(c, "down_w", up.shape[-1], "F = 'up_w' dim 1")
-    return [up.with_shape((*up.shape[:-1], n))]
+    c.shape("gate_w", c.refs("up_w"), "the shape of 'up_w' ([K, F])")
+    n = checks.weight_kn(c, "down_w", c.ref("up_w", 1), "F = 'up_w' dim 1")
+    return [up.with_shape((*up.shape[:-1], n.size))]

@@ -31,6 +31,9 @@ def dequant_matmul_result(c: Check) -> TensorInfo:
     c.rank("w", 2)
     c.dtype("w", {DType.I8})
     if scheme.gguf:
+        if None in c["w"].shape:    # the lowering repacks the rows at their static sizes
+            c.fail("operand 'w'", "a static shape [N, ROWBYTES] (a GGUF tensor's rows)",
+                   str(c["w"]))
         if k % scheme.block_elems:
             c.fail("operand 'x' dim -1", f"a multiple of {scheme.block_elems} (the "
                    f"{scheme.name} block size)", f"K = {k}")
@@ -45,7 +48,10 @@ def dequant_matmul_result(c: Check) -> TensorInfo:
     if scheme.name == "nvfp4":
         c.dim("w", 0, k, "K = 'x' dim -1")
         packed = c["w"].shape[1]
-        n = None if packed is None else packed * 2
+        if packed is None:
+            c.fail("operand 'w' dim 1", "a static size (N / 2 bytes of nibble pairs)",
+                   str(c["w"]))
+        n = packed * 2
         c.rank("scale", 2)
         c.dtype("scale", {DType.I8})
         c.shape("scale", (k // bs, n), "[K / 16, N] FP8-E4M3 block scales")
@@ -56,6 +62,7 @@ def dequant_matmul_result(c: Check) -> TensorInfo:
         for name in ("scale", "zp"):
             c.dtype(name, {DType.F32})
             c.shape(name, (k // bs, n), f"[K / block_size, N] per-block {name}")
+        n = n.size
     return x.with_shape((*x.shape[:-1], n))
 
 

@@ -36,12 +36,13 @@ def gdn_results(c: Check) -> list[TensorInfo]:
     for name in ("k", "v"):
         checks.same_shape(c, "q", name)
     for name in ("g", "beta"):
-        c.shape(name, t.shape[:3], "[B, S, H]: one value per head and step")
+        c.shape(name, c.refs("q")[:3], "[B, S, H]: one value per head and step")
     b, _, h, _ = t.shape
     state = t.with_shape((b, h, n, n))
     if c.has("state"):
         checks.float_operands(c, "q", "state")
-        c.shape("state", state.shape, "[B, H, state_size, state_size]")
+        c.shape("state", (c.ref("q", 0), c.ref("q", 2), n, n),
+                "[B, H, state_size, state_size]")
         return [t, state]
     return [t]
 
@@ -110,7 +111,8 @@ def rnn_results(c: Check, gates: int, biases: tuple[str, ...],
     batch, seq = x.shape[0], x.shape[1]
     state = x.with_shape((layers * dirs, batch, hidden))
     for s in present:
-        c.shape(s, state.shape, "[num_layers * directions, B, hidden]")
+        c.shape(s, (layers * dirs, c.ref("x", 0), hidden),
+                "[num_layers * directions, B, hidden]")
     y = x.with_shape((batch, seq, dirs * hidden))
     return [y] + [state] * len(present)
 

@@ -22,19 +22,22 @@ def matmul(c: Check) -> list[TensorInfo]:
     """
     t = checks.float_operands(c, "lhs", "rhs")
     lhs, rhs = c.min_rank("lhs", 2), c.min_rank("rhs", 2)
-    c.dim("rhs", -2, lhs.shape[-1], "K = 'lhs' dim -1")
+    c.dim("rhs", -2, c.ref("lhs", -1), "K = 'lhs' dim -1")
     lb, rb = lhs.shape[:-2], rhs.shape[:-2]
     rank = max(len(lb), len(rb))
     batch: list[Dim] = []
     for i in range(rank):
-        a = lb[i - rank + len(lb)] if i - rank + len(lb) >= 0 else 1
-        b = rb[i - rank + len(rb)] if i - rank + len(rb) >= 0 else 1
+        ia, ib = i - rank + len(lb), i - rank + len(rb)
+        a = lb[ia] if ia >= 0 else 1
+        b = rb[ib] if ib >= 0 else 1
         if a == 1:
             batch.append(b)
         elif b == 1:
             batch.append(a)
         elif dims_compatible(a, b):
             batch.append(merge_dim(a, b))
+            c.dim("rhs", ib, c.ref("lhs", ia), "a batch dim (numpy broadcasting; a dynamic "
+                  "dim is not stretched)")
         else:
             c.fail("operand 'rhs' batch dims", f"dims broadcastable with 'lhs' {lb}", str(rhs))
     return [t.with_shape((*batch, lhs.shape[-2], rhs.shape[-1]))]

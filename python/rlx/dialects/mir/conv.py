@@ -49,8 +49,11 @@ def conv(c: Check) -> list[TensorInfo]:
                str(c["w"]))
     c.shape("w", (cout, cin // groups, kh, kw), "[C_out, C_in / groups, kh, kw]")
 
-    def out(size: Dim, k: int, s: int, p: int, d: int) -> Dim:
+    def out(axis: int, k: int, s: int, p: int, d: int) -> Dim:
+        size = x.shape[axis]
         if size is None:
+            c.at_least("x", axis, d * (k - 1) + 1 - 2 * p,
+                       f"a spatial size that fits the kernel ({k}, dilation {d})")
             return None
         span = size + 2 * p - d * (k - 1) - 1
         if span < 0:
@@ -58,8 +61,8 @@ def conv(c: Check) -> list[TensorInfo]:
                    str(x))
         return span // s + 1
 
-    h = out(x.shape[2], kh, sh, ph, dh)
-    w = out(x.shape[3], kw, sw, pw, dw)
+    h = out(2, kh, sh, ph, dh)
+    w = out(3, kw, sw, pw, dw)
     return [x.with_shape((x.shape[0], cout, h, w))]
 
 

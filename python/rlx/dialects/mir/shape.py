@@ -28,6 +28,7 @@ def reshape(c: Check) -> list[TensorInfo]:
     known = math.prod(d for d in new if d != -1)
     total = x.numel
     if total is None:
+        c.numel("x", known, f"the elements of new_shape {new}", multiple=-1 in new)
         out: list[Dim] = [None if d == -1 else d for d in new]
         return [x.with_shape(out)]
     if -1 in new:
@@ -75,6 +76,7 @@ def narrow(c: Check) -> list[TensorInfo]:
     if size is not None and start + length > size:
         c.fail("attributes 'start', 'len'", f"start + len <= {size} (dim {axis} of {x})",
                f"{start} + {length}")
+    c.at_least("x", axis, start + length, f"start + len = {start} + {length}")
     shape = list(x.shape)
     shape[axis] = length
     return [x.with_shape(shape)]
@@ -120,6 +122,8 @@ def slice_(c: Check) -> list[TensorInfo]:
                    f"(dim {axis} of {x})", f"{start} .. {last} (stride {stride})")
         if size and dim is None and stride < 0:
             c.fail(f"axis {axis}", "a static dim for a negative stride", str(x))
+        if size:
+            c.at_least("x", axis, max(start, last) + 1, f"slice indices {start} .. {last}")
         shape.append(size)
     return [x.with_shape(shape)]
 
@@ -171,6 +175,7 @@ def concat(c: Check) -> list[TensorInfo]:
             c.expect(dims_compatible(shape[d], t.shape[d]), f"operand #{i} dim {d}",
                      f"{shape[d]} (as operand #0)", str(t))
             shape[d] = merge_dim(shape[d], t.shape[d])
+            c.dim(f"#{i}", d, c.ref("#0", d), "concat: the dims off the axis agree")
         size = t.shape[axis]
         total = None if total is None or size is None else total + size
     shape[axis] = total
@@ -204,6 +209,8 @@ def expand(c: Check) -> list[TensorInfo]:
         if src not in (1, None, d):
             c.fail(f"operand 'x' dim {i - offset}", f"1 or {d} (broadcast to {target})",
                    str(x))
+        if src is None:     # a dynamic dim is not stretched: it must be the target size
+            c.dim("x", i - offset, d, f"broadcast to {target}")
         out.append(d)
     return [x.with_shape(out)]
 
@@ -236,6 +243,8 @@ def gather(c: Check) -> list[TensorInfo]:
         c.fail("attribute 'batch_dims'", f"a value in 0..{min(axis, idx.rank)} (<= axis and "
                "the indices' rank)", str(batch))
     for d in range(batch):
-        c.dim("indices", d, table.shape[d], f"table dim {d} (a batch dim)")
+        c.dim("indices", d, c.ref("table", d), f"table dim {d} (a batch dim)")
+    c.at_least("table", axis, 1, "indices are clamped into the axis, which must not be "
+               "empty")
     return [table.with_shape((*table.shape[:axis], *idx.shape[batch:],
                               *table.shape[axis + 1:]))]

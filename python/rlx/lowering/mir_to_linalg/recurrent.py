@@ -19,10 +19,9 @@ import math as pymath
 from collections.abc import Callable
 
 from iree.compiler import ir
-from iree.compiler.dialects import arith, cf, math
+from iree.compiler.dialects import arith, math
 
 from rlx.dialects.schema import Decoded
-from rlx.ir.locations import describe
 from rlx.lowering import emit
 from rlx.lowering.mir_to_linalg.table import MIR_TO_LINALG
 from rlx.lowering.registry import LoweringContext
@@ -32,22 +31,6 @@ P, R = emit.PARALLEL, emit.REDUCTION
 
 def _f32(v: ir.Value) -> ir.Value:
     return emit.convert_tensor(v, emit.f32())
-
-
-def _same_sizes(op: Decoded, ref: str, checks: list[tuple[str, int, int]]) -> None:
-    """Where a size the schema could not check is dynamic (``operand`` dim ``axis`` against
-    ``ref`` dim ``ref_axis``), a ``cf.assert``: the call fails with this message instead of
-    the scan reading out of bounds."""
-    for name, axis, ref_axis in checks:
-        if not op.has(name) or (op[name] == op[ref] and axis == ref_axis):
-            continue
-        a, b = emit.dim(op[name], axis), emit.dim(op[ref], ref_axis)
-        if isinstance(a, int) and isinstance(b, int):
-            continue
-        same = arith.cmpi(arith.CmpIPredicate.eq, emit.as_value(a), emit.as_value(b))
-        cf.AssertOp(same, f"{describe(op.op.location)}: error: '{op.op.name}': operand "
-                         f"'{name}' dim {axis}: expected the size of '{ref}' dim {ref_axis}, "
-                         "found a different size at run time")
 
 
 def _time(t: ir.Value, last: emit.Size, reverse: bool) -> ir.Value:
@@ -115,8 +98,6 @@ def lower_gated_delta_net(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     n = op.attrs["state_size"]
     out_t = emit.elem(op["q"])
     f32 = emit.f32()
-    _same_sizes(op, "k", [(name, axis, axis) for name in ("q", "v", "g", "beta")
-                          for axis in (0, 1, 2)] + [("state", 0, 0), ("state", 1, 2)])
     k, q, v = _f32(op["k"]), _f32(op["q"]), _f32(op["v"])
     b, s, h, _ = emit.sizes(k)
     scale = emit.scalar(1.0 / pymath.sqrt(n), f32)
@@ -250,7 +231,6 @@ def _scan(op: Decoded, gates: int, make_cell: Callable[[int, int], Cell],
     ``make_cell(layer, direction)`` builds its loop-invariant values before the loop."""
     pk = _Packed(op, gates)
     hid, dirs = pk.hidden, pk.dirs
-    _same_sizes(op, "x", [(name, 1, 0) for name in states])
     out_t = emit.elem(op["x"])
     x = _f32(op["x"])
     b, s, _ = emit.sizes(x)

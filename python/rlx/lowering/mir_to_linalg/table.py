@@ -14,7 +14,7 @@ from rlx.ir.locations import describe
 from rlx.ir.text import walk_ops
 from rlx.lowering.registry import LoweringContext, LoweringTable
 
-MIR_TO_LINALG = LoweringTable("mir-to-linalg", MIR)
+MIR_TO_LINALG = LoweringTable("mir-to-linalg", MIR, size_checks=True)
 PARAM_SCOPE = "model"
 
 NOT_YET_LOWERED: dict[str, str] = {}
