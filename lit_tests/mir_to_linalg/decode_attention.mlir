@@ -1,9 +1,11 @@
 // mir-to-linalg on llvm-cpu: attention of one query (packed [1, 1, H*hd] f32) against the
 // KV cache becomes one flow.dispatch to rlx's hand-written kernel, one workgroup per query
 // head (a stream.executable in vector / scf / memref; two passes over the keys: the max
-// score, then exp and the weighted sum of V); K's and V's row counts reach it as two push
-// constants, the same values as their bindings' dims, and the loops run to their minimum
-// (no read past either). A sliding window starts the loops at max(0, len - 1 - window).
+// score, then exp and the weighted sum of V, summed in blocks of 128 keys into fresh zero
+// accumulators, each block's sums then added to the totals); K's and V's row counts reach
+// it as two push constants, the same values as their bindings' dims, and the loops run to
+// their minimum (no read past either; a block ends at min(b + 128, len)). A sliding window
+// starts the loops at max(0, len - 1 - window).
 // Longer queries, f16, a softcap, a mask operand, --no-attention-kernel and GPU targets keep
 // the decomposed form.
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg %s | FileCheck %s
@@ -26,12 +28,17 @@
 // CHECK:           vector.load %[[KC]]
 // CHECK:           vector.reduction <add>
 // CHECK:           arith.maximumf
-// CHECK:         scf.for %{{.*}} = %[[START]] to %[[LEN]]
-// CHECK:           arith.subf %{{.*}}, %[[MAX]]
-// CHECK:           math.exp
-// CHECK:           vector.load %[[VC]]
-// CHECK:           vector.fma
-// CHECK:         arith.divf
+// CHECK:         %[[SUMS:.*]]:3 = scf.for %[[B:.*]] = %[[START]] to %[[LEN]] step %c128 iter_args(%{{[^ ]+}} = %[[Z:[^,]+]], %{{[^ ]+}} = %[[ZV:[^,]+]], %{{[^ ]+}} = %[[ZV]])
+// CHECK:           %[[END:.*]] = affine.min affine_map<(d0)[s0] -> (d0 + 128, s0)>(%[[B]])[%[[LEN]]]
+// CHECK:           %[[PART:.*]]:3 = scf.for %{{.*}} = %[[B]] to %[[END]] step %c1 iter_args(%{{[^ ]+}} = %[[Z]], %{{[^ ]+}} = %[[ZV]], %{{[^ ]+}} = %[[ZV]])
+// CHECK:             arith.subf %{{.*}}, %[[MAX]]
+// CHECK:             math.exp
+// CHECK:             vector.load %[[VC]]
+// CHECK:             vector.fma
+// CHECK:           arith.addf %{{.*}}, %[[PART]]#0 : f32
+// CHECK:           arith.addf %{{.*}}, %[[PART]]#1 : vector<16xf32>
+// CHECK:           arith.addf %{{.*}}, %[[PART]]#2 : vector<16xf32>
+// CHECK:         arith.divf %{{.*}}, %[[SUMS]]#0
 // CHECK:       func.func @main
 // CHECK:       %[[Q:.*]] = tensor.collapse_shape %arg0 {{\[}}[0, 1, 2]] : tensor<1x1x192xf32> into tensor<192xf32>
 // CHECK:       %[[K:.*]] = tensor.collapse_shape %arg1 {{\[}}[0, 1], [2]] : tensor<1x?x64xf32> into tensor<?x64xf32>
@@ -55,7 +62,9 @@ module @decode attributes {rlx.fusion_policy = "direct"} {
 // CHECK-LABEL: module @window
 // CHECK:       stream.executable private @rlx_attention_decode_2x2x16_s3e800000_w3
 // CHECK:       %[[LEN:.*]] = arith.minui %arg3, %arg4 : index
-// CHECK:       affine.max affine_map<()[s0] -> (0, s0 - 4)>()[%[[LEN]]]
+// CHECK:       %[[START:.*]] = affine.max affine_map<()[s0] -> (0, s0 - 4)>()[%[[LEN]]]
+// CHECK:       scf.for %{{.*}} = %[[START]] to %[[LEN]] step %c1
+// CHECK:       scf.for %{{.*}} = %[[START]] to %[[LEN]] step %c128
 // CHECK:       flow.dispatch @rlx_attention_decode_2x2x16_s3e800000_w3
 module @window attributes {rlx.fusion_policy = "direct"} {
   func.func @main(%q: tensor<1x1x32xf32>, %k: tensor<1x?x32xf32>, %v: tensor<1x?x32xf32>) -> tensor<1x1x32xf32> {

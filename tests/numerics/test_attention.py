@@ -73,29 +73,18 @@ kernel that skipped the max subtraction would return inf / NaN for every key."""
 
 
 def decode_inputs(heads: int, kv_heads: int, head_dim: int, keys: int,
-                  rng: np.random.Generator, live: int | None = None) -> dict[str, np.ndarray]:
+                  rng: np.random.Generator) -> dict[str, np.ndarray]:
     """``q [1, 1, H·hd]``, ``k`` / ``v [1, keys, Hkv·hd]`` whose scores ``q·k / sqrt(hd)``
     are all within a few units of :data:`SCORE` (lane 0 of every q head and every K row is
     a constant: its product carries the score; the other lanes are random, ``q`` scaled by 4,
     so that scores spread by ~4 between keys and differ between KV heads). q and k lie on a
     grid of 1/8 and stay small enough that every dot product is exact in f32: a score's only
-    rounding is its scale, whatever the kernel's summation order.
-
-    ``live``: only that many keys (the first, the last, the others spread at random) score
-    near :data:`SCORE`, the rest 200 lower, their weights 0 in f32 (below 1e-80 in the
-    reference). A long cache of keys that all count would test the kernel's summation
-    order, not its indexing: summed in key order in f32, 65536 weights of a spread of 4
-    lose their many terms below half an ulp of the running sum, 1e-4 relative (a numpy
-    model of that order loses the same), beyond the f32 tolerance."""
+    rounding is its scale, whatever the kernel's summation order."""
     scale = 1.0 / math.sqrt(head_dim)
     q = np.round(32 * rng.standard_normal((heads, head_dim))) / 8
     k = np.round(8 * rng.standard_normal((keys, kv_heads, head_dim))) / 8
     q[:, 0] = 16.0
     k[:, :, 0] = np.round(8 * SCORE / (16.0 * scale)) / 8
-    if live is not None:
-        dead = np.ones(keys, bool)
-        dead[[0, keys - 1, *rng.choice(np.arange(1, keys - 1), live - 2, replace=False)]] = False
-        k[dead, :, 0] = np.round(8 * (SCORE - 200.0) / (16.0 * scale)) / 8
     v = rng.standard_normal((1, keys, kv_heads * head_dim))
     return {"q": q.reshape(1, 1, -1).astype(np.float32),
             "k": k.reshape(1, keys, -1).astype(np.float32), "v": v.astype(np.float32)}
@@ -118,16 +107,20 @@ def decode_scores(inputs: dict[str, np.ndarray], heads: int, head_dim: int) -> n
     (32, 8, 128, "causal", None, 19),       # the 1B model's shape
     (6, 2, 16, "sliding_window", 5, 40),    # the last 6 keys
     (6, 2, 16, "sliding_window", 50, 40),   # a window wider than the cache
+    (6, 2, 16, "sliding_window", 600, 1000),  # a window over blocks of keys, the last partial
     (4, 2, 16, "causal", None, -7),          # a static cache length (7); V's dynamic
 ])
 def test_decode_attention_kernel(heads: int, kv_heads: int, head_dim: int, mask_kind: str,
                                  window: int | None, keys: int) -> None:
     """One query against the cache through rlx's hand-written llvm-cpu kernel (one
     dispatch, checked in the lowered module), against the numpy reference. Every score is
-    above 88.72 (:func:`decode_inputs`; of a long cache, every head's live ones), where f32
-    ``exp`` overflows: a kernel without the max subtraction fails here (checked by breaking
-    it); different KV heads catch a wrong head mapping. ``keys < 0``: a static K length of
-    ``-keys`` (V stays dynamic)."""
+    above 88.72 (:func:`decode_inputs`), where f32 ``exp`` overflows: a kernel without the
+    max subtraction fails here (checked by breaking it); different KV heads catch a wrong
+    head mapping. The 65536-key cache tests the kernel's summation: every key counts
+    (scores spread by ~4), and summed in key order in f32 its many small weights fall below
+    half an ulp of the running sums, 1.2e-4 of the largest output off, beyond the f32
+    tolerance; the kernel's sums in blocks of keys are 7e-7 off (the sequential sum fails
+    here, checked). ``keys < 0``: a static K length of ``-keys`` (V stays dynamic)."""
     h = rlx.HirModule("decode_kernel")
     length = -keys if keys < 0 else None
     keys = abs(keys)
@@ -139,8 +132,7 @@ def test_decode_attention_kernel(heads: int, kv_heads: int, head_dim: int, mask_
     linalg = rlx.compile(h, "llvm-cpu", emit="linalg")
     assert linalg.count("flow.dispatch @rlx_attention_decode_") == 1
     assert "linalg.softmax" not in linalg
-    inputs = decode_inputs(heads, kv_heads, head_dim, keys, np.random.default_rng(keys),
-                           live=64 if keys > 1024 else None)
+    inputs = decode_inputs(heads, kv_heads, head_dim, keys, np.random.default_rng(keys))
     assert decode_scores(inputs, heads, head_dim).max(axis=1).min() > 90.0
     check_module(h, "llvm-cpu", inputs=inputs)
 
@@ -149,6 +141,7 @@ def test_decode_attention_kernel(heads: int, kv_heads: int, head_dim: int, mask_
     (40, 29, "causal", None),               # V shorter: nothing past its 29 rows is read
     (29, 40, "none", None),
     (40, 29, "sliding_window", 5),          # the window ends at the last key both have
+    (1000, 990, "causal", None),            # blocks of keys, V ending inside the last
 ])
 def test_decode_attention_kernel_stays_within_k_and_v(len_k: int, len_v: int, mask_kind: str,
                                                       window: int | None) -> None:
