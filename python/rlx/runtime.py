@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from rlx.ir.diagnostics import RunError, WeightError, size_check_message
-from rlx.ir.types import DType
+from rlx.ir.dtypes import DType
 
 DEVICES = ("local-task", "local-sync", "vulkan", "cuda", "hip")
 PARAM_SCOPE = "model"
@@ -424,12 +424,7 @@ class Program:
                                              self._vm.lookup_function(name))
 
     def param_specs(self) -> list[ParamSpec]:
-        specs: dict[str, ParamSpec] = {}
-        for name in self._vm.function_names:
-            refl = self._vm.lookup_function(name).reflection
-            for pname, (shape, dtype) in json.loads(refl.get("rlx.params", "{}")).items():
-                specs[pname] = ParamSpec(pname, tuple(shape), DType.parse(dtype))
-        return list(specs.values())
+        return _param_specs(self._vm)
 
     def _params_module(self, params: ParamSource, specs: list[ParamSpec]) -> Any:
         import iree.runtime as rt
@@ -508,6 +503,28 @@ class Program:
         return np.array(mapped.asarray(tuple(bv.shape), dtype), copy=True)
 
 
+def _param_specs(vm: Any) -> list[ParamSpec]:
+    """The weights a loaded ``VmModule`` declares (its functions' ``rlx.params``)."""
+    specs: dict[str, ParamSpec] = {}
+    for name in vm.function_names:
+        refl = vm.lookup_function(name).reflection
+        for pname, (shape, dtype) in json.loads(refl.get("rlx.params", "{}")).items():
+            specs[pname] = ParamSpec(pname, tuple(shape), DType.parse(dtype))
+    return list(specs.values())
+
+
+def read_param_specs(vmfb: bytes | str | Path) -> list[ParamSpec]:
+    """The weights a vmfb (bytes or path) declares, read without loading it on a device."""
+    import iree.runtime as rt
+
+    data = Path(vmfb).read_bytes() if isinstance(vmfb, str | Path) else bytes(vmfb)
+    try:
+        vm = rt.VmModule.copy_buffer(rt.VmInstance(), data)
+    except (RuntimeError, ValueError) as e:
+        raise RunError(f"error: not a loadable vmfb: {e}") from None
+    return _param_specs(vm)
+
+
 def load(vmfb: bytes | str | Path, device: str = "local-task", params: ParamSource = None
          ) -> Program:
     """Load a vmfb (bytes or path) on ``device`` with its weights."""
@@ -525,4 +542,4 @@ def save_params(params: Mapping[str, np.ndarray], path: str | Path) -> None:
 
 
 __all__ = ["DEVICES", "DeviceTensor", "Function", "ParamSpec", "Program", "load",
-           "save_params"]
+           "read_param_specs", "save_params"]
