@@ -290,12 +290,22 @@ def test_module_without_fences() -> None:
 def test_weights_from_npz_and_gguf_through_one_loader(linear_vmfb: bytes,
                                                       tmp_path: Path) -> None:
     """``rlx.runtime.load`` and ``rlx-run --params`` read the same formats through
-    ``parameter_index``: a .npz here (the dict, .irpa and .safetensors are above); an
-    unknown suffix names the formats."""
-    npz = tmp_path / "w.npz"
+    ``parameter_index``: a .npz and a .gguf here (the dict, .irpa and .safetensors are
+    above); an unknown suffix names the formats."""
+    import gguf
+
+    npz, gguf_path = tmp_path / "w.npz", tmp_path / "w.gguf"
     np.savez(npz, **WEIGHTS)
-    np.testing.assert_allclose(rlx.runtime.load(linear_vmfb, params=npz).main(X), WANT,
-                               rtol=1e-6, atol=1e-6)
+    writer = gguf.GGUFWriter(str(gguf_path), "lin")
+    for name, arr in WEIGHTS.items():
+        writer.add_tensor(name, arr)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    for params in (npz, gguf_path):
+        np.testing.assert_allclose(rlx.runtime.load(linear_vmfb, params=params).main(X), WANT,
+                                   rtol=1e-6, atol=1e-6)
     vmfb, x = tmp_path / "m.vmfb", tmp_path / "x.npy"
     vmfb.write_bytes(linear_vmfb)
     np.save(x, X)
