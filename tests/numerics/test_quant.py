@@ -273,7 +273,8 @@ GPU_OPTIONS = {"vulkan": {"vulkan_target": "ampere"}}
 
 
 def flow_exports(h: rlx.HirModule, target: str) -> list[str]:
-    """The dispatch exports of @main at --compile-to=flow (no GPU needed)."""
+    """The dispatch exports of @main at --compile-to=flow (no GPU needed): the dispatches of
+    ``main$async``, whose body the synchronous ``main`` calls (rlx.lowering.exports)."""
     options = GPU_OPTIONS.get(target, {})
     text = rlx.compile(h, target, emit="linalg", extra_flags=NO_HOIST, **options)
     with tempfile.TemporaryDirectory() as tmp:
@@ -283,8 +284,8 @@ def flow_exports(h: rlx.HirModule, target: str) -> list[str]:
         proc = subprocess.run([find_tool("iree-compile"), str(src), *flags, *NO_HOIST,
                                "--compile-to=flow"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    exports = re.findall(r"flow\.executable\.export public @(\w+)", proc.stdout)
-    return [e for e in exports if e.startswith("main_")]
+    exports = re.findall(r"flow\.executable\.export public @([\w$]+)", proc.stdout)
+    return [e for e in exports if e.startswith("main$async_")]  # the body: main calls it
 
 
 KERNEL_SCHEMES = ("gguf_q8_0", "gguf_q4_k", "gguf_q5_0", "gguf_q4_0", "gguf_q6_k")
