@@ -39,7 +39,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("rlx.lowering", "rlx.reference"),
     ("rlx.compiler", "rlx.runtime"),
     ("rlx.gguf",),
-    ("rlx.models", "rlx.importers", "rlx.debug"),
+    ("rlx.models", "rlx.importers", "rlx.debug", "rlx.tokenizer"),
     ("rlx.generate",),
     ("rlx.serve", "rlx.tools"),
     ("rlx",),
@@ -51,7 +51,8 @@ and do not import each other (``reference`` beside ``lowering`` uses only ``dial
 ``ir``; ``runtime`` beside ``compiler`` imports without ``iree.compiler``). ``rlx.gguf``
 reads weight files and saves them through ``runtime``: under the models that read
 checkpoints with it. ``rlx.debug`` compiles and runs modules to find a bad op: beside the
-models and importers, under the tools."""
+models and importers, under the tools. ``rlx.tokenizer`` reads a model's vocabulary (GGUF
+metadata through ``rlx.gguf``): beside the models, under the generation loop."""
 
 MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 60
