@@ -37,6 +37,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("rlx.ir",),
     ("rlx.dialects",),
     ("rlx.lowering", "rlx.reference"),
+    ("rlx.cache",),
     ("rlx.compiler", "rlx.runtime"),
     ("rlx.gguf",),
     ("rlx.models", "rlx.importers", "rlx.debug", "rlx.tokenizer"),
@@ -51,7 +52,8 @@ and do not import each other (``reference`` beside ``lowering`` uses only ``dial
 ``ir``; ``runtime`` beside ``compiler`` imports without ``iree.compiler``). ``rlx.gguf``
 reads weight files and saves them through ``runtime``: under the models that read
 checkpoints with it. ``rlx.debug`` compiles and runs modules to find a bad op: beside the
-models and importers, under the tools. ``rlx.tokenizer`` reads a model's vocabulary (GGUF
+models and importers, under the tools. ``rlx.cache`` (compiled vmfbs on disk) sits
+right under the compiler that consults it. ``rlx.tokenizer`` reads a model's vocabulary (GGUF
 metadata through ``rlx.gguf``): beside the models, under the generation loop."""
 
 MAX_MODULE_LINES = 600
