@@ -213,15 +213,25 @@ def _add_architecture(w: gguf.GGUFWriter, n_vocab: int) -> None:
 
 def write_gguf(kind: str, hf: Path, path: Path) -> Path:
     """A vocabulary-only GGUF of the HF tokenizer at ``hf``, as convert_hf_to_gguf writes."""
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_name(f"vocab-{kind}")
+    n = add_vocab(kind, hf, w)
+    _add_architecture(w, n)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def add_vocab(kind: str, hf: Path, w: gguf.GGUFWriter) -> int:
+    """Write the tokenizer metadata of the HF tokenizer at ``hf``; returns its size."""
     data = json.loads((hf / "tokenizer.json").read_text(encoding="utf-8"))
     vocab: dict[str, int] = dict(data["model"]["vocab"])
     added = {t["content"]: t for t in data["added_tokens"]}
     for text, t in added.items():
         vocab[text] = t["id"]
     tokens = sorted(vocab, key=vocab.get)
-    w = gguf.GGUFWriter(str(path), "llama")
-    w.add_name(f"vocab-{kind}")
-    _add_architecture(w, len(tokens))
     if kind == "spm":
         scores = json.loads((hf / "scores.json").read_text())
         types = [gguf.TokenType.UNKNOWN if t == "<unk>" else gguf.TokenType.CONTROL
@@ -241,8 +251,4 @@ def write_gguf(kind: str, hf: Path, path: Path) -> Path:
         w.add_token_types(types)
     special = gguf.SpecialVocab(hf, load_merges=kind != "spm", n_vocab=len(tokens))
     special.add_to_gguf(w, quiet=True)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
+    return len(tokens)

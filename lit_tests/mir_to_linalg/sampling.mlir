@@ -68,7 +68,8 @@ module @min_p_and_penalty {
 
 // -----
 
-// categorical: the hash (fmix32's multipliers), Gumbel noise, then the first largest index.
+// categorical: the hash (fmix32's multipliers), Gumbel noise, then the first largest index
+// (the argmax lowering: a max, then the first index equal to it and the first NaN).
 // CHECK-LABEL: module @categorical
 // CHECK:      linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]}
 // CHECK:        linalg.index 1

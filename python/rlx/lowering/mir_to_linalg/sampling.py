@@ -21,6 +21,7 @@ from iree.compiler.dialects import arith, math
 
 from rlx.dialects.schema import Decoded
 from rlx.lowering import emit
+from rlx.lowering.mir_to_linalg.reduction import argmax_along
 from rlx.lowering.mir_to_linalg.table import MIR_TO_LINALG
 from rlx.lowering.registry import LoweringContext
 
@@ -210,8 +211,8 @@ def lower_repetition_penalty(ctx: LoweringContext, op: Decoded) -> list[ir.Value
 
 @MIR_TO_LINALG.register("categorical")
 def lower_categorical(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
-    """Gumbel-max: ``v = x - log(max(-log(u), 2^-25))``, then its first largest index (a max
-    reduction, then a min over the indices that equal it)."""
+    """Gumbel-max: ``v = x - log(max(-log(u), 2^-25))``, then its first largest index (the
+    argmax lowering's reductions)."""
     rows = _Rows(op["x"])
     f32, i32 = emit.f32(), _i32()
     axis = rows.r - 1
@@ -223,15 +224,7 @@ def lower_categorical(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
         return arith.subf(x, math.log(e))
 
     v = rows.per_token([rows.x, op["seed"], op["counter"]], f32, noisy)
-    best = rows.reduce([v], emit.filled(rows.rows, f32, float("-inf")), emit.maximum)
-    none = 2 ** 31 - 1
-
-    def first(x: ir.Value, m: ir.Value, found: ir.Value) -> ir.Value:
-        i = arith.index_cast(i32, emit.loop_index(axis))
-        eq = arith.cmpf(arith.CmpFPredicate.OEQ, x, m)
-        return arith.minsi(found, arith.select(eq, i, emit.scalar(none, i32)))
-
-    return [rows.reduce([v, best], emit.filled(rows.rows, i32, none), first)]
+    return [argmax_along(v, axis)]
 
 
 @MIR_TO_LINALG.register("mark_tokens")
