@@ -1,24 +1,30 @@
 // mir-to-linalg for the sampling ops: top-k / top-p thresholds by a 32-step bitwise search
-// over order-preserving float keys (an scf.for, one reduction over the row a step), min-p
-// and the repetition penalty as one elementwise generic, the Gumbel-max draw (a hash of
-// seed, counter and index) as two reductions, mark_tokens as one reduction over the ids.
+// over order-preserving float keys (unrolled: per step one reduction over the row and one
+// update of the threshold and of the bit, carried as a tensor so every step is the same
+// executable), min-p and the repetition penalty as one elementwise generic, the Gumbel-max
+// draw (a hash of seed, counter and index) and mark_tokens as one reduction over the ids.
+// Results are fenced with compute barriers.
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg %s | FileCheck %s
 
 // CHECK-LABEL: module @top_k
 // CHECK:      arith.cmpi sle
 // CHECK:      arith.cmpi sge
-// CHECK:      scf.for %{{.*}} = %c0 to %c32 step %c1 iter_args(%[[T:.*]] = %{{.*}}) -> (tensor<1xi32>)
-// CHECK:        arith.shli
-// CHECK:        linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins(%arg0, %{{.*}} : tensor<1x32000xf32>, tensor<1xi32>) outs(%{{.*}} : tensor<1xi32>)
-// CHECK:          arith.bitcast %{{.*}} : f32 to i32
-// CHECK:          arith.cmpi uge
-// CHECK:          arith.addi
-// CHECK:        linalg.generic
-// CHECK:          arith.cmpi sge
-// CHECK:        scf.yield
+// CHECK:      %[[T0:.*]] = linalg.fill ins(%c0_i32 : i32) outs(%{{.*}} : tensor<1xi32>)
+// CHECK:      %[[B0:.*]] = linalg.fill ins(%c-2147483648_i32 : i32) outs(%{{.*}} : tensor<1xi32>)
+// CHECK:      %[[S0:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins(%arg0, %[[T0]], %[[B0]] : tensor<1x32000xf32>, tensor<1xi32>, tensor<1xi32>) outs(%{{.*}} : tensor<1xi32>)
+// CHECK:        arith.bitcast %{{.*}} : f32 to i32
+// CHECK:        arith.cmpi uge
+// CHECK:        arith.addi
+// CHECK:      %[[U:.*]]:2 = linalg.generic {{.*}}iterator_types = ["parallel"]} ins(%[[T0]], %[[B0]], %[[S0]], %arg1 : tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<1xi32>)
+// CHECK:        arith.cmpi sge
+// CHECK:        arith.shrui
+// CHECK:      linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins(%arg0, %[[U]]#0, %[[U]]#1 :
+// CHECK-COUNT-30: iterator_types = ["parallel", "reduction"]
+// CHECK-NOT:  iterator_types = ["parallel", "reduction"]
 // CHECK:      linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]}
 // CHECK:        arith.cmpi uge
 // CHECK:        arith.select %{{.*}}, %{{.*}}, %cst : f32
+// CHECK:      iree_tensor_ext.compute_barrier.start
 module @top_k {
   func.func @main(%x: tensor<1x32000xf32>, %k: tensor<1xi32>) -> tensor<1x32000xf32> {
     %y = "rlx_mir.top_k_filter"(%x, %k) : (tensor<1x32000xf32>, tensor<1xi32>) -> tensor<1x32000xf32>
@@ -33,11 +39,10 @@ module @top_k {
 // CHECK:      arith.maximumf
 // CHECK:      math.exp
 // CHECK:      arith.addf
-// CHECK:      scf.for
-// CHECK:        linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins(%arg0, %{{.*}}, %{{.*}} : tensor<2x?xf32>, tensor<2x?xf32>, tensor<2xi32>) outs(%{{.*}} : tensor<2xf32>)
-// CHECK:          arith.cmpi uge
-// CHECK:          arith.addf
-// CHECK:        arith.cmpf oge
+// CHECK:      linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins(%arg0, %{{.*}}, %{{.*}}, %{{.*}} : tensor<2x?xf32>, tensor<2x?xf32>, tensor<2xi32>, tensor<2xi32>) outs(%{{.*}} : tensor<2xf32>)
+// CHECK:        arith.cmpi uge
+// CHECK:        arith.addf
+// CHECK:      arith.cmpf oge
 // CHECK:      arith.select
 module @top_p {
   func.func @main(%x: tensor<2x?xf32>, %p: tensor<2xf32>) -> tensor<2x?xf32> {
