@@ -100,7 +100,8 @@ def write(model: transformers.Qwen2ForCausalLM, meta: dict, path: Path) -> None:
     w.add_feed_forward_length(cfg.intermediate_size)
     w.add_head_count(cfg.num_attention_heads)
     w.add_head_count_kv(cfg.num_key_value_heads)
-    w.add_rope_freq_base(float(cfg.rope_theta))
+    w.add_rope_freq_base(float((getattr(cfg, "rope_parameters", None) or {}).get(
+        "rope_theta", getattr(cfg, "rope_theta", 10000.0))))
     w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
     for key, value in meta.items():
