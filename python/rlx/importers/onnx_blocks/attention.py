@@ -132,7 +132,7 @@ def _rope_match(root: Node, nodes: set[int], x: str, source: str, head_major: bo
         return [root.mir("transpose", [y], perm=[0, 2, 1, 3]) if head_major else y]
 
     return Match("rope", nodes, root.index, [root.proto.output[0]], root.label, emit,
-                 parts={"source": source, "moved_transpose": head_major and source != x,
+                 parts={"like": x, "source": source, "moved_transpose": head_major and source != x,
                         "head_dim": hd, "cos": cos[0], "sin": sin[0],
                         "tables": (f"{cos[1]}.half", f"{sin[1]}.half")})
 

@@ -14,13 +14,19 @@ from rlx.lowering.registry import LoweringContext
 
 @MIR_TO_LINALG.register("reshape")
 def lower_reshape(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+    """Copied dims (``-2 - k``) are the input's; the ``-1`` is the element count over the
+    other sizes."""
     x = op["x"]
-    new = list(op.attrs["new_shape"])
+    new: list[emit.Size] = [emit.dim(x, -2 - d) if d <= -2 else d
+                            for d in op.attrs["new_shape"]]
     if -1 in new:
-        known = 1
-        for s in new:
-            known *= s if s != -1 else 1
-        new[new.index(-1)] = emit.div_sizes(emit.product(emit.sizes(x)), known)
+        i = new.index(-1)
+        static = emit.static_shape(op.op.results[0])[i]
+        copied = [-2 - d for d in op.attrs["new_shape"] if d <= -2]
+        rest = emit.product([s for k, s in enumerate(emit.sizes(x)) if k not in copied])
+        known = emit.product([d for d in op.attrs["new_shape"] if d > 0])
+        assert isinstance(known, int)
+        new[i] = static if static is not None else emit.div_sizes(rest, known)
     return [emit.reshape(x, new)]
 
 
@@ -42,7 +48,8 @@ def lower_slice(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     breaks IREE's SPIR-V tiling)."""
     x = op["x"]
     a = op.attrs
-    sizes = [emit.dim(x, axis) if size == -1 else size for axis, size in enumerate(a["sizes"])]
+    sizes = [emit.sub_sizes(emit.dim(x, axis), start - 1 - size) if size < 0 else size
+             for axis, (start, size) in enumerate(zip(a["starts"], a["sizes"], strict=True))]
     if min(a["strides"]) > 0:
         return [emit.extract_slice(x, list(a["starts"]), sizes, list(a["strides"]))]
     n = emit.rank(x)
