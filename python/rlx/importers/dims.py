@@ -13,9 +13,10 @@ Where a value has to *take* a dynamic size (broadcast a ``[1, S]`` table to ``[B
 ``arange(S)``, zeros of ``[layers, B, H]``), :class:`SizeSource` builds it from a tensor that
 has that size as one of its dims (a *source*): a 1-D boolean "ruler" of that length (a
 compare of the source's slice with itself), broadcast against with ``where(ruler, x, x)``
-(every dtype; NaN compares unequal, but both branches are ``x``), counted up by ``cumsum``
-for an ``iota``. Sums of sizes concatenate rulers, products broadcast them; sizes that are
-neither (``Min(64, s)``, a floor division) cannot be built and say so.
+(every dtype; NaN compares unequal, but both branches are ``x``), counted by ``iota``.
+Sums of sizes concatenate rulers, products broadcast them; sizes that are neither
+(``Min(64, s)``, a floor division) cannot be built and say so. A size as data (``Shape``
+gathered and computed with) is ``rlx_mir.dim`` of its source.
 """
 
 from __future__ import annotations
@@ -258,27 +259,38 @@ class SizeSource:
 
     def iota(self, d: SymDim, dtype: DType, fail: Callable[[str], NoReturn]) -> HirValue:
         """``[0, 1, ..., d - 1]`` of element type ``dtype`` (integer or float)."""
-        r = self.ruler(d, fail)
-        count_t = DType.I64 if not dtype.is_float else dtype
-        ones = self.h.mir("where", [r, self._scalar(1, count_t), self._scalar(1, count_t)])
-        return self.h.mir("cumsum", [ones], axis=0, exclusive=True)
+        out = self.h.mir("iota", [self.ruler(d, fail)], axis=0)
+        return out if dtype == DType.I64 else self.h.mir("cast", [out], to=str(dtype))
 
     def scalar(self, d: SymDim, dtype: DType, fail: Callable[[str], NoReturn]) -> HirValue:
-        """A 0-d tensor holding the size ``d`` (data computed from a size): the last entry
-        of ``iota(d)``, plus 1 (a ``gather`` clamps the index to it). Not the sum of an
-        all-ones ruler: IREE 3.13 folds the ruler to a splat and then sums it wrongly
-        (to 1) inside a larger dispatch."""
-        if is_static(d):
-            return self._scalar(int(d), dtype)
-        key = (normalize(d), 1)
+        """A 0-d tensor holding the size ``d`` (data computed from a size): a symbol is
+        its source's ``dim``, sums and products of symbols add and multiply those."""
+        d = normalize(d)
+        if isinstance(d, int):
+            return self._scalar(d, dtype)
+        key = (d, 1)
         if key not in self._rulers:
-            count = self.iota(d, DType.I64, fail)
-            last = self.h.mir("gather", [count, self._scalar(np.iinfo(np.int64).max,
-                                                             DType.I64)], axis=0)
-            self._rulers[key] = self.h.mir("binary", [last, self._scalar(1, DType.I64)],
-                                           kind="add")
+            self._rulers[key] = self._size(d, fail)
         n = self._rulers[key]
         return n if dtype == DType.I64 else self.h.mir("cast", [n], to=str(dtype))
+
+    def _size(self, d: SymDim, fail: Callable[[str], NoReturn]) -> HirValue:
+        if is_static(d):
+            return self._scalar(int(d), DType.I64)
+        if isinstance(d, sympy.Symbol):
+            src = self.sources.get(d)
+            if src is None:
+                fail(f"the run-time size {d} has no tensor to take it from")
+            return self.h.mir("dim", [src[0]], axis=src[1])
+        if isinstance(d, sympy.Add | sympy.Mul):
+            kind = "add" if isinstance(d, sympy.Add) else "mul"
+            parts = [self._size(normalize(a), fail) for a in d.args]
+            out = parts[0]
+            for p in parts[1:]:
+                out = self.h.mir("binary", [out, p], kind=kind)
+            return out
+        fail(f"the run-time size {d} as data (rlx computes sizes that are sums and "
+             "products of the model's dims)")
 
     def _scalar(self, v: int, dtype: DType) -> HirValue:
         np_type = dtype.numpy

@@ -301,6 +301,14 @@ def expand(x: np.ndarray, *, target_shape: tuple[int, ...]) -> np.ndarray:
     return np.broadcast_to(x, shape)
 
 
+def dim(x: np.ndarray, *, axis: int) -> np.ndarray:
+    return np.asarray(np.shape(x)[axis], dtype=np.int64)
+
+
+def iota(x: np.ndarray, *, axis: int) -> np.ndarray:
+    return np.arange(np.shape(x)[axis], dtype=np.int64)
+
+
 def gather(table: np.ndarray, idx: np.ndarray, *, axis: int = 0, batch_dims: int = 0
            ) -> np.ndarray:
     table = np.asarray(table)

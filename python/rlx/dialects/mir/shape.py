@@ -1,4 +1,5 @@
-"""MIR data-movement ops: reshape, transpose, narrow, slice, pad, concat, expand, gather."""
+"""MIR data-movement ops: reshape, transpose, narrow, slice, pad, concat, expand, gather;
+and the sizes of a tensor as data: dim, iota."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from rlx.dialects import checks
 from rlx.dialects.enums import INDEX_TYPES
 from rlx.dialects.mir.dialect import MIR
 from rlx.dialects.schema import Check, float_attr, int_attr, ints_attr, variadic
-from rlx.ir.types import Dim, TensorInfo, dims_compatible, merge_dim
+from rlx.ir.types import Dim, DType, TensorInfo, dims_compatible, merge_dim
 
 
 @MIR.op("reshape", operands=["x"],
@@ -289,3 +290,31 @@ def gather(c: Check) -> list[TensorInfo]:
                "empty")
     return [table.with_shape((*table.shape[:axis], *idx.shape[batch:],
                               *table.shape[axis + 1:]))]
+
+
+@MIR.op("dim", operands=["x"], attrs=[int_attr("axis")])
+def dim(c: Check) -> list[TensorInfo]:
+    """The size of dim ``axis`` of ``x`` as a 0-d ``i64`` tensor (ONNX ``Shape`` /
+    ``Size`` data, torch's ``sym_size``): only ``x``'s shape is read, not its elements.
+
+    Example::
+
+        %n = "rlx_mir.dim"(%x) {axis = 1 : i64} : (tensor<?x?xi64>) -> tensor<i64>
+    """
+    x = c["x"]
+    checks.normalize_axis(c, "axis", c.attr("axis"), x.rank)
+    return [TensorInfo((), DType.I64)]
+
+
+@MIR.op("iota", operands=["x"], attrs=[int_attr("axis")])
+def iota(c: Check) -> list[TensorInfo]:
+    """``[0, 1, ..., n - 1]`` as a 1-D ``i64`` tensor, ``n`` the size of dim ``axis`` of
+    ``x`` (ONNX ``Range`` from 0 by 1, torch's ``arange``): only ``x``'s shape is read.
+
+    Example::
+
+        %i = "rlx_mir.iota"(%x) {axis = 1 : i64} : (tensor<?x?xf32>) -> tensor<?xi64>
+    """
+    x = c["x"]
+    axis = checks.normalize_axis(c, "axis", c.attr("axis"), x.rank)
+    return [TensorInfo((x.shape[axis],), DType.I64)]

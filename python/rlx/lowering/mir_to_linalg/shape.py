@@ -1,5 +1,5 @@
 """mir-to-linalg for data movement: reshape, transpose, narrow, slice, pad, concat, expand,
-gather."""
+gather; dim and iota (sizes as data)."""
 
 from __future__ import annotations
 
@@ -118,3 +118,30 @@ def lower_gather(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
 
     return [emit.generic([indices], [init], [idx_map, emit.identity(n)],
                          [emit.PARALLEL] * n, body)[0]]
+
+
+@MIR_TO_LINALG.register("dim")
+def lower_dim(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+    """``tensor.dim`` cast to ``i64``, filled into a 0-d tensor: IREE resolves the dim to
+    the function's inputs, so no work is queued for it."""
+    x = op["x"]
+    i64 = ir.IntegerType.get_signless(64)
+    size = emit.as_value(emit.dim(x, op.attrs["axis"] % emit.rank(x)))
+    return [emit.fill(arith.index_cast(i64, size), emit.empty([], i64))]
+
+
+@MIR_TO_LINALG.register("iota")
+def lower_iota(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+    """One parallel generic that writes its loop index, behind a compute barrier: its own
+    dispatch. Fused into a consumer (an embedding gather, then a layer norm), IREE 3.13's
+    SPIR-V codegen fails on it ("failed to legalize operation 'memref.alloc'" of a
+    workgroup ``memref<1xindex>``)."""
+    x = op["x"]
+    i64 = ir.IntegerType.get_signless(64)
+    init = emit.empty([emit.dim(x, op.attrs["axis"] % emit.rank(x))], i64)
+
+    def body(_: ir.Value) -> ir.Value:
+        return arith.index_cast(i64, emit.loop_index(0))
+
+    return [emit.barrier(emit.generic([], [init], [emit.identity(1)], [emit.PARALLEL],
+                                      body)[0])]
