@@ -145,8 +145,17 @@ def test_bert_matches_onnxruntime(feed: str, bert: tuple[Path, object], bert_cpu
 
 
 def test_bert_blocks(bert: tuple[Path, object]) -> None:
+    """torch.onnx's decomposed SDPA (Q and Kᵀ each scaled by sqrt(scale), Kᵀ as reshape /
+    transpose / reshape over ``Shape(K)``, the padding mask added, NaN rows zeroed) is one
+    ``attention`` block a layer, its mask a bias broadcast at run time."""
     _, result = bert
-    assert result.report.block_counts()["linear"] == 12  # q, k, v, o, up, down a layer
+    counts = result.report.block_counts()
+    assert counts["linear"] == 12  # q, k, v, o, up, down a layer
+    assert counts["attention"] == 2
+    text = str(result.module)
+    assert text.count('"rlx_hir.attention"') == 2
+    assert 'mask = "bias"' in text
+    assert "Softmax" not in result.report.converted
 
 
 @pytest.mark.vulkan
