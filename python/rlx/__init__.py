@@ -5,6 +5,7 @@ runs (the dialects never import the lowering themselves).
 
 Without the compiler (an install with ``iree-base-runtime`` and numpy alone, to deploy a
 compiled model) ``rlx`` imports only what runs a vmfb: :mod:`rlx.runtime`, :mod:`rlx.gguf`,
+:mod:`rlx.tokenizer` (which imports ``tokenizers`` / ``jinja2`` only when used),
 the errors and :class:`DType`; the names that build or compile models raise an ImportError
 that says so. Python runs this file before any submodule (``import rlx.runtime`` too), so
 the compiler-side imports are made only when ``iree.compiler`` is installed.
