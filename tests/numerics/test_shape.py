@@ -1,6 +1,6 @@
 """Numerics of the data-movement MIR ops: reshape (static and dynamic), transpose,
-narrow, slice (strided, backwards, kept dynamic axes), pad, concat, expand, gather
-(embedding, f32-encoded and per-batch indices)."""
+narrow (also from the end), slice (strided, backwards, kept dynamic axes), pad, concat,
+expand, gather (embedding, f32-encoded and per-batch indices), barrier (the identity)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ def shapes(dtype: str) -> rlx.HirModule:
         h.mir("reshape", [s], new_shape=[24]),
         h.mir("transpose", [x], perm=[1, 2, 0]),
         h.mir("narrow", [x], axis=2, start=5, len=7),
+        h.mir("narrow", [x], axis=1, start=-3, len=2),
         h.mir("slice", [x], starts=[1, 0, 23], sizes=[1, -1, 6], strides=[1, 1, -4]),
         h.mir("slice", [s], starts=[0, 1], sizes=[2, 3], strides=[3, 2]),
         h.mir("slice", [s], starts=[3, 5], sizes=[4, 0], strides=[-1, -1]),
@@ -30,6 +31,7 @@ def shapes(dtype: str) -> rlx.HirModule:
         h.mir("concat", [s, s], axis=-1),
         h.mir("expand", [s], target_shape=[3, 4, 6]),
         h.mir("expand", [h.mir("reshape", [s], new_shape=[4, 1, 6])], target_shape=[-1, 5, -1]),
+        h.mir("barrier", [x]),
     ]
     table = h.param("table", (10, 24), dtype)
     ids_f = h.input("ids_f", (2, None), "f32")

@@ -138,6 +138,15 @@ class HirModule(HirModuleCore):
         return self._hir("depthwise_conv1d_causal", [input, weight, left_pad],
                          {"kernel_size": kernel_size}, out_shape)
 
+    def depthwise_conv1d_causal_carry(self, input: HirValue, weight: HirValue,
+                                      left_pad: HirValue, kernel_size: int
+                                      ) -> tuple[HirValue, HirValue]:
+        """Causal conv that also returns its last ``kernel_size - 1`` frames (the next
+        chunk's ``left_pad``); returns ``(y, final_frames)``."""
+        y, final = self._emit(HIR.ops["depthwise_conv1d_causal"], [input, weight, left_pad],
+                              {"kernel_size": kernel_size, "carry": True})
+        return y, final
+
     def dequant_matmul(self, x: HirValue, w: HirValue, scale: HirValue | None = None,
                        zp: HirValue | None = None, *, scheme: str,
                        block_size: int | None = None, out_shape: ShapeLike | None = None
