@@ -272,9 +272,11 @@ irdl.dialect @rlx_hir {
     %in26 = irdl.base "!builtin.tensor"
     %in27 = irdl.base "!builtin.tensor"
     %in28 = irdl.base "!builtin.tensor"
+    %in29 = irdl.base "!builtin.tensor"
     %out0 = irdl.base "!builtin.tensor"
-    irdl.operands(h_pre_norm: %in0, input_ids: %in1, cos: %in2, sin: %in3, last_token_idx: %in4, embed_w: %in5, hnorm_w: %in6, hnorm_b: %in7, enorm_w: %in8, enorm_b: %in9, eh_w: %in10, attn_norm_w: %in11, attn_norm_b: %in12, q_gate_w: %in13, k_w: %in14, v_w: %in15, q_norm_w: %in16, q_norm_b: %in17, k_norm_w: %in18, k_norm_b: %in19, o_w: %in20, post_norm_w: %in21, post_norm_b: %in22, gate_w: %in23, up_w: %in24, down_w: %in25, head_norm_w: %in26, head_norm_b: %in27, lm_head_w: %in28)
-    irdl.results(y: %out0)
+    %out1 = irdl.base "!builtin.tensor"
+    irdl.operands(h_pre_norm: %in0, input_ids: %in1, cos: %in2, sin: %in3, last_token_idx: %in4, embed_w: %in5, hnorm_w: %in6, hnorm_b: %in7, enorm_w: %in8, enorm_b: %in9, eh_w: %in10, attn_norm_w: %in11, attn_norm_b: %in12, q_gate_w: %in13, k_w: %in14, v_w: %in15, q_norm_w: %in16, q_norm_b: %in17, k_norm_w: %in18, k_norm_b: %in19, o_w: %in20, post_norm_w: %in21, post_norm_b: %in22, gate_w: %in23, up_w: %in24, down_w: %in25, head_norm_w: %in26, head_norm_b: %in27, lm_head_w: %in28, past_k_past_v: variadic %in29)
+    irdl.results(logits: %out0, hidden_k_cache_v_cache: variadic %out1)
     irdl.attributes {"num_heads" = %num_heads, "num_kv_heads" = %num_kv_heads, "head_dim" = %head_dim, "n_rot" = %n_rot, "n_embd" = %n_embd, "n_ff" = %n_ff, "mtp_vocab" = %mtp_vocab, "eps" = %eps}
   }
   // ``rms_norm(x + residual)``; only the normalized value is a result (not the sum).

@@ -253,6 +253,19 @@ class HirModule(HirModuleCore):
                           "head_dim": head_dim, "n_rot": n_rot, "n_embd": n_embd,
                           "n_ff": n_ff, "mtp_vocab": mtp_vocab, "eps": eps}, out_shape)
 
+    def qwen35_mtp_head_carry(self, *operands: HirValue, num_heads: int, num_kv_heads: int,
+                              head_dim: int, n_rot: int, n_embd: int, n_ff: int,
+                              mtp_vocab: int, eps: float = 1e-6
+                              ) -> tuple[HirValue, HirValue, HirValue, HirValue]:
+        """The MTP head over a KV cache: the 29 operands then ``past_k``, ``past_v``;
+        returns ``(logits, hidden, k_cache, v_cache)``."""
+        out = self._emit(HIR.ops["qwen35_mtp_head"], list(operands),
+                         {"num_heads": num_heads, "num_kv_heads": num_kv_heads,
+                          "head_dim": head_dim, "n_rot": n_rot, "n_embd": n_embd,
+                          "n_ff": n_ff, "mtp_vocab": mtp_vocab, "eps": eps,
+                          "carry_kv": True})
+        return out[0], out[1], out[2], out[3]
+
     # -- escape hatch ------------------------------------------------------------------
     def mir(self, op: str, inputs: Sequence[HirValue], out_shape: ShapeLike | None = None,
             **attrs: Any) -> HirValue:
