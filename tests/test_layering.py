@@ -40,6 +40,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("rlx.compiler", "rlx.runtime"),
     ("rlx.gguf",),
     ("rlx.models", "rlx.importers", "rlx.debug"),
+    ("rlx.speculative",),
     ("rlx.generate",),
     ("rlx.serve", "rlx.tools"),
     ("rlx",),
@@ -50,8 +51,9 @@ its own modules and the units of lower floors only: units on one floor are besid
 and do not import each other (``reference`` beside ``lowering`` uses only ``dialects`` and
 ``ir``; ``runtime`` beside ``compiler`` imports without ``iree.compiler``). ``rlx.gguf``
 reads weight files and saves them through ``runtime``: under the models that read
-checkpoints with it. ``rlx.debug`` compiles and runs modules to find a bad op: beside the
-models and importers, under the tools."""
+checkpoints with it. ``rlx.speculative`` (speculative decoding on a model's module) is
+under ``rlx.generate``, which dispatches to it. ``rlx.debug`` compiles and runs modules to
+find a bad op: beside the models and importers, under the tools."""
 
 MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 60

@@ -12,24 +12,39 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from rlx import runtime
 from rlx.compiler import TargetConfig, compile
+from rlx.dialects.builder import HirModule
 from rlx.ir.diagnostics import RunError
-from rlx.models.llama import LlamaModel, rope_tables
 
 PIPELINE_DEPTH = 1
 """Decode steps queued beyond the one whose token is being read back."""
+
+
+class DecoderModel(Protocol):
+    """What the generation loop needs of a model family (``rlx.models.llama.LlamaModel``,
+    ``rlx.models.qwen35.Qwen35Model``): the HIR module with ``prefill(ids, cos, sin,
+    [last], *initial_state)`` and ``decode(ids, cos, sin, *state)``, both returning
+    ``logits, next, *state``; its weights; the RoPE tables of given positions."""
+
+    module: HirModule
+    weights: dict[str, np.ndarray]
+
+    def rope_tables(self, positions: Sequence[int] | np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def initial_state(self) -> list[np.ndarray]: ...
 
 
 @dataclass
 class Generator:
     """A model compiled for one target and loaded with its weights."""
 
-    model: LlamaModel
+    model: DecoderModel
     target: str = "llvm-cpu"
     device: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
@@ -44,17 +59,17 @@ class Generator:
         if not ids:
             raise RunError("error: the prompt is empty")
         tokens = np.asarray([list(ids)], np.int32)
-        cos, sin = rope_tables(self.model.config, range(len(ids)))
-        inputs = {"ids": tokens, "cos": cos, "sin": sin}
+        cos, sin = self.model.rope_tables(range(len(ids)))
+        inputs = [tokens, cos, sin]
         if "last" in self.program.prefill.input_names:
-            inputs["last"] = np.array([[len(ids) - 1]], np.int32)
-        out = self.program.prefill.on_device(**inputs)
+            inputs.append(np.array([[len(ids) - 1]], np.int32))
+        out = self.program.prefill.on_device(*inputs, *self.model.initial_state())
         return out[0].numpy()[0, -1], out[2:]
 
     def decode(self, token: int, position: int, cache: tuple[Any, ...]
                ) -> tuple[np.ndarray, tuple[Any, ...]]:
         """One step: logits ``[V]`` of ``token`` at ``position`` and the grown cache."""
-        cos, sin = rope_tables(self.model.config, [position])
+        cos, sin = self.model.rope_tables([position])
         out = self.program.decode.on_device(np.array([[token]], np.int32), cos, sin, *cache)
         return out[0].numpy()[0, -1], out[2:]
 
@@ -63,7 +78,7 @@ class Generator:
         """``steps`` greedy decode steps from ``token`` at ``position``: the tokens they
         choose (stopping after ``eos_token_id``). Step n + 1 is queued before step n's
         token is read back (a step queued past an end token is discarded)."""
-        cos, sin = rope_tables(self.model.config, range(position, position + steps))
+        cos, sin = self.model.rope_tables(range(position, position + steps))
         decode = self.program.decode
         ids: Any = np.array([[token]], np.int32)
         pending: deque[Any] = deque()
@@ -92,12 +107,32 @@ class Generator:
                                     eos_token_id)]
 
 
-def generate(model: LlamaModel, prompt_ids: Sequence[int], max_new_tokens: int = 32, *,
-             target: str = "llvm-cpu", eos_token_id: int | None = None, **options: Any
+def generate(model: DecoderModel, prompt_ids: Sequence[int], max_new_tokens: int = 32, *,
+             target: str = "llvm-cpu", eos_token_id: int | None = None,
+             speculative: str | None = None, draft_tokens: int = 4, **options: Any
              ) -> list[int]:
-    """Compile ``model`` for ``target`` and greedily generate ``max_new_tokens`` ids."""
+    """Compile ``model`` for ``target`` and greedily generate ``max_new_tokens`` ids; with
+    ``speculative="mtp"`` (Qwen3.5) the checkpoint's MTP head drafts ``draft_tokens`` a
+    step and one main-model call verifies them (the same tokens, see ``rlx.speculative``)."""
+    if speculative is not None:
+        return _speculative(model, prompt_ids, max_new_tokens, target=target,
+                            eos_token_id=eos_token_id, speculative=speculative,
+                            draft_tokens=draft_tokens, **options)
     return Generator(model, target, options=options).generate(prompt_ids, max_new_tokens,
                                                               eos_token_id)
+
+
+def _speculative(model: DecoderModel, prompt_ids: Sequence[int], max_new_tokens: int, *,
+                 speculative: str, **kw: Any) -> list[int]:
+    from rlx import speculative as spec
+    from rlx.models.qwen35 import Qwen35Model
+
+    if speculative != "mtp":
+        raise RunError(f"error: speculative: expected 'mtp', found {speculative!r}")
+    if not isinstance(model, Qwen35Model):
+        raise RunError(f"error: speculative='mtp' needs a model with an MTP head (Qwen3.5), "
+                       f"found {type(model).__name__}")
+    return spec.generate(model, prompt_ids, max_new_tokens, **kw)
 
 
 __all__ = ["Generator", "generate"]

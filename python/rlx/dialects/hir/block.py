@@ -168,10 +168,16 @@ def qwen35_mtp_head(c: Check) -> list[TensorInfo]:
     logits = h.with_shape((b, 1, vocab))
     if not carry_kv(c.attrs):
         return [logits]
+    return [logits, *_mtp_caches(c, h, nkv * hd)]
+
+
+def _mtp_caches(c: Check, h: TensorInfo, kv_dim: int) -> list[TensorInfo]:
+    """``carry_kv``'s results after the logits: hidden ``[B, 1, E]``, the grown caches."""
+    b = h.shape[0]
     for n in ("past_k", "past_v"):
         checks.float_operands(c, "h_pre_norm", n)
-        c.shape(n, (b, c.ref("past_k", 1), nkv * hd), "[B, P, num_kv_heads * head_dim]")
+        c.shape(n, (b, c.ref("past_k", 1), kv_dim), "[B, P, num_kv_heads * head_dim]")
     past, seq = c["past_k"].shape[1], h.shape[1]
     grown = past + seq if past is not None and seq is not None else None
-    cache = h.with_shape((b, grown, nkv * hd))
-    return [logits, h.with_shape((b, 1, e)), cache, cache]
+    cache = h.with_shape((b, grown, kv_dim))
+    return [h.with_shape((b, 1, h.shape[2])), cache, cache]
