@@ -371,6 +371,36 @@ def require_mtp(model: Qwen35Model) -> None:
                          "blk.N.nextn.* in GGUF ones), and it has none")
 
 
+PACKS = {FULL: {"attn_in": ("q", "k", "v")}, LINEAR: {"lin_in": ("qkv", "z", "b", "a")},
+         "ffn": {"gate_up": ("gate", "up")}}
+"""Projections of one input packed into one matmul (one dispatch instead of 2-4 per layer
+and decode token): pack key -> members, per layer kind."""
+
+
+def pack(c: Qwen35Config, weights: dict[str, np.ndarray]
+         ) -> tuple[Qwen35Config, dict[str, np.ndarray]]:
+    """Concatenate the output rows of the projections of ``PACKS`` that share a format
+    (f32 ``[in, out]`` along out; raw GGUF bytes ``[out, ROWBYTES]`` along rows)."""
+    schemes = dict(c.weight_schemes)
+    packed: dict[str, tuple[str, ...]] = {}
+    weights = dict(weights)
+    for i, kind in enumerate(c.layer_types):
+        for key, parts in (*PACKS[kind].items(), *PACKS["ffn"].items()):
+            members = tuple(f"layers.{i}.{m}" for m in parts)
+            if len({schemes.get(m) for m in members}) != 1:
+                continue
+            scheme = schemes.get(members[0])
+            arrays = [weights.pop(m) for m in members]
+            name = f"layers.{i}.{key}"
+            weights[name] = np.concatenate(arrays, axis=1 if scheme is None else 0)
+            for m in members:
+                schemes.pop(m, None)
+            if scheme is not None:
+                schemes[name] = scheme
+            packed[name] = members
+    return replace(c, weight_schemes=schemes, packed=packed), weights
+
+
 # --------------------------------------------------------------------------------------
 # HF checkpoints
 # --------------------------------------------------------------------------------------
@@ -442,7 +472,7 @@ def from_hf(config: str | Path, *safetensors: str | Path, logits: str = "last"
     tensors = _read_safetensors(paths)
     # the MTP head is read when the files have it (HF's save_pretrained drops it)
     c = replace(c, mtp=any(k.startswith("mtp.") for k in tensors))
-    weights = convert_hf_weights(c, tensors, source)
+    c, weights = pack(c, convert_hf_weights(c, tensors, source))
     return Qwen35Model(c, build(c, logits), weights, source)
 
 
@@ -464,5 +494,5 @@ def l2_norm_weight(c: Qwen35Config) -> np.ndarray:
 
 __all__ = ["FULL", "LAYER_NAMES", "LINEAR", "MTP_NAMES", "TOP_NAMES", "Qwen35Config",
            "Qwen35Model", "build", "convert_hf_weights", "from_gguf", "from_hf",
-           "initial_state", "names", "param_shapes", "rope_tables", "speculative",
-           "state_names"]
+           "initial_state", "names", "pack", "param_shapes", "require_mtp", "rope_tables",
+           "speculative", "state_names"]
