@@ -134,8 +134,12 @@ class HirModuleCore:
 
     @property
     def _terminator(self) -> ir.Operation:
-        ops = list(self._block.operations)
-        return ops[-1].operation
+        """The function's ``func.return``, in constant time: listing the block's operations
+        made building quadratic in the op count (and every listed op costs the bindings an
+        import lookup): 135M LLaMA 119 s -> well under a second."""
+        op = ir.InsertionPoint.at_block_terminator(self._block).ref_operation
+        assert op is not None
+        return op.operation
 
     def _update_signature(self) -> None:
         block = self._block
