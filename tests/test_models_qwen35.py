@@ -39,13 +39,14 @@ CONFIG = {"vocab_size": 128, "hidden_size": 64, "intermediate_size": 128,
           "max_position_embeddings": 256, "initializer_range": 0.5,
           "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
                               "partial_rotary_factor": 0.25}}
-Q8_0_TOLERANCE = 0.25
-"""Q8_0 logits vs the unquantized model: rms(error) <= 0.25 rms(logits). Q8_0 rounds each
+Q8_0_TOLERANCE = 0.2
+"""Q8_0 logits vs the unquantized model: rms(error) <= 0.2 rms(logits). Q8_0 rounds each
 weight to 1/254 of its 32-block's largest (about 0.5% rms a weight); this random model
 (init std 0.5, 4 layers, two of them recurrent) amplifies it: transformers alone, original
-vs Q8_0-dequantized weights, measures 0.07 (seed 0). Unrelated logits (a wrong block layout,
-a head order mixed up) give about 1.4. The exact check is against transformers on the
-dequantized weights (f32 tolerance, identical tokens)."""
+vs Q8_0-dequantized weights, measures 0.056 for seed 0 (0.041-0.063 over seeds 0-3).
+Unrelated logits (a wrong block layout, a head order mixed up) give about 1.4 (sqrt 2). The
+exact check is against transformers on the dequantized weights (f32 tolerance, identical
+tokens)."""
 
 
 def hf_model(seed: int = 0, **extra: object) -> transformers.PreTrainedModel:
