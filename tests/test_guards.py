@@ -317,3 +317,31 @@ def test_rlx_run_prints_one_message_and_exits_1(rope_files: Path) -> None:
     assert len(lines) == 1, proc.stderr
     assert "\"pos\": operand 'cos' dim 0: expected at least the size of operand 'x'" in lines[0]
     assert not list(rope_files.glob("output_*.npy"))
+
+
+def test_checks_run_before_any_work_is_queued() -> None:
+    """A check between two dispatches would split IREE's stream execution region (one per
+    layer of a decode step): checks whose sizes resolve to the function's inputs, as a
+    KV cache grown by concat does, sit at the top of the function, before every op that
+    computes."""
+    from rlx import compiler
+
+    h = rlx.HirModule("kv")
+    q = h.input("q", (1, 1, 32))
+    cache_k, cache_v = h.input("cache_k", (1, None, 32)), h.input("cache_v", (1, None, 32))
+    k_new, v_new = h.input("k", (1, 1, 32)), h.input("v", (1, 1, 32))
+    out = q
+    for layer in range(2):
+        k = h.mir("concat", [cache_k, k_new], axis=1)
+        v = h.mir("concat", [cache_v, v_new], axis=1)
+        out = h.named(f"layers.{layer}", lambda h, out=out, k=k, v=v: h.attention(
+            out, k, v, num_heads=2, head_dim=16))
+    h.set_outputs([out])
+    lowered = compiler.load(h)
+    compiler.lower(lowered, compiler.TargetConfig("llvm-cpu"))
+    body = compiler.lowered_text(lowered.module).split("func.func @main", 1)[1]
+    checks = [i for i, line in enumerate(body.splitlines()) if "util.status.check_ok" in line]
+    work = [i for i, line in enumerate(body.splitlines())
+            if any(op in line for op in ("flow.dispatch", "linalg.", "tensor.concat"))]
+    assert len(checks) == 2, checks                 # one K/V length check a layer
+    assert max(checks) < min(work), (checks, work)

@@ -43,8 +43,8 @@
 // CHECK:       %[[Q:.*]] = tensor.collapse_shape %arg0 {{\[}}[0, 1, 2]] : tensor<1x1x192xf32> into tensor<192xf32>
 // CHECK:       %[[K:.*]] = tensor.collapse_shape %arg1 {{\[}}[0, 1], [2]] : tensor<1x?x64xf32> into tensor<?x64xf32>
 // CHECK:       %[[V:.*]] = tensor.collapse_shape %arg2
-// CHECK:       %[[LEN:.*]] = tensor.dim %[[K]], %c0
-// CHECK:       %[[VLEN:.*]] = tensor.dim %[[V]], %c0
+// CHECK:       %[[LEN:.*]] = tensor.dim %arg1, %c1
+// CHECK:       %[[VLEN:.*]] = tensor.dim %arg2, %c1
 // CHECK:       flow.dispatch @rlx_attention_decode_6x2x32_s3e3504f3::@rlx_attention_decode_6x2x32_s3e3504f3[%c6](%[[Q]], %[[K]], %[[V]], %[[LEN]], %[[VLEN]]) : (tensor<192xf32>, tensor<?x64xf32>{%[[LEN]]}, tensor<?x64xf32>{%[[VLEN]]}, index, index) -> tensor<192xf32>
 // CHECK-NOT:   linalg.softmax
 // OFF-LABEL:   module @decode

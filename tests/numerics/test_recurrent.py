@@ -173,6 +173,48 @@ def test_rnn_matches_torch(kind: str, target: str) -> None:
             assert_close(g, want_finals[n], "f32", f"{kind} S={seq} final {n}")
 
 
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_rnn_states_computed_in_the_module(kind: str, target: str) -> None:
+    """Initial states computed inside the module (as torch.onnx exports an LSTM's zero
+    state: from the input's shape), with a dynamic batch, against torch. IREE 3.13 read such
+    a state at the wrong offset of the allocation it shares with the input projection
+    (0.1-0.7 off from the first step, bidirectional and stacked alike): the scan reads a
+    given initial state as a captured value at step 0 instead."""
+    layers, bidi = 2, True
+    dirs = 2 if bidi else 1
+    mod = torch_rnn(kind, layers, bidi, seed=3)
+    h = rlx.HirModule(f"{kind}_computed")
+    x = h.input("x", (None, None, FEAT))
+    gates = 4 if kind == "lstm" else 3
+    names = ["h0", "c0"] if kind == "lstm" else ["h0"]
+    half = h.constant(np.full((), 0.5, np.float32))
+    states = [h.mir("binary", [h.input(n, (layers * dirs, None, HID)), half], kind="mul")
+              for n in names]
+    ih = sum(gates * HID * (FEAT if k == 0 else dirs * HID) for k in range(layers)
+             for _ in range(dirs))
+    w_ih, w_hh = h.param("p_w_ih", (ih,)), h.param("p_w_hh", (layers * dirs * gates * HID, HID))
+    kw = dict(hidden_size=HID, num_layers=layers, bidirectional=bidi)
+    if kind == "lstm":
+        y, _, _ = h.lstm_carry(x, w_ih, w_hh, h.param("p_bias", (layers * dirs * gates * HID,)),
+                               *states, **kw)
+    else:
+        y, _ = h.gru_carry(x, w_ih, w_hh, h.param("p_b_ih", (layers * dirs, gates * HID)),
+                           h.param("p_b_hh", (layers * dirs, gates * HID)), *states, **kw)
+    h.set_outputs([y])
+    prog = rlx.runtime.load(rlx.compile(h, target), DEVICE[target],
+                            packed_weights(kind, mod, "p"))
+    rng = np.random.default_rng(5)
+    for batch, seq in ((2, 5), (3, 1)):
+        xs = rng.standard_normal((batch, seq, FEAT)).astype(np.float32)
+        init = {n: rng.standard_normal((layers * dirs, batch, HID)).astype(np.float32)
+                for n in names}
+        with torch.no_grad():
+            t_init = [torch.from_numpy(0.5 * v) for v in init.values()]
+            want = mod(torch.from_numpy(xs), tuple(t_init) if kind == "lstm" else t_init[0])
+        assert_close(prog.main(x=xs, **init), want[0].numpy(), "f32", f"{kind} B={batch}")
+
+
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
 def test_rnn_chained_steps_equal_one_scan(kind: str) -> None:
     """Feeding the final states of one call into the next (prefill 4 steps, then 2, then

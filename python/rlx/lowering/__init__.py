@@ -15,6 +15,7 @@ from rlx.dialects import FUSION_POLICY_ATTR, fusion_policy, verify_module
 from rlx.dialects.hir_module import HirModuleCore
 from rlx.dialects.mir_module import MirModule, install_mir_lowering
 from rlx.ir.text import parse_module
+from rlx.lowering.guards import hoist_checks
 from rlx.lowering.hir_to_mir import HIR_TO_MIR
 from rlx.lowering.mir_to_linalg import MIR_TO_LINALG, declare_params
 from rlx.lowering.mir_to_linalg.executable import declare_executables
@@ -37,6 +38,7 @@ def lower_mir_to_linalg(module: ir.Module, options: LoweringOptions) -> None:
     declare_params(module, ctx)
     fuse_gemv_neighbours(module, ctx)
     MIR_TO_LINALG.run(module, ctx)
+    hoist_checks(module)
     declare_executables(module, ctx)
     check_lowered(module)
     with module.context:

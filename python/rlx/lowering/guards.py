@@ -17,7 +17,17 @@ wrapper emits, before each op's lowering, one check per recorded relation:
 every build: the call fails with that message before any dispatch of it is queued (the
 sizes are known to the host: they are the input buffers' shapes), so a raw IREE caller
 gets IREE's own failure and ``rlx.runtime`` raises a :class:`~rlx.ir.diagnostics.RunError`
-carrying the message. The check sits in an ``scf.if`` on the broken relation rather than
+carrying the message.
+
+Where a check sits matters: a host-side op between two dispatches splits IREE's stream
+execution region there (one region per layer: the 135M decode step went from 2 command
+buffers to 32). So once the module is lowered, :func:`hoist_checks` resolves each
+checked size to the function's inputs (MLIR's ``resolve-ranked-shaped-type-result-dims``:
+a concatenated KV cache's length is the cache input's plus one) and moves every check
+whose sizes then come from the inputs alone to the top of the function, before any work
+is queued; a check on a size only known later (a kernel's dynamic result) stays at its op.
+
+The check sits in an ``scf.if`` on the broken relation rather than
 taking ``select(ok, 0, 3)`` as its status: where IREE proves the sizes equal (the same
 value, or a result's dim folded back to its input's), it folds the ``scf.if`` away, whereas
 a status folded to the constant 0 fails IREE 3.13's verifier (``'vm.cond_fail' op status
@@ -29,6 +39,7 @@ from __future__ import annotations
 
 from iree.compiler import ir
 from iree.compiler.dialects import arith, scf, util
+from iree.compiler.passmanager import PassManager
 
 from rlx.dialects.schema import Decoded
 from rlx.dialects.verifier import DimRef, SizeRelation
@@ -98,4 +109,87 @@ def check_sizes(op: Decoded) -> int:
     return emitted
 
 
-__all__ = ["INVALID_ARGUMENT", "check_sizes", "message"]
+HOISTABLE = ("arith.", "affine.apply", "index.")
+"""Pure scalar ops a hoisted check's condition may be computed with (besides ``tensor.dim``
+of a function input)."""
+
+
+def _slice(check: ir.Operation, args: set[ir.Value]) -> list[ir.Operation] | None:
+    """The ops computing the values ``check`` uses (its condition; the status constant,
+    which folding may have moved out of it) from the function's inputs' sizes, in no order;
+    None when it depends on anything else."""
+    ops: dict[ir.Operation, None] = {}
+    inner = [o.operation for o in check.regions[0].blocks[0].operations]
+    stack = [check.operands[0], *(v for o in inner for v in o.operands
+                                  if isinstance(v.owner, ir.Block)
+                                  or v.owner.operation not in inner)]
+    while stack:
+        v = stack.pop()
+        if v in args:
+            return None      # a function input itself, not one of its sizes
+        owner = v.owner
+        if isinstance(owner, ir.Block):
+            return None      # a region's argument
+        op = owner.operation
+        if op in ops:
+            continue
+        if op.name == "tensor.dim":
+            if op.operands[0] not in args:
+                return None
+            stack.append(op.operands[1])
+        elif op.name.startswith(HOISTABLE) and not op.regions:
+            stack.extend(op.operands)
+        else:
+            return None
+        ops[op] = None
+    return list(ops)
+
+
+def _checks(block: ir.Block) -> list[ir.Operation]:
+    """The ``scf.if`` ops of :func:`check_sizes` directly in ``block``."""
+    out = []
+    for op in block.operations:
+        op = op.operation
+        if op.name != "scf.if" or len(op.regions[0].blocks) != 1:
+            continue
+        body = [o.operation.name for o in op.regions[0].blocks[0].operations]
+        if body[:1] == ["util.status.check_ok"]:
+            out.append(op)
+    return out
+
+
+def hoist_checks(module: ir.Module) -> int:
+    """Move every size check whose sizes resolve to the function's inputs to the top of its
+    function (see the module docstring); returns how many moved."""
+    with module.context:
+        pm = PassManager.parse("builtin.module(func.func(resolve-ranked-shaped-type-result-dims"
+                               "))")
+        pm.run(module.operation)
+    moved = 0
+    for func in module.body.operations:
+        func = func.operation
+        if func.name != "func.func":
+            continue
+        block = func.regions[0].blocks[0]
+        args = set(block.arguments)
+        order = {op.operation: i for i, op in enumerate(block.operations)}
+        last: ir.Operation | None = None     # the end of the block's hoisted prefix
+        hoisted: set[ir.Operation] = set()
+        for check in _checks(block):
+            ops = _slice(check, args)
+            if ops is None:
+                continue
+            for op in [*sorted(ops, key=lambda o: order[o]), check]:
+                if op in hoisted:
+                    continue
+                if last is not None:
+                    op.move_after(last)
+                elif op != block.operations[0].operation:
+                    op.move_before(block.operations[0].operation)
+                last = op
+                hoisted.add(op)
+            moved += 1
+    return moved
+
+
+__all__ = ["INVALID_ARGUMENT", "check_sizes", "hoist_checks", "message"]

@@ -192,6 +192,24 @@ def _initial(state: ir.Value | None, index: int, b: emit.Size, hidden: int) -> i
     return _f32(emit.collapse(row, [[0, 1], [2]]))
 
 
+def _first_step(t: ir.Value, given: ir.Value | None, carried: ir.Value) -> ir.Value:
+    """The state step ``t`` starts from: ``given`` at step 0, else the carried one.
+
+    A given initial state is read here, as a value the loop captures, rather than passed as
+    the loop's initial carried value: IREE 3.13 packs a carried initial value computed
+    before the loop into one transient allocation with the loop's other inputs (the input
+    projection) and then reads it at offset 0 of that allocation on the first step (found
+    with LSTM / GRU states computed in the module, e.g. the zero state torch.onnx exports:
+    wrong results from the first step, on llvm-cpu and Vulkan alike). So the loop carries
+    states that start zero-filled (their own allocation) and step 0 selects the given one;
+    the select fuses into the step's gate generic."""
+    if given is None:
+        return carried
+    first = arith.cmpi(arith.CmpIPredicate.eq, t, emit.index(0))
+    return emit.map_elementwise([given, carried], emit.f32(),
+                                lambda g, c: arith.select(first, g, c))
+
+
 def _stack(finals: list[ir.Value], like: ir.Value) -> ir.Value:
     """``[B, H]`` final states -> ``[L*D, B, H]`` in ``like``'s element type."""
     rows = [emit.expand(f, [[0, 1], [2]], [1, *emit.sizes(f)]) for f in finals]
@@ -246,12 +264,15 @@ def _scan(op: Decoded, gates: int, make_cell: Callable[[int, int], Cell],
             index = layer * dirs + d
             whh_t = emit.transpose(pk.w_hh(op["w_hh"], layer, d), [1, 0])
             cell = make_cell(layer, d)
-            init = [_initial(given[name], index, b, hid) for name in states]
+            given_init = [_initial(given[name], index, b, hid) if given[name] is not None
+                          else None for name in states]
+            init = [emit.filled([b, hid], emit.f32(), 0.0) for _ in states]
 
             def step(t: ir.Value, carried: list[ir.Value], xw: ir.Value = xw,
-                     whh_t: ir.Value = whh_t, cell: Cell = cell, d: int = d
-                     ) -> list[ir.Value]:
+                     whh_t: ir.Value = whh_t, cell: Cell = cell, d: int = d,
+                     given_init: list[ir.Value | None] = given_init) -> list[ir.Value]:
                 *st, out = carried
+                st = [_first_step(t, g, c) for g, c in zip(given_init, st, strict=True)]
                 tt = _time(t, last, d == 1)
                 xt = emit.extract_slice(xw, [0, tt, 0], [b, 1, gates * hid])
                 new = cell(_gates(xt, gates, hid),
