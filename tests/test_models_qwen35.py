@@ -321,3 +321,33 @@ def test_broken_gguf(hf: dict, tmp_path: Path) -> None:
     with pytest.raises(ModelError, match=r"missing metadata 'qwen35.ssm.group_count'"):
         qwen35.from_gguf(write_gguf(model, tmp_path / "g.gguf", "F32", meta=lambda w: (
             w.kv_data[0].pop("qwen35.ssm.group_count"))))
+
+
+def test_composite_checkpoint_and_layer_pattern(hf: dict, tmp_path: Path) -> None:
+    """``qwen3_5`` with a ``text_config`` (``model.language_model.*`` tensors, a vision
+    tower, the MTP head at the top level, as published checkpoints are) reads as the
+    ``Qwen3_5ForCausalLM`` checkpoint does, the vision tower ignored; without
+    ``layer_types`` the pattern comes from ``full_attention_interval``; a vision config
+    alone is refused."""
+    text = json.loads((hf["path"] / "config.json").read_text())
+    tensors = load_file(str(hf["path"] / "model.safetensors"))
+    composite = {k.replace("model.", "model.language_model.", 1): v
+                 for k, v in tensors.items()}
+    composite["model.visual.patch_embed.proj.weight"] = torch.zeros(4, 3)
+    d = tmp_path / "composite"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({
+        "model_type": "qwen3_5", "tie_word_embeddings": False,
+        "vision_config": {"model_type": "qwen3_5_vision", "depth": 1},
+        "text_config": {k: v for k, v in text.items() if k != "layer_types"}
+        | {"full_attention_interval": 2}}))
+    save_file(composite, str(d / "model.safetensors"))
+    got = qwen35.from_hf(d)
+    want = qwen35.from_hf(hf["path"])
+    assert got.config == want.config
+    assert got.config.layer_types == ("linear_attention", "full_attention") * 2
+    assert got.weights.keys() == want.weights.keys()
+    for name, w in want.weights.items():
+        np.testing.assert_array_equal(got.weights[name], w, err_msg=name)
+    with pytest.raises(ModelError, match=r"model_type 'qwen3_5_vision' is a vision tower"):
+        qwen35.Qwen35Config.from_hf({"model_type": "qwen3_5_vision"}, "v/config.json")
