@@ -440,6 +440,15 @@ irdl.dialect @rlx_mir {
     irdl.results(y: %out0)
     irdl.attributes {"to" = %to}
   }
+  // A token drawn with the probabilities ``softmax(x)`` of each row, as i32: the index of the largest ``x + g`` where ``g`` is Gumbel noise ``-log(-log(u))`` and ``u`` a uniform number made from (``seed``, ``counter``, index) by a counter-based hash (see ``rlx.reference.ops.uniform_hash``): the same three give the same draw on every run. ``-inf`` logits are never drawn. Give each draw its own ``counter`` (e.g. the position).
+  irdl.operation @categorical {
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0, seed: %in1, counter: %in2)
+    irdl.results(y: %out0)
+  }
   // Comparison with numpy broadcasting (``Op::Compare``), giving an ``i1`` tensor.
   irdl.operation @compare {
     %kind_0 = irdl.is "eq"
@@ -675,12 +684,28 @@ irdl.dialect @rlx_mir {
     irdl.results(y: %out0, hn_cn: variadic %out1)
     irdl.attributes {"hidden_size" = %hidden_size, "num_layers" = %num_layers, "bidirectional" = %bidirectional, "carry" = %carry}
   }
+  // ``mask [..., V]`` with 1 at each of the row's ``ids [..., N]`` (i32; ids outside ``0 .. V-1`` are ignored): the set of tokens seen so far, grown by the new ones.
+  irdl.operation @mark_tokens {
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(mask: %in0, ids: %in1)
+    irdl.results(y: %out0)
+  }
   // Batched matrix product ``[..., M, K] x [..., K, N] -> [..., M, N]`` (``Op::MatMul``).
   irdl.operation @matmul {
     %in0 = irdl.base "!builtin.tensor"
     %in1 = irdl.base "!builtin.tensor"
     %out0 = irdl.base "!builtin.tensor"
     irdl.operands(lhs: %in0, rhs: %in1)
+    irdl.results(y: %out0)
+  }
+  // HF's ``MinPLogitsWarper``: keeps tokens whose probability is at least ``min_p`` times the largest one's (``x >= max(x) + log(min_p)``), ``-inf`` elsewhere; ``min_p <= 0`` keeps all.
+  irdl.operation @min_p_filter {
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0, min_p: %in1)
     irdl.results(y: %out0)
   }
   // Contiguous slice ``x[..., start : start + len, ...]`` along ``axis`` (``Op::Narrow``).
@@ -751,6 +776,15 @@ irdl.dialect @rlx_mir {
     irdl.results(y: %out0)
     irdl.attributes {"kind" = %kind, "axes" = %axes, "keep_dim" = %keep_dim}
   }
+  // HF's ``RepetitionPenaltyLogitsProcessor``: where ``seen`` is non-zero, a logit below zero is multiplied by ``penalty`` and one at or above zero divided by it.
+  irdl.operation @repetition_penalty {
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0, seen: %in1, penalty: %in2)
+    irdl.results(y: %out0)
+  }
   // Row-major reshape (``Op::Reshape``); one ``-1`` entry is inferred (dynamic when the input is).
   irdl.operation @reshape {
     %new_shape = irdl.base "#builtin.dense_array"
@@ -806,6 +840,22 @@ irdl.dialect @rlx_mir {
     irdl.operands(x: %in0)
     irdl.results(y: %out0)
     irdl.attributes {"axis" = %axis}
+  }
+  // HF's ``TopKLogitsWarper``: keeps the logits at least as large as the ``k``-th largest of the row (ties with it stay), ``-inf`` elsewhere; ``k <= 0`` or ``k >= V`` keeps all.
+  irdl.operation @top_k_filter {
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0, k: %in1)
+    irdl.results(y: %out0)
+  }
+  // HF's ``TopPLogitsWarper`` (nucleus): keeps the largest logits whose ``softmax(x)`` mass first reaches ``p`` (the token that crosses ``p`` stays; ties with the last kept logit stay), ``-inf`` elsewhere; ``p >= 1`` keeps all, the largest always stays.
+  irdl.operation @top_p_filter {
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0, p: %in1)
+    irdl.results(y: %out0)
   }
   // Permute dims (``Op::Transpose``): result dim ``i`` is input dim ``perm[i]``.
   irdl.operation @transpose {

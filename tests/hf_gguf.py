@@ -94,12 +94,14 @@ def _add_vocab(w: gguf.GGUFWriter, vocab: int) -> None:
 
 
 def write_gguf(model: Any, path: Path, fmt: str = "F16", *, arch: str = "llama",
-               fmt_of: Callable[[str], str | None] | None = None, vocab: bool = False,
+               fmt_of: Callable[[str], str | None] | None = None,
+               vocab: bool | Callable[[gguf.GGUFWriter], object] = False,
                extra: Mapping[str, np.ndarray] | None = None) -> Path:
     """Write the HF ``model`` (a ``*ForCausalLM``) as ``convert_hf_to_gguf.py --outtype fmt``.
 
     ``fmt_of(gguf_name)`` overrides the format per tensor (``None``: leave it out);
-    ``vocab`` adds a byte-level tokenizer (llama.cpp refuses files without one); ``extra``
+    ``vocab`` adds a byte-level tokenizer (llama.cpp refuses files without one), or is a
+    function that writes the tokenizer metadata (``tokenizer_fixtures.add_vocab``); ``extra``
     tensors are written as given (after ``rope_freqs.weight`` for LLaMA 3 rope scaling).
     """
     cfg = model.config
@@ -118,7 +120,9 @@ def write_gguf(model: Any, path: Path, fmt: str = "F16", *, arch: str = "llama",
     w.add_rope_dimension_count(cfg.head_dim)
     w.add_rope_freq_base(float(cfg.rope_parameters["rope_theta"]))
     w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
-    if vocab:
+    if callable(vocab):
+        vocab(w)
+    elif vocab:
         _add_vocab(w, cfg.vocab_size)
     for name, t in model.state_dict().items():
         if name == "lm_head.weight" and cfg.tie_word_embeddings:

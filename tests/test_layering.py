@@ -37,10 +37,10 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("rlx.ir",),
     ("rlx.dialects",),
     ("rlx.lowering", "rlx.reference"),
-    ("rlx.weights",),
+    ("rlx.cache", "rlx.weights"),
     ("rlx.compiler", "rlx.runtime"),
     ("rlx.gguf",),
-    ("rlx.models", "rlx.importers", "rlx.debug"),
+    ("rlx.models", "rlx.importers", "rlx.debug", "rlx.tokenizer"),
     ("rlx.speculative",),
     ("rlx.generate",),
     ("rlx.serve", "rlx.tools"),
@@ -53,9 +53,12 @@ and do not import each other (``reference`` beside ``lowering`` uses only ``dial
 ``ir``; ``runtime`` beside ``compiler`` imports without ``iree.compiler``). ``rlx.weights``
 is the weight loader ``runtime`` uses: on the floor under it. ``rlx.gguf``
 reads weight files and saves them through ``runtime``: under the models that read
-checkpoints with it. ``rlx.speculative`` (speculative decoding on a model's module) is
-under ``rlx.generate``, which dispatches to it. ``rlx.debug`` compiles and runs modules to
-find a bad op: beside the models and importers, under the tools."""
+checkpoints with it. ``rlx.debug`` compiles and runs modules to find a bad op: beside the
+models and importers, under the tools. ``rlx.cache`` (compiled vmfbs on disk) sits
+right under the compiler that consults it. ``rlx.tokenizer`` reads a model's vocabulary (GGUF
+metadata through ``rlx.gguf``): beside the models, under the generation loop.
+``rlx.speculative`` (speculative decoding on a model's module) is under ``rlx.generate``,
+which dispatches to it."""
 
 MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 60

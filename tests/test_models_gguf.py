@@ -244,7 +244,7 @@ def test_gguf_metadata_errors(meta: dict, message: str) -> None:
 def test_build_rejects_unknown_functions() -> None:
     c = llama.LlamaConfig(vocab_size=8, hidden_size=8, num_layers=1, num_heads=2,
                           num_kv_heads=2, head_dim=4, intermediate_size=8)
-    with pytest.raises(ModelError, match=r"functions: expected 'prefill' and/or 'decode', "
-                                         r"found \['train'\]"):
+    with pytest.raises(ModelError, match=r"functions: expected some of prefill, decode, "
+                                         r"sample, found \['train'\]"):
         llama.build(c, functions=("train",))
     assert llama.build(c, functions=("decode",)).function_names == ["decode"]

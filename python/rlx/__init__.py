@@ -15,6 +15,7 @@ from typing import Any
 
 from rlx import gguf as gguf
 from rlx import runtime as runtime
+from rlx import tokenizer as tokenizer
 from rlx.ir.diagnostics import BuildError as BuildError
 from rlx.ir.diagnostics import CompileError as CompileError
 from rlx.ir.diagnostics import LoweringError as LoweringError

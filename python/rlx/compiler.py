@@ -22,6 +22,8 @@ from typing import Any
 from iree.compiler import ir
 from iree.compiler.tools.binaries import find_tool
 
+from rlx.cache import CompileCache
+from rlx.cache import resolve as resolve_cache
 from rlx.dialects import verify_module
 from rlx.dialects.builder import HirModule
 from rlx.ir.diagnostics import CompileError, RlxError
@@ -435,6 +437,7 @@ def compile(
     output: str | Path | None = None,
     emit: str = "vmfb",
     extra_flags: tuple[str, ...] | list[str] = (),
+    cache: CompileCache | bool | str | Path | None = None,
     **options: Any,
 ) -> bytes | str:
     """Compile a HIR module (object, MLIR module or ``.hir`` path) for ``target``.
@@ -447,6 +450,9 @@ def compile(
     decode GEMVs of Q8_0 / Q4_K, and of Q5_0 / Q4_0 / Q6_K within the hoisting threshold,
     through rlx's hand-written kernels; default on), ``attention_kernel`` (llvm-cpu: attention of
     one f32 query against a KV cache through rlx's hand-written kernel; default on).
+    ``cache`` (vmfb only): a :class:`~rlx.cache.CompileCache`, ``True`` for the default
+    directory or a directory path: a module compiled before with the same flags, rlx and
+    IREE comes from there, and a new compile is stored (see :mod:`rlx.cache`).
     """
     if emit not in EMITS:
         raise CompileError(f"error: unknown emit stage {emit!r} (expected one of "
@@ -467,8 +473,20 @@ def compile(
         if out is not None:
             _write_atomic(out, text.encode())
         return text
+    store = resolve_cache(cache)
+    key = None if store is None else store.key(lowered.hir_text, config.flags(),
+                                               vars(config.lowering))
+    if store is not None and key is not None:
+        hit = store.get(key)
+        if hit is not None:
+            if out is not None:
+                _write_atomic(out, hit)
+            return hit
     lower(lowered, config)
-    return run_iree(lowered, config, out)
+    data = run_iree(lowered, config, out)
+    if store is not None and key is not None:
+        store.put(key, data)
+    return data
 
 
 __all__ = ["EMITS", "KNOWN_GPU_TARGETS", "TARGETS", "DispatchCounts", "RlxError",

@@ -28,6 +28,9 @@ MIR_OPS = {
     "gated_delta_net", "lstm", "gru",
     # for the ONNX importer: strided slices, constant padding, pooling
     "slice", "pad", "pool",
+    # sampling on the device (HF's logits processors, a seeded draw, the seen-token mask)
+    "repetition_penalty", "top_k_filter", "top_p_filter", "min_p_filter", "categorical",
+    "mark_tokens",
 }
 
 

@@ -1,6 +1,6 @@
 """LLaMA-family decoder-only models as HIR, with a KV cache, from HF checkpoints.
 
-``build(config)`` gives a HIR module with two entry points:
+``build(config)`` gives a HIR module with three entry points:
 
 - ``prefill(ids [1, S] i32, cos [S, hd/2], sin [S, hd/2], last [1, 1] i32)`` returns the
   logits of position ``last`` (``[1, 1, V]``; with ``logits="all"``: ``[1, S, V]`` and no
@@ -10,6 +10,9 @@
 - ``decode(ids [1, 1] i32, cos [1, hd/2], sin [1, hd/2], k_0, v_0, ...)`` takes the cache of
   the ``P`` positions so far and returns ``logits [1, 1, V]``, ``next [1, 1]`` and the cache
   of ``P + 1`` positions.
+- ``sample(logits [1, 1, V], seen, temperature, top_k, top_p, min_p, penalty, seed,
+  counter)``: HF's logits processors and a seeded draw on the device
+  (:mod:`rlx.models.sampling`); its token feeds ``decode`` as a device tensor.
 
 The cache is explicit inputs and outputs (the module stays functional and testable); the
 generation loop keeps it in device memory between calls (``Function.on_device``), so it never
@@ -364,20 +367,28 @@ def _function(h: HirModule, c: LlamaConfig, decode: bool, logits: str) -> None:
     h.set_outputs([logits, nxt, *cache])
 
 
+FUNCTIONS = ("prefill", "decode", "sample")
+
+
 def build(c: LlamaConfig, logits: str = "last", name: str = "llama",
-          functions: Sequence[str] = ("prefill", "decode")) -> HirModule:
-    """The HIR module with ``prefill`` and ``decode`` (see the module docstring);
-    ``functions`` picks a subset (e.g. ``("decode",)`` to count a decode step's dispatches)."""
+          functions: Sequence[str] = FUNCTIONS) -> HirModule:
+    """The HIR module with ``prefill``, ``decode`` and ``sample`` (see the module docstring
+    and :mod:`rlx.models.sampling`); ``functions`` picks a subset (e.g. ``("decode",)`` to
+    count a decode step's dispatches)."""
+    from rlx.models.sampling import add_sample_function
+
     if logits not in ("last", "all"):
         raise ModelError(f"error: logits: expected 'last' or 'all', found {logits!r}")
-    unknown = [f for f in functions if f not in ("prefill", "decode")]
+    unknown = [f for f in functions if f not in FUNCTIONS]
     if unknown or not functions:
-        raise ModelError(f"error: functions: expected 'prefill' and/or 'decode', found "
+        raise ModelError(f"error: functions: expected some of {', '.join(FUNCTIONS)}, found "
                          f"{list(functions)!r}")
     h = HirModule(name, function=functions[0])
-    for i, fn in enumerate(functions):
-        if i:
-            h.function(fn)
+    for fn in functions:
+        if fn == "sample":
+            add_sample_function(h, c.vocab_size, fn)
+            continue
+        h.function(fn)
         _function(h, c, decode=fn == "decode", logits=logits)
     return h
 
@@ -504,6 +515,6 @@ def from_hf(config: str | Path, *safetensors: str | Path, logits: str = "last"
     return LlamaModel(c, build(c, logits), weights)
 
 
-__all__ = ["ARCHITECTURES", "LAYER_NAMES", "TOP_NAMES", "LlamaConfig", "LlamaModel",
-           "ModelError", "build", "convert_hf_weights", "from_gguf", "from_hf", "gguf_name",
-           "hf_name", "hf_to_gguf", "param_shapes", "rope_tables"]
+__all__ = ["ARCHITECTURES", "FUNCTIONS", "LAYER_NAMES", "TOP_NAMES", "LlamaConfig",
+           "LlamaModel", "ModelError", "build", "convert_hf_weights", "from_gguf", "from_hf",
+           "gguf_name", "hf_name", "hf_to_gguf", "param_shapes", "rope_tables"]

@@ -57,6 +57,15 @@ def _mtp(*operands: Any, **attrs: Any) -> Any:
     return recurrent.qwen35_mtp_head(*operands, **attrs)
 
 
+def _sampling(name: str) -> Callable[..., Any]:
+    def run(*operands: Any, **attrs: Any) -> Any:
+        from rlx.reference import sampling
+
+        return getattr(sampling, name)(*operands, **attrs)
+
+    return run
+
+
 def _dequant(*operands: Any, **attrs: Any) -> Any:
     from rlx.reference import quant
 
@@ -104,6 +113,8 @@ ADAPTERS: dict[str, Callable[..., Any]] = {
     "gru": _recurrent("gru"),
     "qwen35_mtp_head": _mtp,
     "dequant_matmul": _dequant,
+    **{name: _sampling(name) for name in ("repetition_penalty", "top_k_filter", "top_p_filter",
+                                          "min_p_filter", "categorical", "mark_tokens")},
 }
 
 

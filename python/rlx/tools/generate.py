@@ -1,103 +1,156 @@
-"""``rlx-generate``: greedy generation with a LLaMA-family or Qwen3.5 model (HF directory or
-.gguf); ``--speculative mtp`` drafts with a Qwen3.5 checkpoint's MTP head."""
+"""``rlx-generate``: text (or token ids) in, text (or ids) out, with a LLaMA-family or
+Qwen3.5 model (HF directory or .gguf) and its own tokenizer and chat template;
+``--speculative mtp`` drafts with a Qwen3.5 checkpoint's MTP head."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, NoReturn
 
+from rlx.cache import ENV_VAR, CompileCache
 from rlx.compiler import TARGETS
-from rlx.generate import Generator
+from rlx.generate import Generator, Sampling, encode_prompt, load_model, model_tokenizer
 from rlx.ir.diagnostics import RunError
 from rlx.models import qwen35
-from rlx.models.llama import LlamaModel, ModelError, from_gguf, from_hf
 from rlx.tools._cli import run
 
-QWEN35_TYPES = {"qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_next"}
-"""HF model_type values read by rlx.models.qwen35 (which refuses the MoE ones clearly)."""
+SHOW_AFTER_S = 1.0
+"""A stage shows progress once it has taken this long (and stderr is a terminal)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """Argument errors are one line and exit 1, like every other rlx error."""
+
+    def error(self, message: str) -> NoReturn:
+        raise RunError(f"{self.prog}: error: {message}")
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="rlx-generate",
-        description="Compile a LLaMA-family model and generate tokens greedily.",
-        epilog="example: rlx-generate ./tiny-llama --prompt-ids 1,2,3 --max-new-tokens 32")
-    p.add_argument("model", help="an HF model directory (config.json + *.safetensors) or a "
-                                 ".gguf file")
-    p.add_argument("--prompt-ids", help="comma-separated token ids")
-    p.add_argument("--prompt", help="prompt text (needs the model's tokenizer.json and the "
-                                    "'tokenizers' package)")
+        description="Compile a LLaMA-family model and generate text with its own tokenizer.",
+        epilog="examples: rlx-generate model.gguf --prompt 'Once upon a time'; "
+               "rlx-generate model.gguf --chat 'Hi!' --temperature 0.7 --seed 1; "
+               "rlx-generate ./hf-model --prompt-ids 1,2,3")
+    p.add_argument("model", help="an HF model directory (config.json + *.safetensors, "
+                                 "tokenizer.json) or a .gguf file")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--prompt", help="prompt text (continued as is)")
+    what.add_argument("--chat", metavar="MESSAGE",
+                      help="a user message, sent through the model's chat template")
+    what.add_argument("--prompt-ids", help="comma-separated token ids")
+    p.add_argument("--system", help="a system message before --chat's")
     p.add_argument("--max-new-tokens", type=int, default=32)
+    p.add_argument("--stop", action="append", default=[], metavar="STRING",
+                   help="stop before this text (repeatable); the model's end tokens always "
+                        "stop")
+    p.add_argument("--output", choices=("auto", "text", "ids"), default="auto",
+                   help="print text (streamed) or ids; auto: ids for --prompt-ids, else text")
+    s = p.add_argument_group("sampling (default: greedy)")
+    s.add_argument("--temperature", type=float, default=0.0, help="0 is greedy")
+    s.add_argument("--top-k", type=int, default=0, help="0 keeps every token")
+    s.add_argument("--top-p", type=float, default=1.0)
+    s.add_argument("--min-p", type=float, default=0.0)
+    s.add_argument("--repeat-penalty", type=float, default=1.0)
+    s.add_argument("--seed", type=int, default=0)
     p.add_argument("--target", choices=TARGETS, default="llvm-cpu")
     p.add_argument("--device", help="runtime device (default: the target's)")
+    p.add_argument("--cache-dir", help=f"compiled-model cache (default: ${ENV_VAR}, else "
+                                       "$XDG_CACHE_HOME/rlx or ~/.cache/rlx)")
+    p.add_argument("--no-cache", action="store_true", help="compile without the cache")
     p.add_argument("--speculative", choices=["mtp"],
-                   help="speculative decoding: 'mtp' drafts with the checkpoint's MTP head "
-                        "(Qwen3.5); the tokens are plain greedy's")
+                   help="speculative decoding (greedy): 'mtp' drafts with the checkpoint's "
+                        "MTP head (Qwen3.5); the tokens are plain greedy's")
     p.add_argument("--draft-tokens", type=int, default=4,
                    help="tokens the draft proposes per verify call (default 4)")
     return p
 
 
-def load_model(path: str) -> LlamaModel | qwen35.Qwen35Model:
-    p = Path(path)
-    if p.suffix == ".gguf":
-        import rlx.gguf
+@contextmanager
+def progress(stage: str) -> Iterator[None]:
+    """While the block runs: after ``SHOW_AFTER_S``, a tqdm line on stderr with the stage
+    and the time so far, when stderr is a terminal; nothing otherwise."""
+    if not sys.stderr.isatty():
+        yield
+        return
+    from tqdm import tqdm
 
-        with rlx.gguf.load(p) as f:
-            arch = f.metadata.get("general.architecture")
-        return qwen35.from_gguf(p) if arch in ("qwen35", "qwen35moe") else from_gguf(p)
-    if not (p / "config.json").is_file():
-        raise ModelError(f"{p}: error: expected an HF model directory with config.json, or "
-                         "a .gguf file")
-    kind = qwen35.read_config(p / "config.json").get("model_type")
-    return qwen35.from_hf(p) if kind in QWEN35_TYPES else from_hf(p)
+    done = threading.Event()
 
+    def tick() -> None:
+        if done.wait(SHOW_AFTER_S):
+            return
+        with tqdm(desc=stage, bar_format="{desc}: {elapsed}", file=sys.stderr,
+                  leave=False) as bar:
+            while not done.wait(0.2):
+                bar.refresh()
 
-def _tokenizer(path: str) -> object | None:
-    file = Path(path) / "tokenizer.json"
-    if not file.is_file():
-        return None
+    thread = threading.Thread(target=tick, daemon=True)
+    thread.start()
     try:
-        from tokenizers import Tokenizer
-    except ImportError:
-        return None
-    return Tokenizer.from_file(str(file))
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+def _prompt(args: argparse.Namespace) -> Any:
+    if args.prompt_ids is not None:
+        try:
+            return [int(t) for t in args.prompt_ids.split(",") if t.strip()]
+        except ValueError:
+            raise RunError(f"error: --prompt-ids: expected comma-separated integers, found "
+                           f"{args.prompt_ids!r}") from None
+    if args.chat is not None:
+        system = [{"role": "system", "content": args.system}] if args.system else []
+        return [*system, {"role": "user", "content": args.chat}]
+    if args.system:
+        raise RunError("error: --system goes with --chat")
+    return args.prompt
 
 
 def _main() -> int:
     args = _parser().parse_args()
-    tok = _tokenizer(args.model) if Path(args.model).is_dir() else None
-    if args.prompt_ids:
-        try:
-            ids = [int(t) for t in args.prompt_ids.split(",") if t.strip()]
-        except ValueError:
-            raise RunError(f"error: --prompt-ids: expected comma-separated integers, found "
-                           f"{args.prompt_ids!r}") from None
-    elif args.prompt is not None:
-        if tok is None:
-            raise RunError("error: --prompt needs the model's tokenizer.json and the "
-                           "'tokenizers' package; use --prompt-ids")
-        ids = tok.encode(args.prompt).ids  # type: ignore[attr-defined]
-    else:
-        raise RunError("error: give --prompt-ids (or --prompt)")
-    model = load_model(args.model)
-    vocab = model.config.vocab_size
-    bad = [t for t in ids if not 0 <= t < vocab]
-    if bad:
-        raise RunError(f"error: prompt ids {bad} are outside the vocabulary (0..{vocab - 1})")
+    sampling = Sampling(args.temperature, args.top_k, args.top_p, args.min_p,
+                        args.repeat_penalty, args.seed)
+    with progress(f"loading the tokenizer of {Path(args.model).name}"):
+        tokenizer = model_tokenizer(args.model)
+    ids = encode_prompt(_prompt(args), tokenizer)  # before the slow part: bad input fails fast
+    with progress(f"loading {Path(args.model).name}"):
+        model = load_model(args.model)
+    ids = encode_prompt(ids, tokenizer, model.config.vocab_size)
     if args.speculative:
-        new = _speculative(model, ids, args)
+        return _speculative(model, ids, args, sampling)
+    cache: CompileCache | bool = (False if args.no_cache else
+                                  CompileCache(Path(args.cache_dir)) if args.cache_dir else True)
+    gen = Generator(model, args.target, args.device, tokenizer=tokenizer, cache=cache,
+                    progress=progress)
+    output = args.output if args.output != "auto" else (
+        "ids" if args.prompt_ids is not None else "text")
+    if output == "ids":
+        ends = (tokenizer.end_ids if tokenizer is not None and args.prompt_ids is None
+                else frozenset())
+        new = list(gen.tokens(ids, args.max_new_tokens, sampling, ends))
+        print(",".join(map(str, new)))
     else:
-        new = Generator(model, args.target, args.device).generate(ids, args.max_new_tokens)
-    print(",".join(map(str, new)))
-    if tok is not None:
-        print(tok.decode(new))  # type: ignore[attr-defined]
+        for piece in gen.stream(ids, args.max_new_tokens, sampling=sampling, stop=args.stop):
+            sys.stdout.write(piece)
+            sys.stdout.flush()
+        sys.stdout.write("\n")
+    how = "the compiled model from the cache" if gen.cache_hit else "compiled"
+    print(f"startup: {gen.startup_s:.1f} s ({how}, weights loaded)", file=sys.stderr)
+    print(gen.stats.line(), file=sys.stderr)
     return 0
 
 
-def _speculative(model: LlamaModel | qwen35.Qwen35Model, ids: list[int],
-                 args: argparse.Namespace) -> list[int]:
+def _speculative(model: Any, ids: list[int], args: argparse.Namespace, sampling: Sampling
+                 ) -> int:
+    """Greedy decoding with the MTP head drafting; prints the new ids and the acceptance."""
     from rlx import speculative
 
     if not isinstance(model, qwen35.Qwen35Model):
@@ -105,14 +158,18 @@ def _speculative(model: LlamaModel | qwen35.Qwen35Model, ids: list[int],
                        f"{type(model).__name__}")
     if args.draft_tokens < 1:
         raise RunError(f"error: --draft-tokens: expected >= 1, found {args.draft_tokens}")
+    if not sampling.greedy:
+        raise RunError("error: --speculative decodes greedily: expected --temperature 0 and "
+                       "--repeat-penalty 1")
     qwen35.require_mtp(model)
-    program = speculative.load(model, args.draft_tokens, args.target, args.device)
+    with progress(f"compiling for {args.target}"):
+        program = speculative.load(model, args.draft_tokens, args.target, args.device)
     dec = speculative.decoder(model, program, args.draft_tokens)
-    new = dec.generate(ids, args.max_new_tokens)
+    print(",".join(map(str, dec.generate(ids, args.max_new_tokens))))
     s = dec.stats
     print(f"speculative: {s.rounds} verify calls, {s.accepted} of {s.drafted} drafts "
           f"accepted (acceptance {s.acceptance:.2f})", file=sys.stderr)
-    return new
+    return 0
 
 
 def main() -> None:

@@ -11,11 +11,12 @@ from rlx.dialects.mir import (
     quant,
     recurrent,
     reduction,
+    sampling,
     shape,
 )
 from rlx.dialects.mir.dialect import MIR
 
 FAMILIES = (attention, contraction, conv, elementwise, fused, leaf, norm, quant, recurrent,
-            reduction, shape)
+            reduction, sampling, shape)
 
 __all__ = ["FAMILIES", "MIR"]

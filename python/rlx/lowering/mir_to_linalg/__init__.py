@@ -16,6 +16,7 @@ from rlx.lowering.mir_to_linalg import (
     quant,
     recurrent,
     reduction,
+    sampling,
     shape,
 )
 from rlx.lowering.mir_to_linalg.table import (
@@ -26,6 +27,6 @@ from rlx.lowering.mir_to_linalg.table import (
 )
 
 FAMILIES = (attention, contraction, conv, elementwise, fused, leaf, norm, quant, recurrent,
-            reduction, shape)
+            reduction, sampling, shape)
 
 __all__ = ["FAMILIES", "MIR_TO_LINALG", "NOT_YET_LOWERED", "declare_params", "param_symbol"]

@@ -58,14 +58,24 @@ def lower_reduce(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
 
 @MIR_TO_LINALG.register("argmax")
 def lower_argmax(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
-    """Reductions with plain combiners, which IREE vectorizes: the maximum ``m`` of the
+    x = op["x"]
+    out = argmax_along(x, op.attrs["axis"] % emit.rank(x))
+    if op.attrs["keep_dim"]:
+        ss = emit.sizes(x)
+        axis = op.attrs["axis"] % emit.rank(x)
+        out = emit.reshape(out, [1 if i == axis else ss[i] for i in range(emit.rank(x))])
+    return [out]
+
+
+def argmax_along(x: ir.Value, axis: int) -> ir.Value:
+    """The first index of the largest element along ``axis`` (i32, the axis dropped).
+
+    Reductions with plain combiners, which IREE vectorizes: the maximum ``m`` of the
     non-NaN elements, then (one generic, two results) the first index whose element equals
     ``m`` and the first index of a NaN; a NaN wins. (One generic carrying (value, index)
     through a select chain was not vectorized: 263 us for 49152 logits. ``maximumf``'s NaN
     propagation is not used: SPIR-V's max drops NaNs.)"""
-    x = op["x"]
     r = emit.rank(x)
-    axis = op.attrs["axis"] % r
     kept = [i for i in range(r) if i != axis]
     t = emit.elem(x)
     is_float = emit.is_float(t)
@@ -104,9 +114,7 @@ def lower_argmax(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
         out = emit.map_elementwise(
             found, i32, lambda eq, nan: arith.select(
                 arith.cmpi(arith.CmpIPredicate.ne, nan, emit.scalar(none, i32)), nan, eq))
-    if op.attrs["keep_dim"]:
-        out = emit.reshape(out, [1 if i == axis else ss[i] for i in range(r)])
-    return [out]
+    return out
 
 
 @MIR_TO_LINALG.register("softmax")
