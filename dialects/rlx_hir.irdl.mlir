@@ -34,8 +34,9 @@ irdl.dialect @rlx_hir {
     %in1 = irdl.base "!builtin.tensor"
     %in2 = irdl.base "!builtin.tensor"
     %out0 = irdl.base "!builtin.tensor"
+    %out1 = irdl.base "!builtin.tensor"
     irdl.operands(input: %in0, weight: %in1, left_pad: %in2)
-    irdl.results(y: %out0)
+    irdl.results(y: %out0, final_frames: optional %out1)
     irdl.attributes {"kernel_size" = %kernel_size}
   }
   // Matmul with quantized weights, dequantized on the fly.
@@ -125,7 +126,8 @@ irdl.dialect @rlx_hir {
     %activation_16 = irdl.is "atan"
     %activation_17 = irdl.is "round"
     %activation_18 = irdl.is "erf"
-    %activation = irdl.any_of(%activation_0, %activation_1, %activation_2, %activation_3, %activation_4, %activation_5, %activation_6, %activation_7, %activation_8, %activation_9, %activation_10, %activation_11, %activation_12, %activation_13, %activation_14, %activation_15, %activation_16, %activation_17, %activation_18)
+    %activation_19 = irdl.is "softplus"
+    %activation = irdl.any_of(%activation_0, %activation_1, %activation_2, %activation_3, %activation_4, %activation_5, %activation_6, %activation_7, %activation_8, %activation_9, %activation_10, %activation_11, %activation_12, %activation_13, %activation_14, %activation_15, %activation_16, %activation_17, %activation_18, %activation_19)
     %has_bias_t = irdl.is true
     %has_bias_f = irdl.is false
     %has_bias = irdl.any_of(%has_bias_t, %has_bias_f)
@@ -158,7 +160,8 @@ irdl.dialect @rlx_hir {
     %activation_16 = irdl.is "atan"
     %activation_17 = irdl.is "round"
     %activation_18 = irdl.is "erf"
-    %activation = irdl.any_of(%activation_0, %activation_1, %activation_2, %activation_3, %activation_4, %activation_5, %activation_6, %activation_7, %activation_8, %activation_9, %activation_10, %activation_11, %activation_12, %activation_13, %activation_14, %activation_15, %activation_16, %activation_17, %activation_18)
+    %activation_19 = irdl.is "softplus"
+    %activation = irdl.any_of(%activation_0, %activation_1, %activation_2, %activation_3, %activation_4, %activation_5, %activation_6, %activation_7, %activation_8, %activation_9, %activation_10, %activation_11, %activation_12, %activation_13, %activation_14, %activation_15, %activation_16, %activation_17, %activation_18, %activation_19)
     %in0 = irdl.base "!builtin.tensor"
     %in1 = irdl.base "!builtin.tensor"
     %in2 = irdl.base "!builtin.tensor"
@@ -269,9 +272,11 @@ irdl.dialect @rlx_hir {
     %in26 = irdl.base "!builtin.tensor"
     %in27 = irdl.base "!builtin.tensor"
     %in28 = irdl.base "!builtin.tensor"
+    %in29 = irdl.base "!builtin.tensor"
     %out0 = irdl.base "!builtin.tensor"
-    irdl.operands(h_pre_norm: %in0, input_ids: %in1, cos: %in2, sin: %in3, last_token_idx: %in4, embed_w: %in5, hnorm_w: %in6, hnorm_b: %in7, enorm_w: %in8, enorm_b: %in9, eh_w: %in10, attn_norm_w: %in11, attn_norm_b: %in12, q_gate_w: %in13, k_w: %in14, v_w: %in15, q_norm_w: %in16, q_norm_b: %in17, k_norm_w: %in18, k_norm_b: %in19, o_w: %in20, post_norm_w: %in21, post_norm_b: %in22, gate_w: %in23, up_w: %in24, down_w: %in25, head_norm_w: %in26, head_norm_b: %in27, lm_head_w: %in28)
-    irdl.results(y: %out0)
+    %out1 = irdl.base "!builtin.tensor"
+    irdl.operands(h_pre_norm: %in0, input_ids: %in1, cos: %in2, sin: %in3, last_token_idx: %in4, embed_w: %in5, hnorm_w: %in6, hnorm_b: %in7, enorm_w: %in8, enorm_b: %in9, eh_w: %in10, attn_norm_w: %in11, attn_norm_b: %in12, q_gate_w: %in13, k_w: %in14, v_w: %in15, q_norm_w: %in16, q_norm_b: %in17, k_norm_w: %in18, k_norm_b: %in19, o_w: %in20, post_norm_w: %in21, post_norm_b: %in22, gate_w: %in23, up_w: %in24, down_w: %in25, head_norm_w: %in26, head_norm_b: %in27, lm_head_w: %in28, past_k_past_v: variadic %in29)
+    irdl.results(logits: %out0, hidden_k_cache_v_cache: variadic %out1)
     irdl.attributes {"num_heads" = %num_heads, "num_kv_heads" = %num_kv_heads, "head_dim" = %head_dim, "n_rot" = %n_rot, "n_embd" = %n_embd, "n_ff" = %n_ff, "mtp_vocab" = %mtp_vocab, "eps" = %eps}
   }
   // ``rms_norm(x + residual)``; only the normalized value is a result (not the sum).
@@ -354,7 +359,8 @@ irdl.dialect @rlx_mir {
     %kind_15 = irdl.is "atan"
     %kind_16 = irdl.is "round"
     %kind_17 = irdl.is "erf"
-    %kind = irdl.any_of(%kind_0, %kind_1, %kind_2, %kind_3, %kind_4, %kind_5, %kind_6, %kind_7, %kind_8, %kind_9, %kind_10, %kind_11, %kind_12, %kind_13, %kind_14, %kind_15, %kind_16, %kind_17)
+    %kind_18 = irdl.is "softplus"
+    %kind = irdl.any_of(%kind_0, %kind_1, %kind_2, %kind_3, %kind_4, %kind_5, %kind_6, %kind_7, %kind_8, %kind_9, %kind_10, %kind_11, %kind_12, %kind_13, %kind_14, %kind_15, %kind_16, %kind_17, %kind_18)
     %in0 = irdl.base "!builtin.tensor"
     %out0 = irdl.base "!builtin.tensor"
     irdl.operands(x: %in0)
@@ -391,6 +397,13 @@ irdl.dialect @rlx_mir {
     irdl.operands(q: %in0, k: %in1, v: %in2, mask: optional %in3)
     irdl.results(y: %out0)
     irdl.attributes {"num_heads" = %num_heads, "head_dim" = %head_dim, "mask_kind" = %mask_kind}
+  }
+  // ``x`` unchanged; where the target data-tiles matmuls (llvm-cpu) it is a point IREE does not fuse across (``iree_tensor_ext.compute_barrier.start``). rlx's, not RLX's: for a producer IREE would otherwise fuse into a matmul's operand encoding and then fail to compile (a per-head RMSNorm reshaped into a projection's input, Qwen3.5's gated norm before ``out_proj``).
+  irdl.operation @barrier {
+    %in0 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(y: %out0)
   }
   // Binary op with numpy broadcasting (``Op::Binary``): add, sub, mul, div, max, min, pow.
   irdl.operation @binary {
@@ -559,7 +572,8 @@ irdl.dialect @rlx_mir {
     %activation_16 = irdl.is "atan"
     %activation_17 = irdl.is "round"
     %activation_18 = irdl.is "erf"
-    %activation = irdl.any_of(%activation_0, %activation_1, %activation_2, %activation_3, %activation_4, %activation_5, %activation_6, %activation_7, %activation_8, %activation_9, %activation_10, %activation_11, %activation_12, %activation_13, %activation_14, %activation_15, %activation_16, %activation_17, %activation_18)
+    %activation_19 = irdl.is "softplus"
+    %activation = irdl.any_of(%activation_0, %activation_1, %activation_2, %activation_3, %activation_4, %activation_5, %activation_6, %activation_7, %activation_8, %activation_9, %activation_10, %activation_11, %activation_12, %activation_13, %activation_14, %activation_15, %activation_16, %activation_17, %activation_18, %activation_19)
     %in0 = irdl.base "!builtin.tensor"
     %in1 = irdl.base "!builtin.tensor"
     %in2 = irdl.base "!builtin.tensor"

@@ -21,7 +21,8 @@ irdl.dialect @rlx_mir {
     %kind_15 = irdl.is "atan"
     %kind_16 = irdl.is "round"
     %kind_17 = irdl.is "erf"
-    %kind = irdl.any_of(%kind_0, %kind_1, %kind_2, %kind_3, %kind_4, %kind_5, %kind_6, %kind_7, %kind_8, %kind_9, %kind_10, %kind_11, %kind_12, %kind_13, %kind_14, %kind_15, %kind_16, %kind_17)
+    %kind_18 = irdl.is "softplus"
+    %kind = irdl.any_of(%kind_0, %kind_1, %kind_2, %kind_3, %kind_4, %kind_5, %kind_6, %kind_7, %kind_8, %kind_9, %kind_10, %kind_11, %kind_12, %kind_13, %kind_14, %kind_15, %kind_16, %kind_17, %kind_18)
     %in0 = irdl.base "!builtin.tensor"
     %out0 = irdl.base "!builtin.tensor"
     irdl.operands(x: %in0)
@@ -58,6 +59,13 @@ irdl.dialect @rlx_mir {
     irdl.operands(q: %in0, k: %in1, v: %in2, mask: optional %in3)
     irdl.results(y: %out0)
     irdl.attributes {"num_heads" = %num_heads, "head_dim" = %head_dim, "mask_kind" = %mask_kind}
+  }
+  // ``x`` unchanged; where the target data-tiles matmuls (llvm-cpu) it is a point IREE does not fuse across (``iree_tensor_ext.compute_barrier.start``). rlx's, not RLX's: for a producer IREE would otherwise fuse into a matmul's operand encoding and then fail to compile (a per-head RMSNorm reshaped into a projection's input, Qwen3.5's gated norm before ``out_proj``).
+  irdl.operation @barrier {
+    %in0 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(y: %out0)
   }
   // Binary op with numpy broadcasting (``Op::Binary``): add, sub, mul, div, max, min, pow.
   irdl.operation @binary {
@@ -226,7 +234,8 @@ irdl.dialect @rlx_mir {
     %activation_16 = irdl.is "atan"
     %activation_17 = irdl.is "round"
     %activation_18 = irdl.is "erf"
-    %activation = irdl.any_of(%activation_0, %activation_1, %activation_2, %activation_3, %activation_4, %activation_5, %activation_6, %activation_7, %activation_8, %activation_9, %activation_10, %activation_11, %activation_12, %activation_13, %activation_14, %activation_15, %activation_16, %activation_17, %activation_18)
+    %activation_19 = irdl.is "softplus"
+    %activation = irdl.any_of(%activation_0, %activation_1, %activation_2, %activation_3, %activation_4, %activation_5, %activation_6, %activation_7, %activation_8, %activation_9, %activation_10, %activation_11, %activation_12, %activation_13, %activation_14, %activation_15, %activation_16, %activation_17, %activation_18, %activation_19)
     %in0 = irdl.base "!builtin.tensor"
     %in1 = irdl.base "!builtin.tensor"
     %in2 = irdl.base "!builtin.tensor"

@@ -41,6 +41,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("rlx.compiler", "rlx.runtime"),
     ("rlx.gguf",),
     ("rlx.models", "rlx.importers", "rlx.debug", "rlx.tokenizer"),
+    ("rlx.speculative",),
     ("rlx.generate",),
     ("rlx.serve", "rlx.tools"),
     ("rlx",),
@@ -55,7 +56,9 @@ reads weight files and saves them through ``runtime``: under the models that rea
 checkpoints with it. ``rlx.debug`` compiles and runs modules to find a bad op: beside the
 models and importers, under the tools. ``rlx.cache`` (compiled vmfbs on disk) sits
 right under the compiler that consults it. ``rlx.tokenizer`` reads a model's vocabulary (GGUF
-metadata through ``rlx.gguf``): beside the models, under the generation loop."""
+metadata through ``rlx.gguf``): beside the models, under the generation loop.
+``rlx.speculative`` (speculative decoding on a model's module) is under ``rlx.generate``,
+which dispatches to it."""
 
 MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 60

@@ -1,6 +1,6 @@
 // hir-to-mir for depthwise_conv1d_causal: the spec's chain (concat, transpose, reshape,
 // grouped conv with a [1, K] kernel, reshape, transpose).
-// RUN: %rlx-opt --pass=hir-to-mir %s | FileCheck %s
+// RUN: %rlx-opt --split-input-file --pass=hir-to-mir %s | FileCheck %s
 
 // CHECK-LABEL: module @dwconv
 // CHECK:      %[[P:.*]] = "rlx_mir.concat"(%arg2, %arg0) {axis = 1 : i64} {{.*}} -> tensor<2x?x16xf32> loc("conv")
@@ -13,5 +13,21 @@ module @dwconv {
   func.func @main(%x: tensor<2x?x16xf32>, %w: tensor<16x1x1x3xf32>, %pad: tensor<2x2x16xf32>) -> tensor<2x?x16xf32> {
     %y = "rlx_hir.depthwise_conv1d_causal"(%x, %w, %pad) {kernel_size = 3 : i64} : (tensor<2x?x16xf32>, tensor<16x1x1x3xf32>, tensor<2x2x16xf32>) -> tensor<2x?x16xf32> loc("conv")
     return %y : tensor<2x?x16xf32>
+  }
+}
+
+// -----
+
+// With carry: the same chain, plus the concat's last K - 1 frames (a narrow from the end)
+// as the second result.
+// CHECK-LABEL: module @dwconv_carry
+// CHECK:      %[[P:.*]] = "rlx_mir.concat"(%arg2, %arg0) {axis = 1 : i64} {{.*}} -> tensor<1x?x8xf32> loc("conv")
+// CHECK:      %[[Y:.*]] = "rlx_mir.transpose"({{.*}}) {perm = array<i64: 0, 2, 1>} {{.*}} -> tensor<1x?x8xf32> loc("conv")
+// CHECK-NEXT: %[[F:.*]] = "rlx_mir.narrow"(%[[P]]) {axis = 1 : i64, len = 3 : i64, start = -3 : i64} {{.*}} -> tensor<1x3x8xf32> loc("conv")
+// CHECK:      return %[[Y]], %[[F]]
+module @dwconv_carry {
+  func.func @main(%x: tensor<1x?x8xf32>, %w: tensor<8x1x1x4xf32>, %pad: tensor<1x3x8xf32>) -> (tensor<1x?x8xf32>, tensor<1x3x8xf32>) {
+    %y, %f = "rlx_hir.depthwise_conv1d_causal"(%x, %w, %pad) {carry = true, kernel_size = 4 : i64} : (tensor<1x?x8xf32>, tensor<8x1x1x4xf32>, tensor<1x3x8xf32>) -> (tensor<1x?x8xf32>, tensor<1x3x8xf32>) loc("conv")
+    return %y, %f : tensor<1x?x8xf32>, tensor<1x3x8xf32>
   }
 }

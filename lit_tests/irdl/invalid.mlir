@@ -58,7 +58,7 @@ func.func @result_count(%x: tensor<4x16xf32>, %w: tensor<16x8xf32>) -> tensor<4x
 // -----
 
 func.func @mir_dialect(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{'"softplus"' does not satisfy the constraint}}
-  %y = "rlx_mir.activation"(%x) {kind = "softplus"} : (tensor<4xf32>) -> tensor<4xf32>
+  // expected-error @+1 {{'"swish"' does not satisfy the constraint}}
+  %y = "rlx_mir.activation"(%x) {kind = "swish"} : (tensor<4xf32>) -> tensor<4xf32>
   return %y : tensor<4xf32>
 }

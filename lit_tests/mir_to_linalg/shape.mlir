@@ -21,6 +21,20 @@ module @moves {
 
 // -----
 
+// narrow with a negative start: the last entries of a dynamic axis, the offset dim - 3.
+// CHECK-LABEL: module @narrow_from_end
+// CHECK:      %[[D:.*]] = tensor.dim %arg0, %c1
+// CHECK:      %[[O:.*]] = arith.subi %{{.*}}, %c3
+// CHECK:      tensor.extract_slice %arg0[0, %[[O]], 0] [1, 2, 8] [1, 1, 1]
+module @narrow_from_end {
+  func.func @main(%x: tensor<1x?x8xf32>) -> tensor<1x2x8xf32> {
+    %n = "rlx_mir.narrow"(%x) {axis = 1 : i64, len = 2 : i64, start = -3 : i64} : (tensor<1x?x8xf32>) -> tensor<1x2x8xf32>
+    return %n : tensor<1x2x8xf32>
+  }
+}
+
+// -----
+
 // expand: a generic that broadcasts through its input map (a size-1 or missing dim reads
 // index 0 or nothing); -1 keeps the input's dim, dynamic ones included.
 // CHECK-LABEL: module @expand
@@ -99,5 +113,18 @@ module @sizes {
     %n = "rlx_mir.dim"(%x) {axis = 1 : i64} : (tensor<2x?xf32>) -> tensor<i64>
     %i = "rlx_mir.iota"(%x) {axis = -1 : i64} : (tensor<2x?xf32>) -> tensor<?xi64>
     return %n, %i : tensor<i64>, tensor<?xi64>
+  }
+}
+
+// -----
+
+// barrier: a compute barrier on llvm-cpu (data tiling), nothing else.
+// CHECK-LABEL: module @barrier
+// CHECK:      %[[B:.*]] = iree_tensor_ext.compute_barrier.start %arg0
+// CHECK:      return %[[B]]
+module @barrier {
+  func.func @main(%x: tensor<1x?x8xf32>) -> tensor<1x?x8xf32> {
+    %b = "rlx_mir.barrier"(%x) : (tensor<1x?x8xf32>) -> tensor<1x?x8xf32>
+    return %b : tensor<1x?x8xf32>
   }
 }

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -33,8 +33,10 @@ from rlx import runtime
 from rlx.cache import CompileCache
 from rlx.cache import resolve as resolve_cache
 from rlx.compiler import TargetConfig, compile
+from rlx.dialects.builder import HirModule
 from rlx.ir.diagnostics import RlxError, RunError
-from rlx.models.llama import LlamaModel, ModelError, from_gguf, from_hf, rope_tables
+from rlx.models import qwen35
+from rlx.models.llama import LlamaModel, ModelError, from_gguf, from_hf
 from rlx.tokenizer import Tokenizer, TokenizerError
 from rlx.tokenizer import load as load_tokenizer
 
@@ -119,13 +121,31 @@ def _no_progress(stage: str) -> AbstractContextManager[Any]:
     return nullcontext()
 
 
+class DecoderModel(Protocol):
+    """What the generation loop needs of a model family (``rlx.models.llama.LlamaModel``,
+    ``rlx.models.qwen35.Qwen35Model``): the HIR module with ``prefill(ids, cos, sin,
+    [last], *initial_state)`` and ``decode(ids, cos, sin, *state)``, both returning
+    ``logits, next, *state``; its weights; the RoPE tables of given positions."""
+
+    module: HirModule
+    weights: dict[str, np.ndarray]
+
+    @property
+    def config(self) -> Any: ...
+
+    def rope_tables(self, positions: Sequence[int] | np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def initial_state(self) -> list[np.ndarray]: ...
+
+
 @dataclass
 class Generator:
     """A model compiled for one target and loaded with its weights (and its tokenizer, for
     text). ``cache``: the compiled-model cache (:mod:`rlx.cache`; ``True`` the default
     directory, a path, or ``False``)."""
 
-    model: LlamaModel
+    model: DecoderModel
     target: str = "llvm-cpu"
     device: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
@@ -153,17 +173,17 @@ class Generator:
         if not ids:
             raise RunError("error: the prompt is empty")
         tokens = np.asarray([list(ids)], np.int32)
-        cos, sin = rope_tables(self.model.config, range(len(ids)))
-        inputs = {"ids": tokens, "cos": cos, "sin": sin}
+        cos, sin = self.model.rope_tables(range(len(ids)))
+        inputs = [tokens, cos, sin]
         if "last" in self.program.prefill.input_names:
-            inputs["last"] = np.array([[len(ids) - 1]], np.int32)
-        out = self.program.prefill.on_device(**inputs)
+            inputs.append(np.array([[len(ids) - 1]], np.int32))
+        out = self.program.prefill.on_device(*inputs, *self.model.initial_state())
         return out[0].numpy()[0, -1], out[2:]
 
     def decode(self, token: int, position: int, cache: tuple[Any, ...]
                ) -> tuple[np.ndarray, tuple[Any, ...]]:
         """One step: logits ``[V]`` of ``token`` at ``position`` and the grown cache."""
-        cos, sin = rope_tables(self.model.config, [position])
+        cos, sin = self.model.rope_tables([position])
         out = self.program.decode.on_device(np.array([[token]], np.int32), cos, sin, *cache)
         return out[0].numpy()[0, -1], out[2:]
 
@@ -178,7 +198,7 @@ class Generator:
     def _steps(self, token: int, position: int, cache: tuple[Any, ...], steps: int,
                sampler: _Sampler | None, stops: frozenset[int]) -> Iterator[int]:
         """Pipelined decode steps (see ``greedy``); ``sampler`` None takes ``next``."""
-        cos, sin = rope_tables(self.model.config, range(position, position + steps))
+        cos, sin = self.model.rope_tables(range(position, position + steps))
         decode = self.program.decode
         ids: Any = np.array([[token]], np.int32)
         pending: deque[Any] = deque()
@@ -345,15 +365,25 @@ class _StopHolder:
 # --------------------------------------------------------------------------------------
 
 
-def load_model(path: str | Path) -> LlamaModel:
-    """A model from an HF directory (config.json + *.safetensors) or a ``.gguf`` file."""
+QWEN35_TYPES = {"qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_next"}
+"""HF model_type values read by rlx.models.qwen35 (which refuses the MoE ones clearly)."""
+
+
+def load_model(path: str | Path) -> LlamaModel | qwen35.Qwen35Model:
+    """A model from an HF directory (config.json + *.safetensors) or a ``.gguf`` file: the
+    LLaMA family, or Qwen3.5 (``model_type`` / ``general.architecture``)."""
     p = Path(path)
     if p.suffix == ".gguf":
-        return from_gguf(p)
+        import rlx.gguf
+
+        with rlx.gguf.load(p) as f:
+            arch = f.metadata.get("general.architecture")
+        return qwen35.from_gguf(p) if arch in ("qwen35", "qwen35moe") else from_gguf(p)
     if not (p / "config.json").is_file():
         raise ModelError(f"{p}: error: expected an HF model directory with config.json, or "
                          "a .gguf file")
-    return from_hf(p)
+    kind = qwen35.read_config(p / "config.json").get("model_type")
+    return qwen35.from_hf(p) if kind in QWEN35_TYPES else from_hf(p)
 
 
 def model_tokenizer(path: str | Path) -> Tokenizer | None:
@@ -369,24 +399,30 @@ def model_tokenizer(path: str | Path) -> Tokenizer | None:
         raise
 
 
-def generate(model: LlamaModel | str | Path, prompt: Prompt, max_new_tokens: int = 32, *,
+def generate(model: DecoderModel | str | Path, prompt: Prompt, max_new_tokens: int = 32, *,
              target: str = "llvm-cpu", tokenizer: Tokenizer | None = None,
              eos_token_id: int | None = None, stop: Sequence[str] = (),
              stream: bool = False, cache: CompileCache | bool | str | Path | None = True,
              temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
              min_p: float = 0.0, repetition_penalty: float = 1.0, seed: int = 0,
-             **options: Any) -> Any:
+             speculative: str | None = None, draft_tokens: int = 4, **options: Any) -> Any:
     """Compile ``model`` (a built model, or the path of an HF directory / ``.gguf``, whose
     tokenizer comes along) for ``target`` and generate ``max_new_tokens``.
 
     ``prompt`` text or chat messages: returns the text (``stream=True``: an iterator of
     text pieces); token ids: returns the new ids (stopping after ``eos_token_id``).
     Sampling parameters as in :class:`Sampling` (the default is greedy); ``options`` are
-    compile options (:func:`rlx.compile`)."""
+    compile options (:func:`rlx.compile`). ``speculative="mtp"`` (Qwen3.5, greedy, ids in
+    and out): the checkpoint's MTP head drafts ``draft_tokens`` a step and one main-model
+    call verifies them (the same tokens, see :mod:`rlx.speculative`)."""
     sampling = Sampling(temperature, top_k, top_p, min_p, repetition_penalty, seed)
     if isinstance(model, str | Path):
         tokenizer = tokenizer if tokenizer is not None else model_tokenizer(model)
         model = load_model(model)
+    if speculative is not None:
+        return _speculative(model, prompt, max_new_tokens, sampling, speculative,
+                            target=target, eos_token_id=eos_token_id,
+                            draft_tokens=draft_tokens, **options)
     gen = Generator(model, target, options=options, tokenizer=tokenizer, cache=cache)
     text = isinstance(prompt, str) or bool(prompt and isinstance(prompt[0], Mapping))
     if text or stream:
@@ -396,5 +432,23 @@ def generate(model: LlamaModel | str | Path, prompt: Prompt, max_new_tokens: int
     return gen.generate(gen.prompt_ids(prompt), max_new_tokens, eos_token_id, sampling)
 
 
-__all__ = ["Generator", "Sampling", "SamplingError", "Stats", "encode_prompt", "generate",
-           "load_model", "model_tokenizer"]
+def _speculative(model: DecoderModel, prompt: Prompt, max_new_tokens: int,
+                 sampling: Sampling, speculative: str, **kw: Any) -> list[int]:
+    from rlx import speculative as spec
+
+    if speculative != "mtp":
+        raise RunError(f"error: speculative: expected 'mtp', found {speculative!r}")
+    if not isinstance(model, qwen35.Qwen35Model):
+        raise RunError(f"error: speculative='mtp' needs a model with an MTP head (Qwen3.5), "
+                       f"found {type(model).__name__}")
+    if not sampling.greedy:
+        raise SamplingError("error: speculative='mtp' decodes greedily: expected temperature "
+                            f"0 and no repetition penalty, found {sampling}")
+    if isinstance(prompt, str) or (prompt and isinstance(prompt[0], Mapping)):
+        raise RunError("error: speculative='mtp' takes the prompt as token ids")
+    return spec.generate(model, [int(t) for t in prompt], max_new_tokens,  # type: ignore
+                         **kw)
+
+
+__all__ = ["DecoderModel", "Generator", "Sampling", "SamplingError", "Stats", "encode_prompt",
+           "generate", "load_model", "model_tokenizer"]

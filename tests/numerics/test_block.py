@@ -115,14 +115,16 @@ def test_block_mask_kinds_and_gptj(mask_kind: str) -> None:
     check_module(h, "llvm-cpu", dyn=6, inputs=inputs)
 
 
-def mtp_module(batch: int) -> rlx.HirModule:
+def mtp_module(batch: int, carry: bool = False) -> rlx.HirModule:
     """Qwen3.5 MTP head: E 32, 4 query heads over 2 KV heads of 8 (partial RoPE over 4
-    lanes), FFN 48, vocabulary 50, MTP vocabulary 40; dynamic sequence length."""
+    lanes), FFN 48, vocabulary 50, MTP vocabulary 40; dynamic sequence length. With
+    ``carry``: 3 new positions over a KV cache of a dynamic length."""
     from rlx.dialects.hir.block import MTP_OPERANDS
 
     e, nh, nkv, hd, f, vocab = 32, 4, 2, 8, 48, 50
-    shapes = {"h_pre_norm": (batch, None, e), "input_ids": (batch, None), "cos": (None, 4),
-              "sin": (None, 4), "last_token_idx": (batch,), "embed_w": (vocab, e),
+    seq = 3 if carry else None
+    shapes = {"h_pre_norm": (batch, seq, e), "input_ids": (batch, seq), "cos": (seq, 4),
+              "sin": (seq, 4), "last_token_idx": (batch,), "embed_w": (vocab, e),
               "eh_w": (2 * e, e), "q_gate_w": (e, nh * 2 * hd), "k_w": (e, nkv * hd),
               "v_w": (e, nkv * hd), "q_norm_w": (hd,), "q_norm_b": (hd,), "k_norm_w": (hd,),
               "k_norm_b": (hd,), "o_w": (nh * hd, e), "gate_w": (e, f), "up_w": (e, f),
@@ -131,8 +133,13 @@ def mtp_module(batch: int) -> rlx.HirModule:
     h = rlx.HirModule("mtp")
     ops = [h.input(n, shapes.get(n, (e,))) if n in inputs else h.param(n, shapes.get(n, (e,)))
            for n in MTP_OPERANDS]
-    h.set_outputs([h.qwen35_mtp_head(*ops, num_heads=nh, num_kv_heads=nkv, head_dim=hd, n_rot=4,
-                                     n_embd=e, n_ff=f, mtp_vocab=40, eps=1e-6)])
+    attrs = {"num_heads": nh, "num_kv_heads": nkv, "head_dim": hd, "n_rot": 4, "n_embd": e,
+             "n_ff": f, "mtp_vocab": 40, "eps": 1e-6}
+    if carry:
+        past = [h.input(n, (batch, None, nkv * hd)) for n in ("past_k", "past_v")]
+        h.set_outputs(list(h.qwen35_mtp_head_carry(*ops, *past, **attrs)))
+    else:
+        h.set_outputs([h.qwen35_mtp_head(*ops, **attrs)])
     return h
 
 
@@ -145,3 +152,13 @@ def test_qwen35_mtp_head_matches_spec_composition(target: str) -> None:
     inputs = {"input_ids": rng.integers(0, 50, (2, seq)).astype(np.float32),
               "last_token_idx": np.array([seq - 1, 2], np.float32)}
     check_module(mtp_module(2), target, dyn=seq, inputs=inputs)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_qwen35_mtp_head_over_a_kv_cache(target: str) -> None:
+    """``carry_kv``: 3 new positions attend causally to a 5-position cache; the logits,
+    the head-normed row and the grown caches against the reference."""
+    rng = np.random.default_rng(6)
+    inputs = {"input_ids": rng.integers(0, 50, (2, 3)).astype(np.float32),
+              "last_token_idx": np.array([2, 1], np.float32)}
+    check_module(mtp_module(2, carry=True), target, dyn=5, inputs=inputs)

@@ -102,3 +102,27 @@ def test_depthwise_conv1d_causal_matches_torch(target: str) -> None:
                            torch.from_numpy(w[:, :, 0, :]), groups=C).transpose(1, 2).numpy()
     streamed = np.concatenate(chunks, axis=1)
     assert_close(streamed, zero_padded, "f32", "streamed in chunks vs zero left padding")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_depthwise_conv1d_causal_carry_chains_chunks(target: str) -> None:
+    """With ``carry`` the block returns the last K-1 frames of ``[left_pad | x]``: fed back
+    as the next call's ``left_pad``, chunks of any length (1 and longer than K) continue
+    the long convolution exactly, and the last state is the sequence's last K-1 frames."""
+    h = rlx.HirModule("dwconv_carry")
+    y, final = h.depthwise_conv1d_causal_carry(h.input("x", (B, None, C)),
+                                               h.param("w", (C, 1, 1, K)),
+                                               h.input("pad", (B, K - 1, C)), kernel_size=K)
+    h.set_outputs([y, final])
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((C, 1, 1, K)).astype(np.float32)
+    x = rng.standard_normal((B, S, C)).astype(np.float32)
+    prog = rlx.runtime.load(rlx.compile(h, target), DEVICE[target], {"w": w})
+    state = np.zeros((B, K - 1, C), np.float32)
+    outs = []
+    for lo, hi in ((0, 1), (1, 7), (7, 8), (8, S)):
+        out, state = prog.main(np.ascontiguousarray(x[:, lo:hi]), state)
+        outs.append(out)
+    want = torch_conv(x, w, np.zeros((B, K - 1, C), np.float32))
+    assert_close(np.concatenate(outs, axis=1), want, "f32", "chained with carry")
+    np.testing.assert_array_equal(state, x[:, S - K + 1:])

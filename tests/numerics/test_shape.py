@@ -1,6 +1,7 @@
 """Numerics of the data-movement MIR ops: reshape (static and dynamic), transpose,
-narrow, slice (strided, backwards, kept dynamic axes), pad, concat, expand, gather
-(embedding, f32-encoded and per-batch indices), dim and iota (a dynamic size as data)."""
+narrow (also from the end), slice (strided, backwards, kept dynamic axes), pad, concat,
+expand, gather (embedding, f32-encoded and per-batch indices), barrier (the identity),
+dim and iota (a dynamic size as data)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ def shapes(dtype: str) -> rlx.HirModule:
         h.mir("reshape", [s], new_shape=[24]),
         h.mir("transpose", [x], perm=[1, 2, 0]),
         h.mir("narrow", [x], axis=2, start=5, len=7),
+        h.mir("narrow", [x], axis=1, start=-3, len=2),
         h.mir("slice", [x], starts=[1, 0, 23], sizes=[1, -1, 6], strides=[1, 1, -4]),
         h.mir("slice", [s], starts=[0, 1], sizes=[2, 3], strides=[3, 2]),
         h.mir("slice", [s], starts=[3, 5], sizes=[4, 0], strides=[-1, -1]),
@@ -39,6 +41,7 @@ def shapes(dtype: str) -> rlx.HirModule:
                                kind="sub")], kind="add"),
         h.mir("iota", [x], axis=-2),
         h.mir("iota", [s], axis=0),
+        h.mir("barrier", [x]),
     ]
     table = h.param("table", (10, 24), dtype)
     ids_f = h.input("ids_f", (2, None), "f32")

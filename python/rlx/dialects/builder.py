@@ -213,6 +213,16 @@ class HirModule(HirModuleCore):
         return self._hir("depthwise_conv1d_causal", [input, weight, left_pad],
                          {"kernel_size": kernel_size}, out_shape)
 
+    @builds("depthwise_conv1d_causal")
+    def depthwise_conv1d_causal_carry(self, input: HirValue, weight: HirValue,
+                                      left_pad: HirValue, kernel_size: int
+                                      ) -> tuple[HirValue, HirValue]:
+        """Causal conv that also returns its last ``kernel_size - 1`` frames (the next
+        chunk's ``left_pad``); returns ``(y, final_frames)``."""
+        y, final = self._emit(HIR.ops["depthwise_conv1d_causal"], [input, weight, left_pad],
+                              {"kernel_size": kernel_size, "carry": True})
+        return y, final
+
     @builds("dequant_matmul")
     def dequant_matmul(self, x: HirValue, w: HirValue, scale: HirValue | None = None,
                        zp: HirValue | None = None, *, scheme: str,
@@ -330,6 +340,20 @@ class HirModule(HirModuleCore):
                          {"num_heads": num_heads, "num_kv_heads": num_kv_heads,
                           "head_dim": head_dim, "n_rot": n_rot, "n_embd": n_embd,
                           "n_ff": n_ff, "mtp_vocab": mtp_vocab, "eps": eps}, out_shape)
+
+    @builds("qwen35_mtp_head")
+    def qwen35_mtp_head_carry(self, *operands: HirValue, num_heads: int, num_kv_heads: int,
+                              head_dim: int, n_rot: int, n_embd: int, n_ff: int,
+                              mtp_vocab: int, eps: float = 1e-6
+                              ) -> tuple[HirValue, HirValue, HirValue, HirValue]:
+        """The MTP head over a KV cache: the 29 operands then ``past_k``, ``past_v``;
+        returns ``(logits, hidden, k_cache, v_cache)``."""
+        out = self._emit(HIR.ops["qwen35_mtp_head"], list(operands),
+                         {"num_heads": num_heads, "num_kv_heads": num_kv_heads,
+                          "head_dim": head_dim, "n_rot": n_rot, "n_embd": n_embd,
+                          "n_ff": n_ff, "mtp_vocab": mtp_vocab, "eps": eps,
+                          "carry_kv": True})
+        return out[0], out[1], out[2], out[3]
 
     # -- escape hatch ------------------------------------------------------------------
     def mir(self, op: str, inputs: Sequence[HirValue], out_shape: ShapeLike | None = None,

@@ -16,9 +16,10 @@ INDEX_TYPES = frozenset({DType.F32, DType.I32, DType.I64})
 
 ACTIVATIONS = (
     "gelu", "gelu_approx", "silu", "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt",
-    "neg", "abs", "sin", "cos", "tan", "atan", "round", "erf",
+    "neg", "abs", "sin", "cos", "tan", "atan", "round", "erf", "softplus",
 )
-"""Unary activations (spec 3.1). ``gelu`` is the exact erf form; ``round`` is half-to-even."""
+"""Unary activations (spec 3.1). ``gelu`` is the exact erf form; ``round`` is half-to-even;
+``softplus`` is ``log(1 + exp(x))`` (Qwen3.5's DeltaNet decay; not in RLX's list)."""
 
 LINEAR_ACTIVATIONS = ("none", *ACTIVATIONS)
 BINARY_OPS = ("add", "sub", "mul", "div", "max", "min", "pow")

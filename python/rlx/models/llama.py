@@ -435,6 +435,14 @@ class LlamaModel:
     module: HirModule
     weights: dict[str, np.ndarray]
 
+    def rope_tables(self, positions: Sequence[int] | np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray]:
+        return rope_tables(self.config, positions)
+
+    def initial_state(self) -> list[np.ndarray]:
+        """What ``prefill`` takes after its inputs: nothing (it starts an empty cache)."""
+        return []
+
 
 def _read_safetensors(paths: Sequence[Path]) -> dict[str, np.ndarray]:
     from safetensors.numpy import load_file

@@ -96,6 +96,7 @@ ADAPTERS: dict[str, Callable[..., Any]] = {
     "reshape": ops.reshape,
     "transpose": ops.transpose,
     "narrow": ops.narrow,
+    "barrier": lambda x: np.asarray(x),
     "slice": ops.slice_,
     "pad": ops.pad,
     "concat": ops.concat,

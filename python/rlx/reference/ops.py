@@ -32,6 +32,7 @@ ACTIVATIONS = {
     "tanh": np.tanh, "exp": np.exp, "log": np.log, "sqrt": np.sqrt,
     "rsqrt": lambda x: 1.0 / np.sqrt(x), "neg": np.negative, "abs": np.abs, "sin": np.sin,
     "cos": np.cos, "tan": np.tan, "atan": np.arctan, "round": np.round, "erf": _erf,
+    "softplus": lambda x: np.logaddexp(0.0, x),
 }
 
 
@@ -268,7 +269,8 @@ def transpose(x: np.ndarray, *, perm: tuple[int, ...]) -> np.ndarray:
 
 
 def narrow(x: np.ndarray, *, axis: int, start: int, len: int) -> np.ndarray:
-    return np.take(x, np.arange(start, start + len), axis=axis)
+    first = start if start >= 0 else np.shape(x)[axis] + start
+    return np.take(x, np.arange(first, first + len), axis=axis)
 
 
 def slice_(x: np.ndarray, *, starts: tuple[int, ...], sizes: tuple[int, ...],
@@ -426,9 +428,12 @@ def pool(x: np.ndarray, *, kind: str, kernel_size: tuple[int, ...], stride: tupl
 
 
 def depthwise_conv1d_causal(x: np.ndarray, w: np.ndarray, pad: np.ndarray, *,
-                            kernel_size: int) -> np.ndarray:
-    """Spec 2.10: ``y[b, t, c] = Σ_j w[c, 0, 0, j] P[b, t + j, c]``, P = [pad | x]."""
+                            kernel_size: int, carry: bool = False
+                            ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """Spec 2.10: ``y[b, t, c] = Σ_j w[c, 0, 0, j] P[b, t + j, c]``, P = [pad | x]; with
+    ``carry`` also ``P``'s last ``kernel_size - 1`` frames."""
     p = np.concatenate([_f(pad), _f(x)], axis=1)
     s = x.shape[1]
     wk = _f(w)[:, 0, 0, :]
-    return sum(p[:, j:j + s, :] * wk[:, j] for j in range(kernel_size))
+    y = sum(p[:, j:j + s, :] * wk[:, j] for j in range(kernel_size))
+    return (y, p[:, p.shape[1] - (kernel_size - 1):]) if carry else y

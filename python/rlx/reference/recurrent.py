@@ -149,10 +149,17 @@ def gru(x: np.ndarray, w_ih: np.ndarray, w_hh: np.ndarray, b_ih: np.ndarray,
 def qwen35_mtp_head(h_pre_norm: np.ndarray, input_ids: np.ndarray, cos: np.ndarray,
                     sin: np.ndarray, last_token_idx: np.ndarray, embed_w: np.ndarray,
                     *weights: np.ndarray, num_heads: int, num_kv_heads: int, head_dim: int,
-                    n_rot: int, n_embd: int, n_ff: int, mtp_vocab: int, eps: float
-                    ) -> np.ndarray:
-    """Spec 2.16, with the final row pick per batch row (``h2[b, last_token_idx[b]]``)."""
+                    n_rot: int, n_embd: int, n_ff: int, mtp_vocab: int, eps: float,
+                    carry_kv: bool | None = None
+                    ) -> np.ndarray | tuple[np.ndarray, ...]:
+    """Spec 2.16, with the final row pick per batch row (``h2[b, last_token_idx[b]]``);
+    with ``carry_kv`` the last two operands are a KV cache of earlier positions (the new
+    positions attend to it causally) and the result is ``(logits, hidden, k, v)``."""
     del n_embd, n_ff, mtp_vocab
+    past: tuple[np.ndarray, ...] = ()
+    if carry_kv:
+        *weights, past_k, past_v = weights
+        past = (_f(past_k), _f(past_v))
     (hnorm_w, hnorm_b, enorm_w, enorm_b, eh_w, attn_norm_w, attn_norm_b, q_gate_w, k_w, v_w,
      q_norm_w, q_norm_b, k_norm_w, k_norm_b, o_w, post_norm_w, post_norm_b, gate_w, up_w,
      down_w, head_norm_w, head_norm_b, lm_head_w) = (_f(w) for w in weights)
@@ -170,6 +177,10 @@ def qwen35_mtp_head(h_pre_norm: np.ndarray, input_ids: np.ndarray, cos: np.ndarr
                  n_rot=n_rot, style="neox")
     k = ops.rope(ops.rms_norm(k, k_norm_w, k_norm_b, eps=eps), cos, sin, head_dim=hd,
                  n_rot=n_rot, style="neox")
+    if past:
+        k = np.concatenate([past[0].reshape(b, -1, nkv, hd), k], axis=1)
+        v = np.concatenate([past[1].reshape(b, -1, nkv, hd), v], axis=1)
+    cache = (k.reshape(b, -1, nkv * hd), v.reshape(b, -1, nkv * hd))
     group = nh // nkv
     k, v = np.repeat(k, group, axis=2), np.repeat(v, group, axis=2)  # repeat_kv
     q, k, v = (t.transpose(0, 2, 1, 3) for t in (q, k, v))  # [B, nh, S, hd]
@@ -179,5 +190,6 @@ def qwen35_mtp_head(h_pre_norm: np.ndarray, input_ids: np.ndarray, cos: np.ndarr
     n2 = ops.rms_norm(h1, post_norm_w, post_norm_b, eps=eps)
     h2 = h1 + ops.swiglu(n2, up_w, gate_w, down_w)
     rows = np.clip(np.trunc(_f(last_token_idx)).astype(np.int64), 0, s - 1)
-    last = h2[np.arange(b), rows][:, None, :]
-    return ops.rms_norm(last, head_norm_w, head_norm_b, eps=eps) @ lm_head_w
+    last = ops.rms_norm(h2[np.arange(b), rows][:, None, :], head_norm_w, head_norm_b, eps=eps)
+    logits = last @ lm_head_w
+    return (logits, last, *cache) if carry_kv else logits

@@ -1,5 +1,6 @@
-"""``rlx-generate``: text (or token ids) in, text (or ids) out, with a LLaMA-family model
-(HF directory or .gguf) and its own tokenizer and chat template."""
+"""``rlx-generate``: text (or token ids) in, text (or ids) out, with a LLaMA-family or
+Qwen3.5 model (HF directory or .gguf) and its own tokenizer and chat template;
+``--speculative mtp`` drafts with a Qwen3.5 checkpoint's MTP head."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from rlx.cache import ENV_VAR, CompileCache
 from rlx.compiler import TARGETS
 from rlx.generate import Generator, Sampling, encode_prompt, load_model, model_tokenizer
 from rlx.ir.diagnostics import RunError
+from rlx.models import qwen35
 from rlx.tools._cli import run
 
 SHOW_AFTER_S = 1.0
@@ -61,6 +63,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--cache-dir", help=f"compiled-model cache (default: ${ENV_VAR}, else "
                                        "$XDG_CACHE_HOME/rlx or ~/.cache/rlx)")
     p.add_argument("--no-cache", action="store_true", help="compile without the cache")
+    p.add_argument("--speculative", choices=["mtp"],
+                   help="speculative decoding (greedy): 'mtp' drafts with the checkpoint's "
+                        "MTP head (Qwen3.5); the tokens are plain greedy's")
+    p.add_argument("--draft-tokens", type=int, default=4,
+                   help="tokens the draft proposes per verify call (default 4)")
     return p
 
 
@@ -117,6 +124,8 @@ def _main() -> int:
     with progress(f"loading {Path(args.model).name}"):
         model = load_model(args.model)
     ids = encode_prompt(ids, tokenizer, model.config.vocab_size)
+    if args.speculative:
+        return _speculative(model, ids, args, sampling)
     cache: CompileCache | bool = (False if args.no_cache else
                                   CompileCache(Path(args.cache_dir)) if args.cache_dir else True)
     gen = Generator(model, args.target, args.device, tokenizer=tokenizer, cache=cache,
@@ -136,6 +145,30 @@ def _main() -> int:
     how = "the compiled model from the cache" if gen.cache_hit else "compiled"
     print(f"startup: {gen.startup_s:.1f} s ({how}, weights loaded)", file=sys.stderr)
     print(gen.stats.line(), file=sys.stderr)
+    return 0
+
+
+def _speculative(model: Any, ids: list[int], args: argparse.Namespace, sampling: Sampling
+                 ) -> int:
+    """Greedy decoding with the MTP head drafting; prints the new ids and the acceptance."""
+    from rlx import speculative
+
+    if not isinstance(model, qwen35.Qwen35Model):
+        raise RunError(f"error: --speculative mtp needs a Qwen3.5 checkpoint, found a "
+                       f"{type(model).__name__}")
+    if args.draft_tokens < 1:
+        raise RunError(f"error: --draft-tokens: expected >= 1, found {args.draft_tokens}")
+    if not sampling.greedy:
+        raise RunError("error: --speculative decodes greedily: expected --temperature 0 and "
+                       "--repeat-penalty 1")
+    qwen35.require_mtp(model)
+    with progress(f"compiling for {args.target}"):
+        program = speculative.load(model, args.draft_tokens, args.target, args.device)
+    dec = speculative.decoder(model, program, args.draft_tokens)
+    print(",".join(map(str, dec.generate(ids, args.max_new_tokens))))
+    s = dec.stats
+    print(f"speculative: {s.rounds} verify calls, {s.accepted} of {s.drafted} drafts "
+          f"accepted (acceptance {s.acceptance:.2f})", file=sys.stderr)
     return 0
 
 

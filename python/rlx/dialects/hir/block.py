@@ -5,7 +5,16 @@ from __future__ import annotations
 from rlx.dialects import checks
 from rlx.dialects.enums import INDEX_TYPES, MASK_KINDS, ROPE_STYLES, mask_has_operand
 from rlx.dialects.hir.dialect import HIR
-from rlx.dialects.schema import Check, enum_attr, float_attr, int_attr, opt
+from rlx.dialects.schema import (
+    AttrValues,
+    Check,
+    Operand,
+    bool_attr,
+    enum_attr,
+    float_attr,
+    int_attr,
+    opt,
+)
 from rlx.ir.types import TensorInfo
 
 LLAMA_OPERANDS = [
@@ -85,12 +94,21 @@ MTP_OPERANDS = [
 ]
 
 
+def carry_kv(a: AttrValues) -> bool:
+    return bool(a.get("carry_kv"))
+
+
 @HIR.op(
     "qwen35_mtp_head",
-    operands=MTP_OPERANDS,
+    operands=[*MTP_OPERANDS, opt("past_k", carry_kv), opt("past_v", carry_kv)],
     attrs=[int_attr("num_heads"), int_attr("num_kv_heads"), int_attr("head_dim"),
            int_attr("n_rot"), int_attr("n_embd"), int_attr("n_ff"), int_attr("mtp_vocab"),
-           float_attr("eps", default=1e-6)],
+           float_attr("eps", default=1e-6),
+           bool_attr("carry_kv", "attend over a KV cache of earlier positions and return "
+                     "it grown, with the selected hidden state; absent: false",
+                     optional=True)],
+    results=["logits", Operand("hidden", when=carry_kv), Operand("k_cache", when=carry_kv),
+             Operand("v_cache", when=carry_kv)],
     label="qwen35_mtp_head",
 )
 def qwen35_mtp_head(c: Check) -> list[TensorInfo]:
@@ -147,4 +165,19 @@ def qwen35_mtp_head(c: Check) -> list[TensorInfo]:
         c.shape(n, (e, f), "[n_embd, n_ff]")
     c.shape("down_w", (f, e), "[n_ff, n_embd]")
     c.shape("lm_head_w", (e, vocab), "[n_embd, mtp_vocab]")
-    return [h.with_shape((b, 1, vocab))]
+    logits = h.with_shape((b, 1, vocab))
+    if not carry_kv(c.attrs):
+        return [logits]
+    return [logits, *_mtp_caches(c, h, nkv * hd)]
+
+
+def _mtp_caches(c: Check, h: TensorInfo, kv_dim: int) -> list[TensorInfo]:
+    """``carry_kv``'s results after the logits: hidden ``[B, 1, E]``, the grown caches."""
+    b = h.shape[0]
+    for n in ("past_k", "past_v"):
+        checks.float_operands(c, "h_pre_norm", n)
+        c.shape(n, (b, c.ref("past_k", 1), kv_dim), "[B, P, num_kv_heads * head_dim]")
+    past, seq = c["past_k"].shape[1], h.shape[1]
+    grown = past + seq if past is not None and seq is not None else None
+    cache = h.with_shape((b, grown, kv_dim))
+    return [h.with_shape((b, 1, h.shape[2])), cache, cache]

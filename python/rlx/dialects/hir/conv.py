@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rlx.dialects import checks
 from rlx.dialects.hir.dialect import HIR
-from rlx.dialects.schema import Check, int_attr
+from rlx.dialects.schema import AttrValues, Check, Operand, bool_attr, int_attr
 from rlx.ir.types import TensorInfo
 
 
@@ -23,8 +23,15 @@ def depthwise_conv1d_causal_result(c: Check) -> TensorInfo:
     return x
 
 
+def _carry(a: AttrValues) -> bool:
+    return bool(a.get("carry"))
+
+
 @HIR.op("depthwise_conv1d_causal", operands=["input", "weight", "left_pad"],
-        attrs=[int_attr("kernel_size")], label="depthwise_conv1d_causal")
+        attrs=[int_attr("kernel_size"),
+               bool_attr("carry", "also return the last kernel_size - 1 frames (the next "
+                         "chunk's left_pad); absent: false", optional=True)],
+        results=["y", Operand("final_frames", when=_carry)], label="depthwise_conv1d_causal")
 def depthwise_conv1d_causal(c: Check) -> list[TensorInfo]:
     """Causal depthwise conv1d over ``[B, S, C]`` (cross-correlation, stride 1, no bias).
 
@@ -33,11 +40,16 @@ def depthwise_conv1d_causal(c: Check) -> list[TensorInfo]:
     ``P = concat(left_pad, input)`` along S: ``y[b, t, c] = Σ_j weight[c, 0, 0, j] *
     P[b, t + j, c]``; ``weight[c, 0, 0, K - 1]`` multiplies the current frame.
     Attribute ``kernel_size = K``. Result ``[B, S, C]``; B and C are static, S may be
-    dynamic.
+    dynamic. With ``carry`` (rlx; RLX streams by hand) a second result ``final_frames``
+    ``[B, K - 1, C]``: the last ``K - 1`` frames of ``P``, the ``left_pad`` of the next
+    chunk (a causal conv's state between calls: chunks chained this way equal one call).
 
     Example::
 
         %y = "rlx_hir.depthwise_conv1d_causal"(%x, %w, %pad) {kernel_size = 4 : i64}
             : (tensor<2x?x64xf32>, tensor<64x1x1x4xf32>, tensor<2x3x64xf32>) -> tensor<2x?x64xf32>
     """
-    return [depthwise_conv1d_causal_result(c)]
+    y = depthwise_conv1d_causal_result(c)
+    if _carry(c.attrs):
+        return [y, y.with_shape((y.shape[0], c.attr("kernel_size") - 1, y.shape[2]))]
+    return [y]

@@ -1,5 +1,5 @@
-"""MIR data-movement ops: reshape, transpose, narrow, slice, pad, concat, expand, gather;
-and the sizes of a tensor as data: dim, iota."""
+"""MIR data-movement ops: reshape, transpose, narrow, slice, pad, concat, expand, gather,
+barrier; and the sizes of a tensor as data: dim, iota."""
 
 from __future__ import annotations
 
@@ -92,9 +92,15 @@ def transpose(c: Check) -> list[TensorInfo]:
 
 
 @MIR.op("narrow", operands=["x"],
-        attrs=[int_attr("axis"), int_attr("start"), int_attr("len")])
+        attrs=[int_attr("axis"), int_attr("start", "first index; negative counts from the "
+                                          "end of the axis (numpy)"),
+               int_attr("len")])
 def narrow(c: Check) -> list[TensorInfo]:
     """Contiguous slice ``x[..., start : start + len, ...]`` along ``axis`` (``Op::Narrow``).
+
+    A negative ``start`` counts from the end (``x[..., size + start : size + start + len]``,
+    ``len <= -start``): the last frames of a dynamic axis, e.g. a causal convolution's
+    carried state (RLX's narrow takes ``start >= 0`` only).
 
     Example::
 
@@ -103,12 +109,20 @@ def narrow(c: Check) -> list[TensorInfo]:
     """
     x = c["x"]
     axis = checks.normalize_axis(c, "axis", c.attr("axis"), x.rank)
-    start, length = c.non_negative("start"), c.non_negative("len")
+    start, length = c.attr("start"), c.non_negative("len")
     size = x.shape[axis]
-    if size is not None and start + length > size:
-        c.fail("attributes 'start', 'len'", f"start + len <= {size} (dim {axis} of {x})",
-               f"{start} + {length}")
-    c.at_least("x", axis, start + length, f"start + len = {start} + {length}")
+    if start < 0:
+        if length > -start:
+            c.fail("attributes 'start', 'len'", f"len <= -start (a slice of the last "
+                   f"{-start} entries)", f"start {start}, len {length}")
+        if size is not None and -start > size:
+            c.fail("attribute 'start'", f"-start <= {size} (dim {axis} of {x})", str(start))
+        c.at_least("x", axis, -start, f"-start = {-start} (entries counted from the end)")
+    else:
+        if size is not None and start + length > size:
+            c.fail("attributes 'start', 'len'", f"start + len <= {size} (dim {axis} of {x})",
+                   f"{start} + {length}")
+        c.at_least("x", axis, start + length, f"start + len = {start} + {length}")
     shape = list(x.shape)
     shape[axis] = length
     return [x.with_shape(shape)]
@@ -318,3 +332,18 @@ def iota(c: Check) -> list[TensorInfo]:
     x = c["x"]
     axis = checks.normalize_axis(c, "axis", c.attr("axis"), x.rank)
     return [TensorInfo((x.shape[axis],), DType.I64)]
+
+
+@MIR.op("barrier", operands=["x"])
+def barrier(c: Check) -> list[TensorInfo]:
+    """``x`` unchanged; where the target data-tiles matmuls (llvm-cpu) it is a point IREE
+    does not fuse across (``iree_tensor_ext.compute_barrier.start``). rlx's, not RLX's:
+    for a producer IREE would otherwise fuse into a matmul's operand encoding and then fail
+    to compile (a per-head RMSNorm reshaped into a projection's input, Qwen3.5's gated
+    norm before ``out_proj``).
+
+    Example::
+
+        %y = "rlx_mir.barrier"(%x) : (tensor<1x?x64xf32>) -> tensor<1x?x64xf32>
+    """
+    return [c["x"]]

@@ -45,7 +45,10 @@ def lower_llama_decoder_block(ctx: LoweringContext, op: Decoded) -> list[ir.Valu
 @HIR_TO_MIR.register("qwen35_mtp_head")
 def lower_qwen35_mtp_head(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     """Embedding and trunk state -> one gated-attention layer + FFN -> logits of the token
-    at ``last_token_idx[b]`` of each batch row (a per-batch gather, right for any B)."""
+    at ``last_token_idx[b]`` of each batch row (a per-batch gather, right for any B). With
+    ``carry_kv`` the new keys / values follow the cache's (the attention's causal mask
+    takes the queries as the last S keys), and the head-normed row and caches are
+    results too."""
     a = op.attrs
     nh, nkv, hd, eps = a["num_heads"], a["num_kv_heads"], a["head_dim"], a["eps"]
     b = emit.static_shape(op["h_pre_norm"])[0]
@@ -67,11 +70,16 @@ def lower_qwen35_mtp_head(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     k = mir("rope", norm(k, "k_norm"), op["cos"], op["sin"], **rope)
     q = mir("reshape", q, new_shape=[b, -1, nh * hd])
     k = mir("reshape", k, new_shape=[b, -1, nkv * hd])
+    carry = bool(a.get("carry_kv"))
+    if carry:
+        k = mir("concat", op["past_k"], k, axis=1)
+        v = mir("concat", op["past_v"], v, axis=1)
     att = mir("attention", q, k, v, num_heads=nh, head_dim=hd, mask_kind="causal")
     att = mir("binary", att, mir("activation", gate, kind="sigmoid"), kind="mul")
     h1 = mir("binary", cur, mir("matmul", att, op["o_w"]), kind="add")
     n = norm(h1, "post_norm")
     h2 = mir("binary", h1, _swiglu(n, op["gate_w"], op["up_w"], op["down_w"]), kind="add")
     idx = mir("reshape", op["last_token_idx"], new_shape=[b, 1])
-    last = mir("gather", h2, idx, axis=1, batch_dims=1)
-    return [mir("matmul", norm(last, "head_norm"), op["lm_head_w"])]
+    last = norm(mir("gather", h2, idx, axis=1, batch_dims=1), "head_norm")
+    logits = mir("matmul", last, op["lm_head_w"])
+    return [logits, last, k, v] if carry else [logits]

@@ -13,11 +13,15 @@ from rlx.lowering.registry import LoweringContext
 
 @HIR_TO_MIR.register("depthwise_conv1d_causal")
 def lower_depthwise_conv1d_causal(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
-    """concat(left_pad, x) -> [B, C, 1, K-1+S] -> grouped conv [1, K] -> [B, S, C]."""
+    """concat(left_pad, x) -> [B, C, 1, K-1+S] -> grouped conv [1, K] -> [B, S, C]; with
+    ``carry`` also the concat's last K - 1 frames (a narrow from the end)."""
     k = op.attrs["kernel_size"]
     b, _, c = emit.static_shape(op["input"])
     padded = mir("concat", op["left_pad"], op["input"], axis=1)
     nchw = mir("reshape", mir("transpose", padded, perm=[0, 2, 1]), new_shape=[b, c, 1, -1])
     y = mir("conv", nchw, op["weight"], kernel_size=[1, k], stride=[1, 1], padding=[0, 0],
             dilation=[1, 1], groups=c)
-    return [mir("transpose", mir("reshape", y, new_shape=[b, c, -1]), perm=[0, 2, 1])]
+    out = [mir("transpose", mir("reshape", y, new_shape=[b, c, -1]), perm=[0, 2, 1])]
+    if op.attrs.get("carry"):
+        out.append(mir("narrow", padded, axis=1, start=-(k - 1), len=k - 1))
+    return out

@@ -35,6 +35,14 @@ def _gelu_approx(x: ir.Value) -> ir.Value:
     return arith.mulf(arith.mulf(emit.scalar(0.5, x.type), x), arith.addf(one, math.tanh(inner)))
 
 
+def _softplus(x: ir.Value) -> ir.Value:
+    """``log(1 + exp(x))`` as ``max(x, 0) + log1p(exp(-|x|))``: no overflow for large x
+    (the plain form is inf above ~88 in f32), no lost digits for very negative x."""
+    zero = emit.scalar(0.0, x.type)
+    tail = math.log1p(math.exp(arith.negf(math.absf(x))))
+    return arith.addf(arith.maximumf(x, zero), tail)
+
+
 ACTIVATIONS: dict[str, Unary] = {
     "gelu": _gelu,
     "gelu_approx": _gelu_approx,
@@ -54,6 +62,7 @@ ACTIVATIONS: dict[str, Unary] = {
     "atan": math.atan,
     "round": math.roundeven,
     "erf": math.erf,
+    "softplus": _softplus,
 }
 EXACT_IN_ANY_WIDTH = frozenset({"neg", "abs", "relu", "round"})
 

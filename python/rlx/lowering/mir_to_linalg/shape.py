@@ -1,5 +1,5 @@
 """mir-to-linalg for data movement: reshape, transpose, narrow, slice, pad, concat, expand,
-gather; dim and iota (sizes as data)."""
+gather, barrier; dim and iota (sizes as data)."""
 
 from __future__ import annotations
 
@@ -37,8 +37,13 @@ def lower_transpose(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
 
 @MIR_TO_LINALG.register("narrow")
 def lower_narrow(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+    """``tensor.extract_slice``; a negative start is ``dim + start`` (a ``tensor.dim`` on a
+    dynamic axis)."""
     a = op.attrs
-    return [emit.narrow(op["x"], a["axis"], a["start"], a["len"])]
+    x, start = op["x"], a["start"]
+    if start < 0:
+        start = emit.sub_sizes(emit.dim(x, a["axis"]), -start)
+    return [emit.narrow(x, a["axis"], start, a["len"])]
 
 
 @MIR_TO_LINALG.register("slice")
@@ -145,3 +150,12 @@ def lower_iota(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
 
     return [emit.barrier(emit.generic([], [init], [emit.identity(1)], [emit.PARALLEL],
                                       body)[0])]
+
+
+@MIR_TO_LINALG.register("barrier")
+def lower_barrier(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+    """A compute barrier where matmuls are data-tiled (or barriers are on); else ``x``."""
+    x = op["x"]
+    if ctx.options.data_tiling or ctx.options.compute_barriers:
+        return [emit.barrier(x)]
+    return [x]

@@ -1,0 +1,64 @@
+"""The ``mtp`` entry point of a Qwen3.5 module: the checkpoint's multi-token-prediction head
+(``mtp.*`` in HF files, ``blk.{L}.nextn.*`` in GGUF ones) as one ``qwen35_mtp_head`` over
+its own KV cache.
+
+``mtp(h [1, R, E], rows [1, S] i32, ids [1, S] i32, cos, sin [S, hd/2], last [1] i32,
+k, v [1, P, kv_dim])``: the pairs (hidden state ``h[rows[t]]``, token ``ids[t]``) of S
+positions after the P cached ones; returns ``next [1, 1]`` (the argmax draft at
+position ``last``), ``hidden [1, 1, E]`` (the head-normed state: the input of a chained
+draft) and the caches grown to P + S. ``h`` is the trunk's final-normed hidden state (what
+llama.cpp and vLLM feed the head), or a previous draft's ``hidden``; ``rows`` picks the rows
+of a verify call's hidden states that the accepted tokens produced.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rlx.dialects.builder import HirValue
+
+if TYPE_CHECKING:
+    from rlx.models.qwen35_hir import _Ctx
+
+
+def _lm_head(ctx: _Ctx) -> HirValue:
+    """The head's ``[E, V]`` f32 projection: the trunk's LM head, the transposed embedding
+    (tied), or ``mtp.lm_head`` (the file's quantized head, widened for this op)."""
+    c, h = ctx.c, ctx.h
+    if "lm_head" in c.weight_schemes:
+        return h.param("mtp.lm_head", (c.hidden_size, c.vocab_size))
+    if c.tie_word_embeddings:
+        return h.mir("transpose", [ctx.p("embed")], perm=[1, 0])
+    return ctx.p("lm_head")
+
+
+def mtp_function(ctx: _Ctx) -> None:
+    h, c = ctx.h, ctx.c
+    e, hd = c.hidden_size, c.head_dim
+    h_all = h.input("h", (1, "rows", e))
+    rows = h.input("rows", (1, "seq"), "i32")
+    ids = h.input("ids", (1, "seq"), "i32")
+    cos, sin = h.input("cos", ("seq", hd // 2)), h.input("sin", ("seq", hd // 2))
+    last = h.input("last", (1,), "i32")
+    past = [h.input(n, (1, "past", c.kv_dim)) for n in ("k", "v")]
+    hidden = h.mir("gather", [h_all, rows], axis=1, batch_dims=1)
+    ze, zd = ctx.zero(e), ctx.zero(hd)
+
+    def p(name: str) -> HirValue:
+        return ctx.p("mtp." + name)
+
+    operands = [hidden, ids, cos, sin, last, ctx.p("embed"), p("hnorm"), ze, p("enorm"), ze,
+                p("eh"), p("ln1"), ze, p("q"), p("k"), p("v"), p("q_norm"), zd, p("k_norm"),
+                zd, p("o"), p("ln2"), ze, p("gate"), p("up"), p("down"), p("head_norm"), ze,
+                _lm_head(ctx)]
+    start = len(h)
+    logits, out, k, v = h.qwen35_mtp_head_carry(
+        *operands, *past, num_heads=c.num_heads, num_kv_heads=c.num_kv_heads, head_dim=hd,
+        n_rot=c.n_rot, n_embd=e, n_ff=c.intermediate_size, mtp_vocab=c.vocab_size,
+        eps=c.rms_norm_eps)
+    h.label_nodes_since(start, "mtp")
+    nxt = h.named("next", lambda h: h.mir("argmax", [logits], axis=-1, keep_dim=False))
+    h.set_outputs([nxt, out, k, v])
+
+
+__all__ = ["mtp_function"]
