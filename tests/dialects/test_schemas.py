@@ -31,6 +31,8 @@ MIR_OPS = {
     # sampling on the device (HF's logits processors, a seeded draw, the seen-token mask)
     "repetition_penalty", "top_k_filter", "top_p_filter", "min_p_filter", "categorical",
     "mark_tokens",
+    # a point IREE does not fuse across where matmuls are data-tiled (Qwen3.5's gated norm)
+    "barrier",
 }
 
 
