@@ -7,19 +7,26 @@ fixed seed, so every run prints the same tokens. The prefill logits are checked 
 rlx's float64 numpy reference.
 
     python examples/tiny_llama.py [--layers 2] [--tokens 16] [--target llvm-cpu]
-                                  [--save-hir tiny.hir]
+                                  [--save-hir tiny.hir] [--save-weights tiny.irpa]
+                                  [--save-inputs DIR]
+
+``--save-weights`` writes the weights as an IREE parameter archive and ``--save-inputs``
+the prompt's ``prefill`` inputs (``ids.npy``, ``cos.npy``, ``sin.npy``, ``last.npy``), for
+``rlx-run`` and ``iree-run-module`` (README, "From the command line").
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import numpy as np
 
 from rlx.generate import Generator
 from rlx.models import llama
 from rlx.reference import evaluate
+from rlx.runtime import save_params
 
 
 def config(layers: int) -> llama.LlamaConfig:
@@ -48,6 +55,9 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=16)
     parser.add_argument("--target", default="llvm-cpu", choices=("llvm-cpu", "vulkan"))
     parser.add_argument("--save-hir", help="also write the HIR text to this file")
+    parser.add_argument("--save-weights", help="also write the weights to this .irpa file")
+    parser.add_argument("--save-inputs", metavar="DIR",
+                        help="also write the prompt's prefill inputs as DIR/<name>.npy")
     args = parser.parse_args()
 
     c = config(args.layers)
@@ -55,6 +65,8 @@ def main() -> None:
     if args.save_hir:
         with open(args.save_hir, "w") as f:
             f.write(str(model.module))
+    if args.save_weights:
+        save_params(model.weights, args.save_weights)
     t0 = time.perf_counter()
     gen = Generator(model, args.target)
     compile_s = time.perf_counter() - t0
@@ -68,6 +80,9 @@ def main() -> None:
     cos, sin = llama.rope_tables(c, range(len(prompt)))
     feeds = {"ids": np.array([prompt], np.int32), "cos": cos, "sin": sin,
              "last": np.array([[len(prompt) - 1]], np.int32)}
+    if args.save_inputs:
+        for name, value in feeds.items():
+            np.save(Path(args.save_inputs) / f"{name}.npy", value)
     want = evaluate(model.module, feeds, model.weights, function="prefill")[0][0, -1]
     err = float(np.abs(logits - want).max())
 

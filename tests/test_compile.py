@@ -67,7 +67,7 @@ def test_extra_flags_reach_iree(tmp_path: Path) -> None:
     rlx.compile(h, extra_flags=[f"--iree-hal-dump-executable-sources-to={dump}"])
     sources = sorted(dump.glob("*.mlir"))
     assert sources, "IREE dumped no executable sources: the extra flag did not reach it"
-    assert sources[0].read_text().startswith("hal.executable public @main_dispatch_")
+    assert sources[0].read_text().startswith("hal.executable public @main$async_dispatch_")
     with pytest.raises(rlx.CompileError, match="--iree-no-such-flag"):
         rlx.compile(h, extra_flags=["--iree-no-such-flag"])
 

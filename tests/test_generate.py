@@ -238,3 +238,39 @@ def test_cli_second_start_comes_from_the_cache(model_dir: Path, tmp_path: Path) 
     bypass = cli(*args, "--no-cache")
     assert "(compiled, weights loaded)" in bypass.stderr
     assert bypass.stdout == first.stdout
+
+
+class _Terminal:
+    """A stderr that says it is a terminal and keeps what is written."""
+
+    def __init__(self, tty: bool) -> None:
+        self.tty, self.text = tty, []
+
+    def isatty(self) -> bool:
+        return self.tty
+
+    def write(self, s: str) -> int:
+        self.text.append(s)
+        return len(s)
+
+    def flush(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("tty", [True, False])
+def test_progress_only_on_a_terminal_and_only_when_slow(tty: bool,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from rlx.tools import generate as tool
+
+    monkeypatch.setattr(tool, "SHOW_AFTER_S", 0.3)
+    err = _Terminal(tty)
+    monkeypatch.setattr(sys, "stderr", err)
+    with tool.progress("quick stage"):
+        pass
+    with tool.progress("compiling for llvm-cpu"):
+        time.sleep(1.2)
+    shown = "".join(err.text)
+    assert "quick stage" not in shown
+    assert ("compiling for llvm-cpu" in shown) == tty

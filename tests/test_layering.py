@@ -37,7 +37,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("rlx.ir",),
     ("rlx.dialects",),
     ("rlx.lowering", "rlx.reference"),
-    ("rlx.cache",),
+    ("rlx.cache", "rlx.weights"),
     ("rlx.compiler", "rlx.runtime"),
     ("rlx.gguf",),
     ("rlx.models", "rlx.importers", "rlx.debug", "rlx.tokenizer"),
@@ -49,7 +49,8 @@ FLOORS: tuple[tuple[str, ...], ...] = (
 under it), ``rlx`` alone is the package's ``__init__`` (the public API, on top). A unit imports
 its own modules and the units of lower floors only: units on one floor are beside each other
 and do not import each other (``reference`` beside ``lowering`` uses only ``dialects`` and
-``ir``; ``runtime`` beside ``compiler`` imports without ``iree.compiler``). ``rlx.gguf``
+``ir``; ``runtime`` beside ``compiler`` imports without ``iree.compiler``). ``rlx.weights``
+is the weight loader ``runtime`` uses: on the floor under it. ``rlx.gguf``
 reads weight files and saves them through ``runtime``: under the models that read
 checkpoints with it. ``rlx.debug`` compiles and runs modules to find a bad op: beside the
 models and importers, under the tools. ``rlx.cache`` (compiled vmfbs on disk) sits

@@ -7,7 +7,7 @@ import pytest
 
 import rlx
 from hir_zoo import build
-from rlx.ir.diagnostics import LoweringError
+from rlx.ir.diagnostics import LoweringError, VerifyError
 from rlx.ir.locations import label_of
 from rlx.ir.text import parse_module, walk_ops
 from rlx.lowering import LoweringOptions, lower_hir_to_mir, lower_mir_to_linalg
@@ -102,7 +102,8 @@ def test_conflicting_weight_declarations_are_an_error() -> None:
 }
 """
     module = parse_module(text, "w.mir")
-    with pytest.raises(LoweringError, match=r"w.mir:4:10: error: weight 'w' is declared as "
-                                            r"tensor<8xf32> here and as tensor<4xf32> at "
-                                            r"w.mir:3:10"):
+    # the verifier that every pass runs first catches it, naming both declarations
+    with pytest.raises(VerifyError, match=r"w.mir:4:10: error: 'rlx_mir.param': weight 'w': "
+                                          r"expected tensor<4xf32> \(its type where it is "
+                                          r"first declared, w.mir:3:10\), found tensor<8xf32>"):
         lower_mir_to_linalg(module, LoweringOptions())

@@ -11,6 +11,7 @@ import sys
 import time
 import types
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -148,7 +149,8 @@ def test_submit_chains_on_the_device(linear_vmfb: bytes) -> None:
     w = {"w": (np.eye(8) * 0.9 + rng.standard_normal((8, 8)) * 0.05).astype(np.float32),
          "b": rng.standard_normal(8).astype(np.float32) * 0.1}
     prog = rlx.runtime.load(rlx.compile(h), params=w)
-    assert prog.main.signature.startswith("async func @main(")  # IREE's coarse-fences ABI
+    assert prog.main.signature.startswith("sync func @main(%x: tensor<?x8xf32>)")
+    assert list(prog.functions) == ["main"]  # main$async (coarse fences) is how it is called
     y, want = prog.main.submit(X), X
     for _ in range(39):
         y = prog.main.submit(y)
@@ -261,16 +263,121 @@ def test_waiting_for_a_result_does_not_spin(monkeypatch: pytest.MonkeyPatch) -> 
         assert polled, "no wait began before its call finished: nothing was tested"
 
 
+SYNC_ONLY = """
+func.func @main(%x: tensor<?x8xf32>) -> tensor<?x8xf32> attributes {iree.reflection = {
+    rlx.inputs = "[\\"x\\"]", rlx.input_types = "[[[null, 8], \\"f32\\"]]"}} {
+  %y = arith.addf %x, %x : tensor<?x8xf32>
+  return %y : tensor<?x8xf32>
+}
+"""
+
+
 def test_module_without_fences() -> None:
-    """A vmfb with IREE's synchronous ABI (built by hand or an older rlx) still runs; only
-    submit needs the fences, and says so."""
+    """A vmfb built by hand with IREE's synchronous ABI only (no ``main$async``) still runs
+    through IREE's invoker; only submit needs the coarse-fences export, and says so."""
+    from iree.compiler import compile_str
+
+    vmfb = compile_str(SYNC_ONLY, target_backends=["llvm-cpu"],
+                       extra_args=["--iree-llvmcpu-target-cpu=host"])
+    prog = rlx.runtime.load(vmfb)
+    assert prog.main.signature.startswith("sync func")
+    np.testing.assert_array_equal(prog.main(X), 2 * X)
+    np.testing.assert_array_equal(prog.main.on_device(x=X).numpy(), 2 * X)
+    with pytest.raises(rlx.RunError, match=r"no coarse-fences export 'main\$async'"):
+        prog.main.submit(X)
+
+
+def test_weights_from_npz_and_gguf_through_one_loader(linear_vmfb: bytes,
+                                                      tmp_path: Path) -> None:
+    """``rlx.runtime.load`` and ``rlx-run --params`` read the same formats through
+    ``parameter_index``: a .npz and a .gguf here (the dict, .irpa and .safetensors are
+    above); an unknown suffix names the formats."""
+    import gguf
+
+    npz, gguf_path = tmp_path / "w.npz", tmp_path / "w.gguf"
+    np.savez(npz, **WEIGHTS)
+    writer = gguf.GGUFWriter(str(gguf_path), "lin")
+    for name, arr in WEIGHTS.items():
+        writer.add_tensor(name, arr)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    for params in (npz, gguf_path):
+        np.testing.assert_allclose(rlx.runtime.load(linear_vmfb, params=params).main(X), WANT,
+                                   rtol=1e-6, atol=1e-6)
+    vmfb, x = tmp_path / "m.vmfb", tmp_path / "x.npy"
+    vmfb.write_bytes(linear_vmfb)
+    np.save(x, X)
+    proc = subprocess.run([sys.executable, "-m", "rlx.tools.run", str(vmfb), "--params",
+                           str(npz), "--input", f"x={x}", "--output-dir", str(tmp_path / "o")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "o" / "output_0.npy"), WANT, rtol=1e-6)
+    with pytest.raises(rlx.WeightError, match=r"w\.txt: error: unknown weight file format "
+                                              r"'\.txt' \(expected \.irpa, \.safetensors, "
+                                              r"\.gguf, \.npz\)"):
+        rlx.runtime.load(linear_vmfb, params=tmp_path / "w.txt")
+    (tmp_path / "bad.npz").write_bytes(b"not a zip")
+    with pytest.raises(rlx.WeightError, match=r"bad\.npz: error: cannot read a \.npz"):
+        rlx.runtime.load(linear_vmfb, params=tmp_path / "bad.npz")
+    np.savez(npz, **{**WEIGHTS, "fc.b": WEIGHTS["fc.b"][:3]})
+    with pytest.raises(rlx.WeightError, match=r"weight 'fc\.b': expected \[4\] float32, "
+                                              r"found \[3\] float32"):
+        rlx.runtime.load(linear_vmfb, params=npz)
+
+
+def test_vmfb_for_another_target_names_both(linear_vmfb: bytes) -> None:
+    """A Vulkan vmfb on the CPU device is one RunError naming the module's target and the
+    device (IREE's own message is a 3 KB target description and a traceback)."""
     h = rlx.HirModule("relu")
     h.set_outputs([h.mir("activation", [h.input("x", (None, 8))], kind="relu")])
-    prog = rlx.runtime.load(rlx.compile(h, extra_flags=["--iree-execution-model=async-internal"]))
-    assert prog.main.signature.startswith("sync func")
-    np.testing.assert_array_equal(prog.main(X), np.maximum(X, 0))
-    with pytest.raises(rlx.RunError, match="compiled without IREE's coarse-fences ABI"):
-        prog.main.submit(X)
+    vulkan = rlx.compile(h, "vulkan")
+    with pytest.raises(rlx.RunError) as err:
+        rlx.runtime.load(vulkan, "local-task")
+    assert str(err.value) == (
+        "error: the module was compiled for vulkan (vulkan-spirv-fb), the device is "
+        "local-task (which runs llvm-cpu modules): load it on vulkan, or compile it with "
+        "target=llvm-cpu")
+
+
+@pytest.mark.vulkan
+def test_cpu_vmfb_on_vulkan_names_both(linear_vmfb: bytes) -> None:
+    with pytest.raises(rlx.RunError) as err:
+        rlx.runtime.load(linear_vmfb, "vulkan", WEIGHTS)
+    assert str(err.value).startswith("error: the module was compiled for llvm-cpu "
+                                     "(embedded-elf-")
+    assert str(err.value).endswith("the device is vulkan: load it on local-task, or compile "
+                                   "it with target=vulkan")
+
+
+def _creatable(driver: str) -> bool:
+    import iree.runtime as rt
+
+    try:
+        rt.get_driver(driver).create_default_device()
+    except (RuntimeError, ValueError):
+        return False
+    return True
+
+
+@pytest.mark.skipif(_creatable("hip"), reason="this machine has a HIP device")
+def test_device_that_cannot_be_created_says_why(linear_vmfb: bytes, tmp_path: Path) -> None:
+    """IREE says "Could not create device. Exception for last tried follows." and nothing
+    follows; rlx names the driver and gives IREE's status for it."""
+    with pytest.raises(rlx.RunError) as err:
+        rlx.runtime.load(linear_vmfb, "hip", WEIGHTS)
+    assert str(err.value).startswith("error: cannot create a hip device: ")
+    assert "UNAVAILABLE" in str(err.value) or "no device" in str(err.value), str(err.value)
+    vmfb = tmp_path / "m.vmfb"
+    vmfb.write_bytes(linear_vmfb)
+    np.save(tmp_path / "x.npy", X)
+    proc = subprocess.run([sys.executable, "-m", "rlx.tools.run", str(vmfb), "--device", "hip",
+                           "--input", str(tmp_path / "x.npy")], capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("error: cannot create a hip device: "), proc.stderr
+    assert proc.stderr.count("\n") == 1
+    assert "Traceback" not in proc.stderr
 
 
 def test_rlx_run_cli(linear_vmfb: bytes, tmp_path: Path) -> None:
@@ -291,3 +398,64 @@ def test_rlx_run_cli(linear_vmfb: bytes, tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr
     assert "cannot read a .npy array" in proc.stderr
+
+
+def _plain_iree_call(vmfb: bytes, device: str, x: np.ndarray) -> Any:
+    """``main(x)`` through iree.runtime's own API, weights through a ParameterIndex: the
+    result as iree.runtime's DeviceArray."""
+    import iree.runtime as ireert
+
+    config = ireert.Config(device)
+    index = ireert.ParameterIndex()
+    for name, arr in WEIGHTS.items():
+        index.add_buffer(name, arr)
+    ctx = ireert.SystemContext(config=config, vm_modules=[
+        ireert.create_io_parameters_module(config.vm_instance,
+                                           index.create_provider(scope="model")),
+        ireert.VmModule.copy_buffer(config.vm_instance, vmfb)])
+    return ctx.modules.lin.main(x)
+
+
+def _iree_run_module(vmfb: Path, device: str, function: str, tmp_path: Path) -> np.ndarray:
+    """``function`` of ``vmfb`` on X through iree-run-module, weights from an .irpa."""
+    x, w, out = tmp_path / "x.npy", tmp_path / "w.irpa", tmp_path / "out.npy"
+    np.save(x, X)
+    save_params(WEIGHTS, w)
+    proc = subprocess.run([str(Path(sys.executable).parent / "iree-run-module"),
+                           f"--module={vmfb}", f"--parameters=model={w}", f"--device={device}",
+                           f"--function={function}", f"--input=@{x}", f"--output=@{out}"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return np.load(out)
+
+
+def test_both_exports_through_plain_iree(linear_vmfb: bytes, tmp_path: Path) -> None:
+    """``main`` (synchronous) through iree.runtime, and ``main`` / ``main$async`` through
+    iree-run-module (which supplies the fences of the coarse-fences one), agree with
+    rlx.runtime."""
+    np.testing.assert_allclose(_plain_iree_call(linear_vmfb, "local-task", X).to_host(), WANT,
+                               rtol=1e-6, atol=1e-6)
+    vmfb = tmp_path / "m.vmfb"
+    vmfb.write_bytes(linear_vmfb)
+    for fn in ("main", "main$async"):
+        np.testing.assert_allclose(_iree_run_module(vmfb, "local-task", fn, tmp_path), WANT,
+                                   rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.vulkan
+def test_plain_iree_call_on_vulkan(tmp_path: Path) -> None:
+    """The synchronous export waits for the device's results on Vulkan too (read back by
+    iree-run-module: iree.runtime's own ``to_host`` needs 4 KiB-aligned host memory on
+    lavapipe, see ``Program.to_host``)."""
+    h = rlx.HirModule("lin")
+    x = h.input("x", (None, 8))
+    h.set_outputs([h.linear(x, h.param("fc.w", (8, 4)), h.param("fc.b", (4,)), "relu")])
+    vmfb = rlx.compile(h, "vulkan")
+    assert tuple(_plain_iree_call(vmfb, "vulkan", X).shape) == (3, 4)
+    path = tmp_path / "m.vmfb"
+    path.write_bytes(vmfb)
+    for fn in ("main", "main$async"):
+        np.testing.assert_allclose(_iree_run_module(path, "vulkan", fn, tmp_path), WANT,
+                                   rtol=1e-5, atol=1e-6)
+    prog = rlx.runtime.load(vmfb, "vulkan", WEIGHTS)
+    np.testing.assert_allclose(prog.main.submit(X).numpy(), WANT, rtol=1e-5, atol=1e-6)

@@ -8,22 +8,29 @@
 // RUN: %rlx-compile %s --target=vulkan --emit=linalg | %iree-compile - --compile-to=flow --iree-hal-target-device=vulkan --iree-vulkan-target=llvmpipe --iree-opt-level=O3 | FileCheck %s
 // RUN: %rlx-compile %s --target=cuda --emit=linalg | %iree-compile - --compile-to=flow --iree-hal-target-device=cuda --iree-cuda-target=sm_80 --iree-opt-level=O3 | FileCheck %s
 
-// CHECK-COUNT-4: flow.executable.export public @main_dispatch_{{[0-9]+}}_matvec_like_
-// CHECK-NOT:     flow.executable.export public @main_dispatch
-// CHECK-LABEL:   util.func public @main(
-// CHECK-COUNT-4: flow.dispatch @main_dispatch_
+// CHECK-COUNT-4: flow.executable.export public @main$async_dispatch_{{[0-9]+}}_matvec_like_
+// CHECK-NOT:     flow.executable.export public @main$async_dispatch
+// CHECK-LABEL:   util.func public @main$async(
+// CHECK-COUNT-4: flow.dispatch @main$async_dispatch_
 // CHECK-NOT:     flow.dispatch @
+
+// The body is compiled once, in main$async (the coarse-fences export); main (the
+// synchronous export) calls it and waits (rlx.lowering.exports).
+// CHECK-LABEL:   util.func public @main(
+// CHECK-NOT:     flow.dispatch
+// CHECK:         util.call @main$async(
+// CHECK:         hal.fence.await
 
 // llvm-cpu by default: Q4_K, Q8_0, Q5_0 (widened to bytes) and Q6_K (widened to bytes with
 // a scale per 16) through rlx's GEMV kernels (one dispatch each, the repacking in
 // initializers); no IREE-generated matvec is left.
-// KERNELS-NOT:     flow.executable.export public @main_dispatch
-// KERNELS-LABEL:   util.func public @main(
+// KERNELS-NOT:     flow.executable.export public @main$async_dispatch
+// KERNELS-LABEL:   util.func public @main$async(
 // KERNELS-DAG:     flow.dispatch @rlx_gemv_q4_k_256x2048::@rlx_gemv_q4_k_256x2048
 // KERNELS-DAG:     flow.dispatch @rlx_gemv_q8_0_384x2048::@rlx_gemv_q8_0_384x2048
 // KERNELS-DAG:     flow.dispatch @rlx_gemv_q6_k_512x2048::@rlx_gemv_q6_k_512x2048
 // KERNELS-DAG:     flow.dispatch @rlx_gemv_q5_0_640x2048::@rlx_gemv_q5_0_640x2048
-// KERNELS-NOT:     flow.dispatch @main_dispatch_
+// KERNELS-NOT:     flow.dispatch @main$async_dispatch_
 module @decode attributes {rlx.fusion_policy = "direct"} {
   func.func @main(%x: tensor<1x2048xf32> {rlx.name = "x"}) -> (tensor<1x256xf32>, tensor<1x384xf32>, tensor<1x512xf32>, tensor<1x640xf32>) {
     %w0 = "rlx_hir.param"() {name = "q4_k"} : () -> tensor<256x1152xi8>

@@ -6,11 +6,11 @@
 // mergeable K loops merged by rlx (IREE's own merging leaves a reshape between the two).
 // RUN: %rlx-compile %s --target=llvm-cpu --emit=linalg | %iree-compile - --compile-to=flow --iree-hal-target-device=local --iree-hal-local-target-device-backends=llvm-cpu --iree-llvmcpu-target-cpu=host --iree-opt-level=O3 --iree-opt-data-tiling=true | FileCheck %s
 
-// CHECK-LABEL:   util.func public @main(
+// CHECK-LABEL:   util.func public @main$async(
 // CHECK-NOT:     flow.tensor.encode %{{.+}} : tensor<{{[0-9]}}
-// CHECK:         flow.dispatch @main_dispatch_{{[0-9]+}}::@main_dispatch_{{[0-9]+}}_elementwise_{{.+}} -> tensor<2048x512xf32, #iree_encoding.encoding<operand_index = 1
+// CHECK:         flow.dispatch @main$async_dispatch_{{[0-9]+}}::@main$async_dispatch_{{[0-9]+}}_elementwise_{{.+}} -> tensor<2048x512xf32, #iree_encoding.encoding<operand_index = 1
 // CHECK-NOT:     flow.tensor.encode %{{.+}} : tensor<{{[0-9]}}
-// CHECK:         flow.dispatch @main_dispatch_{{[0-9]+}}::@main_dispatch_{{[0-9]+}}_elementwise_{{.+}} -> tensor<2048x384xf32, #iree_encoding.encoding<operand_index = 1
+// CHECK:         flow.dispatch @main$async_dispatch_{{[0-9]+}}::@main$async_dispatch_{{[0-9]+}}_elementwise_{{.+}} -> tensor<2048x384xf32, #iree_encoding.encoding<operand_index = 1
 // CHECK-NOT:     flow.tensor.encode %{{.+}} : tensor<{{[0-9]}}
 // CHECK:         util.return
 module @prefill attributes {rlx.fusion_policy = "direct"} {

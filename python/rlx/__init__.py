@@ -8,6 +8,7 @@ from rlx import gguf as gguf
 from rlx import lowering as lowering
 from rlx import models as models
 from rlx import runtime as runtime
+from rlx import tokenizer as tokenizer
 from rlx.compiler import compile as compile
 from rlx.debug import check_numerics as check_numerics
 from rlx.dialects.builder import HirModule as HirModule

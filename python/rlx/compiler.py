@@ -31,6 +31,7 @@ from rlx.ir.locations import label_of, source_of
 from rlx.ir.text import parse_file, parse_module, print_module, walk_ops
 from rlx.ir.types import TensorInfo
 from rlx.lowering import lower_hir_to_mir, lower_mir_to_linalg
+from rlx.lowering.exports import add_exports
 from rlx.lowering.registry import LoweringOptions
 
 TARGETS = ("llvm-cpu", "vulkan", "cuda", "rocm")
@@ -42,16 +43,14 @@ HOPPER_AND_LATER = {"sm_90": "+ptx84", "sm_90a": "+ptx84", "sm_100": "+ptx86",
 
 
 ABI_FLAGS = (
-    # Every function takes a wait and a signal fence after its inputs (IREE's coarse-fences
-    # ABI) and returns once the call is queued: rlx.runtime's Function.submit queues call
-    # n + 1 while the device runs call n (a pipelined greedy decode); on_device and plain
-    # calls wait on the signal fence. iree-run-module / iree-benchmark-module supply the
-    # fences themselves. One body per function (IREE's $async twin beside a sync export
-    # would inline the body twice and hoist the weight repacking twice).
-    "--iree-execution-model=async-external",
-    # Indirect command buffers bind buffers when the queued call runs, not when it is
-    # recorded: call n + 1 is recorded while call n is still allocating the results n + 1
-    # reads, which a direct binding rejects ("transient buffer has not been committed").
+    # Each function is exported twice over one body (rlx.lowering.exports): ``f`` with
+    # IREE's synchronous ABI, which iree.runtime and iree-run-module call the ordinary way,
+    # and ``f$async`` with its coarse-fences ABI (inputs, wait fence, signal fence), which
+    # returns once the call is queued: rlx.runtime's Function.submit queues call n + 1
+    # while the device runs call n (a pipelined greedy decode). Indirect command buffers
+    # bind buffers when the queued call runs, not when it is recorded: call n + 1 is
+    # recorded while call n is still allocating the results n + 1 reads, which a direct
+    # binding rejects ("transient buffer has not been committed").
     "--iree-hal-force-indirect-command-buffers",
 )
 
@@ -159,6 +158,61 @@ def hopper_device_target(arch: str) -> str:
     return re.sub(r'features = "\+ptx\d+"', f'features = "{HOPPER_AND_LATER[arch]}"', text)
 
 
+_NVIDIA = ("sm_60", "sm_61", "sm_62", "sm_70", "sm_72", "sm_75", "sm_80", "sm_86", "sm_87",
+           "sm_89", "sm_120", "pascal", "volta", "turing", "ampere", "ada", "a100", "rtx3070",
+           "rtx3070ti", "rtx3080", "rtx3080ti", "rtx3090", "rtx3090ti", "rtx4080", "rtx4090")
+_AMD = ("gfx908", "gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1101", "gfx1103", "gfx1150",
+        "gfx1151", "gfx1200", "gfx1201", "gfx1250", "cdna1", "cdna2", "mi100", "mi210", "mi250",
+        "mi250x", "mi300a", "mi300x", "mi308x", "mi325x", "mi350x", "mi355x", "rx7700xt",
+        "rx7800xt", "rx7900xt", "rx7900xtx", "rx9060xt", "rx9070", "rx9070xt", "r9700", "v710",
+        "w7700", "w7800", "w7900", "phoenix", "strix-point", "strix-halo")
+_VULKAN_ONLY = ("llvmpipe", "cdna3", "cdna4", "rdna1", "rdna2", "rdna3", "rdna4", "gfx1010",
+                "gfx1011", "gfx1012", "gfx1013", "gfx1030", "gfx1031", "gfx1032", "gfx1033",
+                "gfx1034", "gfx1035", "gfx1036", "gfx1102", "valhall", "valhall1", "valhall2",
+                "valhall3", "valhall4", "mali-g57", "mali-g77", "mali-g78", "mali-g310",
+                "mali-g510", "mali-g615", "mali-g710", "mali-g715", "adreno",
+                "adreno-NNN (e.g. adreno-750)", "vp_android_baseline_2022")
+KNOWN_GPU_TARGETS = {"cuda": _NVIDIA + tuple(HOPPER_AND_LATER), "rocm": _AMD,
+                     "vulkan": _VULKAN_ONLY + _NVIDIA + _AMD}
+"""GPU names IREE 3.13 accepts per target (each tried with iree-compile; for cuda with
+rlx's Hopper / Blackwell descriptions). A name not listed is tried once on a trivial module
+(IREE also takes e.g. any ``rtx40*``), so the list is only where the error message and the
+check come from, never a limit."""
+GPU_OPTIONS = {"cuda": ("cuda_arch", "--cuda-arch"), "rocm": ("rocm_arch", "--rocm-arch"),
+               "vulkan": ("vulkan_target", "--vulkan-target")}
+
+
+@functools.cache
+def _iree_accepts(target: str, flags: tuple[str, ...]) -> bool:
+    """Whether iree-compile builds a trivial module with ``flags`` (a GPU name IREE does
+    not know fails there in a second, where a model fails per op, or crashes on Vulkan)."""
+    with tempfile.TemporaryDirectory(prefix="rlx-") as tmp:
+        src = Path(tmp) / "probe.mlir"
+        src.write_text("func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {\n"
+                       "  %b = arith.addf %a, %a : tensor<4xf32>\n"
+                       "  return %b : tensor<4xf32>\n}\n")
+        proc = subprocess.run([find_tool("iree-compile"), str(src), *flags, "-o",
+                               str(Path(tmp) / "probe.vmfb")], capture_output=True, text=True)
+    return proc.returncode == 0
+
+
+def check_gpu_target(config: TargetConfig) -> None:
+    """Fail on a GPU name IREE does not know, naming the option and listing the names it
+    knows (IREE itself reports it as "missing GPU target" on every op, or crashes)."""
+    if config.target not in GPU_OPTIONS:
+        return
+    field_name, flag = GPU_OPTIONS[config.target]
+    name = getattr(config, field_name)
+    known = KNOWN_GPU_TARGETS[config.target]
+    if name in known or _iree_accepts(config.target, tuple(config.flags())):
+        return
+    hopper = (f"; rlx adds {', '.join(HOPPER_AND_LATER)} from IREE's sm_89 description"
+              if config.target == "cuda" else "")
+    raise CompileError(f"error: {flag}={name} ({field_name}={name!r}): IREE has no "
+                       f"{config.target} target of that name; it knows "
+                       f"{', '.join(n for n in known if n not in HOPPER_AND_LATER)}{hopper}")
+
+
 # --------------------------------------------------------------------------------------
 # Loading and lowering
 # --------------------------------------------------------------------------------------
@@ -214,6 +268,7 @@ def lower(lowered: Lowered, config: TargetConfig, stop: str = "linalg") -> None:
         return
     lower_mir_to_linalg(lowered.module, config.lowering)
     add_reflection(lowered.module)
+    add_exports(lowered.module)
     if config.target == "cuda" and config.cuda_arch in HOPPER_AND_LATER:
         with lowered.module.context:
             lowered.module.operation.attributes["hal.device.targets"] = ir.Attribute.parse(
@@ -354,6 +409,7 @@ def dispatch_counts(module_or_path: HirModule | ir.Module | str | Path,
                     target: str = "llvm-cpu", **options: Any) -> DispatchCounts:
     """Count the dispatches one call of each public function runs (summed over functions)."""
     config = TargetConfig(target=target, **options)
+    check_gpu_target(config)
     lowered = load(module_or_path)
     lower(lowered, config)
     text = lowered_text(lowered.module)
@@ -406,6 +462,7 @@ def compile(
         raise CompileError(f"error: unknown compile option(s) {', '.join(sorted(unknown))} "
                            f"(known: {', '.join(sorted(known))})")
     config = TargetConfig(target=target, extra_flags=tuple(extra_flags), **options)
+    check_gpu_target(config)
     lowered = load(module_or_path)
     out = Path(output) if output is not None else None
     if emit != "vmfb":
@@ -431,5 +488,6 @@ def compile(
     return data
 
 
-__all__ = ["EMITS", "TARGETS", "DispatchCounts", "RlxError", "TargetConfig", "compile",
-           "dispatch_counts", "load", "lower", "lowered_text"]
+__all__ = ["EMITS", "KNOWN_GPU_TARGETS", "TARGETS", "DispatchCounts", "RlxError",
+           "TargetConfig", "check_gpu_target", "compile", "dispatch_counts", "load", "lower",
+           "lowered_text"]

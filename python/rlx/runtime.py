@@ -2,28 +2,38 @@
 
 ``rlx.runtime.load(vmfb, device=..., params=...)`` returns a :class:`Program` whose
 functions take numpy arrays (by position or by input name) and return numpy arrays.
-Weights are given as a dict of numpy arrays, an ``.irpa`` file or a ``.safetensors`` file;
-they are checked against the weights the module declares before anything runs.
+Weights are given as a dict of numpy arrays or a weight file (:mod:`rlx.weights`); they
+are checked against the weights the module declares before anything runs. Each function
+``f`` of an rlx vmfb has two exports (``rlx.lowering.exports``): ``f`` (IREE's synchronous
+ABI) and ``f$async`` (coarse fences), which every call here goes through.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import struct
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
 import numpy as np
 
-from rlx.ir.diagnostics import RunError, WeightError, size_check_message
+from rlx.ir.diagnostics import RunError, size_check_message
 from rlx.ir.types import DType
+from rlx.weights import (
+    PARAM_SCOPE,
+    WEIGHT_FORMATS,
+    ParamSource,
+    ParamSpec,
+    parameter_index,
+    read_safetensors_header,
+    save_params,
+)
 
 DEVICES = ("local-task", "local-sync", "vulkan", "cuda", "hip")
-PARAM_SCOPE = "model"
+ASYNC_SUFFIX = "$async"
+"""``f$async`` is the coarse-fences export of ``f`` (``rlx.lowering.exports``)."""
+COARSE_FENCES = "coarse-fences"
 WAIT_POLL_S = (5e-5, 5e-4)
 """Waiting for a result polls the call's semaphore, sleeping from the first interval,
 doubling, to the second, instead of blocking in IREE's wait at once: that wait spins on the
@@ -35,20 +45,6 @@ WAIT_PLAIN_POLL_S = 0.01
 long, then blocks in IREE's wait: a long call costs one spin, not a wake-up every 0.5 ms.
 A wait with a later call queued (the pipelined decode loop) keeps polling, its sleeps
 growing to an eighth of the time waited: the device is busy with the queued call."""
-
-ParamSource = Mapping[str, np.ndarray] | str | Path | None
-
-
-@dataclass(frozen=True)
-class ParamSpec:
-    name: str
-    shape: tuple[int, ...]
-    dtype: DType
-
-    @property
-    def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * max(self.dtype.bits // 8, 1)
-
 
 def _np_dtype(dtype: DType) -> np.dtype:
     return dtype.numpy
@@ -62,84 +58,6 @@ def _to_iree(arr: np.ndarray, dtype: DType | None) -> np.ndarray:
     import ml_dtypes
 
     return arr.view(ml_dtypes.bfloat16)
-
-
-# --------------------------------------------------------------------------------------
-# Weight files
-# --------------------------------------------------------------------------------------
-
-_SAFETENSORS_DTYPES = {"F32": DType.F32, "F16": DType.F16, "BF16": DType.BF16,
-                       "F64": DType.F64, "I8": DType.I8, "U8": DType.I8, "I16": DType.I16,
-                       "I32": DType.I32, "I64": DType.I64, "BOOL": DType.I1}
-MAX_HEADER = 100 * 1024 * 1024
-
-
-def read_safetensors_header(path: Path) -> dict[str, tuple[DType | None, tuple[int, ...], int]]:
-    """name -> (dtype, shape, byte length) from a ``.safetensors`` header, bounds-checked
-    against the file size (nothing is read past the file, nothing sized by the header)."""
-    size = path.stat().st_size
-    with path.open("rb") as f:
-        raw = f.read(8)
-        if len(raw) < 8:
-            raise WeightError(f"{path}: error: not a safetensors file (shorter than 8 bytes)")
-        (n,) = struct.unpack("<Q", raw)
-        if n > min(size - 8, MAX_HEADER):
-            raise WeightError(f"{path}: error: safetensors header length {n} runs past the "
-                              f"end of the file ({size} bytes)")
-        try:
-            header = json.loads(f.read(n))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise WeightError(f"{path}: error: corrupt safetensors header: {e}") from None
-    if not isinstance(header, dict):
-        raise WeightError(f"{path}: error: corrupt safetensors header (not a JSON object)")
-    data_size = size - 8 - n
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        try:
-            dtype_name, shape, (begin, end) = info["dtype"], info["shape"], info["data_offsets"]
-            shape = tuple(int(s) for s in shape)
-        except (KeyError, TypeError, ValueError):
-            raise WeightError(f"{path}: error: tensor '{name}': corrupt header entry "
-                              f"{info!r}") from None
-        if not 0 <= begin <= end <= data_size:
-            raise WeightError(f"{path}: error: tensor '{name}': data [{begin}, {end}) lies "
-                              f"outside the file's {data_size} data bytes")
-        out[name] = (_SAFETENSORS_DTYPES.get(dtype_name), shape, end - begin)
-    return out
-
-
-def _check_file_params(path: Path, specs: list[ParamSpec], entries: dict[str, int]) -> None:
-    """Every declared weight is in the file with the right size (and dtype/shape when the
-    format records them)."""
-    header = read_safetensors_header(path) if path.suffix == ".safetensors" else {}
-    for spec in specs:
-        if spec.name not in entries:
-            raise WeightError(f"{path}: error: weight '{spec.name}' (the module's "
-                              f"{list(spec.shape)} {spec.dtype}) is not in the file")
-        if spec.name in header:
-            dtype, shape, _ = header[spec.name]
-            if dtype != spec.dtype or shape != spec.shape:
-                raise WeightError(f"{path}: error: weight '{spec.name}': expected "
-                                  f"{list(spec.shape)} {spec.dtype}, found {list(shape)} "
-                                  f"{dtype or 'an unsupported dtype'}")
-        if entries[spec.name] != spec.nbytes:
-            raise WeightError(f"{path}: error: weight '{spec.name}': expected {spec.nbytes} "
-                              f"bytes ({list(spec.shape)} {spec.dtype}), found "
-                              f"{entries[spec.name]}")
-
-
-def _check_dict_params(params: Mapping[str, np.ndarray], specs: list[ParamSpec]) -> None:
-    for spec in specs:
-        if spec.name not in params:
-            raise WeightError(f"error: weight '{spec.name}' ({list(spec.shape)} "
-                              f"{spec.dtype}) is missing from the params dict")
-        arr = np.asarray(params[spec.name])
-        want = _np_dtype(spec.dtype)
-        if tuple(arr.shape) != spec.shape or arr.dtype != want:
-            raise WeightError(f"error: weight '{spec.name}': expected {list(spec.shape)} "
-                              f"{want}, found {list(arr.shape)} {arr.dtype}")
 
 
 # --------------------------------------------------------------------------------------
@@ -231,20 +149,26 @@ def _settle(out: DeviceTensor | tuple[DeviceTensor, ...]
 class Function:
     """One entry point: call with numpy arrays (positional or by input name)."""
 
-    def __init__(self, program: Program, name: str, invoker: Any, vm_function: Any) -> None:
+    def __init__(self, program: Program, name: str, invoker: Any, vm_function: Any,
+                 async_function: Any = None) -> None:
         self._program = program
         self.name = name
         self._invoke = invoker
-        self._vm_function = vm_function
         reflection = vm_function.reflection
         self.input_names: list[str] = json.loads(reflection.get("rlx.inputs", "[]"))
         self.input_types: list[tuple[list[int | None], DType]] = [
             (shape, DType.parse(dtype))
             for shape, dtype in json.loads(reflection.get("rlx.input_types", "[]"))]
         self.signature = reflection.get("iree.abi.declaration", "")
-        # rlx compiles with IREE's coarse-fences ABI (inputs, wait fence, signal fence);
-        # a vmfb built without it is called synchronously through IREE's invoker
-        self._fences = reflection.get("iree.abi.model") == "coarse-fences"
+        # rlx exports each function twice (rlx.lowering.exports): ``f`` with IREE's
+        # synchronous ABI and ``f$async`` with its coarse-fences ABI (inputs, wait fence,
+        # signal fence), which every call here goes through; a vmfb with only the sync
+        # export (built by hand) is called through IREE's invoker, one with only the
+        # coarse-fences one (an older rlx) through that
+        if async_function is None and reflection.get("iree.abi.model") == COARSE_FENCES:
+            async_function = vm_function
+        self._vm_function = async_function
+        self._fences = async_function is not None
         self._dtypes = [dtype for _, dtype in self.input_types]
         self._want = [_np_dtype(dtype) for dtype in self._dtypes]
 
@@ -278,8 +202,9 @@ class Function:
         them, the host does not, so the host prepares the next call while the device runs
         this one (JAX's asynchronous dispatch)."""
         if not self._fences:
-            raise RunError(f"error: {self.name}: the module was compiled without IREE's "
-                           "coarse-fences ABI (an older rlx?): recompile it, or call on_device")
+            raise RunError(f"error: {self.name}: the module has no coarse-fences export "
+                           f"'{self.name}{ASYNC_SUFFIX}' (not compiled by rlx?): call it, "
+                           "or on_device, instead")
         return self._queue(self._bind(args, kwargs))
 
     def _queue(self, arrays: list[np.ndarray | DeviceTensor]
@@ -402,8 +327,8 @@ class Program:
                            f"{', '.join(DEVICES)})")
         self.device_name = device
         data = Path(vmfb).read_bytes() if isinstance(vmfb, str | Path) else bytes(vmfb)
+        self._config = _config(device)
         try:
-            self._config = rt.Config(device)
             self._vm = rt.VmModule.copy_buffer(self._config.vm_instance, data)
         except (RuntimeError, ValueError) as e:
             raise RunError(f"error: cannot load the module on {device}: {e}") from None
@@ -412,16 +337,25 @@ class Program:
         modules = [self._vm]
         specs = self.param_specs()
         if specs or params is not None:
-            modules.insert(0, self._params_module(params, specs))
-        self._ctx = rt.SystemContext(vm_modules=modules, config=self._config)
+            index = parameter_index(params, specs, self._keep)
+            modules.insert(0, rt.create_io_parameters_module(
+                self._config.vm_instance, index.create_provider(scope=PARAM_SCOPE)))
+        try:
+            self._ctx = rt.SystemContext(vm_modules=modules, config=self._config)
+        except (RuntimeError, ValueError) as e:
+            raise RunError(_context_error(str(e), device)) from None
         self._device = self._config.device
         bound = getattr(self._ctx.modules, self._vm.name)
         self._functions: dict[str, Function] = {}
+        names = set(self._vm.function_names)
         for name in self._vm.function_names:
-            if name.startswith("__"):
+            if name.startswith("__") or (name.endswith(ASYNC_SUFFIX)
+                                         and name.removesuffix(ASYNC_SUFFIX) in names):
                 continue
-            self._functions[name] = Function(self, name, getattr(bound, name),
-                                             self._vm.lookup_function(name))
+            twin = name + ASYNC_SUFFIX
+            self._functions[name] = Function(
+                self, name, getattr(bound, name), self._vm.lookup_function(name),
+                self._vm.lookup_function(twin) if twin in names else None)
 
     def param_specs(self) -> list[ParamSpec]:
         specs: dict[str, ParamSpec] = {}
@@ -430,35 +364,6 @@ class Program:
             for pname, (shape, dtype) in json.loads(refl.get("rlx.params", "{}")).items():
                 specs[pname] = ParamSpec(pname, tuple(shape), DType.parse(dtype))
         return list(specs.values())
-
-    def _params_module(self, params: ParamSource, specs: list[ParamSpec]) -> Any:
-        import iree.runtime as rt
-
-        idx = rt.ParameterIndex()
-        if params is None:
-            names = ", ".join(s.name for s in specs)
-            raise WeightError(f"error: the module needs weights ({names}); give them with params= "
-                              "(Python) or --params (rlx-run)")
-        if isinstance(params, str | Path):
-            path = Path(params)
-            if not path.is_file():
-                raise WeightError(f"{path}: error: weight file not found")
-            if path.suffix == ".safetensors":
-                read_safetensors_header(path)  # bounds-checked before IREE sees the file
-            try:
-                idx.load(str(path))
-            except (RuntimeError, ValueError, IndexError, OSError) as e:
-                raise WeightError(f"{path}: error: cannot read weights: {e}") from None
-            entries = {k: v.length for k, v in idx.items()}
-            _check_file_params(path, specs, entries)
-        else:
-            _check_dict_params(params, specs)
-            for spec in specs:
-                arr = np.ascontiguousarray(params[spec.name])
-                self._keep.append(arr)
-                idx.add_buffer(spec.name, arr)
-        return rt.create_io_parameters_module(self._config.vm_instance,
-                                              idx.create_provider(scope=PARAM_SCOPE))
 
     def upload(self, array: np.ndarray) -> DeviceTensor:
         """Copy an array to the device once (then pass it to any function without a copy)."""
@@ -508,21 +413,69 @@ class Program:
         return np.array(mapped.asarray(tuple(bv.shape), dtype), copy=True)
 
 
+_DEVICE_TARGETS = {"local-task": "llvm-cpu", "local-sync": "llvm-cpu", "vulkan": "vulkan",
+                   "cuda": "cuda", "hip": "rocm"}
+"""The ``rlx.compile`` target whose vmfb each runtime device runs."""
+_IREE_DEVICES = {"local": ("llvm-cpu", "local-task"), "vulkan": ("vulkan", "vulkan"),
+                 "cuda": ("cuda", "cuda"), "hip": ("rocm", "hip")}
+"""IREE's device name in a vmfb -> (rlx target, rlx runtime device)."""
+_STATUS_PREFIX = re.compile(r"^(?:Error creating (?:driver|vm context with modules): )?"
+                            r"(?:<vm>:0: |\S+\.(?:c|cc|cpp|h):\d+: )?")
+_DEVICE_TARGET = re.compile(r'#hal\.device\.target<"(?P<device>[^"]+)"')
+_EXECUTABLE = re.compile(r'#hal\.executable\.target<"[^"]+", "(?P<format>[^"]+)"')
+
+
+def _status_line(text: str) -> str:
+    """The first line of IREE's status text, without the C source position."""
+    first = text.strip().splitlines()[0] if text.strip() else "unknown error"
+    return _STATUS_PREFIX.sub("", first).rstrip(": ")
+
+
+def _config(device: str) -> Any:
+    """IREE's runtime configuration (instance and device) for ``device``; a device IREE
+    cannot create is a RunError with IREE's own reason (its ``Config`` only says "Could
+    not create device"; creating the driver and device again gives the status)."""
+    import iree.runtime as rt
+
+    try:
+        return rt.Config(device)
+    except (RuntimeError, ValueError) as e:
+        reason = _status_line(str(e))
+        try:
+            driver = rt.get_driver(device)
+            if not driver.query_available_devices():
+                reason = f"the {device} driver loaded but lists no device"
+            else:
+                driver.create_default_device()
+        except (RuntimeError, ValueError) as why:
+            reason = _status_line(str(why))
+        raise RunError(f"error: cannot create a {device} device: {reason}") from None
+
+
+def _context_error(text: str, device: str) -> str:
+    """The message for IREE refusing to load a module on ``device``: a vmfb compiled for
+    another target names both (IREE prints a ~3 KB target description instead)."""
+    m = _DEVICE_TARGET.search(text)
+    if "INCOMPATIBLE" not in text or m is None:
+        return f"error: cannot load the module on {device}: {_status_line(text)}"
+    target, runs_on = _IREE_DEVICES.get(m["device"], (m["device"], m["device"]))
+    formats = ", ".join(sorted({x["format"] for x in _EXECUTABLE.finditer(text)}))
+    built = f"the module was compiled for {target} ({formats or 'IREE device ' + m['device']})"
+    if target == _DEVICE_TARGETS[device]:
+        return (f"error: {built}, which this {device} device cannot run (another "
+                f"architecture or CPU/GPU features): compile it for this machine")
+    runs = _DEVICE_TARGETS[device]
+    which = f" (which runs {runs} modules)" if runs != device else ""
+    return (f"error: {built}, the device is {device}{which}: load it on {runs_on}, or "
+            f"compile it with target={runs}")
+
+
 def load(vmfb: bytes | str | Path, device: str = "local-task", params: ParamSource = None
          ) -> Program:
     """Load a vmfb (bytes or path) on ``device`` with its weights."""
     return Program(vmfb, device, params)
 
 
-def save_params(params: Mapping[str, np.ndarray], path: str | Path) -> None:
-    """Write weights to an ``.irpa`` archive (dtype and shape recorded)."""
-    import iree.runtime as rt
-
-    idx = rt.ParameterIndex()
-    for name, arr in params.items():
-        rt.parameter_index_add_numpy_ndarray(idx, name, np.ascontiguousarray(arr))
-    idx.create_archive_file(str(path))
-
-
-__all__ = ["DEVICES", "DeviceTensor", "Function", "ParamSpec", "Program", "load",
-           "save_params"]
+__all__ = ["DEVICES", "PARAM_SCOPE", "WEIGHT_FORMATS", "DeviceTensor", "Function",
+           "ParamSource", "ParamSpec", "Program", "load", "parameter_index",
+           "read_safetensors_header", "save_params"]

@@ -9,7 +9,7 @@ from rlx.dialects.hir import HIR
 from rlx.dialects.mir import MIR
 from rlx.dialects.schema import Decoded, Dialect, OpSchema, decode
 from rlx.ir.diagnostics import VerifyError
-from rlx.ir.locations import label_of, source_of
+from rlx.ir.locations import describe, label_of, source_of
 from rlx.ir.text import walk_ops
 
 DIALECTS: dict[str, Dialect] = {HIR.name: HIR, MIR.name: MIR}
@@ -52,13 +52,32 @@ def verify_module(module: ir.Module, stage: str = "hir") -> list[Decoded]:
     allowed = STAGES[stage]
     fusion_policy(module)
     decoded: list[Decoded] = []
+    weights: dict[str, ir.Operation] = {}
     for top in module.body.operations:
         top = top.operation
         if top.name != "func.func":
             raise _fail(top, "top-level op", "func.func", f"'{top.name}'")
         for op in walk_ops(top):
             decoded.extend(_verify_op(op, allowed))
+            if op.name in PARAM_OPS:
+                _check_weight(op, weights)
     return decoded
+
+
+PARAM_OPS = ("rlx_hir.param", "rlx_mir.param")
+
+
+def _check_weight(op: ir.Operation, seen: dict[str, ir.Operation]) -> None:
+    """A weight name has one type in the whole module (every function reads the same
+    parameter): the first declaration of ``name`` wins, a later one of another type fails
+    naming both places."""
+    name = ir.StringAttr(op.attributes["name"]).value
+    first = seen.setdefault(name, op)
+    want, found = first.results[0].type, op.results[0].type
+    if first is op or want == found:
+        return
+    raise _fail(op, f"weight '{name}'", f"{want} (its type where it is first declared, "
+                f"{describe(first.location)})", str(found))
 
 
 def _verify_op(op: ir.Operation, allowed: tuple[str, ...]) -> list[Decoded]:

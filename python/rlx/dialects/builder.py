@@ -20,9 +20,10 @@ that says so.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import inspect
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from iree.compiler import ir
@@ -30,8 +31,41 @@ from iree.compiler import ir
 from rlx.dialects import HIR, MIR
 from rlx.dialects.hir_module import HirModuleCore, HirValue, ShapeLike, to_dims
 from rlx.dialects.mir_module import MirModule
-from rlx.ir.diagnostics import BuildError
+from rlx.dialects.schema import OpSchema
+from rlx.ir.diagnostics import BuildError, VerifyError
+from rlx.ir.locations import source_of
 from rlx.ir.types import DType, TensorInfo
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _schema_summary(schema: OpSchema) -> str:
+    """Operands and attributes of ``schema`` as lines (conditional ones say so)."""
+    operands = ", ".join(o.name + ("?" if o.when else "") + ("..." if o.variadic else "")
+                         for o in schema.operands)
+    lines = [f"Operands of ``{schema.full_name}``: {operands or 'none'}."]
+    for a in schema.attrs:
+        kind = f"one of {', '.join(a.choices)}" if a.choices else a.kind.value
+        extra = f", default {a.default!r}" if a.has_default else ""
+        extra += ", optional" if a.optional or a.when else ""
+        lines.append(f"Attribute ``{a.name}`` ({kind}{extra})" + (f": {a.doc}" if a.doc else ""))
+    return "\n".join(lines)
+
+
+def builds(op: str) -> Callable[[_Method], _Method]:
+    """Give a builder method the documentation of the HIR op it builds: its own docstring
+    (the Python arguments), then the op's operands and attributes (from the schema) and the
+    op's docstring with its IR example, so ``help(h.rms_norm)`` shows all of it."""
+    schema = HIR.ops[op]
+
+    def attach(method: _Method) -> _Method:
+        own = inspect.cleandoc(method.__doc__ or "")
+        method.__doc__ = "\n\n".join(
+            [own, f"Builds ``{schema.full_name}``.", _schema_summary(schema),
+             inspect.cleandoc(schema.infer.__doc__ or "")])
+        return method
+
+    return attach
 
 
 class HirModule(HirModuleCore):
@@ -62,12 +96,23 @@ class HirModule(HirModuleCore):
         """A ``[?batch, ?seq, hidden]`` input (RLX's ``input_batch_seq``)."""
         return self.input(name, ("batch", "seq", hidden), dtype)
 
+    @builds("param")
     def param(self, name: str, shape: ShapeLike, dtype: DType | str = "f32") -> HirValue:
         """A weight bound at load time (``HirOp::Param``)."""
         t = TensorInfo(to_dims(shape), DType.parse(dtype))
-        return self._emit(HIR.ops["param"], [], {"name": name}, out_shape=t,
-                          default_label=False)[0]
+        first = self._weights.get(name)
+        if first is not None and TensorInfo.from_mlir(first.results[0].type) != t:
+            where = source_of(first.location)
+            raise VerifyError("rlx_hir.param", f"weight '{name}'",
+                              f"{TensorInfo.from_mlir(first.results[0].type)} (its type "
+                              f"where it is first declared{', ' + where if where else ''})",
+                              str(t))
+        value = self._emit(HIR.ops["param"], [], {"name": name}, out_shape=t,
+                           default_label=False)[0]
+        self._weights.setdefault(name, value.value.owner.operation)
+        return value
 
+    @builds("constant")
     def constant(self, data: np.ndarray | Sequence[float], dtype: DType | str | None = None
                  ) -> HirValue:
         """Small inline data (``HirOp::Constant``)."""
@@ -80,6 +125,7 @@ class HirModule(HirModuleCore):
         return self._emit(HIR.ops["constant"], [], {"value": attr}, default_label=False)[0]
 
     # -- blocks ------------------------------------------------------------------------
+    @builds("linear")
     def linear(self, x: HirValue, weight: HirValue, bias: HirValue | None = None,
                activation: str | None = None, out_shape: ShapeLike | None = None) -> HirValue:
         """``act(x @ weight + bias)``; weight ``[K, N]``."""
@@ -87,6 +133,7 @@ class HirModule(HirModuleCore):
                          {"activation": activation or "none", "has_bias": bias is not None},
                          out_shape)
 
+    @builds("linear_fused")
     def linear_fused(self, x: HirValue, weight: HirValue, bias: HirValue,
                      activation: str | None = None, out_shape: ShapeLike | None = None
                      ) -> HirValue:
@@ -94,6 +141,7 @@ class HirModule(HirModuleCore):
         return self._hir("linear_fused", [x, weight, bias],
                          {"activation": activation or "none"}, out_shape)
 
+    @builds("shared_linear_pair")
     def shared_linear_pair(self, x: HirValue, w_first: HirValue, w_second: HirValue,
                            out_shape: ShapeLike | None = None) -> tuple[HirValue, HirValue]:
         """``(x @ w_first, x @ w_second)`` from one op."""
@@ -101,21 +149,44 @@ class HirModule(HirModuleCore):
                                    out_shape=out_shape)
         return first, second
 
+    @builds("swiglu")
     def swiglu_ffn(self, x: HirValue, up_w: HirValue, gate_w: HirValue, down_w: HirValue,
                    out_shape: ShapeLike | None = None) -> HirValue:
         """``(silu(x @ gate_w) * (x @ up_w)) @ down_w``."""
         return self._hir("swiglu", [x, up_w, gate_w, down_w], {}, out_shape)
 
+    @builds("residual_rms_norm")
     def residual_rms_norm(self, x: HirValue, residual: HirValue, gamma: HirValue,
-                          beta: HirValue, eps: float = 1e-6,
+                          beta: HirValue | None = None, eps: float = 1e-6,
                           out_shape: ShapeLike | None = None) -> HirValue:
-        return self._hir("residual_rms_norm", [x, residual, gamma, beta], {"eps": eps},
+        """``rms_norm(x + residual) * gamma + beta``; without ``beta`` (LLaMA-style) the
+        op gets a zero constant (``dense<0.0>``) as its beta operand."""
+        return self._hir("residual_rms_norm", [x, residual, gamma, self._beta(beta, gamma)],
+                         {"eps": eps}, out_shape)
+
+    @builds("rms_norm")
+    def rms_norm(self, x: HirValue, gamma: HirValue, beta: HirValue | None = None,
+                 eps: float = 1e-6, out_shape: ShapeLike | None = None) -> HirValue:
+        """``x / sqrt(mean(x²) + eps) * gamma + beta`` over the last axis; without
+        ``beta`` (LLaMA-style) the op gets a zero constant (``dense<0.0>``) as its beta
+        operand: ``h.rms_norm(x, h.param("norm.w", (64,)), eps=1e-5)``."""
+        return self._hir("rms_norm", [x, gamma, self._beta(beta, gamma)], {"eps": eps},
                          out_shape)
 
-    def rms_norm(self, x: HirValue, gamma: HirValue, beta: HirValue, eps: float = 1e-6,
-                 out_shape: ShapeLike | None = None) -> HirValue:
-        return self._hir("rms_norm", [x, gamma, beta], {"eps": eps}, out_shape)
+    def _beta(self, beta: HirValue | None, gamma: HirValue) -> HirValue:
+        """``beta``, or a splat zero constant shaped like ``gamma`` (a norm's additive
+        parameter the math does not need)."""
+        if beta is not None:
+            return beta
+        t = gamma.type
+        if t.rank != 1 or t.shape[0] is None or not t.dtype.is_float:
+            return gamma  # the op's verifier names what is wrong with gamma
+        with self._ctx, ir.Location.unknown():
+            zero = ir.DenseElementsAttr.get_splat(
+                t.mlir(), ir.FloatAttr.get(t.mlir().element_type, 0.0))
+        return self._emit(HIR.ops["constant"], [], {"value": zero}, default_label=False)[0]
 
+    @builds("attention")
     def attention(self, q: HirValue, k: HirValue, v: HirValue, mask: HirValue | None = None,
                   *, num_heads: int, head_dim: int, mask_kind: str = "none",
                   window: int | None = None, out_shape: ShapeLike | None = None) -> HirValue:
@@ -124,6 +195,7 @@ class HirModule(HirModuleCore):
                          {"num_heads": num_heads, "head_dim": head_dim, "mask": mask_kind,
                           "window": window}, out_shape)
 
+    @builds("rope")
     def rope(self, x: HirValue, cos: HirValue, sin: HirValue, head_dim: int,
              n_rot: int | None = None, rope_style: str = "neox",
              out_shape: ShapeLike | None = None) -> HirValue:
@@ -132,12 +204,16 @@ class HirModule(HirModuleCore):
                          {"head_dim": head_dim, "n_rot": head_dim if n_rot is None else n_rot,
                           "rope_style": rope_style}, out_shape)
 
+    @builds("depthwise_conv1d_causal")
     def depthwise_conv1d_causal(self, input: HirValue, weight: HirValue, left_pad: HirValue,
                                 kernel_size: int, out_shape: ShapeLike | None = None
                                 ) -> HirValue:
+        """Causal depthwise 1-D convolution over the sequence axis, the first
+        ``kernel_size - 1`` steps padded from ``left_pad``."""
         return self._hir("depthwise_conv1d_causal", [input, weight, left_pad],
                          {"kernel_size": kernel_size}, out_shape)
 
+    @builds("dequant_matmul")
     def dequant_matmul(self, x: HirValue, w: HirValue, scale: HirValue | None = None,
                        zp: HirValue | None = None, *, scheme: str,
                        block_size: int | None = None, out_shape: ShapeLike | None = None
@@ -146,6 +222,7 @@ class HirModule(HirModuleCore):
         return self._hir("dequant_matmul", [x, w, scale, zp],
                          {"scheme": scheme, "block_size": block_size}, out_shape)
 
+    @builds("gated_delta_net")
     def gated_delta_net(self, q: HirValue, k: HirValue, v: HirValue, g: HirValue,
                         beta: HirValue, state_size: int, out_shape: ShapeLike | None = None
                         ) -> HirValue:
@@ -153,6 +230,7 @@ class HirModule(HirModuleCore):
         return self._hir("gated_delta_net", [q, k, v, g, beta],
                          {"state_size": state_size, "carry_state": False}, out_shape)
 
+    @builds("gated_delta_net")
     def gated_delta_net_carry(self, q: HirValue, k: HirValue, v: HirValue, g: HirValue,
                               beta: HirValue, state: HirValue, state_size: int,
                               out_shape: ShapeLike | None = None
@@ -163,13 +241,16 @@ class HirModule(HirModuleCore):
                               out_shape=out_shape)
         return y, final
 
+    @builds("lstm")
     def lstm(self, x: HirValue, w_ih: HirValue, w_hh: HirValue, bias: HirValue,
              hidden_size: int, num_layers: int = 1, bidirectional: bool = False,
              out_shape: ShapeLike | None = None) -> HirValue:
+        """LSTM over the sequence from a zero state; returns the output sequence."""
         return self._hir("lstm", [x, w_ih, w_hh, bias],
                          {"hidden_size": hidden_size, "num_layers": num_layers,
                           "bidirectional": bidirectional, "carry": False}, out_shape)
 
+    @builds("lstm")
     def lstm_carry(self, x: HirValue, w_ih: HirValue, w_hh: HirValue, bias: HirValue,
                    h0: HirValue, c0: HirValue, hidden_size: int, num_layers: int = 1,
                    bidirectional: bool = False, out_shape: ShapeLike | None = None
@@ -181,13 +262,16 @@ class HirModule(HirModuleCore):
                                out_shape=out_shape)
         return y, hn, cn
 
+    @builds("gru")
     def gru(self, x: HirValue, w_ih: HirValue, w_hh: HirValue, b_ih: HirValue,
             b_hh: HirValue, hidden_size: int, num_layers: int = 1,
             bidirectional: bool = False, out_shape: ShapeLike | None = None) -> HirValue:
+        """GRU over the sequence from a zero state; returns the output sequence."""
         return self._hir("gru", [x, w_ih, w_hh, b_ih, b_hh],
                          {"hidden_size": hidden_size, "num_layers": num_layers,
                           "bidirectional": bidirectional, "carry": False}, out_shape)
 
+    @builds("gru")
     def gru_carry(self, x: HirValue, w_ih: HirValue, w_hh: HirValue, b_ih: HirValue,
                   b_hh: HirValue, h0: HirValue, hidden_size: int, num_layers: int = 1,
                   bidirectional: bool = False, out_shape: ShapeLike | None = None
@@ -199,6 +283,7 @@ class HirModule(HirModuleCore):
                            out_shape=out_shape)
         return y, hn
 
+    @builds("llama_decoder_block")
     def llama_decoder_block(
         self, x: HirValue, ln1_g: HirValue, ln1_b: HirValue, q_w: HirValue, k_w: HirValue,
         v_w: HirValue, o_w: HirValue, ln2_g: HirValue, ln2_b: HirValue, gate_w: HirValue,
@@ -217,6 +302,7 @@ class HirModule(HirModuleCore):
              "eps": eps, "mask": mask_kind, "window": window, "rope_style": rope_style},
             out_shape, label)
 
+    @builds("llama_decoder_block")
     def transformer_block(
         self, x: HirValue, ln1_g: HirValue, ln1_b: HirValue, q_w: HirValue, k_w: HirValue,
         v_w: HirValue, o_w: HirValue, ln2_g: HirValue, ln2_b: HirValue, gate_w: HirValue,
@@ -233,6 +319,7 @@ class HirModule(HirModuleCore):
             mask_kind=mask_kind, rope_style="neox", window=window, out_shape=out_shape,
             label="transformer_block")
 
+    @builds("qwen35_mtp_head")
     def qwen35_mtp_head(self, *operands: HirValue, num_heads: int, num_kv_heads: int,
                         head_dim: int, n_rot: int, n_embd: int, n_ff: int, mtp_vocab: int,
                         eps: float = 1e-6, out_shape: ShapeLike | None = None) -> HirValue:

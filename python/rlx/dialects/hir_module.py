@@ -13,7 +13,7 @@ from typing import Any, Self
 import numpy as np
 from iree.compiler import ir
 
-from rlx.dialects import FUSION_POLICY_ATTR, HIR, fusion_policy, lookup, verify_module
+from rlx.dialects import FUSION_POLICY_ATTR, HIR, MIR, fusion_policy, lookup, verify_module
 from rlx.dialects.enums import FUSION_POLICIES
 from rlx.dialects.mir_module import MirModule, mir_lowering
 from rlx.dialects.schema import OpSchema, create, decode, validate, with_defaults
@@ -26,10 +26,24 @@ from rlx.ir.types import DType, Shape, TensorInfo
 ShapeLike = Sequence[int | str | None]
 
 
+Operand = Any  # a HirValue, or a Python / numpy number or array (made a constant)
+
+
 class HirValue:
-    """A tensor value of a :class:`HirModule` (a function input or an op result)."""
+    """A tensor value of a :class:`HirModule` (a function input or an op result).
+
+    ``+ - * /`` (and unary ``-``) build ``rlx_mir.binary`` ops (``rlx_mir.activation``
+    ``neg`` for a float ``-x``) with numpy broadcasting and no type promotion: the other
+    side is a HirValue of the same element type, or a Python / numpy number or array, which
+    becomes a constant of this value's element type. Inside ``h.named("name", ...)`` the
+    ops carry that label::
+
+        y = h.named("ffn", lambda h: x + h.swiglu_ffn(x, up, gate, down))   # a residual
+        z = (y - mean) / std * 2.0
+    """
 
     __slots__ = ("_module", "value")
+    __array_ufunc__ = None  # ``np_array + value`` defers to ``value.__radd__``
 
     def __init__(self, module: HirModuleCore, value: ir.Value) -> None:
         self._module = module
@@ -69,6 +83,34 @@ class HirValue:
         src = op.name if op is not None else "input"
         return f"HirValue({self.type} from {src})"
 
+    # -- arithmetic (rlx_mir.binary / activation) ----------------------------------------
+    def __add__(self, other: Operand) -> HirValue:
+        return self._module._arith("add", self, other)
+
+    def __radd__(self, other: Operand) -> HirValue:
+        return self._module._arith("add", other, self)
+
+    def __sub__(self, other: Operand) -> HirValue:
+        return self._module._arith("sub", self, other)
+
+    def __rsub__(self, other: Operand) -> HirValue:
+        return self._module._arith("sub", other, self)
+
+    def __mul__(self, other: Operand) -> HirValue:
+        return self._module._arith("mul", self, other)
+
+    def __rmul__(self, other: Operand) -> HirValue:
+        return self._module._arith("mul", other, self)
+
+    def __truediv__(self, other: Operand) -> HirValue:
+        return self._module._arith("div", self, other)
+
+    def __rtruediv__(self, other: Operand) -> HirValue:
+        return self._module._arith("div", other, self)
+
+    def __neg__(self) -> HirValue:
+        return self._module._negate(self)
+
 
 def to_dims(shape: ShapeLike) -> tuple[int | None, ...]:
     """``None``, ``"?"`` or a symbol name (``"batch"``) is a dynamic dim."""
@@ -96,6 +138,8 @@ class HirModuleCore:
             self._module.operation.attributes["sym_name"] = ir.StringAttr.get(name)
         self.fusion_policy = fusion_policy
         self._nodes: list[ir.Value | ir.Operation] = []
+        self._weights: dict[str, ir.Operation] = {}  # name -> its first param op
+        self._labels: list[str] = []  # the enclosing ``named`` blocks, innermost last
         self._func = self._new_function(function)
 
     # -- construction helpers ----------------------------------------------------------
@@ -119,6 +163,8 @@ class HirModuleCore:
         self._ctx = module.context
         self._module = module
         self._nodes = []
+        self._weights = {}
+        self._labels = []
         funcs = [op.operation for op in module.body.operations]
         self._func = funcs[0] if funcs else self._new_function("main")
         for func_op in funcs:
@@ -126,6 +172,9 @@ class HirModuleCore:
             self._nodes.extend(block.arguments)
             self._nodes.extend(op.operation for op in block.operations
                                if op.operation.name != "func.return")
+        for node in self._nodes:
+            if isinstance(node, ir.Operation) and node.name == "rlx_hir.param":
+                self._weights.setdefault(ir.StringAttr(node.attributes["name"]).value, node)
         return self
 
     @property
@@ -197,6 +246,42 @@ class HirModuleCore:
     def _hir(self, name: str, operands: Sequence[HirValue | None], attrs: dict[str, Any],
              out_shape: ShapeLike | None = None, label: str | None = None) -> HirValue:
         return self._emit(HIR.ops[name], operands, attrs, out_shape=out_shape, label=label)[0]
+
+    def _constant_like(self, data: Any, like: HirValue) -> HirValue:
+        """``data`` as a ``rlx_hir.constant`` of ``like``'s element type (no promotion:
+        floats round to it, a value an integer type cannot hold exactly is a BuildError)."""
+        dtype = like.dtype
+        arr = np.asarray(data)
+        if arr.dtype.kind not in "biuf":
+            raise BuildError(f"arithmetic on {like!r}: expected a HirValue, a number or a "
+                             f"numeric array, found {type(data).__name__}")
+        with np.errstate(invalid="ignore", over="ignore"):
+            cast = arr.astype(dtype.numpy)
+        if dtype.is_int and not np.array_equal(cast.astype(arr.dtype), arr):
+            raise BuildError(f"arithmetic on {like!r}: {data!r} is not exactly a {dtype} "
+                             "(no type promotion: convert one side)")
+        with self._ctx:
+            attr = ir.DenseElementsAttr.get(np.asarray(cast, order="C"),
+                                            type=TensorInfo(tuple(cast.shape), dtype).mlir())
+        return self._emit(HIR.ops["constant"], [], {"value": attr}, default_label=False)[0]
+
+    def _arith(self, kind: str, lhs: Operand, rhs: Operand) -> HirValue:
+        """``lhs <kind> rhs`` as ``rlx_mir.binary`` (one side may be a number or array)."""
+        if not isinstance(lhs, HirValue):
+            lhs = self._constant_like(lhs, rhs)
+        elif not isinstance(rhs, HirValue):
+            rhs = self._constant_like(rhs, lhs)
+        return self._emit(MIR.ops["binary"], [lhs, rhs], {"kind": kind},
+                          label=self._labels[-1] if self._labels else None,
+                          default_label=False)[0]
+
+    def _negate(self, x: HirValue) -> HirValue:
+        """``-x``: ``activation neg`` for floats, ``0 - x`` for integers."""
+        if x.dtype.is_float:
+            return self._emit(MIR.ops["activation"], [x], {"kind": "neg"},
+                              label=self._labels[-1] if self._labels else None,
+                              default_label=False)[0]
+        return self._arith("sub", 0, x)
 
     # -- functions ---------------------------------------------------------------------
     @property
@@ -276,8 +361,13 @@ class HirModuleCore:
 
     # -- labels --------------------------------------------------------------------------
     def named(self, name: str, build: Callable[[Self], HirValue]) -> HirValue:
-        """Build with ``build(self)`` and label the op of the returned value ``name``."""
-        value = build(self)
+        """Build with ``build(self)`` and label the op of the returned value ``name``
+        (and the ops that ``+ - * /`` on values build inside it)."""
+        self._labels.append(name)
+        try:
+            value = build(self)
+        finally:
+            self._labels.pop()
         op = value.op
         if op is None:
             raise BuildError(f"named({name!r}): the block returned a function input, not an op")

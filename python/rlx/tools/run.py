@@ -13,6 +13,7 @@ from rlx.debug import check_numerics
 from rlx.ir.diagnostics import RunError
 from rlx.runtime import DEVICES, load
 from rlx.tools._cli import run
+from rlx.weights import WEIGHT_FORMATS
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -30,7 +31,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--device", choices=DEVICES, default="local-task")
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
                    help="an input by name (or by position: just FILE.npy), repeatable")
-    p.add_argument("--params", help="weights: .irpa or .safetensors (or a .npz of arrays)")
+    p.add_argument("--params", help="weights: " + ", ".join(WEIGHT_FORMATS) + " (as "
+                   "rlx.runtime.load's params=)")
     p.add_argument("--output-dir", help="save output i as DIR/output_i.npy instead of printing")
     return p
 
@@ -44,13 +46,7 @@ def _load_npy(path: str) -> np.ndarray:
 
 def _main() -> int:
     args = _parser().parse_args()
-    params = None
-    if args.params:
-        if args.params.endswith(".npz"):
-            with np.load(args.params, allow_pickle=False) as data:
-                params = {k: data[k] for k in data.files}
-        else:
-            params = args.params
+    params = args.params or None  # read by rlx.weights.parameter_index, as in Python
     positional, named = [], {}
     for item in args.input:
         name, sep, path = item.partition("=")

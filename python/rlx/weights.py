@@ -1,0 +1,180 @@
+"""Weights: the one loader of every weight format rlx reads, checked against a module.
+
+A module declares its weights (``rlx_hir.param``: name, shape, dtype; a vmfb lists them in
+its ``rlx.params`` reflection); :func:`parameter_index` reads them from a dict of numpy
+arrays or an ``.irpa``, ``.safetensors``, ``.gguf`` or ``.npz`` file into an
+``iree.runtime.ParameterIndex`` (scope ``model``), checking names, sizes, and shapes and
+dtypes where the format records them, before anything runs. ``rlx.runtime.load``,
+``rlx-run --params`` and generation all go through it. :func:`save_params` writes ``.irpa``.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlx.ir.diagnostics import WeightError
+from rlx.ir.types import DType
+
+PARAM_SCOPE = "model"
+"""The scope of the weights' parameter names (``#flow.parameter.named<"model"::NAME>``):
+``iree-run-module --parameters=model=w.irpa``."""
+ParamSource = Mapping[str, np.ndarray] | str | Path | None
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    name: str
+    shape: tuple[int, ...]
+    dtype: DType
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * max(self.dtype.bits // 8, 1)
+
+
+
+_SAFETENSORS_DTYPES = {"F32": DType.F32, "F16": DType.F16, "BF16": DType.BF16,
+                       "F64": DType.F64, "I8": DType.I8, "U8": DType.I8, "I16": DType.I16,
+                       "I32": DType.I32, "I64": DType.I64, "BOOL": DType.I1}
+MAX_HEADER = 100 * 1024 * 1024
+
+
+def read_safetensors_header(path: Path) -> dict[str, tuple[DType | None, tuple[int, ...], int]]:
+    """name -> (dtype, shape, byte length) from a ``.safetensors`` header, bounds-checked
+    against the file size (nothing is read past the file, nothing sized by the header)."""
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        raw = f.read(8)
+        if len(raw) < 8:
+            raise WeightError(f"{path}: error: not a safetensors file (shorter than 8 bytes)")
+        (n,) = struct.unpack("<Q", raw)
+        if n > min(size - 8, MAX_HEADER):
+            raise WeightError(f"{path}: error: safetensors header length {n} runs past the "
+                              f"end of the file ({size} bytes)")
+        try:
+            header = json.loads(f.read(n))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise WeightError(f"{path}: error: corrupt safetensors header: {e}") from None
+    if not isinstance(header, dict):
+        raise WeightError(f"{path}: error: corrupt safetensors header (not a JSON object)")
+    data_size = size - 8 - n
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            dtype_name, shape, (begin, end) = info["dtype"], info["shape"], info["data_offsets"]
+            shape = tuple(int(s) for s in shape)
+        except (KeyError, TypeError, ValueError):
+            raise WeightError(f"{path}: error: tensor '{name}': corrupt header entry "
+                              f"{info!r}") from None
+        if not 0 <= begin <= end <= data_size:
+            raise WeightError(f"{path}: error: tensor '{name}': data [{begin}, {end}) lies "
+                              f"outside the file's {data_size} data bytes")
+        out[name] = (_SAFETENSORS_DTYPES.get(dtype_name), shape, end - begin)
+    return out
+
+
+def _check_file_params(path: Path, specs: list[ParamSpec], entries: dict[str, int]) -> None:
+    """Every declared weight is in the file with the right size (and dtype/shape when the
+    format records them)."""
+    header = read_safetensors_header(path) if path.suffix == ".safetensors" else {}
+    for spec in specs:
+        if spec.name not in entries:
+            raise WeightError(f"{path}: error: weight '{spec.name}' (the module's "
+                              f"{list(spec.shape)} {spec.dtype}) is not in the file")
+        if spec.name in header:
+            dtype, shape, _ = header[spec.name]
+            if dtype != spec.dtype or shape != spec.shape:
+                raise WeightError(f"{path}: error: weight '{spec.name}': expected "
+                                  f"{list(spec.shape)} {spec.dtype}, found {list(shape)} "
+                                  f"{dtype or 'an unsupported dtype'}")
+        if entries[spec.name] != spec.nbytes:
+            raise WeightError(f"{path}: error: weight '{spec.name}': expected {spec.nbytes} "
+                              f"bytes ({list(spec.shape)} {spec.dtype}), found "
+                              f"{entries[spec.name]}")
+
+
+def _check_dict_params(params: Mapping[str, np.ndarray], specs: list[ParamSpec]) -> None:
+    for spec in specs:
+        if spec.name not in params:
+            raise WeightError(f"error: weight '{spec.name}' ({list(spec.shape)} "
+                              f"{spec.dtype}) is missing from the params dict")
+        arr = np.asarray(params[spec.name])
+        want = spec.dtype.numpy
+        if tuple(arr.shape) != spec.shape or arr.dtype != want:
+            raise WeightError(f"error: weight '{spec.name}': expected {list(spec.shape)} "
+                              f"{want}, found {list(arr.shape)} {arr.dtype}")
+
+
+WEIGHT_FORMATS = (".irpa", ".safetensors", ".gguf", ".npz")
+"""Weight files ``parameter_index`` reads (besides a dict of numpy arrays)."""
+
+
+def parameter_index(params: ParamSource, specs: list[ParamSpec], keep: list[Any]) -> Any:
+    """The one weight loader (``rlx.runtime.load``, ``rlx-run --params``, generation): an
+    ``iree.runtime.ParameterIndex`` of ``params`` (a dict of numpy arrays, or an ``.irpa``,
+    ``.safetensors``, ``.gguf`` or ``.npz`` file), checked against the module's weights
+    ``specs`` (names, and sizes, shapes and dtypes where the format records them) before
+    anything runs. Arrays IREE reads in place are appended to ``keep``."""
+    import iree.runtime as rt
+
+    if params is None:
+        names = ", ".join(s.name for s in specs)
+        raise WeightError(f"error: the module needs weights ({names}); give them with params= "
+                          "(Python) or --params (rlx-run)")
+    if isinstance(params, str | Path):
+        path = Path(params)
+        if path.suffix not in WEIGHT_FORMATS:
+            raise WeightError(f"{path}: error: unknown weight file format {path.suffix!r} "
+                              f"(expected {', '.join(WEIGHT_FORMATS)})")
+        if not path.is_file():
+            raise WeightError(f"{path}: error: weight file not found")
+        if path.suffix == ".npz":
+            params = _read_npz(path)
+    idx = rt.ParameterIndex()
+    if isinstance(params, str | Path):
+        path = Path(params)
+        if path.suffix == ".safetensors":
+            read_safetensors_header(path)  # bounds-checked before IREE sees the file
+        try:
+            idx.load(str(path))
+        except (RuntimeError, ValueError, IndexError, OSError) as e:
+            raise WeightError(f"{path}: error: cannot read weights: {e}") from None
+        _check_file_params(path, specs, {k: v.length for k, v in idx.items()})
+        return idx
+    _check_dict_params(params, specs)
+    for spec in specs:
+        arr = np.ascontiguousarray(params[spec.name])
+        keep.append(arr)
+        idx.add_buffer(spec.name, arr)
+    return idx
+
+
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {k: data[k] for k in data.files}
+    except (OSError, ValueError, EOFError) as e:
+        raise WeightError(f"{path}: error: cannot read a .npz archive: {e}") from None
+
+
+def save_params(params: Mapping[str, np.ndarray], path: str | Path) -> None:
+    """Write weights to an ``.irpa`` archive (dtype and shape recorded)."""
+    import iree.runtime as rt
+
+    idx = rt.ParameterIndex()
+    for name, arr in params.items():
+        rt.parameter_index_add_numpy_ndarray(idx, name, np.ascontiguousarray(arr))
+    idx.create_archive_file(str(path))
+
+
+__all__ = ["MAX_HEADER", "PARAM_SCOPE", "WEIGHT_FORMATS", "ParamSource", "ParamSpec",
+           "parameter_index", "read_safetensors_header", "save_params"]
