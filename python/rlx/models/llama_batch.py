@@ -16,8 +16,9 @@ between calls without the cache changing shape. Entry points:
   on the device). Returns ``logits [1, B, V]``, ``next [1, B]`` and the cache. Every row is
   computed; a free slot's row is ignored by the caller (and overwritten when the slot is
   prefilled again).
-- ``sample``: :mod:`rlx.models.sampling` with any number of rows, each with its own
-  settings: one row for the token after a prompt, ``B`` for a decode step's logits.
+- ``sample``: :mod:`rlx.models.sampling`, one row: the token after a prompt, and each
+  sampled row of a decode step (the engine calls it once per such row): a 4-row sample
+  function alone (700 logits) had not compiled after a minute of CPU here (load ~25).
 
 The per-token work (embedding, norms, projections, RoPE, FFN, head) runs on the ``B`` tokens
 as one ``[1, B, E]`` sequence (RoPE's table row t is token t's position); only attention
@@ -134,7 +135,7 @@ def build(c: LlamaConfig, batch: int, context: int, name: str = "llama_batch") -
     _prefill(h, c, batch, context)
     h.function("decode")
     _decode(h, c, batch, context)
-    add_sample_function(h, c.vocab_size, "sample", rows=None)
+    add_sample_function(h, c.vocab_size, "sample")
     return h
 
 

@@ -23,36 +23,29 @@ SAMPLE_INPUTS = ("logits", "seen", "temperature", "top_k", "top_p", "min_p", "pe
                  "counter")
 
 
-def add_sample_function(h: HirModule, vocab_size: int, name: str = "sample",
-                        rows: int | None = 1) -> None:
-    """Add the ``sample`` function (see the module docstring) to ``h``. ``rows`` other than
-    1 draws that many tokens at once (None: any number, a dynamic dim), one per row of
-    ``logits [1, rows, V]``, each row with its own settings (every setting input ``[rows]``,
-    ``seen [rows, V]``, ``token [1, rows]``)."""
+def add_sample_function(h: HirModule, vocab_size: int, name: str = "sample") -> None:
+    """Add the ``sample`` function (see the module docstring) to ``h``."""
     h.function(name)
-    v, r = vocab_size, ("rows" if rows is None else rows)
-    n = -1 if rows is None else rows
-    logits = h.input("logits", (1, r, v))
-    seen = h.input("seen", (r, v))
-    temperature = h.input("temperature", (r,))
-    top_k = h.input("top_k", (r,), "i32")
-    top_p, min_p = h.input("top_p", (r,)), h.input("min_p", (r,))
-    penalty = h.input("penalty", (r,))
-    seed, counter = h.input("seed", (r,), "i32"), h.input("counter", (r,), "i32")
+    v = vocab_size
+    logits = h.input("logits", (1, 1, v))
+    seen = h.input("seen", (1, v))
+    temperature = h.input("temperature", (1,))
+    top_k = h.input("top_k", (1,), "i32")
+    top_p, min_p, penalty = h.input("top_p", (1,)), h.input("min_p", (1,)), h.input("penalty", (1,))
+    seed, counter = h.input("seed", (1,), "i32"), h.input("counter", (1,), "i32")
     start = len(h)
-    x = h.mir("reshape", [logits], new_shape=[n, v])
+    x = h.mir("reshape", [logits], new_shape=[1, v])
     x = h.mir("repetition_penalty", [x, seen, penalty])
     greedy = h.mir("argmax", [x], axis=-1, keep_dim=False)
     hot = h.mir("compare", [temperature, h.constant(np.zeros(1, np.float32))], kind="gt")
     scale = h.mir("where", [hot, temperature, h.constant(np.ones(1, np.float32))])
-    x = h.mir("binary", [x, h.mir("reshape", [scale], new_shape=[n, 1])], kind="div")
+    x = h.mir("binary", [x, h.mir("reshape", [scale], new_shape=[1, 1])], kind="div")
     x = h.mir("top_k_filter", [x, top_k])
     x = h.mir("top_p_filter", [x, top_p])
     x = h.mir("min_p_filter", [x, min_p])
     drawn = h.mir("categorical", [x, seed, counter])
-    token = h.mir("reshape", [h.mir("where", [hot, drawn, greedy])], new_shape=[1, n])
-    ids = token if rows == 1 else h.mir("reshape", [token], new_shape=[n, 1])
-    marked = h.mir("mark_tokens", [seen, ids])
+    token = h.mir("reshape", [h.mir("where", [hot, drawn, greedy])], new_shape=[1, 1])
+    marked = h.mir("mark_tokens", [seen, token])
     h.label_nodes_since(start, "sample")
     h.set_outputs([token, marked])
 

@@ -7,7 +7,8 @@ slot is free for the next round), admit waiting requests into free slots (each i
 ``prefill`` call that writes the prompt's K / V into its slot and gives its first token; while
 others are decoding, one prefill a round so that their tokens keep coming), then one
 ``decode`` call for all slots (a request's token sits at its own position in its own slot)
-and, when any running request samples, one ``sample`` call over the step's logits.
+and, for each running request that samples, one ``sample`` call on its row of the step's
+logits.
 Each request's tokens become text in the engine thread (the tokenizer's StreamDecoder, stop
 strings held back until clear) and are handed to the request's ``emit`` callback.
 """
@@ -95,7 +96,6 @@ class BatchModel:
         zeros = np.zeros((batch, context, c.kv_dim), np.float32)
         self.cache: tuple[Any, ...] = tuple(self.program.upload(zeros)
                                             for _ in range(2 * c.num_layers))
-        self.seen = self.program.upload(np.zeros((batch, c.vocab_size), np.float32))
         self.seen1 = self.program.upload(np.zeros((1, c.vocab_size), np.float32))
 
     def prefill(self, slot: int, ids: Sequence[int], sampling: Sampling) -> int:
@@ -124,12 +124,15 @@ class BatchModel:
         hot = [b for b, s in enumerate(sampling) if s is not None and not s.greedy]
         if not hot:
             return greedy
-        rows = [s.inputs() if s is not None else Sampling().inputs() for s in sampling]
-        settings = [np.concatenate(col) for col in zip(*rows, strict=True)]
-        drawn, _ = self.program.sample.on_device(
-            out[0], self.seen, *settings, (positions + 1).astype(np.int32))
-        return np.where(np.isin(np.arange(self.batch), hot), drawn.numpy().reshape(-1),
-                        greedy)
+        logits = out[0].numpy()[0]
+        for b in hot:
+            s = sampling[b]
+            assert s is not None
+            token, _ = self.program.sample.on_device(
+                logits[b][None, None], self.seen1, *s.inputs(),
+                np.array([positions[b] + 1], np.int32))
+            greedy[b] = int(token.numpy().reshape(-1)[0])
+        return greedy
 
 
 class Engine:
