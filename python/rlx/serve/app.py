@@ -131,6 +131,18 @@ class Server:
         async def send(obj: Any) -> None:
             await resp.write(f"data: {json.dumps(obj)}\n\n".encode())
 
+        try:
+            await self._events(send, req, events, chat, include_usage, rid)
+            await resp.write(b"data: [DONE]\n\n")
+            await resp.write_eof()
+        except ConnectionResetError:  # the client went away: the caller frees its slot
+            pass
+        return resp
+
+    async def _events(self, send: Callable[[Any], Awaitable[None]], req: Request,
+                      events: asyncio.Queue[Event], chat: bool, include_usage: bool, rid: str
+                      ) -> None:
+        """The stream's events, from the role chunk to the usage chunk."""
         if chat:
             await send(api.chunk(rid, self.name, chat, "", None, role=True))
         while True:
@@ -152,9 +164,6 @@ class Server:
             if include_usage:
                 await send(api.usage_chunk(rid, self.name, chat,
                                            (len(req.prompt_ids), ev.tokens)))
-        await resp.write(b"data: [DONE]\n\n")
-        await resp.write_eof()
-        return resp
 
 
 async def serve(server: Server, host: str, port: int, shutdown_timeout: float,
