@@ -520,6 +520,15 @@ irdl.dialect @rlx_mir {
     irdl.results(y: %out0)
     irdl.attributes {"scheme" = %scheme}
   }
+  // The size of dim ``axis`` of ``x`` as a 0-d ``i64`` tensor (ONNX ``Shape`` / ``Size`` data, torch's ``sym_size``): only ``x``'s shape is read, not its elements.
+  irdl.operation @dim {
+    %axis = irdl.base "#builtin.integer"
+    %in0 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(y: %out0)
+    irdl.attributes {"axis" = %axis}
+  }
   // Broadcast to ``target_shape`` (``Op::Expand``, numpy rules; ``-1`` keeps the input dim, which may be dynamic).
   irdl.operation @expand {
     %target_shape = irdl.base "#builtin.dense_array"
@@ -636,6 +645,15 @@ irdl.dialect @rlx_mir {
     irdl.operands(x: %in0, w_ih: %in1, w_hh: %in2, b_ih: %in3, b_hh: %in4, h0: optional %in5)
     irdl.results(y: %out0, hn: optional %out1)
     irdl.attributes {"hidden_size" = %hidden_size, "num_layers" = %num_layers, "bidirectional" = %bidirectional, "carry" = %carry}
+  }
+  // ``[0, 1, ..., n - 1]`` as a 1-D ``i64`` tensor, ``n`` the size of dim ``axis`` of ``x`` (ONNX ``Range`` from 0 by 1, torch's ``arange``): only ``x``'s shape is read.
+  irdl.operation @iota {
+    %axis = irdl.base "#builtin.integer"
+    %in0 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(y: %out0)
+    irdl.attributes {"axis" = %axis}
   }
   // Layer normalization ``(x - mean) / sqrt(var + eps) * gamma + beta`` (``Op::LayerNorm``).
   irdl.operation @layer_norm {
@@ -771,7 +789,7 @@ irdl.dialect @rlx_mir {
     irdl.operands(x: %in0, seen: %in1, penalty: %in2)
     irdl.results(y: %out0)
   }
-  // Row-major reshape (``Op::Reshape``); one ``-1`` entry is inferred (dynamic when the input is).
+  // Row-major reshape (``Op::Reshape``); one ``-1`` entry is inferred (dynamic when the input is), and an entry ``-2 - k`` is input dim ``k`` (``-2``: dim 0, ``-3``: dim 1): how a reshape keeps several dynamic dims (``[?, ?, 512] -> [-2, -3, 8, 64]``).
   irdl.operation @reshape {
     %new_shape = irdl.base "#builtin.dense_array"
     %in0 = irdl.base "!builtin.tensor"

@@ -14,6 +14,7 @@ import pytest
 import rlx
 from rlx.dialects.enums import QUANT_SCHEMES
 from rlx.ir.diagnostics import WeightError
+from rlx.ir.quant_formats import ALIGNMENT_KEY, GGML_TYPES, GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC
 from rlx.reference import quant as ref
 
 T = gguf.GGMLQuantizationType
@@ -120,6 +121,16 @@ def test_scheme_table_matches_ggml() -> None:
         qtype = T(s.ggml_type)
         assert rlx.gguf.scheme_of(qtype.name) == name
         assert gguf.GGML_QUANT_SIZES[qtype] == (s.block_elems, s.block_bytes)
+
+
+def test_ggml_type_table_matches_the_gguf_package() -> None:
+    """rlx.gguf reads files without the gguf package (a runtime-only install): its GGML type
+    table and format constants are the package's."""
+    mine = {t.id: (t.name, t.block_elems, t.block_bytes) for t in GGML_TYPES.values()}
+    theirs = {t.value: (t.name, *gguf.GGML_QUANT_SIZES[t]) for t in T}
+    assert mine == theirs
+    assert (GGUF_MAGIC, GGUF_DEFAULT_ALIGNMENT, ALIGNMENT_KEY) == (
+        gguf.GGUF_MAGIC, gguf.GGUF_DEFAULT_ALIGNMENT, gguf.Keys.General.ALIGNMENT)
 
 
 def test_weights_run_from_dict_gguf_and_irpa(tmp_path: Path) -> None:

@@ -131,6 +131,21 @@ def test_gguf_matches_transformers_on_vulkan(hf: dict, tmp_path: Path) -> None:
     assert gen.generate(PROMPT, 32) == hf["tokens"]
 
 
+@pytest.mark.vulkan
+def test_gguf_q4_1_matches_transformers_on_vulkan(hf: dict, tmp_path: Path) -> None:
+    """A quantized model on Vulkan (every linear weight a Q4_1 dequant_matmul, prefill- and
+    decode-shaped): logits within the f32 tolerance of transformers on the weights as the
+    file stores them, and the same greedy tokens."""
+    file = write_gguf(hf["model"], tmp_path / "tiny-q4_1.gguf", "Q4_1")
+    model = llama.from_gguf(file, logits="all")
+    assert set(model.config.weight_schemes.values()) == {"gguf_q4_1"}
+    gen = Generator(model, "vulkan")
+    stored = save_hf("llama", tmp_path / "copy")  # same seed: the same weights
+    want, want_tokens = hf_reference(as_stored(stored, "Q4_1"), PROMPT, 16)
+    assert_close(prefill_all(gen, PROMPT), want, "f32", "vulkan Q4_1 prefill logits")
+    assert gen.generate(PROMPT, 16) == want_tokens
+
+
 def test_rlx_generate_cli_on_gguf(hf: dict, tmp_path: Path) -> None:
     file = write_gguf(hf["model"], tmp_path / "tiny.gguf", "F32")
     proc = subprocess.run([sys.executable, "-m", "rlx.tools.generate", str(file),

@@ -1,11 +1,12 @@
 // Decode-shaped (M = 1) dequant_matmul compiles to one dispatch per GEMV at --compile-to=flow
-// on llvm-cpu (-O3, rlx's default), Vulkan and CUDA: the dequant is fused into the matvec,
+// on llvm-cpu (-O3, rlx's default), Vulkan (a GPU's target) and CUDA: the dequant is fused into the matvec,
 // the repacking of the GGUF bytes runs in initializers. The weights are large enough (the
 // f32 dequant of each is over IREE's 1 MiB const-expr hoisting threshold) that IREE keeps the
 // dequant per call, as for real layers; shapes differ so that no executable is deduplicated.
 // RUN: %rlx-compile %s --target=llvm-cpu --no-gemv-kernels --emit=linalg | %iree-compile - --compile-to=flow --iree-hal-target-device=local --iree-hal-local-target-device-backends=llvm-cpu --iree-llvmcpu-target-cpu=host --iree-opt-level=O3 --iree-opt-data-tiling=true | FileCheck %s
 // RUN: %rlx-compile %s --target=llvm-cpu --emit=linalg | %iree-compile - --compile-to=flow --iree-hal-target-device=local --iree-hal-local-target-device-backends=llvm-cpu --iree-llvmcpu-target-cpu=host --iree-opt-level=O3 --iree-opt-data-tiling=true | FileCheck %s --check-prefix=KERNELS
-// RUN: %rlx-compile %s --target=vulkan --emit=linalg | %iree-compile - --compile-to=flow --iree-hal-target-device=vulkan --iree-vulkan-target=llvmpipe --iree-opt-level=O3 | FileCheck %s
+// RUN: %rlx-compile %s --target=vulkan --vulkan-target=ampere --emit=linalg | %iree-compile - --compile-to=flow --iree-hal-target-device=vulkan --iree-vulkan-target=ampere --iree-opt-level=O3 | FileCheck %s
+// RUN: %rlx-compile %s --target=vulkan --emit=linalg | %iree-compile - --compile-to=flow --iree-hal-target-device=vulkan --iree-vulkan-target=llvmpipe --iree-opt-level=O3 | FileCheck %s --check-prefix=LVP
 // RUN: %rlx-compile %s --target=cuda --emit=linalg | %iree-compile - --compile-to=flow --iree-hal-target-device=cuda --iree-cuda-target=sm_80 --iree-opt-level=O3 | FileCheck %s
 
 // CHECK-COUNT-4: flow.executable.export public @main$async_dispatch_{{[0-9]+}}_matvec_like_
@@ -20,6 +21,20 @@
 // CHECK-NOT:     flow.dispatch
 // CHECK:         util.call @main$async(
 // CHECK:         hal.fence.await
+
+// Vulkan's llvmpipe target (lavapipe, a CPU) dequantizes in a dispatch of its own before a
+// plain matvec (quant.rule.separate_dequant: there the fused matvec of rows 512 or more wide
+// ran for minutes), two dispatches per GEMV.
+// LVP-LABEL:   util.func public @main$async(
+// LVP:         flow.dispatch @main$async_dispatch_{{[0-9]+}}::@main$async_dispatch_{{[0-9]+}}_elementwise_
+// LVP:         flow.dispatch @main$async_dispatch_{{[0-9]+}}::@main$async_dispatch_{{[0-9]+}}_matvec_like_256x2048_f32
+// LVP:         flow.dispatch @main$async_dispatch_{{[0-9]+}}::@main$async_dispatch_{{[0-9]+}}_elementwise_
+// LVP:         flow.dispatch @main$async_dispatch_{{[0-9]+}}::@main$async_dispatch_{{[0-9]+}}_matvec_like_384x2048_f32
+// LVP:         flow.dispatch @main$async_dispatch_{{[0-9]+}}::@main$async_dispatch_{{[0-9]+}}_elementwise_
+// LVP:         flow.dispatch @main$async_dispatch_{{[0-9]+}}::@main$async_dispatch_{{[0-9]+}}_matvec_like_512x2048_f32
+// LVP:         flow.dispatch @main$async_dispatch_{{[0-9]+}}::@main$async_dispatch_{{[0-9]+}}_elementwise_
+// LVP:         flow.dispatch @main$async_dispatch_{{[0-9]+}}::@main$async_dispatch_{{[0-9]+}}_matvec_like_640x2048_f32
+// LVP-NOT:     flow.dispatch @main$async_dispatch_
 
 // llvm-cpu by default: Q4_K, Q8_0, Q5_0 (widened to bytes) and Q6_K (widened to bytes with
 // a scale per 16) through rlx's GEMV kernels (one dispatch each, the repacking in

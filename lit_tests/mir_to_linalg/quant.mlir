@@ -140,7 +140,19 @@ module @rows_f16 {
 // GPU targets: the loops that only pick bits within a byte come last, (p, l, h) for Q4_K, and
 // x is read through the same permutation (IREE 3.13's SPIR-V reduction miscomputes the
 // llvm-cpu order at M = 1).
-// RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --target=vulkan %s | FileCheck %s --check-prefix=GPU
+// RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --target=vulkan --vulkan-target=ampere %s | FileCheck %s --check-prefix=GPU
+// Vulkan's llvmpipe target (lavapipe, a CPU) and any Vulkan prefill: the dequant in K order
+// behind a compute barrier (a dispatch of its own), then a plain [M, K] x [N, K] contraction
+// (quant.rule.separate_dequant: the fused forms overflowed shared memory / ran for minutes).
+// RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --target=vulkan %s | FileCheck %s --check-prefix=LVP
+// LVP-LABEL: module @q4_k_gpu
+// LVP:      } -> tensor<128x2x4x32x2xf32>
+// LVP:      %[[T:.*]] = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4, d3)>]
+// LVP-SAME:   outs(%{{.*}} : tensor<128x2x4x2x32xf32>)
+// LVP:      %[[C:.*]] = tensor.collapse_shape %[[T]] {{\[}}[0], [1, 2, 3, 4]] : tensor<128x2x4x2x32xf32> into tensor<128x512xf32>
+// LVP:      %[[B:.*]] = iree_tensor_ext.compute_barrier.start %[[C]] : tensor<128x512xf32>
+// LVP:      linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d1, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>]
+// LVP-SAME:   ins(%arg0, %[[B]] : tensor<1x512xf32>, tensor<128x512xf32>)
 // GPU-LABEL: module @q4_k_gpu
 // GPU:      %[[W:.*]] = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1)>, affine_map<(d0, d1, d2, d3, d4) -> (d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>]
 // GPU:      } -> tensor<128x2x4x32x2xf32>
@@ -185,6 +197,10 @@ module @f16_prefill {
 // CHECK:      linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d2, d3, d1)>, affine_map<(d0, d1, d2, d3) -> (d0, d1)>]{{.*}} ins(%[[X]], %[[W]] : tensor<?x2x32xf32>, tensor<2x32x128xf32>)
 // GPU-LABEL: module @q8_0_prefill
 // GPU:      } -> tensor<128x2x32xf32>
+// GPU:      %[[B:.*]] = iree_tensor_ext.compute_barrier.start %{{.*}} : tensor<128x64xf32>
+// GPU:      linalg.generic {{.*}} ins(%arg0, %[[B]] : tensor<?x64xf32>, tensor<128x64xf32>)
+// LVP-LABEL: module @q8_0_prefill
+// LVP:      iree_tensor_ext.compute_barrier.start %{{.*}} : tensor<128x64xf32>
 module @q8_0_prefill {
   func.func @main(%x: tensor<?x64xf32>) -> tensor<?x128xf32> {
     %w = "rlx_mir.param"() {name = "w"} : () -> tensor<128x68xi8>

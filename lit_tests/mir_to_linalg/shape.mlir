@@ -1,6 +1,7 @@
 // mir-to-linalg for data movement: reshape is a collapse or expand when the shapes line up,
 // transpose a linalg.transpose, narrow an extract_slice, concat a tensor.concat, gather a
-// generic that reads the (f32-encoded, clamped) index and then the table.
+// generic that reads the (f32-encoded, clamped) index and then the table; dim and iota
+// make sizes data.
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg %s | FileCheck %s
 
 // CHECK-LABEL: module @moves
@@ -72,5 +73,31 @@ module @slices {
     %b = "rlx_mir.slice"(%x) {sizes = array<i64: -1, 4>, starts = array<i64: 0, 7>, strides = array<i64: 1, -2>} : (tensor<?x8xf32>) -> tensor<?x4xf32>
     %c = "rlx_mir.pad"(%x) {high = array<i64: 2, 0>, low = array<i64: 0, 1>, value = 2.5 : f32} : (tensor<?x8xf32>) -> tensor<?x9xf32>
     return %a, %b, %c : tensor<?x3xf32>, tensor<?x4xf32>, tensor<?x9xf32>
+  }
+}
+
+// -----
+
+// dim: tensor.dim cast to i64 and filled into a 0-d tensor (no kernel: IREE resolves it to
+// the inputs). iota: one generic that writes its loop index, behind a compute barrier (its
+// own dispatch; a negative axis counts from the end).
+// CHECK-LABEL: module @sizes
+// CHECK:      %[[D:.*]] = tensor.dim %arg0, %c1 : tensor<2x?xf32>
+// CHECK-NEXT: %[[N:.*]] = arith.index_cast %[[D]] : index to i64
+// CHECK-NEXT: %[[E:.*]] = tensor.empty() : tensor<i64>
+// CHECK-NEXT: %[[SIZE:.*]] = linalg.fill ins(%[[N]] : i64) outs(%[[E]] : tensor<i64>)
+// CHECK:      %[[L:.*]] = tensor.dim %arg0, %c1 : tensor<2x?xf32>
+// CHECK-NEXT: %[[INIT:.*]] = tensor.empty(%[[L]]) : tensor<?xi64>
+// CHECK-NEXT: %[[IOTA:.*]] = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]} outs(%[[INIT]] : tensor<?xi64>)
+// CHECK:        %[[I:.*]] = linalg.index 0 : index
+// CHECK-NEXT:   %[[V:.*]] = arith.index_cast %[[I]] : index to i64
+// CHECK-NEXT:   linalg.yield %[[V]] : i64
+// CHECK:      %[[B:.*]] = iree_tensor_ext.compute_barrier.start %[[IOTA]] : tensor<?xi64>{%[[L]]}
+// CHECK:      return %[[SIZE]], %[[B]]
+module @sizes {
+  func.func @main(%x: tensor<2x?xf32>) -> (tensor<i64>, tensor<?xi64>) {
+    %n = "rlx_mir.dim"(%x) {axis = 1 : i64} : (tensor<2x?xf32>) -> tensor<i64>
+    %i = "rlx_mir.iota"(%x) {axis = -1 : i64} : (tensor<2x?xf32>) -> tensor<?xi64>
+    return %n, %i : tensor<i64>, tensor<?xi64>
   }
 }

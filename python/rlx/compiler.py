@@ -101,7 +101,8 @@ class TargetConfig:
         return LoweringOptions(attention=self.attention or default, compute_barriers=barriers,
                                data_tiling=tiling, gemv_kernels=kernels,
                                attention_kernel=attention_kernel, target=self.target,
-                               hoist_growth=hoist)
+                               hoist_growth=hoist, separate_decode_dequant=(
+                                   self.target == "vulkan" and self.vulkan_target == "llvmpipe"))
 
     @property
     def runtime_device(self) -> str:

@@ -1,9 +1,10 @@
 """``rlx.gguf``: GGUF weight files (llama.cpp's format) for rlx models.
 
 ``rlx.gguf.load(path)`` reads the header of a ``.gguf`` file (format constants and GGML type
-sizes from the ``gguf`` package) and lists its tensors with their GGML types, the
-``dequant_matmul`` scheme each maps to and their shapes. Weights come out as numpy views of
-the file (memory-mapped, no copy):
+sizes from :mod:`rlx.ir.quant_formats`: it needs numpy alone, no compiler and no ``gguf``
+package) and lists its tensors with their GGML types, the ``dequant_matmul`` scheme each
+maps to and their shapes. Weights come out as numpy views of the file (memory-mapped, no
+copy):
 
 - GGML block types and F16 / BF16 tensors as the tensor's **raw bytes** ``[..., ROWBYTES]``
   ``int8``: exactly the ``w`` operand of ``dequant_matmul(scheme="gguf_...")`` (``[N, K]``
@@ -24,7 +25,6 @@ and no allocation is sized by a header field), and every problem is one
 
 from __future__ import annotations
 
-import json
 import mmap
 import struct
 from collections.abc import Iterable, Mapping
@@ -34,9 +34,15 @@ from typing import Any
 
 import numpy as np
 
-from rlx.dialects.enums import QUANT_SCHEMES
 from rlx.ir.diagnostics import WeightError
-from rlx.ir.types import DType
+from rlx.ir.dtypes import DType
+from rlx.ir.quant_formats import (
+    ALIGNMENT_KEY,
+    GGML_TYPES,
+    GGUF_DEFAULT_ALIGNMENT,
+    GGUF_MAGIC,
+    QUANT_SCHEMES,
+)
 
 MAX_DIMS = 4
 """GGML_MAX_DIMS."""
@@ -50,15 +56,6 @@ _SCALAR_FORMATS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f"
                    10: "<Q", 11: "<q", 12: "<d"}
 """GGUF metadata value types (GGUFValueType) with a fixed-size encoding -> struct format."""
 _STRING, _ARRAY = 8, 9
-
-
-def _gguf() -> Any:
-    try:
-        import gguf
-    except ImportError:
-        raise WeightError("error: reading GGUF files needs the 'gguf' package "
-                          "(pip install gguf)") from None
-    return gguf
 
 
 def scheme_of(type_name: str) -> str | None:
@@ -208,12 +205,11 @@ class GgufFile:
     # -- parsing --------------------------------------------------------------------------
 
     def _parse(self) -> None:
-        g = _gguf()
         c = _Cursor(self._data, self.path)
         magic = c.u32("magic")
-        if magic != g.GGUF_MAGIC:
+        if magic != GGUF_MAGIC:
             raise c.fail(f"not a GGUF file (magic {magic:#010x}, expected "
-                         f"{g.GGUF_MAGIC:#010x} 'GGUF')")
+                         f"{GGUF_MAGIC:#010x} 'GGUF')")
         self.version = c.u32("version")
         if self.version not in (2, 3):
             raise c.fail(f"unsupported GGUF version {self.version} (expected 2 or 3)")
@@ -225,19 +221,18 @@ class GgufFile:
                 raise c.fail(f"metadata key '{key}' appears twice")
             vtype = c.u32(f"metadata '{key}' type")
             self.metadata[key] = c.value(vtype, f"metadata '{key}'")
-        alignment = self.metadata.get(g.Keys.General.ALIGNMENT, g.GGUF_DEFAULT_ALIGNMENT)
+        alignment = self.metadata.get(ALIGNMENT_KEY, GGUF_DEFAULT_ALIGNMENT)
         if not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
             raise c.fail(f"metadata 'general.alignment' = {alignment!r}: expected a power "
                          "of two")
         self.alignment = alignment
-        infos = [self._tensor_info(c, i, g) for i in range(n_tensors)]
+        infos = [self._tensor_info(c, i) for i in range(n_tensors)]
         data_start = -(-c.pos // alignment) * alignment
         self.data_offset = data_start
         for name, type_name, ggml_type, shape, rel in infos:
-            self._add_tensor(c, g, name, type_name, ggml_type, shape, rel)
+            self._add_tensor(c, name, type_name, ggml_type, shape, rel)
 
-    def _tensor_info(self, c: _Cursor, i: int, g: Any
-                     ) -> tuple[str, str, int, tuple[int, ...], int]:
+    def _tensor_info(self, c: _Cursor, i: int) -> tuple[str, str, int, tuple[int, ...], int]:
         name = c.string(f"tensor #{i} name")
         n_dims = c.u32(f"tensor '{name}' dimension count")
         if not 1 <= n_dims <= MAX_DIMS:
@@ -245,22 +240,18 @@ class GgufFile:
         dims = [c.u64(f"tensor '{name}' dim {d}") for d in range(n_dims)]
         ggml_type = c.u32(f"tensor '{name}' type")
         rel = c.u64(f"tensor '{name}' offset")
-        try:
-            type_name = g.GGMLQuantizationType(ggml_type).name
-        except ValueError:
-            raise c.fail(f"tensor '{name}': unknown GGML type {ggml_type}") from None
+        if ggml_type not in GGML_TYPES:
+            raise c.fail(f"tensor '{name}': unknown GGML type {ggml_type}")
+        type_name = GGML_TYPES[ggml_type].name
         if any(d <= 0 for d in dims):
             raise c.fail(f"tensor '{name}': dims {dims} (every dim must be positive)")
         return name, type_name, ggml_type, tuple(reversed(dims)), rel
 
-    def _add_tensor(self, c: _Cursor, g: Any, name: str, type_name: str, ggml_type: int,
+    def _add_tensor(self, c: _Cursor, name: str, type_name: str, ggml_type: int,
                     shape: tuple[int, ...], rel: int) -> None:
         if name in self.tensors:
             raise c.fail(f"tensor '{name}' appears twice")
-        sizes = g.GGML_QUANT_SIZES.get(g.GGMLQuantizationType(ggml_type))
-        if sizes is None:
-            raise c.fail(f"tensor '{name}': GGML type {type_name} has no known block size")
-        elems, block_bytes = sizes
+        elems, block_bytes = GGML_TYPES[ggml_type].block_elems, GGML_TYPES[ggml_type].block_bytes
         if shape[-1] % elems:
             raise c.fail(f"tensor '{name}': {type_name} rows hold blocks of {elems} elements, "
                          f"but a row has {shape[-1]}")
@@ -393,33 +384,34 @@ class GgufFile:
 
 
 def _declared_weights(module: Any) -> dict[str, tuple[tuple[int, ...], DType]]:
-    """name -> (shape, dtype) of the weights a HIR module / vmfb / Program declares."""
-    from rlx.dialects.builder import HirModule
-    from rlx.runtime import Program
+    """name -> (shape, dtype) of the weights a vmfb / Program / HIR module declares (a
+    vmfb or a Program needs the runtime alone; a HIR module, the compiler)."""
+    from rlx.runtime import Program, read_param_specs
 
-    if isinstance(module, HirModule):
-        from iree.compiler import ir
-
-        from rlx.ir.types import TensorInfo
-
-        out = {}
-        for op in module.ops:
-            if op.name.endswith(".param"):
-                t = TensorInfo.from_mlir(op.results[0].type)
-                shape = tuple(d for d in t.shape if d is not None)
-                out[ir.StringAttr(op.attributes["name"]).value] = (shape, t.dtype)
-        return out
     if isinstance(module, Program):
         return {s.name: (s.shape, s.dtype) for s in module.param_specs()}
-    import iree.runtime as rt
+    if isinstance(module, bytes | bytearray | str | Path):
+        data = Path(module).read_bytes() if isinstance(module, str | Path) else bytes(module)
+        return {s.name: (s.shape, s.dtype) for s in read_param_specs(data)}
+    return _hir_weights(module)
 
-    data = Path(module).read_bytes() if isinstance(module, str | Path) else bytes(module)
-    vm = rt.VmModule.copy_buffer(rt.VmInstance(), data)
+
+def _hir_weights(module: Any) -> dict[str, tuple[tuple[int, ...], DType]]:
+    """The ``rlx_hir.param`` ops of a HIR module (imports the compiler's IR bindings)."""
+    from iree.compiler import ir
+
+    from rlx.dialects.builder import HirModule
+    from rlx.ir.types import TensorInfo
+
+    if not isinstance(module, HirModule):
+        raise WeightError(f"error: params_for: expected a HIR module, a vmfb (bytes or path) "
+                          f"or a loaded rlx.runtime.Program, found {type(module).__name__}")
     out = {}
-    for fname in vm.function_names:
-        refl = vm.lookup_function(fname).reflection
-        for pname, (shape, dtype) in json.loads(refl.get("rlx.params", "{}")).items():
-            out[pname] = (tuple(shape), DType.parse(dtype))
+    for op in module.ops:
+        if op.name.endswith(".param"):
+            t = TensorInfo.from_mlir(op.results[0].type)
+            shape = tuple(d for d in t.shape if d is not None)
+            out[ir.StringAttr(op.attributes["name"]).value] = (shape, t.dtype)
     return out
 
 

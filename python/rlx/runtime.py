@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from rlx.ir.diagnostics import RunError, size_check_message
-from rlx.ir.types import DType
+from rlx.ir.dtypes import DType
 from rlx.weights import (
     PARAM_SCOPE,
     WEIGHT_FORMATS,
@@ -358,12 +358,7 @@ class Program:
                 self._vm.lookup_function(twin) if twin in names else None)
 
     def param_specs(self) -> list[ParamSpec]:
-        specs: dict[str, ParamSpec] = {}
-        for name in self._vm.function_names:
-            refl = self._vm.lookup_function(name).reflection
-            for pname, (shape, dtype) in json.loads(refl.get("rlx.params", "{}")).items():
-                specs[pname] = ParamSpec(pname, tuple(shape), DType.parse(dtype))
-        return list(specs.values())
+        return _param_specs(self._vm)
 
     def upload(self, array: np.ndarray) -> DeviceTensor:
         """Copy an array to the device once (then pass it to any function without a copy)."""
@@ -470,6 +465,28 @@ def _context_error(text: str, device: str) -> str:
             f"compile it with target={runs}")
 
 
+def _param_specs(vm: Any) -> list[ParamSpec]:
+    """The weights a loaded ``VmModule`` declares (its functions' ``rlx.params``)."""
+    specs: dict[str, ParamSpec] = {}
+    for name in vm.function_names:
+        refl = vm.lookup_function(name).reflection
+        for pname, (shape, dtype) in json.loads(refl.get("rlx.params", "{}")).items():
+            specs[pname] = ParamSpec(pname, tuple(shape), DType.parse(dtype))
+    return list(specs.values())
+
+
+def read_param_specs(vmfb: bytes | str | Path) -> list[ParamSpec]:
+    """The weights a vmfb (bytes or path) declares, read without loading it on a device."""
+    import iree.runtime as rt
+
+    data = Path(vmfb).read_bytes() if isinstance(vmfb, str | Path) else bytes(vmfb)
+    try:
+        vm = rt.VmModule.copy_buffer(rt.VmInstance(), data)
+    except (RuntimeError, ValueError) as e:
+        raise RunError(f"error: not a loadable vmfb: {e}") from None
+    return _param_specs(vm)
+
+
 def load(vmfb: bytes | str | Path, device: str = "local-task", params: ParamSource = None
          ) -> Program:
     """Load a vmfb (bytes or path) on ``device`` with its weights."""
@@ -478,4 +495,4 @@ def load(vmfb: bytes | str | Path, device: str = "local-task", params: ParamSour
 
 __all__ = ["DEVICES", "PARAM_SCOPE", "WEIGHT_FORMATS", "DeviceTensor", "Function",
            "ParamSource", "ParamSpec", "Program", "load", "parameter_index",
-           "read_safetensors_header", "save_params"]
+           "read_param_specs", "read_safetensors_header", "save_params"]

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from rlx.ir.diagnostics import WeightError
-from rlx.ir.types import DType
+from rlx.ir.dtypes import DType
 
 PARAM_SCOPE = "model"
 """The scope of the weights' parameter names (``#flow.parameter.named<"model"::NAME>``):

@@ -56,6 +56,47 @@ def _gemm_trans_b() -> object:
                  [init("w", rand(RNG, 24, 40)), init("b", rand(RNG, 24))])
 
 
+def _torch_sdpa(swap_view: bool = False) -> object:
+    """torch.onnx (dynamo)'s decomposed ``scaled_dot_product_attention`` over a dynamic
+    sequence: Q and Kᵀ each scaled by ``hd ** -0.25``, Kᵀ as ``Reshape(Transpose(Reshape(K,
+    [-1, S, hd]), [0, 2, 1]), [B, H, hd, S])`` with the sizes sliced from ``Shape(K)``, an
+    additive ``[1, 1, S, S]`` mask, rows of NaN zeroed. ``swap_view``: the first view is
+    ``[-1, hd, S]`` (a reinterpretation, not a transpose): not attention."""
+    big = np.iinfo(np.int64)
+    first = ["minus1", "hd", "s"] if swap_view else ["minus1", "s", "hd"]
+    nodes = [helper.make_node("Shape", ["k"], ["shape"], name="sdpa/shape"),
+             helper.make_node("Slice", ["shape", "m1", "end"], ["hd"], name="sdpa/hd"),
+             helper.make_node("Slice", ["shape", "m2", "m1"], ["s"], name="sdpa/s"),
+             helper.make_node("Slice", ["shape", "start", "m2"], ["bh"], name="sdpa/bh"),
+             helper.make_node("Concat", first, ["view1"], name="sdpa/view1", axis=0),
+             helper.make_node("Reshape", ["k", "view1"], ["k3"], name="sdpa/k3"),
+             helper.make_node("Transpose", ["k3"], ["k3t"], name="sdpa/k3t", perm=[0, 2, 1]),
+             helper.make_node("Concat", ["bh", "hd", "s"], ["view2"], name="sdpa/view2",
+                              axis=0),
+             helper.make_node("Reshape", ["k3t", "view2"], ["kt"], name="sdpa/kt"),
+             helper.make_node("Mul", ["q", "c"], ["qs"], name="sdpa/qs"),
+             helper.make_node("Mul", ["kt", "c"], ["ks"], name="sdpa/ks"),
+             helper.make_node("MatMul", ["qs", "ks"], ["qk"], name="sdpa/qk"),
+             helper.make_node("Add", ["qk", "mask"], ["sc"], name="sdpa/mask"),
+             helper.make_node("Softmax", ["sc"], ["p"], name="sdpa/softmax", axis=-1),
+             helper.make_node("IsNaN", ["p"], ["nan"], name="sdpa/isnan"),
+             helper.make_node("Where", ["nan", "zero", "p"], ["pz"], name="sdpa/where"),
+             helper.make_node("MatMul", ["pz", "v"], ["o"], name="sdpa/pv")]
+    inits = [init("m1", np.array([-1], np.int64)), init("m2", np.array([-2], np.int64)),
+             init("end", np.array([big.max], np.int64)),
+             init("start", np.array([big.min], np.int64)),
+             init("minus1", np.array([-1], np.int64)), init("c", np.float32(8 ** -0.25)),
+             init("zero", np.float32(0))]
+    qkv = [vi(n, [1, 2, "s", 8]) for n in "qkv"]
+    return model(nodes, [*qkv, vi("mask", [1, 1, "s", "s"])], [vi("o", [1, 2, "s", 8])],
+                 inits)
+
+
+def _sdpa_feed(seq: int) -> dict[str, np.ndarray]:
+    mask = np.where(RNG.random((1, 1, seq, seq)) < 0.3, np.finfo(np.float32).min, 0)
+    return {**{n: q(1, 2, seq, 8) for n in "qkv"}, "mask": mask.astype(np.float32)}
+
+
 def q(*shape: int) -> np.ndarray:
     return rand(RNG, *shape)
 
@@ -79,6 +120,8 @@ CASES = {
     "shared_matmul": (_shared_matmul(), {"x": q(3, 16)}),
     "gemm_trans_b": (_gemm_trans_b(), {"x": q(3, 40)}),
     "rope_uneven": (_rope_uneven_tables(), {"x": q(2, 6, 3, 8)}),
+    "attention_torch_sdpa": (_torch_sdpa(), _sdpa_feed(7)),
+    "attention_torch_sdpa_swapped_view": (_torch_sdpa(swap_view=True), _sdpa_feed(5)),
 }
 EXPECTED = {
     "linear_relu": {"linear": 1}, "linear_silu": {"linear": 1},
@@ -87,6 +130,7 @@ EXPECTED = {
     "rope": {"rope": 1}, "attention_gqa_causal": {"attention": 1},
     "attention_bias_scale": {"attention": 1}, "attention_plain": {"attention": 1},
     "shared_matmul": {"linear": 1}, "rope_uneven": {}, "gemm_trans_b": {"linear": 1},
+    "attention_torch_sdpa": {"attention": 1}, "attention_torch_sdpa_swapped_view": {},
 }
 
 

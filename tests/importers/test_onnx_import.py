@@ -56,7 +56,7 @@ def test_inputs_weights_outputs_and_labels(tmp_path: Path) -> None:
     assert 'loc("split_heads")' in text
     assert "-> (tensor<?x16xf32>, tensor<?x4x16xf32>)" in text
     assert '"rlx_mir.reshape"' in text
-    assert "new_shape = array<i64: -1, 4, 16>" in text
+    assert "new_shape = array<i64: -2, 4, 16>" in text  # dim 0 copied from the input
     program = rlx.runtime.load(rlx.compile(h, "llvm-cpu"), "local-task", weights)
     x = rand(RNG, 3, 16)
     got = program.main(x=x)

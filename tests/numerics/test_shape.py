@@ -1,6 +1,6 @@
 """Numerics of the data-movement MIR ops: reshape (static and dynamic), transpose,
 narrow, slice (strided, backwards, kept dynamic axes), pad, concat, expand, gather
-(embedding, f32-encoded and per-batch indices)."""
+(embedding, f32-encoded and per-batch indices), dim and iota (a dynamic size as data)."""
 
 from __future__ import annotations
 
@@ -30,6 +30,15 @@ def shapes(dtype: str) -> rlx.HirModule:
         h.mir("concat", [s, s], axis=-1),
         h.mir("expand", [s], target_shape=[3, 4, 6]),
         h.mir("expand", [h.mir("reshape", [s], new_shape=[4, 1, 6])], target_shape=[-1, 5, -1]),
+        h.mir("dim", [x], axis=1),
+        h.mir("dim", [s], axis=-1),
+        # an iota read twice, beside a size: iota + (seq - 1), and iota itself
+        h.mir("binary", [h.mir("iota", [x], axis=1),
+                         h.mir("binary", [h.mir("dim", [x], axis=1),
+                                          h.constant(np.asarray(1, np.int64), "i64")],
+                               kind="sub")], kind="add"),
+        h.mir("iota", [x], axis=-2),
+        h.mir("iota", [s], axis=0),
     ]
     table = h.param("table", (10, 24), dtype)
     ids_f = h.input("ids_f", (2, None), "f32")

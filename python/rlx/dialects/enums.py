@@ -1,9 +1,13 @@
-"""Enum attribute values shared by HIR and MIR (lowercase strings in the text format)."""
+"""Enum attribute values shared by HIR and MIR (lowercase strings in the text format).
+
+The ``dequant_matmul`` schemes (:data:`QUANT_SCHEMES`) are :mod:`rlx.ir.quant_formats`'
+(plain data that the runtime-side :mod:`rlx.gguf` reads too), re-exported here.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from rlx.ir.quant_formats import QUANT_SCHEMES as QUANT_SCHEMES
+from rlx.ir.quant_formats import QuantScheme as QuantScheme
 from rlx.ir.types import DType
 
 FLOAT_TYPES = frozenset({DType.F32, DType.F16, DType.BF16})
@@ -29,48 +33,6 @@ DTYPE_NAMES = tuple(d.value for d in DType)
 def mask_has_operand(mask: str) -> bool:
     """Custom and bias masks are tensors given as an extra operand."""
     return mask in ("custom", "bias")
-
-
-@dataclass(frozen=True)
-class QuantScheme:
-    """A ``dequant_matmul`` weight format.
-
-    GGUF schemes take ``[x, w]`` with ``w`` the raw bytes of a GGML tensor, one row per
-    output feature (``tensor<N x ROWBYTES x i8>``, ``y = x Wᵀ``). Legacy schemes take
-    ``[x, w_q, scale, zp]`` with ``w_q`` laid out ``[K, N]`` (``y = x W``).
-    """
-
-    name: str
-    gguf: bool
-    block_elems: int
-    block_bytes: int
-    ggml_type: int | None = None
-
-    def row_bytes(self, k: int) -> int:
-        return k // self.block_elems * self.block_bytes
-
-
-QUANT_SCHEMES: dict[str, QuantScheme] = {
-    s.name: s
-    for s in (
-        QuantScheme("gguf_f16", True, 1, 2, 1),
-        QuantScheme("gguf_q4_0", True, 32, 18, 2),
-        QuantScheme("gguf_q4_1", True, 32, 20, 3),
-        QuantScheme("gguf_q5_0", True, 32, 22, 6),
-        QuantScheme("gguf_q5_1", True, 32, 24, 7),
-        QuantScheme("gguf_q8_0", True, 32, 34, 8),
-        QuantScheme("gguf_q2_k", True, 256, 84, 10),
-        QuantScheme("gguf_q3_k", True, 256, 110, 11),
-        QuantScheme("gguf_q4_k", True, 256, 144, 12),
-        QuantScheme("gguf_q5_k", True, 256, 176, 13),
-        QuantScheme("gguf_q6_k", True, 256, 210, 14),
-        QuantScheme("gguf_q8_k", True, 256, 292, 15),
-        QuantScheme("gguf_bf16", True, 1, 2, 30),
-        # Legacy schemes: block_elems is the default block size along K.
-        QuantScheme("int8", False, 32, 32),
-        QuantScheme("nvfp4", False, 16, 8),
-    )
-}
 
 
 def scheme_display(scheme: str, block_size: int | None) -> str:

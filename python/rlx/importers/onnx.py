@@ -14,17 +14,24 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
 import numpy as np
 import onnx
-from google.protobuf.message import DecodeError
-from onnx import numpy_helper
 
 from rlx.dialects.builder import HirModule, HirValue
+from rlx.importers.dims import (
+    SizeSource,
+    SymDim,
+    is_static,
+    normalize,
+    parse_dim,
+    symbol,
+    tidy,
+)
 from rlx.importers.onnx_blocks import Match, find_blocks
 from rlx.importers.onnx_ops import (
     CONVERTERS,
@@ -38,15 +45,22 @@ from rlx.importers.onnx_ops import (
     onnx_dtype_name,
     why_unsupported,
 )
+from rlx.importers.onnx_read import (
+    _tensor_array,
+    check,
+    check_nodes,
+    check_parsed,
+    default_opset,
+    node_version,
+    read_model,
+)
+from rlx.importers.onnx_sizes import inferred_shapes, propagated
 from rlx.ir.diagnostics import ModelImportError, RlxError
 from rlx.ir.types import DType
 
-MIN_OPSET = 7
-MAX_OPSET = onnx.defs.onnx_opset_version()
 INLINE_MAX_BYTES = 1024
 """Constants up to this size are inline ``rlx_hir.constant`` ops; larger ones are weights in
 the parameter file (never inlined), except splats, which are a scalar expanded."""
-DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
 # --------------------------------------------------------------------------------------
@@ -152,95 +166,6 @@ class OnnxImport:
 # --------------------------------------------------------------------------------------
 
 
-def read_model(path: str | Path, *, validate: bool = True) -> onnx.ModelProto:
-    """Parse (and with ``validate``, check) an ONNX file; a missing, truncated or corrupt
-    file is one :class:`ModelImportError`."""
-    p = Path(path)
-    if not p.is_file():
-        raise ModelImportError(f"{p}: error: no such file")
-    try:
-        model = onnx.load(str(p), load_external_data=True)
-    except (DecodeError, OSError, ValueError, RuntimeError, TypeError) as e:
-        raise ModelImportError(f"{p}: error: not a valid ONNX model (the protobuf does not "
-                               f"parse: {_first_line(e)})") from None
-    check_parsed(model, str(p))
-    if validate:
-        check(model, str(p), p)
-    return model
-
-
-def check_parsed(model: onnx.ModelProto, source: str) -> None:
-    """A protobuf that parsed may still be no model (an empty or truncated file)."""
-    if model.ir_version <= 0 or not model.HasField("graph"):
-        raise ModelImportError(f"{source}: error: not a valid ONNX model (no IR version or "
-                               "graph: truncated or not an ONNX file)")
-
-
-def check(model: onnx.ModelProto, source: str, path: Path | None = None) -> None:
-    """ONNX's checker; run after rlx's own per-node checks (which name the node)."""
-    try:
-        onnx.checker.check_model(str(path) if path is not None else model)
-    except (onnx.checker.ValidationError, DecodeError, ValueError, OSError) as e:
-        raise ModelImportError(f"{source}: error: invalid ONNX model: {_first_line(e)}"
-                               ) from None
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip() or type(e).__name__
-    return text.splitlines()[0]
-
-
-def _tensor_array(init: onnx.TensorProto, source: str) -> np.ndarray:
-    try:
-        arr = numpy_helper.to_array(init)
-    except (ValueError, TypeError, OSError, RuntimeError) as e:
-        raise ModelImportError(f"{source}: error: initializer '{init.name}' is corrupt: "
-                               f"{_first_line(e)}") from None
-    expected = tuple(int(d) for d in init.dims)
-    if arr.shape != expected:
-        raise ModelImportError(f"{source}: error: initializer '{init.name}' holds "
-                               f"{arr.size} elements for dims {list(expected)} (truncated?)")
-    return arr
-
-
-def default_opset(model: onnx.ModelProto) -> int:
-    for entry in model.opset_import:
-        if entry.domain in DEFAULT_DOMAINS:
-            return int(entry.version)
-    return 1
-
-
-def node_version(model: onnx.ModelProto, opset: int, proto: onnx.NodeProto, index: int,
-                 source: str) -> int:
-    """The version of the node's op schema in effect; an op of another domain, an opset
-    outside rlx's range or an op the opset lacks is an error naming the node."""
-    label = proto.name or f"{proto.op_type}_{index}"
-    where = f"{source}: error: node '{label}'"
-    if proto.domain not in DEFAULT_DOMAINS:
-        versions = {e.domain: e.version for e in model.opset_import}
-        raise ModelImportError(
-            f"{where} ({proto.domain}.{proto.op_type}, opset "
-            f"{versions.get(proto.domain, '?')}): ops of domain '{proto.domain}' are not "
-            "supported (rlx imports the default ai.onnx domain)")
-    if not MIN_OPSET <= opset <= MAX_OPSET:
-        raise ModelImportError(f"{where} ({proto.op_type}, opset {opset}): opset {opset} is "
-                               f"not supported (rlx imports ai.onnx opsets {MIN_OPSET}.."
-                               f"{MAX_OPSET})")
-    try:
-        return onnx.defs.get_schema(proto.op_type, opset, "").since_version
-    except onnx.defs.SchemaError:
-        raise ModelImportError(f"{where} ({proto.op_type}, opset {opset}): no such op in "
-                               f"ai.onnx opset {opset}") from None
-
-
-def check_nodes(model: onnx.ModelProto, source: str) -> None:
-    """:func:`node_version` of every node (before ONNX's checker, whose errors do not name
-    the node)."""
-    opset = default_opset(model)
-    for i, proto in enumerate(model.graph.node):
-        node_version(model, opset, proto, i, source)
-
-
 # --------------------------------------------------------------------------------------
 # The graph importer
 # --------------------------------------------------------------------------------------
@@ -264,8 +189,17 @@ class GraphImporter:
         self.params: dict[str, np.ndarray] = {}
         self._materialized: dict[str, HirValue] = {}
         self._const_count = 0
+        self._fresh_count = 0
+        self._by_value: dict[object, list[SymDim]] = {}
+        self.reshaped_from: dict[object, HirValue] = {}
+        """The tensor each reshape made by the importer reshaped (by result value)."""
         self.report = ImportReport(source, self.opset, nodes=len(self.graph.node))
-        self.shapes = inferred_shapes(model)
+        self.inferred = inferred_shapes(model)
+        self.shapes = {name: tuple(d if isinstance(d, int) else None for d in dims)
+                       for name, dims in self.inferred.items()}
+        self.sizes = SizeSource(h)
+        self.sym: dict[str, list[SymDim]] = {}
+        """The sizes of each runtime tensor, symbolic where dynamic."""
         self.nodes = [Node(self, proto, i, node_version(model, self.opset, proto, i, source))
                       for i, proto in enumerate(self.graph.node)]
 
@@ -286,9 +220,10 @@ class GraphImporter:
             self.fail(message)
 
         if is_symbolic(arr):
-            fail(f"'{name}' is a shape holding dynamic sizes ({list(arr.reshape(-1))}), used "
-                 "as data: "
-                 "data-dependent shapes are not supported")
+            value = self._runtime_sizes(arr, name, fail)
+            if name is not None:
+                self._materialized[name] = value
+            return value
         dtype = dtype_of(arr)
         if dtype is None or dtype not in RUNTIME_DTYPES:
             fail(f"constant '{name}' has element type {arr.dtype.name}: "
@@ -308,6 +243,64 @@ class GraphImporter:
         if name is not None:
             self._materialized[name] = value
         return value
+
+    def _runtime_sizes(self, arr: np.ndarray, name: str | None,
+                       fail: Callable[[str], NoReturn]) -> HirValue:
+        """A shape vector holding dynamic sizes used as data: an int64 tensor computed
+        when the module runs (each size counted from a tensor that has it)."""
+        entries = list(arr.reshape(-1))
+        if not all(isinstance(e, int | np.integer) or hasattr(e, "free_symbols")
+                   for e in entries):
+            fail(f"'{name}' holds {entries}: not sizes")
+        if not all(self.sizes.can_build(normalize(e)) for e in entries):
+            fail(f"'{name}' is a shape holding dynamic sizes ({entries}), used as data, "
+                 "and rlx cannot compute them at run time")
+        parts = [self.h.mir("reshape", [self.sizes.scalar(normalize(e), DType.I64, fail)],
+                            new_shape=[1]) for e in entries]
+        flat = parts[0] if len(parts) == 1 else self.h.mir("concat", parts, axis=0)
+        return flat if arr.shape == (len(entries),) else self.h.mir(
+            "reshape", [flat], new_shape=list(arr.shape) or [1])
+
+    # -- sizes ---------------------------------------------------------------------------
+    def dims_of(self, name: str | None, v: Value) -> list[SymDim]:
+        """The sizes of a value: a constant's shape, a tensor's recorded sizes."""
+        if isinstance(v, np.ndarray):
+            return [int(d) for d in v.shape]
+        if name is not None and name in self.sym and len(self.sym[name]) == len(v.shape):
+            return list(self.sym[name])
+        known = self._by_value.get(v.value)
+        if known is not None:
+            return list(known)
+        return self.record(name, v)
+
+    def record(self, name: str | None, v: HirValue, hint: list[SymDim] | None = None
+               ) -> list[SymDim]:
+        """Give the tensor ``v`` (the value ``name``) its sizes: static dims as they are;
+        a dynamic dim from ``hint`` (what the converter knows), else from the model's shape
+        annotations and ONNX's shape inference, else a new size of its own."""
+        if hint is None:
+            hint = self._by_value.get(v.value)
+        inferred = self.inferred.get(name or "") if hint is None else hint
+        if inferred is not None and len(inferred) != len(v.shape):
+            inferred = None
+        dims: list[SymDim] = []
+        for axis, d in enumerate(v.shape):
+            if d is not None:
+                dims.append(int(d))
+                continue
+            guess = inferred[axis] if inferred is not None else None
+            if guess is None or is_static(guess):
+                guess = symbol(f"{name or 'value'}[{axis}]:{self._fresh()}")
+            dims.append(guess)
+        if name is not None:
+            self.sym[name] = dims
+        self._by_value[v.value] = dims
+        self.sizes.note(v, dims)
+        return dims
+
+    def _fresh(self) -> int:
+        self._fresh_count += 1
+        return self._fresh_count
 
     def _param_name(self, name: str | None) -> str:
         if name is None:
@@ -363,8 +356,19 @@ class GraphImporter:
             self.fail(f"graph input '{inp.name}' is {name}: {why_unsupported(name)}")
         if not t.HasField("shape"):
             self.fail(f"graph input '{inp.name}' has no shape (rank unknown)")
-        dims = [int(d.dim_value) if d.HasField("dim_value") else None for d in t.shape.dim]
-        return self.h.input(inp.name, dims, dtype)
+        sizes: list[SymDim] = []
+        for axis, d in enumerate(t.shape.dim):
+            if d.HasField("dim_value") and d.dim_value > 0:
+                sizes.append(int(d.dim_value))
+                continue
+            # a name, or -1 / 0 / nothing (how older exporters spell a dynamic dim)
+            named = parse_dim(d.dim_param) if d.HasField("dim_param") else None
+            sizes.append(named if named is not None and not is_static(named)
+                         else symbol(f"{inp.name}[{axis}]"))
+        value = self.h.input(inp.name, [d if isinstance(d, int) else None for d in sizes],
+                             dtype)
+        self.record(inp.name, value, sizes)
+        return value
 
     def _try_fold(self, node: Node, *, prepass: bool = False) -> bool:
         """Compute ``node`` in numpy when every input it has is known (and a folder
@@ -391,7 +395,7 @@ class GraphImporter:
             return False
         for name, v in zip(node.proto.output, out, strict=False):
             if name:
-                self.values[name] = np.asarray(v)  # numpy folds 0-d results to scalars
+                self.values[name] = tidy(np.asarray(v))  # numpy folds 0-d to scalars
         self.report.folded[node.op_type] += 1
         return True
 
@@ -428,7 +432,14 @@ class GraphImporter:
                 continue
             if isinstance(v, HirValue) and v.dtype not in RUNTIME_DTYPES:
                 node.fail(f"output '{name}' would be {v.dtype}: {why_unsupported('float64')}")
+            if isinstance(v, np.ndarray):
+                v = tidy(v)
             self.values[name] = v
+            if isinstance(v, HirValue) and name not in self.sym:
+                hint = node.out_dims.get(wanted.index(name))
+                if hint is None and v.value not in self._by_value:
+                    hint = propagated(node, v, self.inferred.get(name), self.dims_of)
+                self.record(name, v, hint)
 
     def _emit_block(self, match: Match) -> None:
         start = len(self.h)
@@ -439,8 +450,16 @@ class GraphImporter:
             raise
         except RlxError as e:
             raise ModelImportError(f"{node.where()}: {str(e).removeprefix('error: ')}") from e
+        like = next((match.parts[k] for k in ("like", "x", "q") if k in match.parts), None)
         for name, v in zip(match.outputs, outs, strict=True):
             self.values[name] = v
+            if not isinstance(v, HirValue):
+                continue
+            hint = None
+            if like is not None and like in self.values:
+                dims = self.dims_of(like, self.values[like])
+                hint = dims if len(dims) == len(v.shape) else None
+            self.record(name, v, hint)
         self.h.label_nodes_since(start, match.label)
         self.report.blocks.append(Block(match.kind, match.label,
                                         tuple(self.nodes[i].label for i in sorted(match.nodes)),
@@ -460,22 +479,6 @@ class GraphImporter:
 
     def _producer(self, name: str) -> Node | None:
         return next((n for n in self.nodes if name in n.proto.output), None)
-
-
-def inferred_shapes(model: onnx.ModelProto) -> dict[str, tuple[int | None, ...]]:
-    """The shapes ONNX's shape inference knows (None: a dynamic dim), by value name."""
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
-    except (onnx.shape_inference.InferenceError, ValueError, RuntimeError):
-        return {}
-    out = {}
-    for vi in [*inferred.graph.value_info, *inferred.graph.input, *inferred.graph.output]:
-        t = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
-        if t is None or not t.HasField("shape"):
-            continue
-        out[vi.name] = tuple(int(d.dim_value) if d.HasField("dim_value") else None
-                             for d in t.shape.dim)
-    return out
 
 
 # --------------------------------------------------------------------------------------

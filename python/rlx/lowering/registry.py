@@ -55,6 +55,11 @@ class LoweringOptions:
     only (``TargetConfig`` refuses it for other targets)."""
     target: str = "llvm-cpu"
     """The compile target, for rules whose best (or only correct) form differs by backend."""
+    separate_decode_dequant: bool = False
+    """Vulkan: a decode-shaped (M = 1) ``dequant_matmul`` dequantizes in a dispatch of its own
+    too, like a prefill (``quant.rule.separate_dequant``), instead of inside the matvec.
+    ``rlx.compiler`` sets it for the ``llvmpipe`` Vulkan target (lavapipe, a CPU): there the
+    fused matvec of rows 512 or more wide did not finish in minutes."""
     hoist_growth: int = 1 << 20
     """The most bytes by which IREE lets a computation on parameters grow their data and
     still hoists it into initializers (``--iree-opt-const-expr-max-size-increase-threshold``,

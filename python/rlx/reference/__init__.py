@@ -101,6 +101,8 @@ ADAPTERS: dict[str, Callable[..., Any]] = {
     "concat": ops.concat,
     "expand": ops.expand,
     "gather": ops.gather,
+    "dim": ops.dim,
+    "iota": ops.iota,
     "reduce": ops.reduce,
     "argmax": ops.argmax,
     "softmax": ops.softmax,

@@ -259,7 +259,8 @@ def fused_residual_rms_norm(x: np.ndarray, r: np.ndarray, *rest: np.ndarray, eps
 
 
 def reshape(x: np.ndarray, *, new_shape: tuple[int, ...]) -> np.ndarray:
-    return np.reshape(x, new_shape)
+    """An entry ``-2 - k`` is input dim ``k``; one ``-1`` is inferred."""
+    return np.reshape(x, [x.shape[-2 - d] if d <= -2 else d for d in new_shape])
 
 
 def transpose(x: np.ndarray, *, perm: tuple[int, ...]) -> np.ndarray:
@@ -272,12 +273,12 @@ def narrow(x: np.ndarray, *, axis: int, start: int, len: int) -> np.ndarray:
 
 def slice_(x: np.ndarray, *, starts: tuple[int, ...], sizes: tuple[int, ...],
            strides: tuple[int, ...]) -> np.ndarray:
-    """Element ``i`` of axis ``k`` is ``x[starts[k] + i * strides[k]]``; size -1 keeps the
-    axis."""
+    """Element ``i`` of axis ``k`` is ``x[starts[k] + i * strides[k]]``; size ``-1 - j``
+    reads up to ``j`` elements before the end of the axis."""
     x = np.asarray(x)
     index = []
     for start, size, stride, dim in zip(starts, sizes, strides, x.shape, strict=True):
-        count = dim if size == -1 else size
+        count = dim - start - (-1 - size) if size < 0 else size
         index.append(start + np.arange(count) * stride)
     return x[np.ix_(*index)] if index else x
 
@@ -298,6 +299,14 @@ def expand(x: np.ndarray, *, target_shape: tuple[int, ...]) -> np.ndarray:
     off = len(target_shape) - x.ndim
     shape = [x.shape[i - off] if t == -1 else t for i, t in enumerate(target_shape)]
     return np.broadcast_to(x, shape)
+
+
+def dim(x: np.ndarray, *, axis: int) -> np.ndarray:
+    return np.asarray(np.shape(x)[axis], dtype=np.int64)
+
+
+def iota(x: np.ndarray, *, axis: int) -> np.ndarray:
+    return np.arange(np.shape(x)[axis], dtype=np.int64)
 
 
 def gather(table: np.ndarray, idx: np.ndarray, *, axis: int = 0, batch_dims: int = 0

@@ -31,6 +31,9 @@ def _parser() -> argparse.ArgumentParser:
                         + ", ".join(sorted(PASSES)))
     p.add_argument("--target", choices=TARGETS, default="llvm-cpu",
                    help="target whose lowering choices mir-to-linalg uses (default llvm-cpu)")
+    p.add_argument("--vulkan-target", default="llvmpipe",
+                   help="vulkan: the IREE Vulkan target whose lowering choices apply (default "
+                        "llvmpipe, Mesa lavapipe's)")
     p.add_argument("--attention", choices=ATTENTION_LOWERINGS,
                    help="attention lowering for mir-to-linalg (default: the target's)")
     p.add_argument("--no-gemv-kernels", action="store_true",
@@ -52,6 +55,7 @@ def _process(text: str, source: str, args: argparse.Namespace) -> str:
     if not args.passes:
         return print_module(module)
     options = TargetConfig(target=args.target, attention=args.attention,
+                           vulkan_target=args.vulkan_target,
                            gemv_kernels=False if args.no_gemv_kernels else None,
                            attention_kernel=False if args.no_attention_kernel else None
                            ).lowering

@@ -1,4 +1,5 @@
-"""MIR data-movement ops: reshape, transpose, narrow, slice, pad, concat, expand, gather."""
+"""MIR data-movement ops: reshape, transpose, narrow, slice, pad, concat, expand, gather;
+and the sizes of a tensor as data: dim, iota."""
 
 from __future__ import annotations
 
@@ -8,13 +9,16 @@ from rlx.dialects import checks
 from rlx.dialects.enums import INDEX_TYPES
 from rlx.dialects.mir.dialect import MIR
 from rlx.dialects.schema import Check, float_attr, int_attr, ints_attr, variadic
-from rlx.ir.types import Dim, TensorInfo, dims_compatible, merge_dim
+from rlx.ir.types import Dim, DType, TensorInfo, dims_compatible, merge_dim
 
 
-@MIR.op("reshape", operands=["x"], attrs=[ints_attr("new_shape", "at most one -1")])
+@MIR.op("reshape", operands=["x"],
+        attrs=[ints_attr("new_shape", "sizes; at most one -1 (inferred); -2 - k copies "
+                         "input dim k")])
 def reshape(c: Check) -> list[TensorInfo]:
     """Row-major reshape (``Op::Reshape``); one ``-1`` entry is inferred (dynamic when the
-    input is).
+    input is), and an entry ``-2 - k`` is input dim ``k`` (``-2``: dim 0, ``-3``: dim 1):
+    how a reshape keeps several dynamic dims (``[?, ?, 512] -> [-2, -3, 8, 64]``).
 
     Example::
 
@@ -23,8 +27,13 @@ def reshape(c: Check) -> list[TensorInfo]:
     """
     x = c["x"]
     new = list(c.attr("new_shape"))
-    if new.count(-1) > 1 or any(d < -1 or d == 0 for d in new):
-        c.fail("attribute 'new_shape'", "sizes > 0 with at most one -1", str(new))
+    copied = [-2 - d for d in new if d <= -2]
+    if new.count(-1) > 1 or 0 in new or any(k >= x.rank for k in copied) or len(
+            set(copied)) != len(copied):
+        c.fail("attribute 'new_shape'", f"sizes > 0, at most one -1, -2 - k for an input "
+               f"dim k < {x.rank} (each at most once)", str(new))
+    if copied:
+        return [x.with_shape(_copying_reshape(c, x, new, copied))]
     known = math.prod(d for d in new if d != -1)
     total = x.numel
     if total is None:
@@ -40,6 +49,29 @@ def reshape(c: Check) -> list[TensorInfo]:
         c.fail("attribute 'new_shape'", f"{total} elements (as the input {x})",
                f"{known} elements in {new}")
     return [x.with_shape(new)]
+
+
+def _copying_reshape(c: Check, x: TensorInfo, new: list[int], copied: list[int]
+                     ) -> list[Dim]:
+    """A reshape that copies input dims: the other entries hold the other input dims'
+    elements; a ``-1`` among them is their quotient (static sizes must divide: dynamic
+    ones are carried whole into it)."""
+    rest = [d for k, d in enumerate(x.shape) if k not in copied]
+    static_rest = math.prod(d for d in rest if d is not None)
+    known = math.prod(d for d in new if d > 0)
+    if -1 not in new and None in rest:
+        c.fail("operand 'x'", "static dims besides those new_shape copies (or a -1 to "
+               "carry them)", str(x))
+    dynamic = [k for k, d in enumerate(x.shape) if k not in copied and d is None]
+    if -1 in new and static_rest % known and len(dynamic) == 1:
+        # the one dynamic dim carries the rest: d * static_rest must divide by known
+        c.multiple("x", dynamic[0], known // math.gcd(known, static_rest),
+                   f"the elements of new_shape {new} besides the copied dims")
+    elif (static_rest % known if -1 in new else static_rest != known):
+        c.fail("attribute 'new_shape'", f"sizes besides the copied dims that hold the "
+               f"{static_rest} static elements of the other dims of {x}", str(new))
+    inferred = None if dynamic else static_rest // known
+    return [x.shape[-2 - d] if d <= -2 else (inferred if d == -1 else d) for d in new]
 
 
 @MIR.op("transpose", operands=["x"], attrs=[ints_attr("perm", "result dim i = input dim "
@@ -84,19 +116,20 @@ def narrow(c: Check) -> list[TensorInfo]:
 
 @MIR.op("slice", operands=["x"],
         attrs=[ints_attr("starts", "first index read, per axis"),
-               ints_attr("sizes", "result size per axis; -1 keeps the whole axis"),
+               ints_attr("sizes", "result size per axis; -1 - k: up to k before the end"),
                ints_attr("strides", "step per axis, non-zero (negative reads backwards)")])
 def slice_(c: Check) -> list[TensorInfo]:
     """Strided slice over every axis: ``y[i0, i1, ...] = x[s0 + i0 t0, s1 + i1 t1, ...]``.
 
     One entry per axis in ``starts``, ``sizes`` and ``strides`` (``t``). A negative stride
-    reads backwards from ``start``; a size of ``-1`` keeps the whole axis (start 0, stride
-    1; the axis may be dynamic). Every index read lies inside the input (ONNX ``Slice``
-    after its clamping rules, resolved by the importer).
+    reads backwards from ``start``; a size of ``-1 - k`` (stride 1) reads from ``start`` to
+    ``k`` elements before the end of the axis, ``x[start : dim - k]`` (``-1``: the rest of
+    the axis), which may be dynamic. Every index read lies inside the input (ONNX
+    ``Slice`` after its clamping rules, resolved by the importer).
 
     Example::
 
-        %y = "rlx_mir.slice"(%x) {sizes = array<i64: -1, 3>, starts = array<i64: 0, 7>,
+        %y = "rlx_mir.slice"(%x) {sizes = array<i64: -2, 3>, starts = array<i64: 1, 7>,
               strides = array<i64: 1, -2>} : (tensor<?x8xf32>) -> tensor<?x3xf32>
     """
     x = c["x"]
@@ -107,14 +140,11 @@ def slice_(c: Check) -> list[TensorInfo]:
     shape: list[Dim] = []
     for axis, (start, size, stride, dim) in enumerate(zip(starts, sizes, strides, x.shape,
                                                           strict=True)):
-        if size == -1:
-            if start != 0 or stride != 1:
-                c.fail(f"axis {axis}", "start 0 and stride 1 for a kept axis (size -1)",
-                       f"start {start}, stride {stride}")
-            shape.append(dim)
+        if size < 0:
+            shape.append(_to_end(c, axis, start, -1 - size, stride, dim))
             continue
-        if size < 0 or stride == 0:
-            c.fail(f"axis {axis}", "a size >= 0 (or -1) and a non-zero stride",
+        if stride == 0:
+            c.fail(f"axis {axis}", "a size >= 0 (or -1 - k) and a non-zero stride",
                    f"size {size}, stride {stride}")
         last = start + (size - 1) * stride
         if size and (min(start, last) < 0 or (dim is not None and max(start, last) >= dim)):
@@ -126,6 +156,18 @@ def slice_(c: Check) -> list[TensorInfo]:
             c.at_least("x", axis, max(start, last) + 1, f"slice indices {start} .. {last}")
         shape.append(size)
     return [x.with_shape(shape)]
+
+
+def _to_end(c: Check, axis: int, start: int, k: int, stride: int, dim: Dim) -> Dim:
+    """The size of ``x[start : dim - k]`` along ``axis`` (stride 1)."""
+    if start < 0 or stride != 1:
+        c.fail(f"axis {axis}", "start >= 0 and stride 1 for a size up to the end (-1 - k)",
+               f"start {start}, stride {stride}")
+    if dim is not None and start + k > dim:
+        c.fail(f"axis {axis}", f"start + k <= {dim} (the size of dim {axis})",
+               f"start {start}, k {k}")
+    c.at_least("x", axis, start + k, f"a slice from {start} to {k} before the end")
+    return None if dim is None else dim - start - k
 
 
 @MIR.op("pad", operands=["x"],
@@ -248,3 +290,31 @@ def gather(c: Check) -> list[TensorInfo]:
                "empty")
     return [table.with_shape((*table.shape[:axis], *idx.shape[batch:],
                               *table.shape[axis + 1:]))]
+
+
+@MIR.op("dim", operands=["x"], attrs=[int_attr("axis")])
+def dim(c: Check) -> list[TensorInfo]:
+    """The size of dim ``axis`` of ``x`` as a 0-d ``i64`` tensor (ONNX ``Shape`` /
+    ``Size`` data, torch's ``sym_size``): only ``x``'s shape is read, not its elements.
+
+    Example::
+
+        %n = "rlx_mir.dim"(%x) {axis = 1 : i64} : (tensor<?x?xi64>) -> tensor<i64>
+    """
+    x = c["x"]
+    checks.normalize_axis(c, "axis", c.attr("axis"), x.rank)
+    return [TensorInfo((), DType.I64)]
+
+
+@MIR.op("iota", operands=["x"], attrs=[int_attr("axis")])
+def iota(c: Check) -> list[TensorInfo]:
+    """``[0, 1, ..., n - 1]`` as a 1-D ``i64`` tensor, ``n`` the size of dim ``axis`` of
+    ``x`` (ONNX ``Range`` from 0 by 1, torch's ``arange``): only ``x``'s shape is read.
+
+    Example::
+
+        %i = "rlx_mir.iota"(%x) {axis = 1 : i64} : (tensor<?x?xf32>) -> tensor<?xi64>
+    """
+    x = c["x"]
+    axis = checks.normalize_axis(c, "axis", c.attr("axis"), x.rank)
+    return [TensorInfo((x.shape[axis],), DType.I64)]

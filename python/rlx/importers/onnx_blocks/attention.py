@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from rlx.dialects.builder import HirValue
 from rlx.importers.onnx_blocks.graph import (
     GraphView,
     Match,
@@ -132,7 +133,7 @@ def _rope_match(root: Node, nodes: set[int], x: str, source: str, head_major: bo
         return [root.mir("transpose", [y], perm=[0, 2, 1, 3]) if head_major else y]
 
     return Match("rope", nodes, root.index, [root.proto.output[0]], root.label, emit,
-                 parts={"source": source, "moved_transpose": head_major and source != x,
+                 parts={"like": x, "source": source, "moved_transpose": head_major and source != x,
                         "head_dim": hd, "cos": cos[0], "sin": sin[0],
                         "tables": (f"{cos[1]}.half", f"{sin[1]}.half")})
 
@@ -209,17 +210,104 @@ def _scores(g: GraphView, name: str, nodes: set[int]) -> tuple[Node, float, str 
 def _mask_kind(g: GraphView, mask_name: str | None, b: int | None, s: int | None,
                sk: int | None) -> str | None:
     """The ``mask`` of the attention block: ``none`` without a mask, ``causal`` for a
-    constant causal one, else ``bias`` (a rank-4 additive mask with static ``B``, ``S`` and
-    ``Sk``); None: a mask the block cannot take."""
+    constant causal one, else ``bias`` (a rank-4 additive mask, broadcast to
+    ``[B, H, S, Sk]`` when imported); None: a mask the block cannot take."""
     if mask_name is None:
         return "none"
     mask = g.const(mask_name)
     if mask is not None and s is not None and sk is not None and _causal(mask, s, sk):
         return "causal"
     m_shape = g.shape(mask_name)
-    if None in (b, s, sk) or m_shape is None or len(m_shape) != 4:
+    if m_shape is None or len(m_shape) != 4:
         return None
     return "bias"
+
+
+def _bias(imp: GraphImporter, root: Node, mask: str, q: str, k: str, heads: int) -> HirValue:
+    """The additive mask broadcast to ``[B, H, S, Sk]`` (sizes of Q and K, dynamic ones
+    taken at run time)."""
+    m = tensor_of(imp, root, mask)
+    q_dims = imp.dims_of(q, imp.values[q])
+    k_dims = imp.dims_of(k, imp.values[k])
+    target = [q_dims[0], heads, q_dims[2], k_dims[2]]
+    return imp.sizes.broadcast(m, imp.dims_of(mask, m), target, root.fail)
+
+
+def _nan_guard(g: GraphView, name: str, nodes: set[int]) -> str:
+    """``Where(IsNaN(p), 0, p)`` (torch.onnx's SDPA zeroes fully masked rows): p."""
+    where = g.node(name, "Where")
+    if where is None:
+        return name
+    cond, zero, p = where.proto.input[:3]
+    isnan = g.node(cond, "IsNaN")
+    if isnan is None or isnan.proto.input[0] != p or scalar(g.const(zero)) != 0.0:
+        return name
+    nodes |= {where.index, isnan.index}
+    return p
+
+
+def _prescaled(g: GraphView, name: str, nodes: set[int]) -> tuple[str, float]:
+    """``x * c`` with a scalar constant ``c`` (torch.onnx scales Q and Kᵀ by sqrt(scale)
+    each): (x, c); else (name, 1)."""
+    mul = g.node(name, "Mul")
+    if mul is None:
+        return name, 1.0
+    for cand in mul.proto.input[:2]:
+        c = scalar(g.const(other_input(mul, cand)))
+        if c is not None:
+            nodes.add(mul.index)
+            return cand, c
+    return name, 1.0
+
+
+def _shape_entries(g: GraphView, name: str, of: str, rank: int) -> list[int | str] | None:
+    """A shape vector built as ``Concat`` of constants and step-1 ``Slice``s of
+    ``Shape(of)``: its entries, an ``int`` for a constant, ``"d<k>"`` for dim k of
+    ``of``; None for anything else."""
+    cat = g.node(name, "Concat")
+    if cat is None:
+        return None
+    out: list[int | str] = []
+    for part in cat.proto.input:
+        c = g.const(part)
+        if c is not None:
+            out += [int(v) for v in c.reshape(-1)]
+            continue
+        sl = g.node(part, "Slice")
+        shape = g.node(sl.proto.input[0], "Shape") if sl is not None else None
+        if sl is None or shape is None or shape.proto.input[0] != of or len(
+                sl.proto.input) not in (3, 4) or shape.attr("start", 0) or shape.attr(
+                "end") is not None:
+            return None
+        start, end = (scalar(g.const(n)) for n in sl.proto.input[1:3])
+        axes = g.const(sl.proto.input[3]) if len(sl.proto.input) == 4 else None
+        if start is None or end is None or (axes is not None and axes.reshape(-1).tolist()
+                                            != [0]):
+            return None
+        lo, hi = (int(max(min(v + rank if v < 0 else v, rank), 0)) for v in (start, end))
+        out += [f"d{k}" for k in range(lo, hi)]
+    return out
+
+
+def _transposed_k(g: GraphView, name: str, nodes: set[int]) -> str | None:
+    """Kᵀ of a ``[B, H, S, hd]`` K: ``Transpose(perm [0, 1, 3, 2])``, or torch.onnx's
+    ``Reshape(Transpose(Reshape(K, [-1, S, hd]), [0, 2, 1]), [B, H, hd, S])`` whose shapes
+    are slices of ``Shape(K)``: K."""
+    kt = g.node(name, "Transpose")
+    if kt is not None and kt.ints("perm") == [0, 1, 3, 2]:
+        nodes.add(kt.index)
+        return kt.proto.input[0]
+    outer = g.node(name, "Reshape")
+    tr = g.node(outer.proto.input[0], "Transpose") if outer is not None else None
+    inner = g.node(tr.proto.input[0], "Reshape") if tr is not None else None
+    if outer is None or tr is None or inner is None or tr.ints("perm") != [0, 2, 1]:
+        return None
+    k = inner.proto.input[0]
+    if _shape_entries(g, inner.proto.input[1], k, 4) != [-1, "d2", "d3"] or _shape_entries(
+            g, outer.proto.input[1], k, 4) != ["d0", "d1", "d3", "d2"]:
+        return None
+    nodes |= {outer.index, tr.index, inner.index}
+    return k
 
 
 def match_attention(g: GraphView, root: Node) -> Match | None:
@@ -231,6 +319,7 @@ def match_attention(g: GraphView, root: Node) -> Match | None:
     if cast is not None:
         nodes.add(cast.index)
         probs_name = cast.proto.input[0]
+    probs_name = _nan_guard(g, probs_name, nodes)
     softmax = g.node(probs_name, "Softmax")
     if softmax is None:
         return None
@@ -239,16 +328,17 @@ def match_attention(g: GraphView, root: Node) -> Match | None:
     if found is None:
         return None
     qk, scale, mask_name = found
-    kt = g.node(qk.proto.input[1], "Transpose")
-    q_name = qk.proto.input[0]
+    q_name, q_scale = _prescaled(g, qk.proto.input[0], nodes)
+    kt_name, k_scale = _prescaled(g, qk.proto.input[1], nodes)
+    scale *= q_scale * k_scale
+    k_t = _transposed_k(g, kt_name, nodes)
     q_shape = g.shape(q_name)
-    if kt is None or kt.ints("perm") != [0, 1, 3, 2] or q_shape is None or len(q_shape) != 4:
+    if k_t is None or q_shape is None or len(q_shape) != 4:
         return None
     b, heads, s, hd = q_shape
     if heads is None or hd is None or softmax.attr("axis", -1) % 4 != 3:
         return None
-    nodes.add(kt.index)
-    k_name = _gqa_source(g, kt.proto.input[0], heads, nodes)
+    k_name = _gqa_source(g, k_t, heads, nodes)
     v_name = _gqa_source(g, root.proto.input[1], heads, nodes)
     k_shape, v_shape = g.shape(k_name), g.shape(v_name)
     if k_shape is None or v_shape is None or len(k_shape) != 4 or k_shape != v_shape:
@@ -265,8 +355,7 @@ def match_attention(g: GraphView, root: Node) -> Match | None:
         q, k, v = (tensor_of(imp, root, n) for n in (q_name, k_name, v_name))
         operands = [q, k, v]
         if kind == "bias":
-            m = tensor_of(imp, root, mask_name)  # type: ignore[arg-type]
-            operands.append(root.mir("expand", [m], target_shape=[b, heads, s, sk]))
+            operands.append(_bias(imp, root, mask_name, q_name, k_name, heads))  # type: ignore[arg-type]
         if default:
             return [imp.h.attention(*operands, num_heads=heads, head_dim=hd, mask_kind=kind)]
         return [root.mir("attention", operands, num_heads=heads, head_dim=hd, mask_kind=kind,

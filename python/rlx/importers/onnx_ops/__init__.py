@@ -13,6 +13,7 @@ from rlx.importers.onnx_ops import (
     elementwise,
     indexing,
     norm,
+    recurrent,
     reduction,
     shape,
 )
@@ -25,7 +26,6 @@ from rlx.importers.onnx_ops.registry import (
     ConvertFn,
     FoldFn,
     Node,
-    SymDim,
     Value,
     converter,
     dtype_of,
@@ -37,9 +37,9 @@ from rlx.importers.onnx_ops.registry import (
     why_unsupported,
 )
 
-FAMILIES = (attention, constant, contraction, conv, elementwise, indexing, norm, reduction,
-            shape)
+FAMILIES = (attention, constant, contraction, conv, elementwise, indexing, norm, recurrent,
+            reduction, shape)
 
 __all__ = ["CONVERTERS", "FAMILIES", "FOLDERS", "ONNX_DTYPES", "RUNTIME_DTYPES", "ConvertFn",
-           "Converter", "FoldFn", "Node", "SymDim", "Value", "converter", "dtype_of", "folder",
+           "Converter", "FoldFn", "Node", "Value", "converter", "dtype_of", "folder",
            "is_symbolic", "normalize_axes", "np_dtype", "onnx_dtype_name", "why_unsupported"]

@@ -6,10 +6,20 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import sympy
 from onnx import numpy_helper
 
-from rlx.importers.onnx_ops.registry import Node, Value, converter, folder, is_symbolic
+from rlx.importers.dims import is_static, normalize
+from rlx.importers.onnx_ops.registry import (
+    Node,
+    Value,
+    converter,
+    dtype_of,
+    folder,
+    is_symbolic,
+)
 from rlx.importers.onnx_ops.shape import FOLD_MAX_ELEMENTS
+from rlx.ir.types import DType
 
 
 @converter("Constant")
@@ -34,10 +44,11 @@ def fold_constant(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarra
 
 @converter("ConstantOfShape", const_inputs=(0,), since=9)
 def convert_constant_of_shape(node: Node) -> list[Value]:
-    """A static shape too large to fold: a scalar expanded at run time."""
-    shape = [int(s) for s in node.static(0, "the shape")]
+    """A shape too large to fold or holding dynamic sizes (an LSTM's zero state of
+    ``[layers, batch, hidden]``): a scalar broadcast at run time."""
+    shape = [normalize(s) for s in node.const(0, "the shape").reshape(-1)]
     fill = _fill_value(node)
-    return [node.mir("expand", [fill.reshape([1] * len(shape))], target_shape=shape)]
+    return [node.known(node.sizes.full(fill.reshape(()), shape, node.fail), shape)]
 
 
 def _fill_value(node: Node) -> np.ndarray:
@@ -60,9 +71,37 @@ def fold_constant_of_shape(node: Node, inputs: list[np.ndarray | None]
 
 @converter("Range", const_inputs=(0, 1, 2), since=11)
 def convert_range(node: Node) -> list[Value]:
-    for i, what in enumerate(("start", "limit", "delta")):
-        node.static(i, f"the {what}")
-    node.fail("the range is too long to fold at import time")
+    """A range to a dynamic limit (torch ``arange(seq)``): ``start + delta * iota(n)``
+    with ``n = (limit - start) / delta`` (a size rlx can build: delta 1, or dividing)."""
+    start, limit, delta = (node.const(i, f"the {w}").reshape(())
+                           for i, w in enumerate(("start", "limit", "delta")))
+    if is_symbolic(delta) or (not is_symbolic(start) and not is_symbolic(limit)):
+        node.static(2, "the delta")
+        if not (is_symbolic(start) or is_symbolic(limit)):
+            node.fail("the range is too long to fold at import time")
+    step = delta.item()
+    if step == 0:
+        node.fail("delta is 0")
+    lo, hi = normalize(start.item()) if is_symbolic(start) else start.item(), (
+        normalize(limit.item()) if is_symbolic(limit) else limit.item())
+    count = sympy.simplify((sympy.sympify(hi) - sympy.sympify(lo)) / step)
+    if not count.is_integer:
+        node.fail(f"a range of {count} elements: rlx builds ranges whose length is a sum or "
+                  "product of sizes")
+    count = normalize(count)
+    dtype = dtype_of(delta)
+    if dtype is None:
+        node.fail(f"delta of element type {delta.dtype}")
+    y = node.sizes.iota(count, dtype, node.fail)
+    if dtype != DType.I64 and not dtype.is_float:
+        y = node.cast(y, dtype)
+    if step != 1:
+        y = node.mir("binary", [y, node.scalar(step, y)], kind="mul")
+    if not (is_static(lo) and int(lo) == 0):
+        first = (node.sizes.scalar(lo, dtype, node.fail) if not is_static(lo)
+                 else node.scalar(lo, y))
+        y = node.mir("binary", [y, first], kind="add")
+    return [node.known(y, [count])]
 
 
 @folder("Range")

@@ -7,10 +7,15 @@ Everything becomes ``rlx_mir.activation`` / ``binary`` / ``compare`` / ``where``
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
+import sympy
 from onnx import helper
 
 from rlx.dialects.builder import HirValue
+from rlx.importers.dims import tidy
 from rlx.importers.onnx_ops.registry import (
     ONNX_DTYPES,
     Node,
@@ -126,6 +131,56 @@ def convert_leaky_relu(node: Node) -> list[Value]:
     scaled = node.mir("binary", [x, node.scalar(node.attr("alpha", 0.01), x)], kind="mul")
     negative = node.mir("compare", [x, node.scalar(0.0, x)], kind="lt")
     return [node.mir("where", [negative, scaled, x])]
+
+
+@converter("HardSigmoid", "HardSwish")
+def convert_hard_sigmoid(node: Node) -> list[Value]:
+    """``max(0, min(1, alpha x + beta))`` (HardSwish: ``x`` times that, alpha 1/6, beta
+    1/2)."""
+    x = float_input(node)
+    alpha, beta = ((node.attr("alpha", 0.2), node.attr("beta", 0.5))
+                   if node.op_type == "HardSigmoid" else (1.0 / 6.0, 0.5))
+    y = node.mir("binary", [node.mir("binary", [x, node.scalar(alpha, x)], kind="mul"),
+                            node.scalar(beta, x)], kind="add")
+    y = node.mir("binary", [node.mir("binary", [y, node.scalar(1.0, x)], kind="min"),
+                            node.scalar(0.0, x)], kind="max")
+    return [y if node.op_type == "HardSigmoid" else node.mir("binary", [x, y], kind="mul")]
+
+
+@converter("Softplus")
+def convert_softplus(node: Node) -> list[Value]:
+    """``log(1 + exp(x))`` as ``max(x, 0) + log(1 + exp(-|x|))`` (no overflow)."""
+    x = float_input(node)
+    tail = node.mir("activation", [node.mir("activation", [x], kind="abs")], kind="neg")
+    log1p = node.mir("activation", [node.mir("binary", [
+        node.scalar(1.0, x), node.mir("activation", [tail], kind="exp")], kind="add")],
+        kind="log")
+    return [node.mir("binary", [node.mir("binary", [x, node.scalar(0.0, x)], kind="max"),
+                                log1p], kind="add")]
+
+
+@converter("Sign")
+def convert_sign(node: Node) -> list[Value]:
+    x = node.tensor(0)
+    one, zero, minus = (node.scalar(v, x) for v in (1, 0, -1))
+    negative = node.mir("where", [node.mir("compare", [x, zero], kind="lt"), minus, zero])
+    return [node.mir("where", [node.mir("compare", [x, zero], kind="gt"), one, negative])]
+
+
+@converter("IsNaN", "IsInf", since=9)
+def convert_is_nan(node: Node) -> list[Value]:
+    x = float_input(node)
+    if node.op_type == "IsNaN":
+        return [node.mir("compare", [x, x], kind="ne")]
+    pos = node.mir("compare", [x, node.scalar(float("inf"), x)], kind="eq")
+    neg = node.mir("compare", [x, node.scalar(float("-inf"), x)], kind="eq")
+    want_pos, want_neg = node.attr("detect_positive", 1), node.attr("detect_negative", 1)
+    if want_pos and want_neg:
+        return [node.mir("where", [pos, pos, neg])]
+    if want_pos or want_neg:
+        return [pos if want_pos else neg]
+    never = node.scalar(False, DType.I1)
+    return [node.mir("where", [pos, never, never])]
 
 
 @converter("Identity")
@@ -252,9 +307,37 @@ def _numeric(*arrays: np.ndarray | None) -> bool:
     return all(a is not None and not is_symbolic(a) for a in arrays)
 
 
+def _sizes(*arrays: np.ndarray | None) -> bool:
+    """Integer arrays one of which holds dynamic sizes (shape arithmetic)."""
+    return all(a is not None and (is_symbolic(a) or a.dtype.kind in "iu") for a in arrays
+               ) and any(is_symbolic(a) for a in arrays)  # type: ignore[arg-type]
+
+
+def _size_op(fn: Callable[[Any, Any], Any], *arrays: np.ndarray) -> np.ndarray:
+    """``fn`` elementwise over size arrays (numpy broadcasting), as sympy expressions."""
+    shapes = np.broadcast_shapes(*(a.shape for a in arrays))
+    views = [np.broadcast_to(a, shapes).reshape(-1) for a in arrays]
+    out = np.empty(int(np.prod(shapes)), dtype=object)
+    for i in range(out.size):
+        out[i] = fn(*(_as_size(v[i]) for v in views))
+    return tidy(out.reshape(shapes))
+
+
+def _as_size(v: object) -> object:
+    return int(v) if isinstance(v, np.integer | int) else v
+
+
+SIZE_OPS: dict[str, Callable[[Any, Any], Any]] = {
+    "Add": lambda a, b: a + b, "Sub": lambda a, b: a - b, "Mul": lambda a, b: a * b,
+    "Div": lambda a, b: a // b, "Max": lambda a, b: sympy.Max(a, b),
+    "Min": lambda a, b: sympy.Min(a, b), "Mod": lambda a, b: a % b}
+
+
 @folder(*BINARY)
 def fold_binary(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray] | None:
     a, b = inputs[0], inputs[1]
+    if _sizes(a, b):
+        return [_size_op(SIZE_OPS[node.op_type], a, b)]  # type: ignore[arg-type]
     if not _numeric(a, b) or a.dtype != b.dtype:
         return None
     if node.op_type == "Div" and a.dtype.kind in "iu":
@@ -289,8 +372,32 @@ def fold_unary(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray] 
         return [np.asarray(FOLD_UNARY[node.op_type](x)).astype(x.dtype)]
 
 
+def _decided(rel: object) -> object:
+    """A comparison of sizes: True / False when sympy decides it, else raises."""
+    if isinstance(rel, bool | np.bool_) or rel in (sympy.true, sympy.false):
+        return bool(rel)
+    raise _Undecided
+
+
+class _Undecided(Exception):
+    pass
+
+
+SIZE_COMPARE: dict[str, Callable[[Any, Any], Any]] = {
+    "Equal": lambda a, b: sympy.Eq(a, b), "Less": lambda a, b: sympy.Lt(a, b),
+    "Greater": lambda a, b: sympy.Gt(a, b), "LessOrEqual": lambda a, b: sympy.Le(a, b),
+    "GreaterOrEqual": lambda a, b: sympy.Ge(a, b)}
+
+
 @folder(*COMPARE, "Not", "And", "Or", "Xor")
 def fold_logic(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray] | None:
+    if node.op_type in SIZE_COMPARE and _sizes(inputs[0], inputs[1]):
+        compare = SIZE_COMPARE[node.op_type]
+        try:
+            out = _size_op(lambda a, b: _decided(compare(a, b)), inputs[0], inputs[1])  # type: ignore[arg-type]
+        except _Undecided:
+            return None  # compared when the module runs
+        return [out.astype(bool)]
     if not _numeric(*inputs[:1 if node.op_type == "Not" else 2]):
         return None
     fn = {"Equal": np.equal, "Less": np.less, "Greater": np.greater,
@@ -312,6 +419,12 @@ def fold_where(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray] 
 
 @folder("Max", "Min", "Sum")
 def fold_variadic(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray] | None:
+    if inputs and _sizes(*inputs):
+        fn = SIZE_OPS["Add" if node.op_type == "Sum" else node.op_type]
+        out = inputs[0]
+        for x in inputs[1:]:
+            out = _size_op(fn, out, x)  # type: ignore[arg-type]
+        return [out]  # type: ignore[list-item]
     if not inputs or not _numeric(*inputs):
         return None
     fn = {"Max": np.maximum, "Min": np.minimum, "Sum": np.add}[node.op_type]

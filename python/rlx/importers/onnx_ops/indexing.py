@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
+import sympy
 
+from rlx.dialects.builder import HirValue
+from rlx.importers.dims import SymDim, is_static, normalize, same
 from rlx.importers.onnx_ops.registry import (
     Node,
     Value,
@@ -14,7 +18,8 @@ from rlx.importers.onnx_ops.registry import (
     is_symbolic,
     normalize_axes,
 )
-from rlx.importers.onnx_ops.shape import empty
+from rlx.importers.onnx_ops.shape import empty, reshape_to
+from rlx.ir.types import DType
 
 # --------------------------------------------------------------------------------------
 # Slice
@@ -34,19 +39,23 @@ def slice_range(dim: int, start: int, end: int, step: int) -> tuple[int, int]:
     return start, max(0, -(-(start - end) // -step))
 
 
-def _slice_args(node: Node, rank: int, inputs: Sequence[np.ndarray | None] | None = None
-                ) -> tuple[list[int], list[int], list[int], list[int]]:
+def _slice_args(node: Node, rank: int, inputs: Sequence[np.ndarray | None] | None = None,
+                sizes: bool = False) -> tuple[list, list, list[int], list[int]]:
     """(starts, ends, axes, steps), from attributes (version < 10) or inputs 1-4."""
     if node.version < 10:
         starts, ends = node.ints("starts") or [], node.ints("ends") or []
         axes = node.ints("axes") or list(range(len(starts)))
         steps = [1] * len(starts)
     else:
-        def get(i: int, what: str) -> list[int] | None:
+        def get(i: int, what: str) -> list | None:
             if inputs is not None:
                 v = inputs[i] if i < len(inputs) else None
                 return None if v is None else [int(a) for a in v]
-            return [int(a) for a in node.static(i, what)] if node.has(i) else None
+            if not node.has(i):
+                return None
+            if sizes and i in (1, 2):  # starts and ends may be dynamic sizes
+                return [normalize(a) for a in node.const(i, what).reshape(-1)]
+            return [int(a) for a in node.static(i, what)]
 
         starts, ends = get(1, "the starts") or [], get(2, "the ends") or []
         axes = get(3, "the axes") or list(range(len(starts)))
@@ -61,33 +70,98 @@ def _slice_args(node: Node, rank: int, inputs: Sequence[np.ndarray | None] | Non
 BIG = 1 << 62
 
 
+def gather(node: Node, table: Value, index: Value, *, axis: int, batch_dims: int = 0
+           ) -> HirValue:
+    """``rlx_mir.gather``; a boolean table is gathered as i8 (IREE 3.13 miscompiles a
+    gather from an ``i1`` tensor fused with the ops around it: wrong elements read)."""
+    t = node.as_tensor(table)
+    if t.dtype != DType.I1:
+        return node.mir("gather", [t, index], axis=axis, batch_dims=batch_dims)
+    y = node.mir("gather", [node.cast(t, DType.I8), index], axis=axis, batch_dims=batch_dims)
+    return node.mir("compare", [y, np.asarray(0, np.int8)], kind="ne")
+
+
 @converter("Slice", const_inputs=(1, 2, 3, 4))
 def convert_slice(node: Node) -> list[Value]:
     x = node.tensor(0)
     shape = list(x.shape)
     rank = len(shape)
-    starts, ends, axes, steps = _slice_args(node, rank)
+    starts, ends, axes, steps = _slice_args(node, rank, sizes=True)
     first, sizes, strides = [0] * rank, [-1] * rank, [1] * rank
+    dynamic = []
     for start, end, axis, step in zip(starts, ends, axes, steps, strict=True):
         dim = shape[axis]
-        if dim is None:
-            if start == 0 and end >= BIG and step == 1:
-                continue
-            node.fail(f"slicing dynamic dim {axis} of {x.type} with bounds {start}:{end}:"
-                      f"{step} (only the whole dim)")
-        first[axis], sizes[axis] = slice_range(dim, start, end, step)
+        if dim is None or not (is_static(start) and is_static(end)):
+            dynamic.append((start, end, axis, step))
+            continue
+        first[axis], sizes[axis] = slice_range(dim, int(start), int(end), step)
         strides[axis] = step
     cut = [a for a in range(rank) if sizes[a] != -1 and not (
         first[a] == 0 and sizes[a] == shape[a] and strides[a] == 1)]
-    if not cut:
-        return [x]
+    y: Value = x
     if 0 in sizes:
         return [empty(node, [d if s == -1 else s for d, s in zip(shape, sizes, strict=True)],
                       x)]
     if len(cut) == 1 and strides[cut[0]] == 1:
         a = cut[0]
-        return [node.mir("narrow", [x], axis=a, start=first[a], len=sizes[a])]
-    return [node.mir("slice", [x], starts=first, sizes=sizes, strides=strides)]
+        y = node.mir("narrow", [x], axis=a, start=first[a], len=sizes[a])
+    elif cut:
+        y = node.mir("slice", [x], starts=first, sizes=sizes, strides=strides)
+    if y is not x:
+        y_dims = node.dims_of(x)
+        for a in cut:
+            y_dims[a] = sizes[a]
+        y = node.known(y, y_dims)
+    for start, end, axis, step in dynamic:
+        y = _dynamic_slice(node, y, axis, start, end, step)
+    return [y]
+
+
+def _dynamic_slice(node: Node, x: HirValue, axis: int, start: SymDim, end: SymDim,
+                   step: int) -> HirValue:
+    """``x[start:end]`` along ``axis`` where the dim or a bound is a dynamic size (step 1):
+    a ``slice`` up to ``k`` before the end when that is what it is, else a ``gather`` of
+    ``start + iota(end - start)`` (indices clamped into the axis, never read past it)."""
+    dims = node.dims_of(x)
+    d = dims[axis]
+    if step != 1:
+        node.fail(f"a slice with step {step} over a dynamic size ({d})")
+    if is_static(start) and int(start) < 0:
+        start = normalize(d + int(start))
+    if is_static(end) and int(end) >= BIG // 2:
+        end = d
+    elif is_static(end) and int(end) < 0:
+        end = normalize(d + int(end))
+    before_end = normalize(sympy.simplify(sympy.sympify(d) - sympy.sympify(end)))
+    if x.shape[axis] is None and is_static(start) and int(start) >= 0 and is_static(
+            before_end) and int(before_end) >= 0:
+        if int(start) == 0 and int(before_end) == 0:
+            return x
+        rank = len(x.shape)
+        starts = [int(start) if a == axis else 0 for a in range(rank)]
+        sizes = [-1 - int(before_end) if a == axis else -1 for a in range(rank)]
+        y = node.mir("slice", [x], starts=starts, sizes=sizes, strides=[1] * rank)
+        return node.known(y, [normalize(d - start - before_end) if a == axis else dims[a]
+                              for a in range(rank)])
+    count = _buildable(node, normalize(sympy.simplify(sympy.sympify(end) - start)))
+    index = node.sizes.iota(count, DType.I64, node.fail)
+    if not (is_static(start) and int(start) == 0):
+        index = node.mir("binary", [index, node.sizes.scalar(start, DType.I64, node.fail)],
+                         kind="add")
+    y = gather(node, x, index, axis=axis)
+    return node.known(y, [count if a == axis else dims[a] for a in range(len(dims))])
+
+
+def _buildable(node: Node, count: SymDim) -> SymDim:
+    """A slice length to build: ``Min(bound, n)`` (a slice of a static axis to a dynamic
+    end) is ``n``, whose indices past the bound are clamped."""
+    if isinstance(count, sympy.Min):
+        for arg in count.args:
+            if not arg.is_Integer and node.sizes.can_build(normalize(arg)):
+                return normalize(arg)
+    if not node.sizes.can_build(count):
+        node.fail(f"a slice of run-time length {count}, which rlx cannot compute")
+    return count
 
 
 @folder("Slice")
@@ -127,14 +201,9 @@ def convert_gather(node: Node) -> list[Value]:
                 idx_const.min() < -dim or idx_const.max() >= dim):
             node.fail(f"indices {idx_const.min()}..{idx_const.max()} outside [-{dim}, {dim})")
         fixed = np.where(idx_const < 0, idx_const + (dim or 0), idx_const)
-        return [node.mir("gather", [data, fixed.astype(idx_const.dtype)], axis=axis)]
+        return [gather(node, data, fixed.astype(idx_const.dtype), axis=axis)]
     idx = node.tensor(1)
-    if dim is None:
-        node.fail("run-time indices into a dynamic dim (negative indices need its size)")
-    negative = node.mir("compare", [idx, node.scalar(0, idx)], kind="lt")
-    wrapped = node.mir("binary", [idx, node.scalar(dim, idx)], kind="add")
-    return [node.mir("gather", [data, node.mir("where", [negative, wrapped, idx])],
-                     axis=axis)]
+    return [gather(node, data, _wrapped(node, idx, node.dims(0)[axis]), axis=axis)]
 
 
 @folder("Gather")
@@ -145,3 +214,114 @@ def fold_gather(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray]
     axis = node.attr("axis", 0) % max(data.ndim, 1)
     idx = np.where(idx < 0, idx + data.shape[axis], idx)
     return [np.take(data, idx, axis=axis)]
+
+
+# --------------------------------------------------------------------------------------
+# GatherElements, GatherND, Trilu
+# --------------------------------------------------------------------------------------
+
+
+def _wrapped(node: Node, idx: HirValue, size: SymDim) -> HirValue:
+    """Negative indices count from the end of an axis of ``size``."""
+    n = node.sizes.scalar(size, idx.dtype, node.fail)
+    negative = node.mir("compare", [idx, node.scalar(0, idx)], kind="lt")
+    return node.mir("where", [negative, node.mir("binary", [idx, n], kind="add"), idx])
+
+
+@converter("GatherElements", since=11)
+def convert_gather_elements(node: Node) -> list[Value]:
+    """``y[i, j, k] = data[i, idx[i, j, k], k]`` (axis 1): the axis moved last, the other
+    dims flattened into one batch dim, one ``gather`` with ``batch_dims = 1``."""
+    data, idx = node.tensor(0), node.tensor(1)
+    d_dims, i_dims = node.dims(0), node.dims(1)
+    rank = len(d_dims)
+    if len(i_dims) != rank:
+        node.fail(f"indices of rank {len(i_dims)} for data of rank {rank}")
+    axis = normalize_axes(node, [node.attr("axis", 0)], rank, "axis")[0]
+    for a in range(rank):
+        if a != axis and not (same(d_dims[a], i_dims[a])):
+            node.fail(f"indices dim {a} ({i_dims[a]}) differs from the data's ({d_dims[a]}): "
+                      "rlx gathers elements along one axis of equal-shaped operands")
+    perm = [a for a in range(rank) if a != axis] + [axis]
+    moved = perm != list(range(rank))
+
+    def last(v: HirValue) -> HirValue:
+        return node.mir("transpose", [v], perm=perm) if moved else v
+
+    idx = _wrapped(node, idx, d_dims[axis])
+    table = reshape_to(node, last(data), [math.prod(d_dims[a] for a in perm[:-1]),
+                                           d_dims[axis]])
+    index = reshape_to(node, last(idx), [math.prod(i_dims[a] for a in perm[:-1]),
+                                          i_dims[axis]])
+    y = gather(node, table, index, axis=1, batch_dims=1)
+    y = reshape_to(node, y, [i_dims[a] for a in perm])
+    if moved:
+        y = node.mir("transpose", [y], perm=[perm.index(a) for a in range(rank)])
+    return [node.known(y, i_dims)]
+
+
+@folder("GatherElements")
+def fold_gather_elements(node: Node, inputs: list[np.ndarray | None]
+                         ) -> list[np.ndarray] | None:
+    data, idx = inputs[0], inputs[1]
+    if data is None or idx is None or is_symbolic(idx) or is_symbolic(data):
+        return None
+    axis = node.attr("axis", 0) % data.ndim
+    idx = np.where(idx < 0, idx + data.shape[axis], idx)
+    return [np.take_along_axis(data, idx, axis=axis)]
+
+
+@converter("GatherND", since=11)
+def convert_gather_nd(node: Node) -> list[Value]:
+    """``y[...] = data[idx[..., 0], ..., idx[..., q-1]]`` (``batch_dims = 0``): the first
+    ``q`` dims of the data flattened, one ``gather`` of the row-major flat index."""
+    if node.attr("batch_dims", 0):
+        node.fail("batch_dims > 0 is not supported")
+    data, idx = node.tensor(0), node.tensor(1)
+    d_dims, i_dims = node.dims(0), node.dims(1)
+    q = i_dims[-1]
+    if not is_static(q) or int(q) > len(d_dims) or int(q) < 1:
+        node.fail(f"indices of last dim {q} for data of rank {len(d_dims)}")
+    q = int(q)
+    flat: HirValue | None = None
+    for k in range(q):
+        part = node.mir("narrow", [idx], axis=len(i_dims) - 1, start=k, len=1)
+        part = _wrapped(node, reshape_to(node, node.known(part, [*i_dims[:-1], 1]),
+                                         i_dims[:-1]), d_dims[k])
+        if flat is not None:
+            stride = node.sizes.scalar(d_dims[k], idx.dtype, node.fail)
+            part = node.mir("binary", [node.mir("binary", [flat, stride], kind="mul"), part],
+                            kind="add")
+        flat = part
+    table = reshape_to(node, data, [math.prod(d_dims[:q]), *d_dims[q:]])
+    y = gather(node, table, flat, axis=0)
+    return [node.known(y, [*i_dims[:-1], *d_dims[q:]])]
+
+
+@converter("Trilu", const_inputs=(1,), since=14)
+def convert_trilu(node: Node) -> list[Value]:
+    """Keep ``j - i >= k`` (upper) or ``j - i <= k`` (lower) of the last two dims; the
+    rest is 0."""
+    x = node.tensor(0)
+    dims = node.dims(0)
+    if len(dims) < 2:
+        node.fail(f"input {x.type}: Trilu needs rank >= 2")
+    k = int(node.static(1, "k").reshape(-1)[0]) if node.has(1) else 0
+    rows = node.sizes.iota(dims[-2], DType.I64, node.fail)
+    cols = node.sizes.iota(dims[-1], DType.I64, node.fail)
+    rows = reshape_to(node, rows, [dims[-2], 1])
+    cols = reshape_to(node, cols, [1, dims[-1]])
+    diff = node.mir("binary", [cols, rows], kind="sub")
+    keep = node.mir("compare", [diff, np.asarray(k, np.int64)],
+                    kind="ge" if node.attr("upper", 1) else "le")
+    return [node.mir("where", [keep, x, node.scalar(0, x)])]
+
+
+@folder("Trilu")
+def fold_trilu(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray] | None:
+    x = inputs[0]
+    if x is None or is_symbolic(x) or (len(inputs) > 1 and inputs[1] is not None
+                                       and is_symbolic(inputs[1])):
+        return None
+    k = int(inputs[1].reshape(-1)[0]) if len(inputs) > 1 and inputs[1] is not None else 0
+    return [np.triu(x, k) if node.attr("upper", 1) else np.tril(x, k)]

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from rlx.dialects.builder import HirValue
+from rlx.importers.dims import normalize, shape_vector
 from rlx.importers.onnx_ops.registry import (
     Node,
     Value,
@@ -79,6 +80,10 @@ def convert_reduce(node: Node) -> list[Value]:
 @folder(*REDUCE)
 def fold_reduce(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray] | None:
     x = inputs[0]
+    if x is not None and is_symbolic(x) and x.ndim == 1 and node.op_type in (
+            "ReduceProd", "ReduceSum") and not node.attr("keepdims", 1):
+        total = math.prod(x) if node.op_type == "ReduceProd" else sum(x)
+        return [shape_vector([normalize(total)]).reshape(())]
     if x is None or is_symbolic(x) or any(a is not None and is_symbolic(a)
                                           for a in inputs[1:]):
         return None

@@ -9,9 +9,11 @@ with the ``HirModule`` builder (MIR ops through the escape hatch). A folder,
 operator specification; neither shares code with rlx's lowering or its reference.
 
 Values during import are a :class:`~rlx.dialects.builder.HirValue` (a runtime tensor), a
-numpy array (a constant), or a numpy object array whose entries are ints or
-:class:`SymDim` (a shape vector holding dynamic dims, from ``Shape`` of a tensor with
-``?`` dims).
+numpy array (a constant), or a numpy object array whose entries are ints or sympy
+expressions (a shape vector holding dynamic sizes, :mod:`rlx.importers.dims`, from
+``Shape`` of a tensor with ``?`` dims). Every runtime tensor also has its sizes as
+:data:`~rlx.importers.dims.SymDim` (``Node.dims``), so that sizes that are equal are
+known to be.
 """
 
 from __future__ import annotations
@@ -24,23 +26,12 @@ import numpy as np
 from onnx import NodeProto, TensorProto, helper
 
 from rlx.dialects.builder import HirModule, HirValue
+from rlx.importers.dims import SizeSource, SymDim
 from rlx.ir.diagnostics import ModelImportError
 from rlx.ir.types import DType, TensorInfo
 
 if TYPE_CHECKING:
     from rlx.importers.onnx import GraphImporter
-
-
-@dataclass(frozen=True, eq=False)
-class SymDim:
-    """Dim ``axis`` of a runtime tensor whose size is only known when the module runs."""
-
-    value: HirValue
-    axis: int
-    name: str = "?"
-
-    def __repr__(self) -> str:
-        return f"{self.name}.shape[{self.axis}]"
 
 
 Value = HirValue | np.ndarray
@@ -109,6 +100,8 @@ class Node:
         self.label = proto.name or f"{proto.op_type}_{index}"
         self.attrs: dict[str, Any] = {a.name: helper.get_attribute_value(a)
                                       for a in proto.attribute}
+        self.out_dims: dict[int, list[SymDim]] = {}
+        """Sizes of outputs the converter knows better than shape inference (by index)."""
 
     # -- identity ------------------------------------------------------------------------
     @property
@@ -199,6 +192,29 @@ class Node:
     def rank(self, i: int) -> int:
         return self.info(i).rank
 
+    def dims(self, i: int) -> list[SymDim]:
+        """The sizes of input ``i``, symbolic where dynamic."""
+        v = self.value(i)
+        if v is None:
+            self.fail(f"input {i} is required")
+        return self.importer.dims_of(self.proto.input[i], v)
+
+    def dims_of(self, v: Value, name: str | None = None) -> list[SymDim]:
+        return self.importer.dims_of(name, v)
+
+    def known(self, v: HirValue, dims: Sequence[SymDim]) -> HirValue:
+        """Record that the tensor ``v`` has sizes ``dims`` (equal to sizes seen before)."""
+        self.importer.record(None, v, list(dims))
+        return v
+
+    def build_fail(self, message: str) -> NoReturn:
+        self.fail(message)
+
+    @property
+    def sizes(self) -> SizeSource:
+        """Builds tensors of run-time sizes (:mod:`rlx.importers.dims`)."""
+        return self.importer.sizes
+
     # -- building ------------------------------------------------------------------------
     def mir(self, op: str, inputs: Sequence[Value], **attrs: Any) -> HirValue:
         """One ``rlx_mir`` op through the escape hatch; array operands become constants."""
@@ -276,5 +292,5 @@ def normalize_axes(node: Node, axes: Sequence[int], rank: int, what: str = "axes
 
 
 __all__ = ["CONVERTERS", "FOLDERS", "ONNX_DTYPES", "RUNTIME_DTYPES", "ConvertFn", "Converter",
-           "FoldFn", "Node", "SymDim", "Value", "converter", "dtype_of", "folder",
+           "FoldFn", "Node", "Value", "converter", "dtype_of", "folder",
            "is_symbolic", "normalize_axes", "np_dtype", "onnx_dtype_name", "why_unsupported"]

@@ -3,8 +3,9 @@ Transpose, Concat, Split, Expand, Tile, Pad (Slice and Gather: :mod:`.indexing`;
 folded at import time that make values, Constant, ConstantOfShape, Range: :mod:`.constant`).
 
 Shape arguments (Reshape's shape, Slice's starts, ...) must be known at import time; they
-may hold dynamic dims (:class:`SymDim`, from ``Shape`` of a ``?``-shaped tensor) where the
-MIR op can express them (one inferred ``-1`` in a reshape, a kept dim in an expand).
+may hold dynamic sizes (sympy expressions, :mod:`rlx.importers.dims`, from ``Shape`` of a
+``?``-shaped tensor): a reshape keeps the input's dynamic dims (copied) and infers at most
+one more, an expand to a dynamic size broadcasts against a tensor of that size.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+import sympy
 
 from rlx.dialects.builder import HirValue
+from rlx.importers.dims import SymDim, is_static, normalize, same, shape_vector
 from rlx.importers.onnx_ops.registry import (
     Node,
-    SymDim,
     Value,
     converter,
     folder,
@@ -30,44 +32,78 @@ FOLD_MAX_ELEMENTS = 1 << 22
 """Larger results of Expand / ConstantOfShape / Range / Tile stay runtime ops."""
 
 
-def symbolic(dims: Sequence[int | SymDim]) -> np.ndarray:
+def symbolic(dims: Sequence[SymDim]) -> np.ndarray:
     """A shape vector: int64 when every entry is known, else an object array."""
-    if all(isinstance(d, int | np.integer) for d in dims):
-        return np.asarray(dims, dtype=np.int64).reshape(len(dims))
-    out = np.empty(len(dims), dtype=object)
-    for i, d in enumerate(dims):
-        out[i] = d
-    return out
+    return shape_vector(dims)
 
 
-def empty(node: Node, dims: Sequence[Dim | SymDim], like: HirValue) -> np.ndarray:
+def empty(node: Node, dims: Sequence[SymDim | None], like: HirValue) -> np.ndarray:
     """The (constant) result of an op whose output has no elements."""
     if not all(isinstance(d, int | np.integer) for d in dims):
         node.fail(f"an empty result with dynamic dims {list(dims)}")
     return np.zeros([int(d) for d in dims], dtype=np.asarray(node.scalar(0, like)).dtype)
 
 
-def reshape_to(node: Node, x: HirValue, dims: Sequence[Dim | SymDim]) -> Value:
-    """``x`` reshaped to ``dims`` (None / SymDim: dynamic); at most one dynamic dim."""
-    if 0 in dims:
+def reshape_to(node: Node, x: HirValue, dims: Sequence[SymDim | None]) -> Value:
+    """``x`` reshaped to ``dims`` (None: unknown): dynamic sizes that are the input's
+    dynamic dims are copied from it (``-2 - k``); one more may be inferred. When ``x`` is
+    itself a reshape of a tensor whose dims fit better (flattened, then viewed back: a
+    reshape of a reshape is one reshape), that tensor is reshaped instead."""
+    if any(d is not None and is_static(d) and int(d) == 0 for d in dims):
         return empty(node, dims, x)
-    unknown = [i for i, d in enumerate(dims) if not isinstance(d, int | np.integer)]
-    if len(unknown) > 1:
-        node.fail(f"reshape of {x.type} to {len(unknown)} dynamic dims: rlx reshapes infer "
-                  "at most one dynamic size")
-    new_shape = [-1 if i in unknown else int(d) for i, d in enumerate(dims)]
-    return node.reshape(x, new_shape)
+    origins = node.importer.reshaped_from
+    source: HirValue | None = x
+    new: list[int] | None = None
+    while source is not None:
+        new = _reshape_attr(node, source, dims)
+        if new is not None:
+            break
+        source = origins.get(source.value)
+    if new is None or source is None:
+        node.fail(f"reshape of {x.type} to {[str(d) for d in dims]}: rlx reshapes keep "
+                  "the input's dynamic dims and infer at most one other size")
+    if new == [-2 - k if source.shape[k] is None else source.shape[k]
+               for k in range(len(source.shape))]:
+        return source
+    y = node.mir("reshape", [source], new_shape=new)
+    origins[y.value] = source
+    y_dims = node.dims_of(y)
+    return node.known(y, [y_d if d is None else normalize(d)
+                          for d, y_d in zip(dims, y_dims, strict=True)])
+
+
+def _reshape_attr(node: Node, x: HirValue, dims: Sequence[SymDim | None]
+                  ) -> list[int] | None:
+    """``new_shape`` of a reshape of ``x`` to ``dims``, or None when rlx's reshape cannot
+    say it (dynamic sizes that are neither the input's dims nor one inferred size)."""
+    x_dims = node.dims_of(x)
+    new: list[int] = []
+    used: set[int] = set()
+    free = 0
+    for d in dims:
+        if d is not None and is_static(d):
+            new.append(int(d))
+            continue
+        k = next((k for k, xd in enumerate(x_dims) if d is not None and k not in used
+                  and x.shape[k] is None and same(xd, d)), None)
+        if k is None:
+            free += 1
+            new.append(-1)
+            continue
+        used.add(k)
+        new.append(-2 - k)
+    uncopied_dynamic = [k for k in range(len(x.shape)) if k not in used and
+                        x.shape[k] is None]
+    if free > 1 or (free == 0 and uncopied_dynamic):
+        if free + len(used) > 1:
+            return None
+        new = [-1 if n <= -2 else n for n in new]
+    return new
 
 
 # --------------------------------------------------------------------------------------
 # Shape, Size
 # --------------------------------------------------------------------------------------
-
-
-def shape_vector(node: Node, v: Value, name: str = "?") -> list[int | SymDim]:
-    if isinstance(v, HirValue):
-        return [d if d is not None else SymDim(v, i, name) for i, d in enumerate(v.shape)]
-    return [int(d) for d in v.shape]
 
 
 def _clamp_range(start: int, end: int | None, n: int) -> tuple[int, int]:
@@ -78,8 +114,7 @@ def _clamp_range(start: int, end: int | None, n: int) -> tuple[int, int]:
 
 @converter("Shape")
 def convert_shape(node: Node) -> list[Value]:
-    dims = shape_vector(node, node.value(0) if node.value(0) is not None else node.tensor(0),
-                        node.proto.input[0])
+    dims = node.dims(0)
     start, end = _clamp_range(node.attr("start", 0), node.attr("end"), len(dims))
     return [symbolic(dims[start:end])]
 
@@ -94,10 +129,7 @@ def fold_shape(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray] 
 
 @converter("Size")
 def convert_size(node: Node) -> list[Value]:
-    t = node.info(0)
-    if t.numel is None:
-        node.fail(f"Size of {t}: the element count is only known at run time")
-    return [np.asarray(t.numel, dtype=np.int64)]
+    return [shape_vector([math.prod(node.dims(0))]).reshape(())]
 
 
 @folder("Size")
@@ -110,54 +142,45 @@ def fold_size(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray] |
 # --------------------------------------------------------------------------------------
 
 
-def reshape_dims(node: Node, x_shape: Sequence[Dim | SymDim], shape: np.ndarray,
-                 allowzero: bool) -> list[Dim | SymDim]:
+def reshape_dims(node: Node, x_shape: Sequence[SymDim], shape: np.ndarray,
+                 allowzero: bool) -> list[SymDim]:
     """ONNX Reshape's target: 0 copies the input dim (unless ``allowzero``), one -1 is
-    inferred (statically when the dynamic dims are copied through)."""
-    out: list[int | SymDim | None] = []
+    the element count over the others (a size expression when dynamic)."""
+    out: list[SymDim] = []
     for i, s in enumerate(shape):
-        if isinstance(s, SymDim):
+        s = normalize(s)
+        if not is_static(s):
             out.append(s)
-        elif int(s) == 0 and not allowzero:
+        elif s == 0 and not allowzero:
             if i >= len(x_shape):
                 node.fail(f"shape {list(shape)}: entry {i} copies a dim the input lacks")
             out.append(x_shape[i])
         else:
             out.append(int(s))
-    if out.count(-1) > 1:
+    if sum(1 for d in out if is_static(d) and d == -1) > 1:
         node.fail(f"shape {list(shape)}: at most one -1")
-    if -1 not in out:
-        return [None if isinstance(d, SymDim) else d for d in out]
-    known = math.prod(d for d in out if isinstance(d, int) and d != -1)
-    static_in = [d for d in x_shape if isinstance(d, int)]
-    dynamic_in = [d for d in x_shape if not isinstance(d, int)]
-    dynamic_out = [d for d in out if not isinstance(d, int)]
-    if not dynamic_in:
-        total = math.prod(static_in)
-        if known == 0 or total % known:
+    if not any(is_static(d) and d == -1 for d in out):
+        return out
+    at = next(i for i, d in enumerate(out) if is_static(d) and d == -1)
+    known = math.prod(d for i, d in enumerate(out) if i != at)
+    total = math.prod(x_shape)
+    if is_static(known) and is_static(total):
+        if known == 0 or int(total) % int(known):
             node.fail(f"cannot reshape {list(x_shape)} to {list(shape)}")
-        out[out.index(-1)] = total // known
-    elif len(dynamic_in) == len(dynamic_out) and all(
-            _same_dim(a, b) for a, b in zip(dynamic_in, dynamic_out, strict=True)):
-        total = math.prod(static_in)
-        out[out.index(-1)] = total // known if known and total % known == 0 else None
-    else:
-        out[out.index(-1)] = None
-    return [None if isinstance(d, SymDim) else d for d in out]
-
-
-def _same_dim(a: object, b: object) -> bool:
-    """Dynamic dims known to be equal: the same tensor's dim, or copied through."""
-    if isinstance(a, SymDim) and isinstance(b, SymDim):
-        return a.value.value == b.value.value and a.axis == b.axis
-    return a is b
+        out[at] = int(total) // int(known)
+        return out
+    quotient = sympy.simplify(sympy.sympify(total) / sympy.sympify(known))
+    if not (quotient.is_integer or quotient.is_Integer):
+        node.fail(f"cannot reshape {[str(d) for d in x_shape]} to {list(shape)}: the "
+                  f"inferred size {quotient} is not a whole number")
+    out[at] = normalize(quotient)
+    return out
 
 
 @converter("Reshape", const_inputs=(1,), since=5)
 def convert_reshape(node: Node) -> list[Value]:
     x = node.tensor(0)
-    in_dims = shape_vector(node, x)
-    dims = reshape_dims(node, in_dims, node.const(1, "the new shape"),
+    dims = reshape_dims(node, node.dims(0), node.const(1, "the new shape"),
                         bool(node.attr("allowzero", 0)))
     return [reshape_to(node, x, dims)]
 
@@ -172,26 +195,20 @@ def fold_reshape(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray
     return [x.reshape(dims)]
 
 
-def _flatten_dims(node: Node, dims: Sequence[Dim | SymDim]) -> list[Dim | SymDim]:
+def _flatten_dims(node: Node, dims: Sequence[SymDim]) -> list[SymDim]:
     rank = len(dims)
     axis = node.attr("axis", 1)
     if not -rank <= axis <= rank:
         node.fail(f"axis {axis} outside [{-rank}, {rank}]")
     if axis < 0:
         axis += rank
-
-    def prod(part: Sequence[Dim | SymDim]) -> Dim | SymDim:
-        if all(isinstance(d, int) for d in part):
-            return math.prod(part)  # type: ignore[arg-type]
-        return part[0] if len(part) == 1 else None
-
-    return [prod(dims[:axis]), prod(dims[axis:])]
+    return [normalize(math.prod(dims[:axis])), normalize(math.prod(dims[axis:]))]
 
 
 @converter("Flatten")
 def convert_flatten(node: Node) -> list[Value]:
     x = node.tensor(0)
-    return [reshape_to(node, x, _flatten_dims(node, shape_vector(node, x)))]
+    return [reshape_to(node, x, _flatten_dims(node, node.dims(0)))]
 
 
 @folder("Flatten")
@@ -212,20 +229,20 @@ def _axes(node: Node, rank: int, inputs: Sequence[np.ndarray | None] | None = No
     return None if axes is None else normalize_axes(node, axes, rank)
 
 
-def _squeezed(node: Node, dims: Sequence[Dim | SymDim], axes: list[int] | None
-              ) -> list[Dim | SymDim]:
+def _squeezed(node: Node, dims: Sequence[SymDim], axes: list[int] | None
+              ) -> list[SymDim]:
     if axes is None:
-        if not all(isinstance(d, int) for d in dims):
+        if not all(isinstance(d, int | np.integer) for d in dims):
             node.fail("squeezing every 1-dim of a tensor with dynamic dims")
         return [d for d in dims if d != 1]
     for a in axes:
-        if dims[a] != 1 and isinstance(dims[a], int):
+        if is_static(dims[a]) and dims[a] != 1:
             node.fail(f"axis {a} has size {dims[a]}, not 1")
     return [d for i, d in enumerate(dims) if i not in axes]
 
 
-def _unsqueezed(node: Node, dims: Sequence[Dim | SymDim], axes: list[int] | None
-                ) -> list[Dim | SymDim]:
+def _unsqueezed(node: Node, dims: Sequence[SymDim], axes: list[int] | None
+                ) -> list[SymDim]:
     if axes is None:
         node.fail("the axes are required")
     out = list(dims)
@@ -237,14 +254,14 @@ def _unsqueezed(node: Node, dims: Sequence[Dim | SymDim], axes: list[int] | None
 @converter("Squeeze", const_inputs=(1,))
 def convert_squeeze(node: Node) -> list[Value]:
     x = node.tensor(0)
-    dims = shape_vector(node, x)
+    dims = node.dims(0)
     return [reshape_to(node, x, _squeezed(node, dims, _axes(node, len(dims))))]
 
 
 @converter("Unsqueeze", const_inputs=(1,))
 def convert_unsqueeze(node: Node) -> list[Value]:
     x = node.tensor(0)
-    dims = shape_vector(node, x)
+    dims = node.dims(0)
     n_axes = len(node.ints("axes") or []) if node.version < 13 else len(
         node.static(1, "the axes"))
     return [reshape_to(node, x, _unsqueezed(node, dims, _axes(node, len(dims) + n_axes)))]
@@ -353,36 +370,35 @@ def convert_split(node: Node) -> list[Value]:
 # --------------------------------------------------------------------------------------
 
 
-def expand_target(node: Node, x_shape: Sequence[Dim], shape: np.ndarray) -> list[int]:
-    """ONNX Expand's bidirectional broadcast as a ``rlx_mir.expand`` target (-1 keeps a
-    dim of the input)."""
-    rank = max(len(x_shape), len(shape))
-    xs = [1] * (rank - len(x_shape)) + list(x_shape)
-    ss: list[int | SymDim] = [1] * (rank - len(shape)) + list(shape)
-    target = []
+def expand_dims(node: Node, x_dims: Sequence[SymDim], shape: np.ndarray) -> list[SymDim]:
+    """ONNX Expand's bidirectional broadcast of ``x_dims`` and ``shape``: the result's
+    sizes (a dynamic dim against a size it cannot be compared with is kept, and checked
+    equal when the module runs)."""
+    target = [normalize(s) for s in shape.reshape(-1)]
+    rank = max(len(x_dims), len(target))
+    xs = [1] * (rank - len(x_dims)) + list(x_dims)
+    ss = [1] * (rank - len(target)) + target
+    out: list[SymDim] = []
     for i, (d, s) in enumerate(zip(xs, ss, strict=True)):
-        keep = i >= rank - len(x_shape)
-        if isinstance(s, SymDim):
-            if d is not None or not keep:
-                node.fail(f"expanding dim {i} ({d}) to a dynamic size")
-            target.append(-1)
-        elif int(s) == 1:
-            target.append(-1 if keep and d is None else (1 if d is None else d))
-        elif d is None or d in (1, int(s)):
-            target.append(int(s))
+        if is_static(s) and s == 1:
+            out.append(d)
+        elif (is_static(d) and d == 1) or same(d, s):
+            out.append(s)
+        elif is_static(d) and is_static(s):
+            node.fail(f"cannot broadcast dim {i} of {[str(x) for x in x_dims]} to {s}")
         else:
-            node.fail(f"cannot broadcast dim {i} of {list(x_shape)} to {int(s)}")
-    return target
+            out.append(d if is_static(d) else s)
+    return out
 
 
 @converter("Expand", const_inputs=(1,), since=8)
 def convert_expand(node: Node) -> list[Value]:
     x = node.tensor(0)
-    target = expand_target(node, x.shape, node.const(1, "the shape"))
-    if len(target) == len(x.shape) and all(t in (-1, d) for t, d in zip(target, x.shape,
-                                                                       strict=True)):
+    x_dims = node.dims(0)
+    out = expand_dims(node, x_dims, node.const(1, "the shape"))
+    if len(out) == len(x_dims) and all(same(a, b) for a, b in zip(out, x_dims, strict=True)):
         return [x]
-    return [node.mir("expand", [x], target_shape=target)]
+    return [node.known(node.sizes.broadcast(x, x_dims, out, node.fail), out)]
 
 
 @folder("Expand")

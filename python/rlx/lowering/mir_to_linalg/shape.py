@@ -1,5 +1,5 @@
 """mir-to-linalg for data movement: reshape, transpose, narrow, slice, pad, concat, expand,
-gather."""
+gather; dim and iota (sizes as data)."""
 
 from __future__ import annotations
 
@@ -14,13 +14,19 @@ from rlx.lowering.registry import LoweringContext
 
 @MIR_TO_LINALG.register("reshape")
 def lower_reshape(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+    """Copied dims (``-2 - k``) are the input's; the ``-1`` is the element count over the
+    other sizes."""
     x = op["x"]
-    new = list(op.attrs["new_shape"])
+    new: list[emit.Size] = [emit.dim(x, -2 - d) if d <= -2 else d
+                            for d in op.attrs["new_shape"]]
     if -1 in new:
-        known = 1
-        for s in new:
-            known *= s if s != -1 else 1
-        new[new.index(-1)] = emit.div_sizes(emit.product(emit.sizes(x)), known)
+        i = new.index(-1)
+        static = emit.static_shape(op.op.results[0])[i]
+        copied = [-2 - d for d in op.attrs["new_shape"] if d <= -2]
+        rest = emit.product([s for k, s in enumerate(emit.sizes(x)) if k not in copied])
+        known = emit.product([d for d in op.attrs["new_shape"] if d > 0])
+        assert isinstance(known, int)
+        new[i] = static if static is not None else emit.div_sizes(rest, known)
     return [emit.reshape(x, new)]
 
 
@@ -42,7 +48,8 @@ def lower_slice(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     breaks IREE's SPIR-V tiling)."""
     x = op["x"]
     a = op.attrs
-    sizes = [emit.dim(x, axis) if size == -1 else size for axis, size in enumerate(a["sizes"])]
+    sizes = [emit.sub_sizes(emit.dim(x, axis), start - 1 - size) if size < 0 else size
+             for axis, (start, size) in enumerate(zip(a["starts"], a["sizes"], strict=True))]
     if min(a["strides"]) > 0:
         return [emit.extract_slice(x, list(a["starts"]), sizes, list(a["strides"]))]
     n = emit.rank(x)
@@ -111,3 +118,30 @@ def lower_gather(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
 
     return [emit.generic([indices], [init], [idx_map, emit.identity(n)],
                          [emit.PARALLEL] * n, body)[0]]
+
+
+@MIR_TO_LINALG.register("dim")
+def lower_dim(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+    """``tensor.dim`` cast to ``i64``, filled into a 0-d tensor: IREE resolves the dim to
+    the function's inputs, so no work is queued for it."""
+    x = op["x"]
+    i64 = ir.IntegerType.get_signless(64)
+    size = emit.as_value(emit.dim(x, op.attrs["axis"] % emit.rank(x)))
+    return [emit.fill(arith.index_cast(i64, size), emit.empty([], i64))]
+
+
+@MIR_TO_LINALG.register("iota")
+def lower_iota(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+    """One parallel generic that writes its loop index, behind a compute barrier: its own
+    dispatch. Fused into a consumer (an embedding gather, then a layer norm), IREE 3.13's
+    SPIR-V codegen fails on it ("failed to legalize operation 'memref.alloc'" of a
+    workgroup ``memref<1xindex>``)."""
+    x = op["x"]
+    i64 = ir.IntegerType.get_signless(64)
+    init = emit.empty([emit.dim(x, op.attrs["axis"] % emit.rank(x))], i64)
+
+    def body(_: ir.Value) -> ir.Value:
+        return arith.index_cast(i64, emit.loop_index(0))
+
+    return [emit.barrier(emit.generic([], [init], [emit.identity(1)], [emit.PARALLEL],
+                                      body)[0])]

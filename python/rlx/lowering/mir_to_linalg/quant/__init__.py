@@ -22,7 +22,10 @@ Three steps, each a ``linalg.generic``:
    in the dequant's loop order), ``y[m, n] = Σ x[m, g, ...] W[n, g, ...]`` in f32, no
    reshape between 2 and 3. F16 / BF16 are plain mixed-precision matmuls instead. On
    llvm-cpu at M > 1 (data tiling) every GGUF scheme is dequantized K-major into the
-   weight's data-tiling pack, and the contraction is f32 (:func:`.rule.fused_matmul`).
+   weight's data-tiling pack, and the contraction is f32 (:func:`.rule.fused_matmul`). On
+   Vulkan at M != 1 the dequant is a dispatch of its own and the contraction a plain
+   ``[M, K] x [N', K]`` one (:func:`.rule.separate_dequant`: fused, IREE's SPIR-V tiles
+   overflow shared memory at real row widths).
 
 The loop order is per target (:func:`.dequant.loop_order`), rows are padded for the SPIR-V
 matvec (:func:`.dequant.padded_rows`), and sub-byte tensor types (``i4`` / ``i2`` through

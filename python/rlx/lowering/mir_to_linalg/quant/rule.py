@@ -77,6 +77,9 @@ def fused_matmul(ctx: LoweringContext, op: Decoded, x2: ir.Value) -> ir.Value:
     rank = emit.rank(w)
     if rank == 2:                                # F16 / BF16: [N, K] or [K, N] (k_major)
         return contract(x2, w, [0, 2], [2, 1] if k_major else [1, 2], 1)
+    if ctx.options.target == "vulkan" and (emit.static_shape(x2)[0] != 1
+                                           or ctx.options.separate_decode_dequant):
+        return contract(x2, separate_dequant(w, order), [0, 2], [1, 2], 1)
     shape = emit.static_shape(w)                 # [N', G, *group in loop order] (rows last
     if k_major:                                  # if k_major)
         shape = [shape[-1], *shape[:-1]]
@@ -86,6 +89,34 @@ def fused_matmul(ctx: LoweringContext, op: Decoded, x2: ir.Value) -> ir.Value:
     x_map = [0, 2, *(3 + order.index(i) for i in range(len(order)))]
     w_map = [*range(2, rank + 1), 1] if k_major else list(range(1, rank + 1))
     return contract(xg, w, x_map, w_map, 1)
+
+
+def separate_dequant(w: ir.Value, order: list[int]) -> ir.Value:
+    """The dequantized ``w [N', G, *group in loop order]`` as ``[N', K]`` (K order), behind
+    a compute barrier: Vulkan's prefill (M != 1) dequantizes in a dispatch of its own and
+    multiplies with a plain ``[M, K] x [N', K]`` contraction.
+
+    Fused, IREE 3.13's SPIR-V backend files the contraction over ``(G, *group)`` as
+    ``matmul_like`` and, for most row widths, gives it the ``BaseDistribute`` pipeline,
+    which tiles only M and N (``[1, 8]``) and stages the fused dequant's whole ``8 x K``
+    f32 tile in shared memory: 8 K 4 bytes, 49152 for K = 1536 and 131072 for K = 4096
+    against llvmpipe's 32 KiB (every block scheme at K = 1536 and 4096, M dynamic; K = 2048
+    got ``SubgroupReduce`` and passed). Shaders of that form also took Mesa tens of
+    seconds each to compile (63 s for the 13 GGUF schemes at K = 512 against 0.6 s in
+    this form). A plain contraction gets the matmul pipeline, whose tiles fit. The cost is
+    the f32 weight written and read once per call: decode (M = 1) keeps the dequant fused
+    into the matvec on GPUs, where a step is bound by reading the weights, and takes this
+    form only for lavapipe (``LoweringOptions.separate_decode_dequant``): there the fused
+    matvec ran 5 s for rows 256 wide (Q4_0, 256 rows; Mesa compiling and running it) and
+    did not finish in 100 to 300 s for 512, 576, 2048 or 4096, against 0.8 s in this form
+    at 4096."""
+    rank = emit.rank(w)
+    shape = emit.static_shape(w)
+    out_map = [0, 1, *(2 + order.index(i) for i in range(len(order)))]
+    init = emit.empty([shape[p] for p in out_map], emit.f32())
+    k_order = emit.generic([w], [init], [emit.identity(rank), emit.amap(rank, out_map)],
+                           [emit.PARALLEL] * rank, lambda v, _: v)[0]
+    return emit.barrier(emit.collapse(k_order, [[0], list(range(1, rank))]))
 
 
 def kernel_of(ctx: LoweringContext, op: ir.Operation) -> gemv_kernels.Kernel | None:
@@ -164,4 +195,4 @@ def lower_dequant_matmul(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
 
 
 __all__ = ["K_MAJOR_PREFILL", "Neighbours", "contract", "fused_matmul", "kernel_of", "lower",
-           "lower_dequant_matmul", "rows_of"]
+           "lower_dequant_matmul", "rows_of", "separate_dequant"]

@@ -1,0 +1,301 @@
+"""Symbolic sizes, shared by the importers: dims known only when the module runs, as sympy
+expressions over named sizes (``batch``, ``seq``, ``s0 + s1``), and tensors built to those
+sizes at run time.
+
+An exported model computes with its own sizes: ``Shape(x)`` gathered, added, compared and
+concatenated into the target of a ``Reshape`` / ``Expand``, the limit of a ``Range`` (torch
+``arange(seq)``), the shape of a ``ConstantOfShape`` (an LSTM's zero state). The importers
+fold that arithmetic at import time over :data:`SymDim` values, so equal sizes are known to be
+equal (``seq`` of ``input_ids`` is ``seq`` of ``attention_mask``), and MIR ops get static
+attributes where they need them.
+
+Where a value has to *take* a dynamic size (broadcast a ``[1, S]`` table to ``[B, S]``, an
+``arange(S)``, zeros of ``[layers, B, H]``), :class:`SizeSource` builds it from a tensor that
+has that size as one of its dims (a *source*): a 1-D boolean "ruler" of that length (a
+compare of the source's slice with itself), broadcast against with ``where(ruler, x, x)``
+(every dtype; NaN compares unequal, but both branches are ``x``), counted by ``iota``.
+Sums of sizes concatenate rulers, products broadcast them; sizes that are neither
+(``Min(64, s)``, a floor division) cannot be built and say so. A size as data (``Shape``
+gathered and computed with) is ``rlx_mir.dim`` of its source.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import NoReturn
+
+import numpy as np
+import sympy
+
+from rlx.dialects.builder import HirModule, HirValue
+from rlx.ir.types import DType
+
+SymDim = int | sympy.Expr
+"""A size: a Python int when static, else a sympy expression over positive integer
+symbols."""
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+_FUNCTIONS = {"Min": sympy.Min, "Max": sympy.Max, "floor": sympy.floor,
+              "ceiling": sympy.ceiling, "Mod": sympy.Mod, "FloorDiv": lambda a, b: a // b,
+              "CeilDiv": lambda a, b: -(-a // b)}
+
+
+def symbol(name: str) -> sympy.Symbol:
+    """The size named ``name`` (a positive integer: dims of 0 are static)."""
+    return sympy.Symbol(name, integer=True, positive=True)
+
+
+def parse_dim(text: str) -> SymDim | None:
+    """A ``dim_param`` as a size: a name (``batch``), or an expression of names as
+    torch.export writes them (``s0 + s1``, ``Min(64, s)``, ``2*s``); None when it does not
+    parse (another exporter's free text)."""
+    names = {n: symbol(n) for n in _IDENT.findall(text) if n not in _FUNCTIONS}
+    try:
+        expr = sympy.sympify(text, locals={**names, **_FUNCTIONS})
+    except (sympy.SympifyError, SyntaxError, TypeError, ValueError, AttributeError):
+        return None
+    if not isinstance(expr, sympy.Expr) or expr.free_symbols - set(names.values()):
+        return None
+    return normalize(expr)
+
+
+def normalize(d: object) -> SymDim:
+    """Integers as Python ints, everything else as a sympy expression."""
+    if isinstance(d, int | np.integer):
+        return int(d)
+    if isinstance(d, sympy.Expr):
+        return int(d) if d.is_Integer else d
+    raise TypeError(f"not a size: {d!r}")
+
+
+def is_static(d: object) -> bool:
+    return isinstance(d, int | np.integer) or (isinstance(d, sympy.Expr) and d.is_Integer)
+
+
+def static_or_none(d: SymDim) -> int | None:
+    return int(d) if is_static(d) else None
+
+
+def same(a: SymDim, b: SymDim) -> bool:
+    """Known equal (a difference that simplifies to 0)."""
+    if is_static(a) and is_static(b):
+        return int(a) == int(b)
+    return sympy.simplify(sympy.sympify(a) - sympy.sympify(b)) == 0
+
+
+def shape_vector(dims: Sequence[SymDim]) -> np.ndarray:
+    """An ONNX-style shape vector: int64 when every entry is static, else an object array
+    of ints and sympy expressions."""
+    dims = [normalize(d) for d in dims]
+    if all(isinstance(d, int) for d in dims):
+        return np.asarray(dims, dtype=np.int64).reshape(len(dims))
+    out = np.empty(len(dims), dtype=object)
+    for i, d in enumerate(dims):
+        out[i] = d
+    return out
+
+
+def tidy(arr: np.ndarray) -> np.ndarray:
+    """An object array of sizes whose entries all turned out static, as int64 (a
+    ``chunk`` of a static width computed through a dynamic shape)."""
+    if arr.dtype != object:
+        return arr
+    flat = [normalize(v) if isinstance(v, int | np.integer | sympy.Expr) else v
+            for v in arr.reshape(-1)]
+    if all(isinstance(v, int) for v in flat):
+        return np.asarray(flat, dtype=np.int64).reshape(arr.shape)
+    if all(isinstance(v, bool | np.bool_) for v in flat):
+        return np.asarray(flat, dtype=bool).reshape(arr.shape)
+    out = np.empty(arr.shape, dtype=object)
+    for i, v in enumerate(flat):
+        out.reshape(-1)[i] = v
+    return out
+
+
+class SizeSource:
+    """Builds tensors of run-time sizes into ``h`` from registered sources: a symbol's
+    source is a value of the module that has it as dim ``axis``. ``fail`` raises the
+    caller's error (naming its node) when a size cannot be built."""
+
+    def __init__(self, h: HirModule) -> None:
+        self.h = h
+        self.sources: dict[sympy.Symbol, tuple[HirValue, int]] = {}
+        self._rulers: dict[tuple[object, int], HirValue] = {}
+
+    def note(self, value: HirValue, dims: Sequence[SymDim]) -> None:
+        """``value`` has ``dims``: it becomes the source of every plain symbol among them
+        that has none yet."""
+        for axis, d in enumerate(dims):
+            if isinstance(d, sympy.Symbol) and d not in self.sources and (
+                    value.shape[axis] is None):
+                self.sources[d] = (value, axis)
+
+    def can_build(self, d: SymDim) -> bool:
+        if is_static(d):
+            return True
+        assert isinstance(d, sympy.Expr)
+        if isinstance(d, sympy.Symbol):
+            return d in self.sources
+        if isinstance(d, sympy.Add | sympy.Mul):
+            return all(self.can_build(normalize(a)) for a in d.args)
+        return False
+
+    # -- rulers ----------------------------------------------------------------------
+    def ruler(self, d: SymDim, fail: Callable[[str], NoReturn]) -> HirValue:
+        """A 1-D ``i1`` tensor of length ``d`` (all true)."""
+        d = normalize(d)
+        if isinstance(d, int):
+            return self.h.constant(np.ones(d, bool), DType.I1)
+        key = (d, 0)
+        if key in self._rulers:
+            return self._rulers[key]
+        if isinstance(d, sympy.Symbol):
+            out = self._symbol_ruler(d, fail)
+        elif isinstance(d, sympy.Add):
+            parts = [self.ruler(normalize(a), fail) for a in d.args]
+            out = self.h.mir("concat", parts, axis=0)
+        elif isinstance(d, sympy.Mul):
+            out = self._product_ruler([normalize(a) for a in d.args], fail)
+        else:
+            fail(f"a tensor of run-time size {d} (rlx builds sizes that are sums and "
+                 "products of the model's dims)")
+        self._rulers[key] = out
+        return out
+
+    def _symbol_ruler(self, d: sympy.Symbol, fail: Callable[[str], NoReturn]) -> HirValue:
+        src = self.sources.get(d)
+        if src is None:
+            fail(f"the run-time size {d} has no tensor to take it from")
+        value, axis = src
+        rank = len(value.shape)
+        line = value
+        if rank > 1:
+            sizes = [-1 if a == axis else 1 for a in range(rank)]
+            line = self.h.mir("slice", [value], starts=[0] * rank, sizes=sizes,
+                              strides=[1] * rank)
+            line = self.h.mir("reshape", [line], new_shape=[-1])
+        return self._all_true(line)
+
+    def _all_true(self, line: HirValue) -> HirValue:
+        """A ``[n]`` all-true tensor of ``line``'s length: ``x >= lowest`` for integers,
+        ``x == x or x != x`` for floats (NaN included). Not ``x == x`` for integers: IREE
+        folds that to a splat and then loses the dynamic size of a reduction over it."""
+        if line.dtype == DType.I1:
+            ne = self.h.mir("compare", [line, self._bool(False)], kind="ne")
+            return self.h.mir("where", [ne, ne, self.h.mir("compare", [line, self._bool(
+                False)], kind="eq")])
+        if not line.dtype.is_float:
+            lowest = np.iinfo(line.dtype.numpy).min
+            return self.h.mir("compare", [line, self.h.constant(
+                np.asarray(lowest, line.dtype.numpy), line.dtype)], kind="ge")
+        eq = self.h.mir("compare", [line, line], kind="eq")
+        ne = self.h.mir("compare", [line, line], kind="ne")
+        return self.h.mir("where", [eq, eq, ne])
+
+    def _bool(self, v: bool) -> HirValue:
+        return self.h.constant(np.asarray(v), DType.I1)
+
+    def _product_ruler(self, factors: list[SymDim], fail: Callable[[str], NoReturn]
+                       ) -> HirValue:
+        grid: HirValue | None = None
+        n = len(factors)
+        for i, f in enumerate(factors):
+            r = self.ruler(f, fail)
+            shape = [1] * n
+            shape[i] = -1 if not is_static(f) else int(f)
+            r = self.h.mir("reshape", [r], new_shape=shape) if n > 1 else r
+            grid = r if grid is None else self.h.mir("where", [grid, r, grid])
+        assert grid is not None
+        return self.h.mir("reshape", [grid], new_shape=[-1])
+
+    # -- tensors of run-time sizes -----------------------------------------------------
+    def broadcast(self, x: HirValue, x_dims: Sequence[SymDim], target: Sequence[SymDim],
+                  fail: Callable[[str], NoReturn]) -> HirValue:
+        """``x`` (of sizes ``x_dims``) broadcast to ``target`` (numpy rules, right-aligned;
+        a dim of ``x`` that is not 1 must be the target's)."""
+        rank = len(target)
+        offset = rank - len(x_dims)
+        if offset < 0:
+            fail(f"broadcasting rank {len(x_dims)} to rank {rank}")
+        static_target: list[int] = []
+        grow: list[int] = []
+        for i, t in enumerate(target):
+            src = x_dims[i - offset] if i >= offset else 1
+            if is_static(t):
+                static_target.append(int(t))
+            elif not is_static(src) and same(src, t):
+                static_target.append(-1)
+            elif is_static(src) and int(src) == 1:
+                static_target.append(1)
+                grow.append(i)
+            elif not is_static(src):  # two sizes only the run time compares
+                static_target.append(-1)
+                grow.append(i)
+            else:
+                fail(f"broadcasting a dim of size {src} to {t}")
+        y = x
+        if static_target != list(x.shape) or offset:
+            y = self.h.mir("expand", [x], target_shape=static_target)
+        for i in grow:
+            r = self.ruler(target[i], fail)
+            shape = [1] * rank
+            shape[i] = -1
+            r = self.h.mir("reshape", [r], new_shape=shape) if rank > 1 else r
+            # not where(r, y, y): IREE 3.13 folds that select and the broadcast goes wrong
+            y = self.h.mir("where", [r, y, self._zero(y.dtype)])
+        return y
+
+    def _zero(self, dtype: DType) -> HirValue:
+        return self.h.constant(np.zeros((), dtype.numpy if dtype != DType.I1 else bool),
+                               dtype)
+
+    def full(self, value: np.ndarray, target: Sequence[SymDim],
+             fail: Callable[[str], NoReturn]) -> HirValue:
+        """A tensor of ``target`` sizes filled with the scalar ``value``."""
+        dtype = DType.parse(value.dtype) if value.dtype != bool else DType.I1
+        one = self.h.constant(np.asarray(value).reshape(()), dtype)
+        return self.broadcast(one, [], target, fail)
+
+    def iota(self, d: SymDim, dtype: DType, fail: Callable[[str], NoReturn]) -> HirValue:
+        """``[0, 1, ..., d - 1]`` of element type ``dtype`` (integer or float)."""
+        out = self.h.mir("iota", [self.ruler(d, fail)], axis=0)
+        return out if dtype == DType.I64 else self.h.mir("cast", [out], to=str(dtype))
+
+    def scalar(self, d: SymDim, dtype: DType, fail: Callable[[str], NoReturn]) -> HirValue:
+        """A 0-d tensor holding the size ``d`` (data computed from a size): a symbol is
+        its source's ``dim``, sums and products of symbols add and multiply those."""
+        d = normalize(d)
+        if isinstance(d, int):
+            return self._scalar(d, dtype)
+        key = (d, 1)
+        if key not in self._rulers:
+            self._rulers[key] = self._size(d, fail)
+        n = self._rulers[key]
+        return n if dtype == DType.I64 else self.h.mir("cast", [n], to=str(dtype))
+
+    def _size(self, d: SymDim, fail: Callable[[str], NoReturn]) -> HirValue:
+        if is_static(d):
+            return self._scalar(int(d), DType.I64)
+        if isinstance(d, sympy.Symbol):
+            src = self.sources.get(d)
+            if src is None:
+                fail(f"the run-time size {d} has no tensor to take it from")
+            return self.h.mir("dim", [src[0]], axis=src[1])
+        if isinstance(d, sympy.Add | sympy.Mul):
+            kind = "add" if isinstance(d, sympy.Add) else "mul"
+            parts = [self._size(normalize(a), fail) for a in d.args]
+            out = parts[0]
+            for p in parts[1:]:
+                out = self.h.mir("binary", [out, p], kind=kind)
+            return out
+        fail(f"the run-time size {d} as data (rlx computes sizes that are sums and "
+             "products of the model's dims)")
+
+    def _scalar(self, v: int, dtype: DType) -> HirValue:
+        np_type = dtype.numpy
+        return self.h.constant(np.asarray(v, dtype=np_type), dtype)
+
+
+__all__ = ["SizeSource", "SymDim", "is_static", "normalize", "parse_dim", "same",
+           "shape_vector", "static_or_none", "symbol", "tidy"]

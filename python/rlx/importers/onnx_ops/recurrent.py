@@ -1,0 +1,143 @@
+"""ONNX recurrent ops: LSTM and GRU (one layer, forward / bidirectional) as ``rlx_mir.lstm``
+/ ``gru``, the weights repacked at import time into rlx's gate order.
+
+ONNX packs gates ``i, o, f, c`` (LSTM) and ``z, r, h`` (GRU) per direction, with the input
+and recurrence biases apart; rlx packs ``i, f, g, o`` and ``r, z, n`` (PyTorch's order)
+and adds the LSTM biases. What rlx's scans do not compute is refused: peepholes, clipping,
+``input_forget``, other activations, per-row ``sequence_lens``, a reverse-only direction,
+and GRU's ``linear_before_reset = 0`` (torch exports 1).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlx.dialects.builder import HirValue
+from rlx.importers.onnx_ops.registry import Node, Value, converter
+
+LSTM_ORDER = (0, 2, 3, 1)
+"""ONNX ``i, o, f, c`` -> rlx ``i, f, g, o``."""
+GRU_ORDER = (1, 0, 2)
+"""ONNX ``z, r, h`` -> rlx ``r, z, n``."""
+
+
+def _gates(w: np.ndarray, order: tuple[int, ...]) -> np.ndarray:
+    """Reorder the gate blocks along axis 0 of one direction's ``[G*H, ...]``."""
+    return np.concatenate([np.split(w, len(order), axis=0)[g] for g in order], axis=0)
+
+
+def _refuse(node: Node, gates: int) -> tuple[int, bool]:
+    """(hidden size, bidirectional) after refusing what rlx does not compute."""
+    direction = node.attr("direction", "forward")
+    if direction not in ("forward", "bidirectional"):
+        node.fail(f"direction '{direction}': rlx scans forward or both ways")
+    if node.attr("clip") is not None:
+        node.fail("cell clipping is not supported")
+    if node.attr("input_forget", 0):
+        node.fail("input_forget = 1 is not supported")
+    if node.attr("activations") is not None:
+        default = ["Sigmoid", "Tanh", "Tanh"] * (2 if direction == "bidirectional" else 1)
+        acts = [a.decode() if isinstance(a, bytes) else a for a in node.attr("activations")]
+        if acts != default:
+            node.fail(f"activations {acts}: rlx computes the default {default[:3]}")
+    if node.has(4):
+        node.fail("sequence_lens (rows of different lengths) is not supported")
+    if node.has(7):
+        node.fail("peephole weights (P) are not supported")
+    hidden = node.attr("hidden_size")
+    if hidden is None:
+        w = node.static(1, "W")
+        hidden = w.shape[1] // gates
+    return int(hidden), direction == "bidirectional"
+
+
+def _batch_first(node: Node, x: HirValue) -> HirValue:
+    return x if node.attr("layout", 0) else node.mir("transpose", [x], perm=[1, 0, 2])
+
+
+def _outputs(node: Node, y: HirValue, states: list[HirValue], dirs: int, hidden: int
+             ) -> list[Value]:
+    """rlx's ``[B, S, dirs*H]`` as ONNX's ``Y [S, dirs, B, H]`` (layout 1: ``[B, S, dirs,
+    H]``), then the final states ``[dirs, B, H]`` (layout 1: ``[B, dirs, H]``)."""
+    dims = node.dims_of(y)
+    split = node.known(node.mir("reshape", [y], new_shape=[
+        -2 if y.shape[0] is None else y.shape[0], -3 if y.shape[1] is None else y.shape[1],
+        dirs, hidden]), [dims[0], dims[1], dirs, hidden])
+    layout = node.attr("layout", 0)
+    out: list[Value] = [split if layout else node.mir("transpose", [split], perm=[1, 2, 0, 3])]
+    for s in states:
+        out.append(node.mir("transpose", [s], perm=[1, 0, 2]) if layout else s)
+    return out
+
+
+def _initial(node: Node, i: int, dirs: int, batch: object, hidden: int, x: HirValue
+             ) -> HirValue:
+    """Initial state input ``i`` (``[dirs, B, H]``; layout 1: ``[B, dirs, H]``), or
+    zeros."""
+    if node.has(i):
+        s = node.tensor(i)
+        return node.mir("transpose", [s], perm=[1, 0, 2]) if node.attr("layout", 0) else s
+    zero = np.zeros((), np.asarray(node.scalar(0, x)).dtype)
+    return node.sizes.full(zero, [dirs, batch, hidden], node.fail)  # type: ignore[list-item]
+
+
+def _weights(node: Node, gates: int, order: tuple[int, ...], hidden: int
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(W, R, B) per direction with rlx's gate order; B is ``[dirs, 2*G*H]``."""
+    w, r = node.static(1, "W"), node.static(2, "R")
+    dirs = w.shape[0]
+    b = node.static(3, "B") if node.has(3) else np.zeros((dirs, 2 * gates * hidden), w.dtype)
+    w = np.stack([_gates(w[d], order) for d in range(dirs)])
+    r = np.stack([_gates(r[d], order) for d in range(dirs)])
+    b = np.stack([np.concatenate([_gates(half, order) for half in np.split(b[d], 2)])
+                  for d in range(dirs)])
+    return w, r, b
+
+
+@converter("LSTM", const_inputs=(1, 2, 3), since=7)
+def convert_lstm(node: Node) -> list[Value]:
+    hidden, bidirectional = _refuse(node, 4)
+    dirs = 2 if bidirectional else 1
+    x = _batch_first(node, node.tensor(0))
+    w, r, b = _weights(node, 4, LSTM_ORDER, hidden)
+    bias = b[:, :4 * hidden] + b[:, 4 * hidden:]
+    batch = node.dims_of(x)[0]
+    h0 = _initial(node, 5, dirs, batch, hidden, x)
+    c0 = _initial(node, 6, dirs, batch, hidden, x)
+    name = node.proto.input[1]
+    y, hn, cn = node.h.mir_multi("lstm", [x, node.as_tensor(w.reshape(dirs * 4 * hidden, -1),
+                                                      f"{name}.rlx"),
+                                    node.as_tensor(r.reshape(dirs * 4 * hidden, hidden),
+                                                   f"{node.proto.input[2]}.rlx"),
+                                    node.as_tensor(bias.reshape(-1), f"{name}.bias"),
+                                    h0, c0],
+                           hidden_size=hidden, num_layers=1, bidirectional=bidirectional,
+                           carry=True)
+    return _outputs(node, y, [hn, cn], dirs, hidden)
+
+
+@converter("GRU", const_inputs=(1, 2, 3), since=7)
+def convert_gru(node: Node) -> list[Value]:
+    hidden, bidirectional = _refuse(node, 3)
+    if not node.attr("linear_before_reset", 0):
+        node.fail("linear_before_reset = 0: rlx's GRU applies the reset gate after the "
+                  "recurrent matmul (linear_before_reset = 1, as torch exports)")
+    dirs = 2 if bidirectional else 1
+    x = _batch_first(node, node.tensor(0))
+    w, r, b = _weights(node, 3, GRU_ORDER, hidden)
+    batch = node.dims_of(x)[0]
+    h0 = _initial(node, 5, dirs, batch, hidden, x)
+    name = node.proto.input[1]
+    y, hn = node.h.mir_multi("gru", [x, node.as_tensor(w.reshape(dirs * 3 * hidden, -1),
+                                                  f"{name}.rlx"),
+                                node.as_tensor(r.reshape(dirs * 3 * hidden, hidden),
+                                               f"{node.proto.input[2]}.rlx"),
+                                node.as_tensor(np.ascontiguousarray(b[:, :3 * hidden]
+                                                                    ).reshape(-1),
+                                               f"{name}.b_ih"),
+                                node.as_tensor(np.ascontiguousarray(b[:, 3 * hidden:]
+                                                                    ).reshape(-1),
+                                               f"{name}.b_hh"), h0],
+                       hidden_size=hidden, num_layers=1, bidirectional=bidirectional,
+                       carry=True)
+    return _outputs(node, y, [hn], dirs, hidden)

@@ -1,0 +1,89 @@
+"""Element types (:class:`DType`), without MLIR: ``rlx.runtime`` and ``rlx.gguf`` use them in
+an install that has the IREE runtime alone (no ``iree.compiler``). :mod:`rlx.ir.types` adds
+tensor types and re-exports :class:`DType`.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from iree.compiler import ir
+
+
+class DType(enum.Enum):
+    """Element types rlx knows, named as in MLIR (``bool`` is ``i1``)."""
+
+    F32 = "f32"
+    F16 = "f16"
+    BF16 = "bf16"
+    F64 = "f64"
+    I1 = "i1"
+    I8 = "i8"
+    I16 = "i16"
+    I32 = "i32"
+    I64 = "i64"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def is_float(self) -> bool:
+        return self in _FLOATS
+
+    @property
+    def is_int(self) -> bool:
+        return not self.is_float
+
+    @property
+    def bits(self) -> int:
+        return _BITS[self]
+
+    @property
+    def numpy(self) -> np.dtype:
+        """The numpy dtype with the same bytes (bf16 has none: it is carried as uint16)."""
+        return np.dtype(_NUMPY[self])
+
+    def mlir(self) -> ir.Type:
+        """The MLIR type; needs an active context (and so the compiler: imported here, not
+        at module level, so that the runtime alone can use DType)."""
+        from iree.compiler import ir
+
+        return ir.Type.parse(self.value)
+
+    @staticmethod
+    def parse(value: DType | str | np.dtype | type) -> DType:
+        """Accept a DType, its name (``"f32"``, ``"bool"``) or a numpy dtype."""
+        if isinstance(value, DType):
+            return value
+        if isinstance(value, str):
+            name = {"bool": "i1", "float32": "f32", "float16": "f16", "bfloat16": "bf16",
+                    "float64": "f64", "int8": "i8", "int16": "i16", "int32": "i32",
+                    "int64": "i64"}.get(value, value)
+            try:
+                return DType(name)
+            except ValueError:
+                names = ", ".join(d.value for d in DType)
+                raise ValueError(f"unknown dtype {value!r} (known: {names})") from None
+        np_dtype = np.dtype(value)
+        for dtype, name in _NUMPY.items():
+            if np.dtype(name) == np_dtype and dtype is not DType.BF16:
+                return dtype
+        if np_dtype == np.uint8:
+            return DType.I8
+        raise ValueError(f"no rlx dtype for numpy dtype {np_dtype}")
+
+
+_FLOATS = frozenset({DType.F32, DType.F16, DType.BF16, DType.F64})
+FLOATS: frozenset[DType] = _FLOATS
+_BITS = {DType.F32: 32, DType.F16: 16, DType.BF16: 16, DType.F64: 64, DType.I1: 1,
+         DType.I8: 8, DType.I16: 16, DType.I32: 32, DType.I64: 64}
+_NUMPY = {DType.F32: "float32", DType.F16: "float16", DType.BF16: "uint16",
+          DType.F64: "float64", DType.I1: "bool", DType.I8: "int8", DType.I16: "int16",
+          DType.I32: "int32", DType.I64: "int64"}
+
+
+__all__ = ["FLOATS", "DType"]
