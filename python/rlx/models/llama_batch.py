@@ -1,0 +1,142 @@
+"""A LLaMA-family model that decodes up to ``batch`` sequences in one call (continuous
+batching), each at its own position in its own KV cache slot.
+
+``build(config, batch, context)`` gives a HIR module whose KV cache is one tensor per layer
+and K / V, ``[batch, context, kv_heads * head_dim]``: slot ``b`` holds sequence ``b``'s keys
+at positions ``0 .. pos_b``, preallocated to the context length, so sequences join and leave
+between calls without the cache changing shape. Entry points:
+
+- ``prefill(ids [1, S] i32, cos [S, hd/2], sin [S, hd/2], last [1, 1] i32, slot [1] i32,
+  k_0, v_0, ...)``: runs the prompt (``last`` = S - 1) and writes its K / V into rows
+  ``0 .. S-1`` of slot ``slot``; returns ``logits [1, 1, V]`` of the last position,
+  ``next [1, 1]`` (their argmax) and the cache.
+- ``decode(ids [1, B] i32, cos [B, hd/2], sin [B, hd/2], pos [B] i32, k_0, v_0, ...)``:
+  token ``b`` sits at position ``pos[b]`` of slot ``b``; its K / V are written at that row
+  and it attends to rows ``0 .. pos[b]`` of its slot (a per-row key mask made from ``pos``
+  on the device). Returns ``logits [1, B, V]``, ``next [1, B]`` and the cache. Every row is
+  computed; a free slot's row is ignored by the caller (and overwritten when the slot is
+  prefilled again).
+- ``sample``: :mod:`rlx.models.sampling`, one row: the token after a prompt, and each
+  sampled row of a decode step (the engine calls it once per such row): a 4-row sample
+  function alone (700 logits) had not compiled after a minute of CPU here (load ~25).
+
+The per-token work (embedding, norms, projections, RoPE, FFN, head) runs on the ``B`` tokens
+as one ``[1, B, E]`` sequence (RoPE's table row t is token t's position); only attention
+sees the batch axis. A row's result does not depend on the other rows. The K / V write is a
+select over the slot's rows against the position (``where(row == pos, new, cache)``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlx.dialects.builder import HirModule, HirValue
+from rlx.models.llama import LlamaConfig, ModelError, _Ctx, _head, _layer
+from rlx.models.sampling import add_sample_function
+
+FUNCTIONS = ("prefill", "decode", "sample")
+
+
+def _cache_inputs(h: HirModule, c: LlamaConfig, batch: int, context: int
+                  ) -> list[HirValue]:
+    return [h.input(f"{kv}_{i}", (batch, context, c.kv_dim))
+            for i in range(c.num_layers) for kv in ("k", "v")]
+
+
+def _ctx(h: HirModule, c: LlamaConfig) -> _Ctx:
+    return _Ctx(h, c, h.constant(np.zeros(c.hidden_size, np.float32)),
+                h.constant(np.zeros(c.head_dim, np.float32)) if c.qk_norm else None)
+
+
+def _prefill(h: HirModule, c: LlamaConfig, batch: int, context: int) -> None:
+    """The prompt of one sequence, its K / V written into one slot of the batched cache."""
+    hd2 = c.head_dim // 2
+    ids = h.input("ids", (1, "seq"), "i32")
+    cos, sin = h.input("cos", ("seq", hd2)), h.input("sin", ("seq", hd2))
+    last = h.input("last", (1, 1), "i32")
+    slot = h.input("slot", (1,), "i32")
+    cache = _cache_inputs(h, c, batch, context)
+    ctx = _ctx(h, c)
+    x = h.named("embed", lambda h: h.mir("gather", [ctx.p("embed"), ids], axis=0))
+    fresh: list[HirValue] = []
+    for i in range(c.num_layers):
+        x, k, v = _layer(ctx, i, x, cos, sin, None)
+        fresh += [k, v]
+    logits = _head(ctx, x, last)
+    nxt = h.named("next", lambda h: h.mir("argmax", [logits], axis=-1, keep_dim=False))
+    start = len(h)
+    # rows 0 .. S-1 of the prompt's K / V, stretched to the context (row j >= S repeats
+    # row S - 1: masked out until decode writes it)
+    rows = h.mir("binary", [h.constant(np.arange(context, dtype=np.int32)[None]), last],
+                 kind="min")
+    in_slot = h.mir("compare", [h.constant(np.arange(batch, dtype=np.int32)[:, None, None]),
+                                h.mir("reshape", [slot], new_shape=[1, 1, 1])], kind="eq")
+    out = [h.mir("where", [in_slot, h.mir("gather", [t, rows], axis=1, batch_dims=1), old])
+           for t, old in zip(fresh, cache, strict=True)]
+    h.label_nodes_since(start, "cache_write")
+    h.set_outputs([logits, nxt, *out])
+
+
+def _decode_layer(ctx: _Ctx, i: int, x: HirValue, cos: HirValue, sin: HirValue,
+                  at_pos: HirValue, keep: HirValue, cache: tuple[HirValue, HirValue]
+                  ) -> tuple[HirValue, HirValue, HirValue]:
+    """One layer of ``B`` tokens, one per slot (``x [1, B, E]``)."""
+    h, c = ctx.h, ctx.c
+    pre = f"layers.{i}."
+    start = len(h)
+    n1 = h.rms_norm(x, ctx.p(pre + "ln1"), ctx.zeros_e, c.rms_norm_eps)
+    q, k, v = ctx.attention_inputs(n1, pre, cos, sin)
+    k_all, v_all = (h.mir("where", [at_pos, h.mir("reshape", [t], new_shape=[-1, 1, c.kv_dim]),
+                                    old])
+                    for t, old in ((k, cache[0]), (v, cache[1])))
+    q = h.mir("reshape", [q], new_shape=[-1, 1, c.num_heads * c.head_dim])
+    a = h.attention(q, k_all, v_all, keep, num_heads=c.num_heads, head_dim=c.head_dim,
+                    mask_kind="custom")
+    a = h.mir("reshape", [a], new_shape=[1, -1, c.num_heads * c.head_dim])
+    x1 = h.mir("binary", [x, ctx.linear(a, pre + "o")], kind="add")
+    n2 = h.rms_norm(x1, ctx.p(pre + "ln2"), ctx.zeros_e, c.rms_norm_eps)
+    y = h.mir("binary", [x1, ctx.ffn(n2, pre)], kind="add")
+    h.label_nodes_since(start, f"layers.{i}")
+    return y, k_all, v_all
+
+
+def _decode(h: HirModule, c: LlamaConfig, batch: int, context: int) -> None:
+    hd2 = c.head_dim // 2
+    ids = h.input("ids", (1, batch), "i32")
+    cos, sin = h.input("cos", (batch, hd2)), h.input("sin", (batch, hd2))
+    pos = h.input("pos", (batch,), "i32")
+    cache = _cache_inputs(h, c, batch, context)
+    ctx = _ctx(h, c)
+    start = len(h)
+    rows = np.arange(context, dtype=np.int32)
+    at_pos = h.mir("compare", [h.constant(rows[None, :, None]),
+                               h.mir("reshape", [pos], new_shape=[batch, 1, 1])], kind="eq")
+    keep = h.mir("compare", [h.constant(rows[None]),
+                             h.mir("reshape", [pos], new_shape=[batch, 1])], kind="le")
+    h.label_nodes_since(start, "positions")
+    x = h.named("embed", lambda h: h.mir("gather", [ctx.p("embed"), ids], axis=0))
+    out: list[HirValue] = []
+    for i in range(c.num_layers):
+        x, k, v = _decode_layer(ctx, i, x, cos, sin, at_pos, keep,
+                                (cache[2 * i], cache[2 * i + 1]))
+        out += [k, v]
+    logits = _head(ctx, x, None)
+    nxt = h.named("next", lambda h: h.mir("argmax", [logits], axis=-1, keep_dim=False))
+    h.set_outputs([logits, nxt, *out])
+
+
+def build(c: LlamaConfig, batch: int, context: int, name: str = "llama_batch") -> HirModule:
+    """The batched module (see the module docstring): ``batch`` slots of ``context``
+    positions each."""
+    if batch < 1 or context < 2:
+        raise ModelError(f"error: batch / context: expected batch >= 1 and context >= 2, "
+                         f"found batch {batch}, context {context}")
+    h = HirModule(name, function="prefill")
+    _prefill(h, c, batch, context)
+    h.function("decode")
+    _decode(h, c, batch, context)
+    add_sample_function(h, c.vocab_size, "sample")
+    return h
+
+
+__all__ = ["FUNCTIONS", "build"]

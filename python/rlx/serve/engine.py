@@ -1,0 +1,281 @@
+"""Continuous batching: one thread owns the compiled batched model (:mod:`rlx.models.llama_batch`)
+and advances every running request by one token per decode call; requests join and leave
+between calls.
+
+The scheduler loop, each round: drop requests that were cancelled (a client went away: the
+slot is free for the next round), admit waiting requests into free slots (each is one
+``prefill`` call that writes the prompt's K / V into its slot and gives its first token; while
+others are decoding, one prefill a round so that their tokens keep coming), then one
+``decode`` call for all slots (a request's token sits at its own position in its own slot)
+and, for each running request that samples, one ``sample`` call on its row of the step's
+logits.
+Each request's tokens become text in the engine thread (the tokenizer's StreamDecoder, stop
+strings held back until clear) and are handed to the request's ``emit`` callback.
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rlx import runtime
+from rlx.cache import CompileCache
+from rlx.cache import resolve as resolve_cache
+from rlx.compiler import TargetConfig, compile
+from rlx.generate import Sampling, _StopHolder
+from rlx.ir.diagnostics import RlxError
+from rlx.models import llama_batch
+from rlx.models.llama import LlamaModel, rope_tables
+from rlx.tokenizer import Tokenizer
+
+
+class EngineError(RlxError):
+    """The engine cannot take a request (stopped, or the request does not fit)."""
+
+
+@dataclass(frozen=True)
+class Event:
+    """What a request's ``emit`` receives: a text piece, or the end (``finish`` set)."""
+
+    text: str = ""
+    tokens: int = 0
+    """Tokens generated so far."""
+    finish: str | None = None
+    """``"stop"`` (an end token or a stop string), ``"length"`` (max_tokens or the context),
+    ``"cancelled"`` or ``"error"``; None while running."""
+    error: str | None = None
+
+
+@dataclass
+class Request:
+    """One generation: prompt ids, how many tokens at most, sampling, stop strings."""
+
+    prompt_ids: Sequence[int]
+    max_tokens: int
+    emit: Callable[[Event], None]
+    sampling: Sampling = field(default_factory=Sampling)
+    stop: Sequence[str] = ()
+    id: int = field(default_factory=itertools.count().__next__)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    tokens: list[int] = field(default_factory=list)
+    submitted: float = field(default_factory=time.perf_counter)
+
+    def cancel(self) -> None:
+        """Ask the engine to drop the request (it frees the slot before the next step)."""
+        self.cancelled.set()
+
+
+@dataclass
+class _Running:
+    request: Request
+    slot: int
+    position: int
+    """The position of the last token (the next decode input)."""
+    decoder: Any
+    held: _StopHolder
+
+
+class BatchModel:
+    """The batched module compiled and loaded: ``prefill`` into a slot, ``step`` all slots."""
+
+    def __init__(self, model: LlamaModel, batch: int, context: int, target: str = "llvm-cpu",
+                 cache: CompileCache | bool | str | None = True, **options: Any) -> None:
+        self.config = c = model.config
+        self.batch, self.context = batch, context
+        module = llama_batch.build(c, batch, context)
+        self.vmfb = compile(module, target, cache=resolve_cache(cache), **options)
+        self.program = runtime.load(self.vmfb, TargetConfig(target).runtime_device,
+                                    model.weights)
+        zeros = np.zeros((batch, context, c.kv_dim), np.float32)
+        self.cache: tuple[Any, ...] = tuple(self.program.upload(zeros)
+                                            for _ in range(2 * c.num_layers))
+        self.seen1 = self.program.upload(np.zeros((1, c.vocab_size), np.float32))
+
+    def prefill(self, slot: int, ids: Sequence[int], sampling: Sampling) -> int:
+        """Run the prompt into ``slot``; the token after it."""
+        n = len(ids)
+        cos, sin = rope_tables(self.config, range(n))
+        out = self.program.prefill.on_device(
+            np.asarray([ids], np.int32), cos, sin, np.array([[n - 1]], np.int32),
+            np.array([slot], np.int32), *self.cache)
+        self.cache = out[2:]
+        if sampling.greedy:
+            return int(out[1].numpy().reshape(-1)[0])
+        token, _ = self.program.sample.on_device(out[0], self.seen1, *sampling.inputs(),
+                                                 np.array([n], np.int32))
+        return int(token.numpy().reshape(-1)[0])
+
+    def step(self, tokens: np.ndarray, positions: np.ndarray,
+             sampling: Sequence[Sampling | None]) -> np.ndarray:
+        """One decode call: slot b's ``tokens[b]`` at ``positions[b]``; the next tokens
+        ``[B]``. ``sampling[b]`` None (a free slot) or greedy takes the argmax."""
+        cos, sin = rope_tables(self.config, positions)
+        out = self.program.decode.on_device(tokens[None].astype(np.int32), cos, sin,
+                                            positions.astype(np.int32), *self.cache)
+        self.cache = out[2:]
+        greedy = out[1].numpy().reshape(-1)
+        hot = [b for b, s in enumerate(sampling) if s is not None and not s.greedy]
+        if not hot:
+            return greedy
+        logits = out[0].numpy()[0]
+        for b in hot:
+            s = sampling[b]
+            assert s is not None
+            token, _ = self.program.sample.on_device(
+                logits[b][None, None], self.seen1, *s.inputs(),
+                np.array([positions[b] + 1], np.int32))
+            greedy[b] = int(token.numpy().reshape(-1)[0])
+        return greedy
+
+
+class Engine:
+    """Runs :class:`BatchModel` in its own thread; :meth:`submit` from any thread."""
+
+    def __init__(self, model: BatchModel, tokenizer: Tokenizer | None,
+                 max_prefills_while_decoding: int = 1) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.end_ids = tokenizer.end_ids if tokenizer is not None else frozenset()
+        self.prefills_per_round = max_prefills_while_decoding
+        self.waiting: queue.Queue[Request] = queue.Queue()
+        self.running: dict[int, _Running] = {}
+        self.stopping = threading.Event()
+        self.wake = threading.Event()
+        self.steps = 0
+        self.peak = 0
+        """The most sequences one decode call has advanced."""
+        self.thread = threading.Thread(target=self._loop, name="rlx-engine", daemon=True)
+        self.error: BaseException | None = None
+        self.admitting: Request | None = None
+
+    def start(self) -> Engine:
+        self.thread.start()
+        return self
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Finish the running and waiting requests, then end the thread."""
+        self.stopping.set()
+        self.wake.set()
+        self.thread.join(timeout)
+
+    def submit(self, request: Request) -> Request:
+        """Queue a request; its events arrive through ``request.emit``."""
+        if self.stopping.is_set() or self.error is not None:
+            raise EngineError("error: the engine is shutting down; no new requests")
+        room = self.model.context - len(request.prompt_ids)
+        if not request.prompt_ids or room < 1:
+            raise EngineError(f"error: the prompt has {len(request.prompt_ids)} tokens; "
+                              f"expected 1 to {self.model.context - 1} (context "
+                              f"{self.model.context})")
+        self.waiting.put(request)
+        self.wake.set()
+        return request
+
+    @property
+    def free_slots(self) -> int:
+        return self.model.batch - len(self.running)
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        try:
+            while True:
+                self._drop_cancelled()
+                self._admit()
+                if self.running:
+                    self._step()
+                    continue
+                if self.stopping.is_set() and self.waiting.empty():
+                    return
+                self.wake.wait(0.5)
+                self.wake.clear()
+        except BaseException as e:  # the model failed: every request gets the error
+            self.error = e
+            self._fail_all(str(e))
+            raise
+
+    def _fail_all(self, error: str) -> None:
+        failed = [r.request for r in self.running.values()]
+        failed += [self.admitting] if self.admitting is not None else []
+        self.running.clear()
+        while not self.waiting.empty():
+            failed.append(self.waiting.get_nowait())
+        for request in failed:
+            request.emit(Event(finish="error", error=error, tokens=len(request.tokens)))
+
+    def _drop_cancelled(self) -> None:
+        for slot, r in list(self.running.items()):
+            if r.request.cancelled.is_set():
+                del self.running[slot]
+                r.request.emit(Event(finish="cancelled", tokens=len(r.request.tokens)))
+
+    def _admit(self) -> None:
+        budget = self.model.batch if not self.running else self.prefills_per_round
+        while budget > 0 and self.free_slots > 0:
+            try:
+                request = self.waiting.get_nowait()
+            except queue.Empty:
+                return
+            if request.cancelled.is_set():
+                request.emit(Event(finish="cancelled"))
+                continue
+            slot = next(b for b in range(self.model.batch) if b not in self.running)
+            self.admitting = request
+            token = self.model.prefill(slot, request.prompt_ids, request.sampling)
+            self.admitting = None
+            budget -= 1
+            decoder = self.tokenizer.stream() if self.tokenizer is not None else None
+            r = _Running(request, slot, len(request.prompt_ids), decoder,
+                         _StopHolder(request.stop))
+            self.running[slot] = r
+            self._deliver(r, token)
+
+    def _step(self) -> None:
+        tokens = np.zeros(self.model.batch, np.int64)
+        positions = np.zeros(self.model.batch, np.int64)
+        sampling: list[Sampling | None] = [None] * self.model.batch
+        for slot, r in self.running.items():
+            tokens[slot], positions[slot] = r.request.tokens[-1], r.position
+            sampling[slot] = r.request.sampling
+        nxt = self.model.step(tokens, positions, sampling)
+        self.steps += 1
+        self.peak = max(self.peak, len(self.running))
+        for slot, r in list(self.running.items()):
+            r.position += 1
+            self._deliver(r, int(nxt[slot]))
+
+    def _deliver(self, r: _Running, token: int) -> None:
+        """Hand ``token`` to its request; free the slot when the request is done."""
+        request = r.request
+        request.tokens.append(token)
+        n = len(request.tokens)
+        if token in self.end_ids:
+            return self._finish(r, "stop", flush=True)
+        text, stopped = ("", False)
+        if r.decoder is not None:
+            text, stopped = r.held.push(r.decoder.push(token))
+        if stopped:
+            return self._finish(r, "stop", text)
+        if n >= request.max_tokens or r.position >= self.model.context:
+            return self._finish(r, "length", text, flush=True)
+        if text or r.decoder is None:
+            request.emit(Event(text=text, tokens=n))
+        return None
+
+    def _finish(self, r: _Running, reason: str, text: str = "", flush: bool = False) -> None:
+        """End the request; ``flush``: the text held back (no stop string was reached)."""
+        self.running.pop(r.slot, None)
+        if flush and r.decoder is not None:
+            more, stopped = r.held.push(r.decoder.flush())
+            text += more + ("" if stopped else r.held.flush())
+        r.request.emit(Event(text=text, tokens=len(r.request.tokens), finish=reason))
+
+
+__all__ = ["BatchModel", "Engine", "EngineError", "Event", "Request"]
