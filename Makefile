@@ -9,6 +9,11 @@ BIN := $(VENV)/bin
 VK_DRIVER_FILES ?= $(firstword $(wildcard /usr/share/vulkan/icd.d/lvp_icd.*.json))
 export VK_DRIVER_FILES
 
+# pytest workers (pytest-xdist), one per file group (--dist loadfile keeps a file's
+# module-scoped compiled fixtures in one worker): an IREE compile and the Python that builds
+# a module each keep about one core busy, so 2 workers on CI's 2 cores halve the wall time.
+PYTEST_WORKERS ?= 2
+
 .PHONY: help venv lint lit vulkan-check pytest test demo clean
 
 help:  ## list the targets
@@ -31,7 +36,7 @@ vulkan-check: venv  ## fail unless IREE creates a Vulkan device through VK_DRIVE
 	$(BIN)/python tests/numerics/harness.py
 
 pytest: vulkan-check  ## numerics (llvm-cpu and Vulkan), API, CLI and error tests
-	RLX_REQUIRE_VULKAN=1 $(BIN)/python -m pytest -q
+	RLX_REQUIRE_VULKAN=1 $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 test: lint lit pytest  ## everything CI runs
 
