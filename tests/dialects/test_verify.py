@@ -177,7 +177,7 @@ CASES = {
                                ["tensor<2x4xf32>"], "axis 0: expected indices inside [0, 4)"),
     "mir_slice_kept_axis_strided": ("rlx_mir.slice", [X], "{sizes = array<i64: -1, 4>, "
                                     "starts = array<i64: 0, 0>, strides = array<i64: 2, 1>}",
-                                    ["tensor<4x4xf32>"], "start 0 and stride 1 for a kept"),
+                                    ["tensor<4x4xf32>"], "stride 1 for a size up to the end"),
     "mir_pad_negative": ("rlx_mir.pad", [X], "{high = array<i64: 0, -1>, low = array<i64: 0, "
                          "0>, value = 0.0 : f32}", [X], "2 sizes >= 0 each"),
     "mir_pool_rank": ("rlx_mir.pool", [X], '{ceil_mode = false, count_include_pad = false, '
