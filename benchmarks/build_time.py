@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import sys
 import time
@@ -29,7 +28,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "python"))
+sys.path.insert(0, str(ROOT))
 
+from benchmarks.machine import cpu_model  # noqa: E402
 from rlx.compiler import TargetConfig, load, lower, lowered_text  # noqa: E402
 from rlx.ir.text import walk_ops  # noqa: E402
 from rlx.models import llama  # noqa: E402
@@ -42,15 +43,6 @@ SHAPES = {
 TARGETS_S = {"135m": 1.0, "7b": 3.0}
 STAGES = ("build", "load", "lower", "text")
 
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def config(shape: str, scheme: str | None) -> llama.LlamaConfig:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -55,6 +54,7 @@ from benchmarks.llama import (  # noqa: E402
     llama_cpp_version,
     timed,
 )
+from benchmarks.machine import cpu_model  # noqa: E402
 from hf_gguf_qwen35 import write_gguf  # noqa: E402
 from rlx import speculative  # noqa: E402
 from rlx.compiler import dispatch_counts  # noqa: E402
@@ -234,9 +234,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                        args.rounds)
                 spec_rows.append({"model": shape, **spec})
                 print(_line(spec_rows[-1]), file=sys.stderr)
-    cpu = next((line.split(":", 1)[1].strip() for line in
-                Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
+    cpu = cpu_model()
     return {"machine": f"{cpu}, {os.cpu_count()} cpus, load average {os.getloadavg()[0]:.1f}"
                        f" at the end, torch {torch.__version__}, transformers "
                        f"{transformers.__version__}",

@@ -29,7 +29,6 @@ import http.client
 import itertools
 import json
 import os
-import platform
 import queue
 import signal
 import statistics
@@ -44,16 +43,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / "benchmarks" / ".cache"
 READY_S = 3600.0
+sys.path.insert(0, str(ROOT))
 
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+from benchmarks.machine import cpu_model  # noqa: E402
 
 
 class Server:

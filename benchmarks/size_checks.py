@@ -15,7 +15,6 @@ Usage: ``python benchmarks/size_checks.py [--rounds 8] [--gen 64] [--model 135m]
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 import sys
 import time
@@ -27,19 +26,10 @@ sys.path.insert(0, str(ROOT))
 
 import rlx  # noqa: E402
 from benchmarks.llama import gguf_files, hf_model  # noqa: E402
+from benchmarks.machine import cpu_model  # noqa: E402
 from rlx.generate import Generator  # noqa: E402
 from rlx.lowering.mir_to_linalg.table import MIR_TO_LINALG  # noqa: E402
 from rlx.models import llama  # noqa: E402
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def build(model: llama.LlamaModel, checks: bool) -> tuple[Generator, int]:
