@@ -34,8 +34,9 @@ the key or tensor.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -116,8 +117,12 @@ def config_from_metadata(meta: dict[str, Any], tensors: dict[str, Any], source: 
         **ARCHITECTURES[arch])
 
 
-def from_gguf(path: str | Path, logits: str = "last") -> LlamaModel:
-    """Build a LLaMA-family model (HIR ``prefill`` / ``decode``, weights) from a ``.gguf``."""
+T = TypeVar("T")
+
+
+def read_model(path: str | Path, build: Callable[[Any, str], T]) -> T:
+    """``build(file, path)`` on the opened ``.gguf`` (closed after): the one way a model
+    family opens its file, a broken file being one ModelError naming it."""
     import rlx.gguf
 
     path = Path(path)
@@ -126,10 +131,15 @@ def from_gguf(path: str | Path, logits: str = "last") -> LlamaModel:
     except WeightError as e:
         raise ModelError(str(e)) from None
     try:
-        c = config_from_metadata(f.metadata, f.tensors, str(path))
-        return _model(f, c, logits)
+        return build(f, str(path))
     finally:
         f.close()
+
+
+def from_gguf(path: str | Path, logits: str = "last") -> LlamaModel:
+    """Build a LLaMA-family model (HIR ``prefill`` / ``decode``, weights) from a ``.gguf``."""
+    return read_model(path, lambda f, name: _model(
+        f, config_from_metadata(f.metadata, f.tensors, name), logits))
 
 
 def _model(f: Any, c: LlamaConfig, logits: str) -> LlamaModel:

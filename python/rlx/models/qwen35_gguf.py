@@ -33,8 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from rlx.ir.diagnostics import WeightError
-from rlx.models.gguf import _dequantized
+from rlx.models.gguf import _dequantized, read_model
 from rlx.models.llama import ModelError
 from rlx.models.qwen35 import (
     FULL,
@@ -121,18 +120,8 @@ def config_from_metadata(meta: dict[str, Any], tensors: dict[str, Any], source: 
 
 def from_gguf(path: str | Path, logits: str = "last") -> Qwen35Model:
     """Build a Qwen3.5 model (HIR module, weights) from a ``qwen35`` ``.gguf``."""
-    import rlx.gguf
-
-    path = Path(path)
-    try:
-        f = rlx.gguf.load(path)
-    except WeightError as e:
-        raise ModelError(str(e)) from None
-    try:
-        c = config_from_metadata(f.metadata, f.tensors, str(path))
-        return _model(f, c, logits)
-    finally:
-        f.close()
+    return read_model(path, lambda f, name: _model(
+        f, config_from_metadata(f.metadata, f.tensors, name), logits))
 
 
 def _tensor(f: Any, name: str, tname: str, want: tuple[int, ...]) -> Any:
