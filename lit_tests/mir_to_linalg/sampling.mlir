@@ -18,7 +18,9 @@
 // CHECK:      %[[U:.*]]:2 = linalg.generic {{.*}}iterator_types = ["parallel"]} ins(%[[T0]], %[[B0]], %[[S0]], %arg1 : tensor<1xi32>, tensor<1xi32>, tensor<1xi32>, tensor<1xi32>)
 // CHECK:        arith.cmpi sge
 // CHECK:        arith.shrui
-// CHECK:      linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins(%arg0, %[[U]]#0, %[[U]]#1 :
+// CHECK:      %[[T1:.*]] = iree_tensor_ext.compute_barrier.start %[[U]]#0
+// CHECK:      %[[B1:.*]] = iree_tensor_ext.compute_barrier.start %[[U]]#1
+// CHECK:      linalg.generic {{.*}}iterator_types = ["parallel", "reduction"]} ins(%arg0, %[[T1]], %[[B1]] :
 // CHECK-COUNT-30: iterator_types = ["parallel", "reduction"]
 // CHECK-NOT:  iterator_types = ["parallel", "reduction"]
 // CHECK:      linalg.generic {{.*}}iterator_types = ["parallel", "parallel"]}

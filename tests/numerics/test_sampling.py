@@ -71,15 +71,6 @@ def hf_rows(x: np.ndarray, make: object, values: np.ndarray, active: np.ndarray)
     return out
 
 
-# The filters module (12 x 96 logits through every filter) no longer compiles in bounded time
-# since the merge that exports f / f$async over one body: over 14 CPU minutes in iree-compile
-# on a clean clone of main (2026-12-01), where it compiled in seconds on its own branch. Open
-# in issue 21; until it is found, CI would run past its limit on this one compile.
-SLOW_FILTERS = pytest.mark.skip(reason="the filters module's compile runs over 14 CPU minutes "
-                                "since the f / f$async exports (issue 21, open)")
-
-
-@SLOW_FILTERS
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("seed", [0, 1])
 def test_filters_match_hf_processors(target: str, seed: int) -> None:
@@ -107,7 +98,6 @@ def test_filters_match_hf_processors(target: str, seed: int) -> None:
     assert (np.isfinite(got[0]).sum(axis=1)[:7] == [1, 2, 5, 17, 40, 95, 96]).all()
 
 
-@SLOW_FILTERS
 def test_top_k_and_top_p_keep_ties() -> None:
     """Ties with the last kept value stay (HF's top-k does the same; its top-p keeps or
     drops tied tokens by its sort order, so the reference defines that case)."""

@@ -119,7 +119,11 @@ def _threshold(rows: _Rows, weights: ir.Value | None, target: ir.Value) -> ir.Va
     32 steps, unrolled: the search's dispatches then run in one command buffer (as an
     ``scf.for`` each trip was its own submission: ~20 ms a call for a vocabulary of 49152,
     against ~2 ms). The bit a step tries is carried in a tensor, not a constant, so the 32
-    steps are one executable IREE compiles once."""
+    steps are one executable IREE compiles once. Each step's ``t`` and ``bit`` are fenced
+    (``emit.barrier``): on a small row (12 x 96) IREE otherwise fuses all 64 generics into
+    one dispatch whose llvm-cpu codegen ran for over 14 minutes; a vocabulary of 49152 was
+    already two dispatches a step, and the fences add none there (127 -> 131 for top-k and
+    top-p together, the fences' own)."""
     i32 = _i32()
     acc_t = i32 if weights is None else emit.f32()
     zero: float = 0 if weights is None else 0.0
@@ -147,6 +151,7 @@ def _threshold(rows: _Rows, weights: ir.Value | None, target: ir.Value) -> ir.Va
         t, bit = emit.generic([t, bit, total, target],
                               [emit.empty(rows.rows, i32), emit.empty(rows.rows, i32)],
                               [flat] * 6, [emit.PARALLEL] * n, reached)
+        t, bit = emit.barrier(t), emit.barrier(bit)
     return t
 
 
