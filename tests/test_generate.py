@@ -16,7 +16,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 import transformers
@@ -26,8 +25,8 @@ import tokenizer_fixtures as fixtures
 from hf_gguf import write_gguf
 from rlx.generate import Generator, Sampling, SamplingError
 from rlx.models import llama
-from rlx.reference import sampling as ref
 from rlx.tokenizer import load as load_tokenizer
+from sampling_chain import host_chain
 
 PROMPT = "Hello world, the quick brown fox"
 
@@ -100,31 +99,6 @@ def test_chat_template_end_tokens_and_stop_strings(model_dir: Path, gen: Generat
     assert "".join(gen.stream(messages, 16, stop=[stop])) == text[:text.index(stop)]
     assert gen.text(messages, 16, eos_token_id=want[2]) == hf_tok.decode(
         want[:want.index(want[2])])
-
-
-def host_chain(gen: Generator, ids: list[int], n: int, s: Sampling) -> list[int]:
-    """The sampled tokens, step by step on the host: decode logits from the device, then
-    the numpy reference's penalty, temperature, top-k, top-p, min-p and draw (temperature
-    0: the argmax of the penalized logits)."""
-    logits, cache = gen.prefill(ids)
-    seen = np.zeros((1, gen.model.config.vocab_size), np.float32)
-    seen[0, ids] = 1
-    out: list[int] = []
-    while True:
-        x = ref.repetition_penalty(logits[None], seen, np.array([s.repetition_penalty]))
-        greedy = int(np.argmax(x))
-        x = x / (s.temperature or 1.0)
-        x = ref.top_k_filter(x, np.array([s.top_k]))
-        x = ref.top_p_filter(x, np.array([s.top_p]))
-        x = ref.min_p_filter(x, np.array([s.min_p]))
-        position = len(ids) + len(out)
-        token = (int(ref.categorical(x, np.array([s.seed]), np.array([position]))[0])
-                 if s.temperature > 0 else greedy)
-        out.append(token)
-        seen[0, token] = 1
-        if len(out) == n:
-            return out
-        logits, cache = gen.decode(token, position, cache)
 
 
 @pytest.mark.parametrize("sampling", [

@@ -24,10 +24,11 @@ from safetensors.torch import load_file, save_file
 
 from hf_gguf_qwen35 import stored_values, write_gguf
 from rlx import speculative as spec
-from rlx.generate import Generator
+from rlx.generate import Generator, Sampling
 from rlx.models import qwen35
 from rlx.models.llama import ModelError
 from rlx.reference.tolerance import assert_close
+from sampling_chain import host_chain
 
 PROMPT = [1, 5, 9, 77, 3, 42]
 CONFIG = {"vocab_size": 128, "hidden_size": 64, "intermediate_size": 128,
@@ -147,6 +148,22 @@ def test_prefill_in_two_chunks_equals_one_call(gen: Generator) -> None:
                           strict=True):
         assert a.shape == b.shape, name
         assert_close(a, b, "f32", f"state {name}")
+
+
+@pytest.mark.parametrize("sampling", [
+    Sampling(temperature=0.9, seed=5),
+    Sampling(temperature=0.7, top_k=40, top_p=0.9, min_p=0.02, repetition_penalty=1.3, seed=11),
+], ids=["plain", "all_filters"])
+def test_sampled_tokens_follow_the_reference_chain(gen: Generator, hf: dict,
+                                                   sampling: Sampling) -> None:
+    """The module's ``sample`` function on Qwen3.5's logits: the tokens of the numpy
+    reference's chain; top-k 1 is HF's greedy whatever the temperature."""
+    got = gen.generate(PROMPT, 12, sampling=sampling)
+    assert got == host_chain(gen, PROMPT, 12, sampling)
+    assert gen.generate(PROMPT, 12, sampling=sampling) == got  # same seed, same tokens
+    assert got != hf["tokens"][:12]
+    one = Sampling(temperature=1.5, top_k=1, seed=sampling.seed)
+    assert gen.generate(PROMPT, 12, sampling=one) == hf["tokens"][:12]
 
 
 @pytest.mark.vulkan

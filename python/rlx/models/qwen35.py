@@ -346,8 +346,10 @@ def initial_state(c: Qwen35Config) -> list[np.ndarray]:
 
 def build(c: Qwen35Config, logits: str = "last", functions: Sequence[str] | None = None,
           draft_tokens: int | Sequence[int] = 0, name: str = "qwen35") -> HirModule:
-    """The HIR module (see the module docstring); ``functions`` defaults to prefill and
-    decode, plus ``verify_K`` for each K of ``draft_tokens`` and mtp / rollback."""
+    """The HIR module (see the module docstring); ``functions`` defaults to prefill, decode
+    and sample (HF's logits processors and a seeded draw on the device,
+    :mod:`rlx.models.sampling`), or, with ``draft_tokens``, prefill, decode, ``verify_K`` for
+    each K and mtp / rollback (speculative decoding is greedy)."""
     from rlx.models.qwen35_hir import build_module
 
     return build_module(c, logits, functions, draft_tokens, name)

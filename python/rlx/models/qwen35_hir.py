@@ -22,7 +22,7 @@ from rlx.models.qwen35 import (
     param_shapes,
 )
 
-FUNCTIONS = ("prefill", "decode", "mtp", "rollback", "mtp_rollback")
+FUNCTIONS = ("prefill", "decode", "sample", "mtp", "rollback", "mtp_rollback")
 """Entry points besides ``verify_K`` (K draft tokens: K + 1 positions)."""
 
 
@@ -340,7 +340,7 @@ def build_module(c: Qwen35Config, logits: str, functions: Sequence[str] | None,
     if functions is None:
         mtp = ("mtp", "mtp_rollback") if c.mtp else ()
         functions = (("prefill", "decode", *verifies, "rollback", *mtp) if ks
-                     else ("prefill", "decode"))
+                     else ("prefill", "decode", "sample"))
     known = (*FUNCTIONS, *verifies)
     unknown = [f for f in functions if f not in known]
     if unknown or not functions:
@@ -351,6 +351,11 @@ def build_module(c: Qwen35Config, logits: str, functions: Sequence[str] | None,
                          "blk.N.nextn.*): the mtp draft head cannot be built")
     h = HirModule(name, function=functions[0])
     for i, fn in enumerate(functions):
+        if fn == "sample":                       # HF's logits processors and a seeded draw
+            from rlx.models.sampling import add_sample_function
+
+            add_sample_function(h, c.vocab_size, fn)
+            continue
         if i:
             h.function(fn)
         _function(_Ctx(h, c), fn, logits, bool(ks))
