@@ -39,7 +39,7 @@ from rlx.compiler import TargetConfig
 from rlx.dialects.builder import HirValue
 from rlx.dialects.enums import QUANT_SCHEMES
 from rlx.ir.diagnostics import LoweringError
-from rlx.lowering.mir_to_linalg.quant.gemv_kernels import Kernel, workgroup_rows
+from rlx.lowering.mir_to_linalg.quant.gemv_kernels import MAX_BATCH, Kernel, workgroup_rows
 from rlx.lowering.registry import LoweringOptions
 from rlx.reference import quant as ref
 from rlx.reference.tolerance import assert_close
@@ -321,6 +321,42 @@ def test_gemv_kernels() -> None:
         4, 8, 12, 20, 24, 32}
     linalg = rlx.compile(h, "llvm-cpu", emit="linalg")
     assert len(re.findall(r"flow\.dispatch @rlx_gemv_", linalg)) == len(outs)
+    check_module(h, "llvm-cpu", params=weights)
+
+
+def test_gemv_kernels_batched() -> None:
+    """The kernels for M = 2 .. MAX_BATCH rows of x (a batched decode step: x [M, K] or
+    [1, M, K], y [M, N]; the weights converted once per pass over two rows of x) against
+    the float64 reference, every scheme, M odd (the last pass repeats row M - 1) and even,
+    at row counts that give workgroups of 4 to 32 rows, with a residual add taken in (M =
+    4 and 3); M = MAX_BATCH + 1 keeps the fused form. The kernels are checked to be what
+    ran."""
+    rng = np.random.default_rng(11)
+    h = rlx.HirModule("batched")
+    cases = [("gguf_q8_0", 3, 48, 576), ("gguf_q8_0", 8, 96, 1536), ("gguf_q4_k", 5, 48, 512),
+             ("gguf_q4_k", 2, 80, 1024), ("gguf_q5_0", 7, 48, 576), ("gguf_q4_0", 4, 48, 1536),
+             ("gguf_q6_k", 3, 48, 512), ("gguf_q6_k", 8, 96, 1536)]
+    weights, outs = {}, []
+    for s, m, rows, k in cases:
+        name = f"{s}.{rows}x{k}"
+        weights[name] = random_blocks(s, rows, k, rng)
+        random_bits_cover(s, weights[name])
+        x = h.input(f"x{len(outs)}", (1, m, k) if m == 4 else (m, k))
+        outs.append(h.dequant_matmul(x, h.param(name, weights[name].shape, "i8"), scheme=s))
+    for s, m in (("gguf_q4_k", 4), ("gguf_q8_0", 3)):         # r + W x, one dispatch
+        r = h.input(f"r{m}", (m, 48))
+        w = h.param(f"{s}.add", (48, QUANT_SCHEMES[s].row_bytes(512)), "i8")
+        weights[f"{s}.add"] = random_blocks(s, 48, 512, rng)
+        outs.append(h.mir("binary", [r, h.dequant_matmul(h.input(f"xr{m}", (m, 512)), w,
+                                                          scheme=s)], kind="add"))
+    big = h.param("big", (48, QUANT_SCHEMES["gguf_q8_0"].row_bytes(576)), "i8")
+    weights["big"] = random_blocks("gguf_q8_0", 48, 576, rng)
+    outs.append(h.dequant_matmul(h.input("x9", (MAX_BATCH + 1, 576)), big, scheme="gguf_q8_0"))
+    h.set_outputs(outs)
+    linalg = rlx.compile(h, "llvm-cpu", emit="linalg")
+    ran = re.findall(r"flow\.dispatch @rlx_gemv_(\w+)::", linalg)
+    assert ran == [f"{s.removeprefix('gguf_')}_{rows}x{k}_m{m}" for s, m, rows, k in cases] + [
+        "q4_k_48x512_m4_add", "q8_0_48x512_m3_add"], ran
     check_module(h, "llvm-cpu", params=weights)
 
 
