@@ -152,29 +152,38 @@ module @q5_0_q4_0 {
 // -----
 
 // A batched decode step (x [1, 3, K]: three sequences) and x [2, K]: the kernels for M rows,
-// x [M, K] and y [M, N] (r [M, N] in the residual form); a pass over a row tile multiplies two
-// rows of x, min(2 p + j, M - 1) (M = 3: the last pass takes row 2 twice).
+// x [M, K] and y [M, N] (r [M, N] in the residual form). A row tile's weights are dequantized
+// once per chunk into an f32 stack buffer [4, C], then multiplied with every row of x, two at a
+// time, min(2 p + j, M - 1) (M = 3: the last pass takes row 2 twice), the partial sums kept in
+// a second buffer [M, 32] between chunks.
 // CHECK-LABEL: module @batched
 // CHECK:       stream.executable private @rlx_gemv_q8_0_40x64_m3_add
 // CHECK:           %[[X:.*]] = stream.binding.subspan %arg0[%c0] : !stream.binding -> memref<3x64xf32>
 // CHECK:           %[[R:.*]] = stream.binding.subspan %arg3[%c0] : !stream.binding -> memref<3x40xf32>
 // CHECK:           %[[Y:.*]] = stream.binding.subspan %arg4[%c0] : !stream.binding -> memref<3x40xf32>
-// CHECK:           arith.muli %{{.*}}, %c4 : index
-// CHECK-NEXT:      arith.addi
-// CHECK-NEXT:      arith.addi
-// CHECK-NEXT:      arith.addi
-// CHECK-NEXT:      %[[PASSES:.*]] = arith.constant 2 : index
-// CHECK-NEXT:      %[[LAST:.*]] = arith.constant 2 : index
-// CHECK-NEXT:      scf.for %[[P:.*]] = %c0 to %[[PASSES]] step %c1 {
-// CHECK-NEXT:        %[[U0:.*]] = affine.apply affine_map<()[s0] -> (s0 * 2)>()[%[[P]]]
-// CHECK-NEXT:        %[[V0:.*]] = arith.minui %[[U0]], %[[LAST]] : index
-// CHECK-NEXT:        %[[U1:.*]] = affine.apply affine_map<()[s0] -> (s0 * 2 + 1)>()[%[[P]]]
-// CHECK-NEXT:        %[[V1:.*]] = arith.minui %[[U1]], %[[LAST]] : index
-// CHECK:             memref.load %[[R]][%[[V0]], %{{.*}}] : memref<3x40xf32>
-// CHECK:             memref.store %{{.*}}, %[[Y]][%[[V0]], %{{.*}}] : memref<3x40xf32>
-// CHECK:             memref.store %{{.*}}, %[[Y]][%[[V1]], %{{.*}}] : memref<3x40xf32>
+// CHECK:           %[[WT:.*]] = memref.alloca() : memref<4x64xf32>
+// CHECK:           %[[ACC:.*]] = memref.alloca() : memref<3x32xf32>
+// CHECK:             arith.sitofp %{{.*}} : vector<16xi8> to vector<16xf32>
+// CHECK:             arith.mulf
+// CHECK:             vector.store %{{.*}}, %[[WT]][%{{.*}}, %{{.*}}] : memref<4x64xf32>, vector<16xf32>
+// CHECK:             scf.for %[[P:.*]] = %c0 to %{{.*}} step %c1 {
+// CHECK-NEXT:          %[[U0:.*]] = affine.apply affine_map<()[s0] -> (s0 * 2)>()[%[[P]]]
+// CHECK-NEXT:          %[[V0:.*]] = arith.minui %[[U0]], %[[LAST:.*]] : index
+// CHECK:               %[[U1:.*]] = affine.apply affine_map<()[s0] -> (s0 * 2 + 1)>()[%[[P]]]
+// CHECK-NEXT:          %[[V1:.*]] = arith.minui %[[U1]], %[[LAST]] : index
+// CHECK:               scf.for
+// CHECK:                 vector.load %[[WT]][%{{.*}}, %{{.*}}] : memref<4x64xf32>, vector<8xf32>
+// CHECK:                 vector.load %[[X]][%[[V0]], %{{.*}}] : memref<3x64xf32>, vector<8xf32>
+// CHECK:                 vector.fma %{{.*}} : vector<8xf32>
+// CHECK:                 vector.load %[[X]][%[[V1]], %{{.*}}] : memref<3x64xf32>, vector<8xf32>
+// CHECK:               vector.store %{{.*}}, %[[ACC]][%[[V1]], %{{.*}}] : memref<3x32xf32>, vector<8xf32>
+// CHECK:           scf.for %[[V:.*]] = %c0 to %c3 step %c1 {
+// CHECK:             vector.reduction <add>, %{{.*}} : vector<8xf32> into f32
+// CHECK:             memref.load %[[R]][%[[V]], %{{.*}}] : memref<3x40xf32>
+// CHECK:             memref.store %{{.*}}, %[[Y]][%[[V]], %{{.*}}] : memref<3x40xf32>
 // CHECK:       stream.executable private @rlx_gemv_q4_k_8x256_m2
-// CHECK:           memref.alloca() : memref<2x8xf32>
+// CHECK:           memref.alloca() : memref<4x256xf32>
+// CHECK:           memref.alloca() : memref<2x32xf32>
 // CHECK:       func.func @main(
 // CHECK:         %[[XB:.*]] = tensor.collapse_shape %arg0 {{\[}}[0, 1], [2]] : tensor<1x3x64xf32> into tensor<3x64xf32>
 // CHECK:         %[[RB:.*]] = tensor.collapse_shape %arg1 {{\[}}[0, 1], [2]] : tensor<1x3x40xf32> into tensor<3x40xf32>

@@ -326,11 +326,11 @@ def test_gemv_kernels() -> None:
 
 def test_gemv_kernels_batched() -> None:
     """The kernels for M = 2 .. MAX_BATCH rows of x (a batched decode step: x [M, K] or
-    [1, M, K], y [M, N]; the weights converted once per pass over two rows of x) against
-    the float64 reference, every scheme, M odd (the last pass repeats row M - 1) and even,
-    at row counts that give workgroups of 4 to 32 rows, with a residual add taken in (M =
-    4 and 3); M = MAX_BATCH + 1 keeps the fused form. The kernels are checked to be what
-    ran."""
+    [1, M, K], y [M, N]; gemv_batched: a row tile dequantized once per chunk, multiplied
+    with two rows of x at a time) against the float64 reference on blocks that set every
+    bit, every scheme, M odd (the last pass repeats row M - 1) and even, K of one chunk or
+    several (K = 576: chunks of 6 blocks), with a residual add taken in (M = 4 and 3);
+    M = MAX_BATCH + 1 keeps the fused form. The kernels are checked to be what ran."""
     rng = np.random.default_rng(11)
     h = rlx.HirModule("batched")
     cases = [("gguf_q8_0", 3, 48, 576), ("gguf_q8_0", 8, 96, 1536), ("gguf_q4_k", 5, 48, 512),

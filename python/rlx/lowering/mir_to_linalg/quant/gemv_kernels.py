@@ -1,6 +1,6 @@
-"""Hand-written decode GEMV kernels (``M = 1``) for llvm-cpu: Q8_0 (also running Q5_0 and
-Q4_0, their quants widened to bytes at load: :data:`BYTE_PLANE`), its per-16-scale variant
-(Q6_K widened: :data:`SIXTEEN_PLANE`) and Q4_K.
+"""Hand-written decode GEMV kernels (``M = 1``; batched, ``M <= 8``) for llvm-cpu: Q8_0 (also
+running Q5_0 and Q4_0, their quants widened to bytes at load: :data:`BYTE_PLANE`), its
+per-16-scale variant (Q6_K widened: :data:`SIXTEEN_PLANE`) and Q4_K.
 
 IREE 3.13 compiles rlx's fused dequant + matvec (:func:`.rule.fused_matmul`) into code that
 reduces each 32-weight block horizontally into a scalar accumulator, which caps Q8_0 at ~50%
@@ -44,10 +44,18 @@ the **residual** form adds ``r [N]`` before the store (a GEMV whose only use is
 receives ``[g, u]`` and computes ``x = silu(g) · u`` there (a SwiGLU FFN's down projection:
 30 dispatches fewer a 135M token).
 
-**Bounds.** Every shape is static and the workload is the constant ``N``: nothing the host
-passes at run time reaches an index. Every load stays inside its binding because of what
-:class:`Kernel` checks when it is built (``K`` a multiple of 32, of 256 for Q4_K and Q6_K;
-``rows`` a multiple of 4 that divides ``N``):
+**Batched** (``M = 2 .. MAX_BATCH`` rows of ``x``, the sequences of a batched decode step:
+``x [M, K]``, ``y [M, N]``): the same planes and workgroups, another body, which dequantizes
+each row tile once into an f32 stack buffer and multiplies it with every row of ``x``
+(:mod:`.gemv_batched`, with its own bounds argument). The residual form holds for it
+(``r [M, N]``); the RMSNorm and SwiGLU prologues are ``M = 1`` only (:mod:`.fuse`: their
+stack buffer would be ``M x K``).
+
+**Bounds** (``M = 1``; ``M > 1``: :mod:`.gemv_batched`). Every shape is static and the
+workload is the constant ``N``: nothing the host passes at run time reaches an index. Every
+load stays inside its binding because of what :class:`Kernel` checks when it is built (``K``
+a multiple of 32, of 256 for Q4_K and Q6_K; ``rows`` a multiple of 4 that divides ``N``;
+``1 <= M <= MAX_BATCH``):
 
 - workgroups: the export launches ``ceildiv(N, rows) = N / rows``; the body runs only for
   ``wg < N / rows`` (:func:`..executable.executable_text`'s guard: a workgroup IREE ever
@@ -92,11 +100,11 @@ from rlx.lowering.mir_to_linalg.executable import (
     memref,
     record,
 )
+from rlx.lowering.mir_to_linalg.quant.gemv_batched import batched_body
 from rlx.lowering.mir_to_linalg.quant.gemv_prologues import glu_prologue, norm_prologue
+from rlx.lowering.mir_to_linalg.quant.gemv_text import ROWS_PER_TILE, at, rows_loop
 from rlx.lowering.registry import LoweringContext, LoweringOptions
 
-ROWS_PER_TILE = 4
-"""Rows a kernel loop iteration accumulates at once (four 16-lane partial sums)."""
 WEIGHTS_PER_WORKGROUP = 1 << 18
 """A workgroup takes at most this many weights (rows x K) when it can: IREE's per-workgroup
 cost is about a microsecond, too much for 32 rows of K = 576 (a 135M model's layers and LM
@@ -123,13 +131,6 @@ MAX_BATCH = 8
 """The most rows ``M`` of ``x`` a kernel takes (the sequences of a batched decode step,
 :mod:`rlx.models.llama_batch`; a speculative step's tokens): ``x [M, K]``, ``y [M, N]``.
 Beyond it the dequant_matmul keeps the fused form (prefill)."""
-VECTORS_PER_PASS = 2
-"""Rows of ``x`` a pass over a row tile multiplies at once (``M > 1``): the tile's weights
-are converted to f32 once per pass and used for each of these vectors; with 4 rows x 2
-vectors the pass carries 8 16-lane accumulators (16 AVX2 registers)."""
-SUMS_STACK_BYTES = 16 << 10
-"""Q4_K keeps the group sums of ``x``, ``4 M K / 32`` bytes, on the workgroup's stack (IREE's
-llvm-cpu limit is 32 KiB): a batched Q4_K GEMV whose sums would not fit keeps the fused form."""
 
 
 @dataclass(frozen=True)
@@ -220,14 +221,11 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
                ) -> Kernel | None:
     """The kernel for a dequant_matmul of ``m`` rows of ``x`` (None: dynamic), or None (not
     llvm-cpu, disabled, not a decode GEMV of a covered scheme (``1 <= m <= MAX_BATCH``), a
-    row count that is not a multiple of 4, a Q5_0 / Q4_0 / Q6_K weight too large for its
-    widened repacking to be hoisted, or Q4_K group sums of ``m`` rows too large for the
-    stack)."""
+    row count that is not a multiple of 4, or a Q5_0 / Q4_0 / Q6_K weight too large for its
+    widened repacking to be hoisted)."""
     if not options.gemv_kernels or scheme not in SCHEMES:
         return None
     if m is None or not 1 <= m <= MAX_BATCH or n % ROWS_PER_TILE:
-        return None
-    if scheme == "gguf_q4_k" and m > 1 and 4 * m * (k // 32) > SUMS_STACK_BYTES:
         return None
     # Q5_0 / Q4_0 widened to bytes grow by N K minus their raw bytes (Q8_0 shrinks), and IREE
     # hoists that repacking into initializers only within LoweringOptions.hoist_growth (1 MiB
@@ -263,91 +261,29 @@ MAX_NORM_K = 4096
 IREE's llvm-cpu stack limit is 32 KiB and the Q4_K kernel has group sums there too)."""
 
 
-def _rows_loop(t: Text, kern: Kernel) -> None:
-    """Open the loop over this workgroup's row tiles; defines %tile (the row of the
-    interleaved planes) and its rows %r0..%r3."""
-    t(f"%c_tiles = arith.constant {kern.rows // ROWS_PER_TILE} : index")
-    t(f"%c_tile = arith.constant {ROWS_PER_TILE} : index")
-    t("%tile0 = arith.muli %wg, %c_tiles : index")
-    t.block("scf.for %tl = %c0 to %c_tiles step %c1")
-    t("%tile = arith.addi %tile0, %tl : index")
-    t("%r0 = arith.muli %tile, %c_tile : index")
-    for i in range(1, ROWS_PER_TILE):
-        t(f"%r{i} = arith.addi %r{i - 1}, %c1 : index")
-
-
-@dataclass(frozen=True)
-class _Vec:
-    """A row of ``x`` that a pass multiplies: ``index``, its SSA index (None where M = 1:
-    ``x`` is ``[K]``), and ``sfx``, the suffix of its SSA names ("" where M = 1)."""
-
-    index: str | None
-    sfx: str
-
-    def at(self, idx: str) -> str:
-        """The subscript of element ``idx`` in this row (of ``x``, ``y``, ``r`` or ``xs``)."""
-        return idx if self.index is None else f"{self.index}, {idx}"
-
-
-def _passes(t: Text, kern: Kernel) -> list[_Vec]:
-    """Open the loop over the passes of a row tile (M > 1): pass ``p`` multiplies rows
-    ``v_j = min(P p + j, M - 1)`` of ``x``, ``j < P = min(VECTORS_PER_PASS, M)`` (M odd:
-    the last pass computes row M - 1 twice and stores the same value twice). M = 1: no
-    loop, one row."""
-    if kern.batch == 1:
-        return [_Vec(None, "")]
-    per = min(VECTORS_PER_PASS, kern.batch)
-    t(f"%c_passes = arith.constant {-(-kern.batch // per)} : index")
-    t(f"%c_last = arith.constant {kern.batch - 1} : index")
-    t.block("scf.for %pv = %c0 to %c_passes step %c1")
-    vecs = []
-    for j in range(per):
-        t(f"%vu{j} = {_at('%pv', per, j)}")
-        t(f"%vi{j} = arith.minui %vu{j}, %c_last : index")
-        vecs.append(_Vec(f"%vi{j}", f"v{j}"))
-    return vecs
-
-
-def _end_passes(t: Text, kern: Kernel) -> None:
-    if kern.batch > 1:
-        t.end()
-
-
-def _x_type(kern: Kernel) -> str:
-    """The memref type of ``%x`` as the body reads it (M = 1: ``[K]``, also the stack buffer
-    of the RMSNorm / SwiGLU prologues; else the binding ``[M, K]``)."""
-    return memref([kern.k], "f32") if kern.batch == 1 else kern.bindings["x"]
-
-
-def _at(name: str, stride: int, offset: int) -> str:
-    """An index ``name * stride + offset`` (an affine.apply's right-hand side)."""
-    return f"affine.apply affine_map<()[s0] -> (s0 * {stride} + {offset})>()[{name}]"
-
-
-def _store_row(t: Text, kern: Kernel, i: int, value: str, vec: _Vec) -> None:
-    """Store row ``%r{i}``'s result for row ``vec`` of ``x`` (plus the residual, in the
-    residual form)."""
-    s, at = vec.sfx, vec.at(f"%r{i}")
+def _store_row(t: Text, kern: Kernel, i: int, value: str) -> None:
+    """Store row ``%r{i}``'s result (plus the residual, in the residual form)."""
     if kern.residual:
-        t(f"%res{i}{s} = memref.load %r[{at}] : {kern.bindings['r']}")
-        t(f"%out{i}{s} = arith.addf {value}, %res{i}{s} : f32")
-        value = f"%out{i}{s}"
-    t(f"memref.store {value}, %y[{at}] : {kern.bindings['y']}")
+        t(f"%res{i} = memref.load %r[%r{i}] : {kern.bindings['r']}")
+        t(f"%out{i} = arith.addf {value}, %res{i} : f32")
+        value = f"%out{i}"
+    t(f"memref.store {value}, %y[%r{i}] : {kern.bindings['y']}")
 
 
-def _accs(name: str, vecs: list[_Vec]) -> list[str]:
-    """One accumulator per (row of x, row of the tile), in that order."""
-    return [f"%{name}{i}{v.sfx}" for v in vecs for i in range(ROWS_PER_TILE)]
+def _store_rows(t: Text, kern: Kernel, total: list[str]) -> None:
+    for i, v in enumerate(total):
+        t(f"%y{i} = vector.reduction <add>, {v} : {V16} into f32")
+        _store_row(t, kern, i, f"%y{i}")
 
 
-def _reduction(t: Text, result: str, iv: str, upper: str, step: str, accs: list[str],
+def _reduction(t: Text, result: str, iv: str, upper: str, step: str, acc: str,
                acc_type: str) -> None:
-    """Open ``%{result}:A = scf.for %{iv} = 0 to upper step step`` carrying the zero-started
-    ``acc_type`` accumulators ``accs`` (:func:`_accs`: ``%{result}#j`` is ``accs[j]``)."""
+    """Open ``%{result}:4 = scf.for %{iv} = 0 to upper step step`` carrying one zero-started
+    ``acc_type`` accumulator per row of the tile (``%{acc}0`` .. ``%{acc}3``)."""
     t(f"%{result}_zero = arith.constant dense<0.0> : {acc_type}")
-    args = ", ".join(f"{a} = %{result}_zero" for a in accs)
-    types = ", ".join([acc_type] * len(accs))
-    t.block(f"%{result}:{len(accs)} = scf.for %{iv} = %c0 to {upper} step {step} "
+    args = ", ".join(f"%{acc}{i} = %{result}_zero" for i in range(ROWS_PER_TILE))
+    types = ", ".join([acc_type] * ROWS_PER_TILE)
+    t.block(f"%{result}:{ROWS_PER_TILE} = scf.for %{iv} = %c0 to {upper} step {step} "
             f"iter_args({args}) -> ({types})")
 
 
@@ -358,64 +294,47 @@ def _yield(t: Text, values: list[str], acc_type: str) -> None:
 
 
 def _byte_body(t: Text, kern: Kernel) -> None:
-    """The i8-plane kernels: Q8_0's (an f16 scale per 32 weights: per 32 weights of a row
-    and row of ``x`` a multiply and an FMA with ``x``, one FMA applying the scale) and its
-    per-16 variant (an f32 scale per 16: two multiplies, two scaled FMAs); the weights
-    converted once per pass (:func:`_passes`)."""
+    """The i8-plane kernels: Q8_0's (an f16 scale per 32 weights: per 32 weights of a row a
+    multiply and an FMA with ``x``, one FMA applying the scale) and its per-16 variant (an
+    f32 scale per 16: two multiplies, two scaled FMAs)."""
     sixteen = kern.scheme in SIXTEEN_PLANE
-    x, q = _x_type(kern), kern.bindings["q"]
+    mem = kern.bindings
+    x, q, d = memref([kern.k], "f32"), mem["q"], mem["d"]
     t("%c16 = arith.constant 16 : index")
     t("%c32 = arith.constant 32 : index")
     t(f"%nb = arith.constant {kern.k // 32} : index")
-    _rows_loop(t, kern)
-    vecs = _passes(t, kern)
-    _reduction(t, "acc", "b", "%nb", "%c1", _accs("a", vecs), V16)
+    rows_loop(t, kern.rows)
+    _reduction(t, "acc", "b", "%nb", "%c1", "a", V16)
     t("%k0 = arith.muli %b, %c32 : index")
     t("%k1 = arith.addi %k0, %c16 : index")
-    for v in vecs:
-        for h in range(2):
-            t(f"%x{h}{v.sfx} = vector.load %x[{v.at(f'%k{h}')}] : {x}, {V16}")
+    t(f"%x0 = vector.load %x[%k0] : {x}, {V16}")
+    t(f"%x1 = vector.load %x[%k1] : {x}, {V16}")
+    tile = ROWS_PER_TILE
     for i in range(ROWS_PER_TILE):
         for h in range(2):
-            t(f"%qk{i}_{h} = {_at('%b', 32 * ROWS_PER_TILE, 32 * i + 16 * h)}")
+            t(f"%qk{i}_{h} = {at('%b', 32 * tile, 32 * i + 16 * h)}")
             t(f"%q{i}_{h} = vector.load %q[%tile, %qk{i}_{h}] : {q}, vector<16xi8>")
             t(f"%f{i}_{h} = arith.sitofp %q{i}_{h} : vector<16xi8> to {V16}")
-        (_sixteen_row if sixteen else _q8_0_row)(t, kern, i, vecs)
-    _yield(t, _accs("n", vecs) if not sixteen else [
-        f"%n{i}_1{v.sfx}" for v in vecs for i in range(ROWS_PER_TILE)], V16)
-    for j, v in enumerate(vecs):
-        for i in range(ROWS_PER_TILE):
-            t(f"%y{i}{v.sfx} = vector.reduction <add>, %acc#{ROWS_PER_TILE * j + i} : {V16} "
-              "into f32")
-            _store_row(t, kern, i, f"%y{i}{v.sfx}", v)
-    _end_passes(t, kern)
+        if sixteen:
+            prev = f"%a{i}"
+            for h in range(2):
+                t(f"%p{i}_{h} = arith.mulf %f{i}_{h}, %x{h} : {V16}")
+                t(f"%dk{i}_{h} = {at('%b', 2 * tile, 2 * i + h)}")
+                t(f"%e{i}_{h} = memref.load %d[%tile, %dk{i}_{h}] : {d}")
+                t(f"%v{i}_{h} = vector.broadcast %e{i}_{h} : f32 to {V16}")
+                t(f"%n{i}_{h} = vector.fma %p{i}_{h}, %v{i}_{h}, {prev} : {V16}")
+                prev = f"%n{i}_{h}"
+            continue
+        t(f"%p{i} = arith.mulf %f{i}_0, %x0 : {V16}")
+        t(f"%s{i} = vector.fma %f{i}_1, %x1, %p{i} : {V16}")
+        t(f"%dk{i} = {at('%b', tile, i)}")
+        t(f"%h{i} = memref.load %d[%tile, %dk{i}] : {d}")
+        t(f"%e{i} = arith.extf %h{i} : f16 to f32")
+        t(f"%v{i} = vector.broadcast %e{i} : f32 to {V16}")
+        t(f"%n{i} = vector.fma %s{i}, %v{i}, %a{i} : {V16}")
+    _yield(t, [f"%n{i}_1" if sixteen else f"%n{i}" for i in range(ROWS_PER_TILE)], V16)
+    _store_rows(t, kern, [f"%acc#{i}" for i in range(ROWS_PER_TILE)])
     t.end()
-
-
-def _q8_0_row(t: Text, kern: Kernel, i: int, vecs: list[_Vec]) -> None:
-    """Row ``%r{i}``, block ``%b`` (its quants ``%f{i}_0``, ``%f{i}_1``): ``%n{i}``."""
-    for v in vecs:
-        t(f"%p{i}{v.sfx} = arith.mulf %f{i}_0, %x0{v.sfx} : {V16}")
-        t(f"%s{i}{v.sfx} = vector.fma %f{i}_1, %x1{v.sfx}, %p{i}{v.sfx} : {V16}")
-    t(f"%dk{i} = {_at('%b', ROWS_PER_TILE, i)}")
-    t(f"%h{i} = memref.load %d[%tile, %dk{i}] : {kern.bindings['d']}")
-    t(f"%e{i} = arith.extf %h{i} : f16 to f32")
-    t(f"%v{i} = vector.broadcast %e{i} : f32 to {V16}")
-    for v in vecs:
-        t(f"%n{i}{v.sfx} = vector.fma %s{i}{v.sfx}, %v{i}, %a{i}{v.sfx} : {V16}")
-
-
-def _sixteen_row(t: Text, kern: Kernel, i: int, vecs: list[_Vec]) -> None:
-    """Row ``%r{i}``, block ``%b`` of the per-16 variant: ``%n{i}_1``."""
-    for h in range(2):
-        for v in vecs:
-            t(f"%p{i}_{h}{v.sfx} = arith.mulf %f{i}_{h}, %x{h}{v.sfx} : {V16}")
-        t(f"%dk{i}_{h} = {_at('%b', 2 * ROWS_PER_TILE, 2 * i + h)}")
-        t(f"%e{i}_{h} = memref.load %d[%tile, %dk{i}_{h}] : {kern.bindings['d']}")
-        t(f"%v{i}_{h} = vector.broadcast %e{i}_{h} : f32 to {V16}")
-        for v in vecs:
-            prev = f"%a{i}{v.sfx}" if h == 0 else f"%n{i}_0{v.sfx}"
-            t(f"%n{i}_{h}{v.sfx} = vector.fma %p{i}_{h}{v.sfx}, %v{i}_{h}, {prev} : {V16}")
 
 
 def _q4_k_body(t: Text, kern: Kernel) -> None:
@@ -431,62 +350,46 @@ def _q4_k_body(t: Text, kern: Kernel) -> None:
     for j in range(8):
         if (sh := 19 - 4 * j) != 0:
             t(f"%sh{j} = arith.constant dense<{abs(sh)}> : {I16}")
-    _rows_loop(t, kern)
-    vecs = _passes(t, kern)
-    _reduction(t, "acc", "c", "%nc", "%c1", _accs("a", vecs), V16)
+    rows_loop(t, kern.rows)
+    _reduction(t, "acc", "c", "%nc", "%c1", "a", V16)
     t("%k0 = arith.muli %c, %c128 : index")
     for j in range(8):
         t(f"%kx{j} = affine.apply affine_map<()[s0] -> (s0 + {16 * j})>()[%k0]")
-        for v in vecs:
-            t(f"%x{j}{v.sfx} = vector.load %x[{v.at(f'%kx{j}')}] : {_x_type(kern)}, {V16}")
+        t(f"%x{j} = vector.load %x[%kx{j}] : {memref([k], 'f32')}, {V16}")
     for i in range(ROWS_PER_TILE):
-        _q4_k_row(t, kern, i, vecs)
-    _yield(t, [f"%A{i}_3{v.sfx}" for v in vecs for i in range(ROWS_PER_TILE)], V16)
-    _q4_k_mins(t, kern, vecs)
-    for j, v in enumerate(vecs):
-        for i in range(ROWS_PER_TILE):
-            s, a = v.sfx, ROWS_PER_TILE * j + i
-            t(f"%sum{i}{s} = vector.reduction <add>, %acc#{a} : {V16} into f32")
-            t(f"%min{i}{s} = vector.reduction <add>, %mins#{a} : {V8} into f32")
-            t(f"%y{i}{s} = arith.subf %sum{i}{s}, %min{i}{s} : f32")
-            _store_row(t, kern, i, f"%y{i}{s}", v)
-    _end_passes(t, kern)
+        _q4_k_row(t, kern, i)
+    _yield(t, [f"%A{i}_3" for i in range(ROWS_PER_TILE)], V16)
+    _q4_k_mins(t, kern)
+    for i in range(ROWS_PER_TILE):
+        t(f"%sum{i} = vector.reduction <add>, %acc#{i} : {V16} into f32")
+        t(f"%min{i} = vector.reduction <add>, %mins#{i} : {V8} into f32")
+        t(f"%y{i} = arith.subf %sum{i}, %min{i} : f32")
+        _store_row(t, kern, i, f"%y{i}")
     t.end()
 
 
 V8 = "vector<8xf32>"
 
 
-def _sums_type(kern: Kernel) -> str:
-    """``%xs``: ``[K / 32]`` f32, ``[M, K / 32]`` where M > 1."""
-    return memref([*([kern.batch] if kern.batch > 1 else []), kern.k // 32], "f32")
-
-
 def _group_sums(t: Text, kern: Kernel) -> None:
-    """``%xs`` = X[g]: the sum of x over each group of 32 (per row of x), once per
-    workgroup."""
-    xs = _sums_type(kern)
+    """``%xs`` = X[g]: the sum of x over each group of 32, once per workgroup."""
+    nb = kern.k // 32
+    xs = memref([nb], "f32")
     t(f"%xs = memref.alloca() : {xs}")
-    vec = _Vec(None, "")
-    if kern.batch > 1:
-        t(f"%c_xrows = arith.constant {kern.batch} : index")
-        t.block("scf.for %gv = %c0 to %c_xrows step %c1")
-        vec = _Vec("%gv", "")
     t.block("scf.for %g = %c0 to %nb step %c1")
     t("%kg = arith.muli %g, %c32 : index")
-    t(f"%xg = vector.load %x[{vec.at('%kg')}] : {_x_type(kern)}, vector<32xf32>")
+    t(f"%xg = vector.load %x[%kg] : {memref([kern.k], 'f32')}, vector<32xf32>")
     t("%sg = vector.reduction <add>, %xg : vector<32xf32> into f32")
-    t(f"memref.store %sg, %xs[{vec.at('%g')}] : {xs}")
+    t(f"memref.store %sg, %xs[%g] : {xs}")
     t.end()
-    _end_passes(t, kern)
 
 
-def _q4_k_row(t: Text, kern: Kernel, i: int, vecs: list[_Vec]) -> None:
+def _q4_k_row(t: Text, kern: Kernel, i: int) -> None:
     """Row ``%r{i}`` of the tile, chunk ``%c`` (128 weights): ``%A{i}_3`` = ``%a{i}`` plus
-    ``Σ_g S · F`` over its four groups (per row of x: suffix ``sfx``)."""
+    ``Σ_g S · F`` over its four groups."""
     q, s = kern.bindings["q"], kern.bindings["s"]
     tile = ROWS_PER_TILE
-    t(f"%kq{i} = {_at('%c', 16 * tile, 16 * i)}")
+    t(f"%kq{i} = {at('%c', 16 * tile, 16 * i)}")
     t(f"%w{i} = vector.load %q[%tile, %kq{i}] : {q}, {I16}")
     for j in range(8):
         sh = 19 - 4 * j
@@ -498,34 +401,27 @@ def _q4_k_row(t: Text, kern: Kernel, i: int, vecs: list[_Vec]) -> None:
         t(f"%u{i}_{j} = arith.andi {shifted}, %mask : {I16}")
         t(f"%o{i}_{j} = arith.ori %u{i}_{j}, %one : {I16}")
         t(f"%f{i}_{j} = arith.bitcast %o{i}_{j} : {I16} to {V16}")
-    prev = {v.sfx: f"%a{i}{v.sfx}" for v in vecs}
+    prev = f"%a{i}"
     for g in range(4):
-        for v in vecs:
-            p, f = f"%p{i}_{g}{v.sfx}", f"%F{i}_{g}{v.sfx}"
-            t(f"{p} = arith.mulf %f{i}_{2 * g}, %x{2 * g}{v.sfx} : {V16}")
-            t(f"{f} = vector.fma %f{i}_{2 * g + 1}, %x{2 * g + 1}{v.sfx}, {p} : {V16}")
-        t(f"%ks{i}_{g} = {_at('%c', 4 * tile, 4 * i + g)}")
+        t(f"%p{i}_{g} = arith.mulf %f{i}_{2 * g}, %x{2 * g} : {V16}")
+        t(f"%F{i}_{g} = vector.fma %f{i}_{2 * g + 1}, %x{2 * g + 1}, %p{i}_{g} : {V16}")
+        t(f"%ks{i}_{g} = {at('%c', 4 * tile, 4 * i + g)}")
         t(f"%S{i}_{g} = memref.load %s[%tile, %ks{i}_{g}] : {s}")
         t(f"%B{i}_{g} = vector.broadcast %S{i}_{g} : f32 to {V16}")
-        for v in vecs:
-            t(f"%A{i}_{g}{v.sfx} = vector.fma %F{i}_{g}{v.sfx}, %B{i}_{g}, {prev[v.sfx]} : "
-              f"{V16}")
-            prev[v.sfx] = f"%A{i}_{g}{v.sfx}"
+        t(f"%A{i}_{g} = vector.fma %F{i}_{g}, %B{i}_{g}, {prev} : {V16}")
+        prev = f"%A{i}_{g}"
 
 
-def _q4_k_mins(t: Text, kern: Kernel, vecs: list[_Vec]) -> None:
-    """``%mins#j`` = ``Σ_g M[r_i, g] · X[g]`` (:func:`_accs` order), eight groups at a
-    time."""
-    xs, m = _sums_type(kern), kern.bindings["m"]
-    _reduction(t, "mins", "g", "%nb", "%c8", _accs("z", vecs), V8)
-    for v in vecs:
-        t(f"%xv{v.sfx} = vector.load %xs[{v.at('%g')}] : {xs}, {V8}")
+def _q4_k_mins(t: Text, kern: Kernel) -> None:
+    """``%mins#i`` = ``Σ_g M[r_i, g] · X[g]``, eight groups at a time."""
+    xs, m = memref([kern.k // 32], "f32"), kern.bindings["m"]
+    _reduction(t, "mins", "g", "%nb", "%c8", "z", V8)
+    t(f"%xv = vector.load %xs[%g] : {xs}, {V8}")
     for i in range(ROWS_PER_TILE):
-        t(f"%km{i} = {_at('%g', ROWS_PER_TILE, 8 * i)}")
+        t(f"%km{i} = {at('%g', ROWS_PER_TILE, 8 * i)}")
         t(f"%mv{i} = vector.load %m[%tile, %km{i}] : {m}, {V8}")
-        for v in vecs:
-            t(f"%mz{i}{v.sfx} = vector.fma %mv{i}, %xv{v.sfx}, %z{i}{v.sfx} : {V8}")
-    _yield(t, _accs("mz", vecs), V8)
+        t(f"%mz{i} = vector.fma %mv{i}, %xv, %z{i} : {V8}")
+    _yield(t, [f"%mz{i}" for i in range(ROWS_PER_TILE)], V8)
 
 
 def kernel_text(kern: Kernel) -> str:
@@ -543,6 +439,11 @@ def kernel_text(kern: Kernel) -> str:
             norm_prologue(t, kern.k, kern.norm_eps)
         if kern.glu:
             glu_prologue(t, kern.k)
+        if kern.batch > 1:
+            form = ("byte" if kern.scheme in BYTE_PLANE else
+                    "sixteen" if kern.scheme in SIXTEEN_PLANE else "q4_k")
+            batched_body(t, kern, form)
+            return
         (_byte_body if kern.scheme in I8_PLANE else _q4_k_body)(t, kern)
 
     return executable_text(kern.symbol, args, body, kern.n // kern.rows, kern.rows)
@@ -564,5 +465,5 @@ def dispatch(ctx: LoweringContext, kern: Kernel, x: ir.Value, planes: list[ir.Va
                            [], []).results[0]
 
 
-__all__ = ["BYTE_PLANE", "I8_PLANE", "MAX_NORM_K", "ROWS_PER_TILE", "SCHEMES", "SIXTEEN_PLANE",
-           "Kernel", "dispatch", "kernel_for", "kernel_text", "workgroup_rows"]
+__all__ = ["BYTE_PLANE", "I8_PLANE", "MAX_BATCH", "MAX_NORM_K", "ROWS_PER_TILE", "SCHEMES",
+           "SIXTEEN_PLANE", "Kernel", "dispatch", "kernel_for", "kernel_text", "workgroup_rows"]
