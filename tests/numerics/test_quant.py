@@ -39,7 +39,12 @@ from rlx.compiler import TargetConfig
 from rlx.dialects.builder import HirValue
 from rlx.dialects.enums import QUANT_SCHEMES
 from rlx.ir.diagnostics import LoweringError
-from rlx.lowering.mir_to_linalg.quant.gemv_kernels import MAX_BATCH, Kernel, workgroup_rows
+from rlx.lowering.mir_to_linalg.quant.gemv_kernels import (
+    MAX_BATCH,
+    Kernel,
+    kernel_for,
+    workgroup_rows,
+)
 from rlx.lowering.registry import LoweringOptions
 from rlx.reference import quant as ref
 from rlx.reference.tolerance import assert_close
@@ -404,6 +409,24 @@ def test_gemv_kernel_shapes_the_bounds_rest_on(scheme: str, n: int, k: int, rows
     of workgroups."""
     with pytest.raises(LoweringError, match=message):
         Kernel(scheme, n, k, rows)
+
+
+def test_batched_kernel_rows_the_bounds_rest_on() -> None:
+    """A kernel takes 1 .. MAX_BATCH rows of x, the RMSNorm / SwiGLU prologues one row only
+    (their stack buffer holds one x); kernel_for picks a kernel for M = 1 .. MAX_BATCH and
+    leaves a larger or dynamic M to the prefill form."""
+    for batch, extra in ((0, {}), (MAX_BATCH + 1, {})):
+        with pytest.raises(LoweringError, match=f"expected 1 to {MAX_BATCH} rows of x, "
+                                                f"found {batch}"):
+            Kernel("gguf_q8_0", 8, 32, 4, batch=batch, **extra)
+    for extra in ({"norm_eps": 1e-5}, {"glu": True}):
+        with pytest.raises(LoweringError, match="no RMSNorm or SwiGLU prologue with 2 rows"):
+            Kernel("gguf_q4_k", 8, 256, 4, batch=2, **extra)
+    options = LoweringOptions(gemv_kernels=True)
+    picked = {m: kernel_for("gguf_q8_0", m, 64, 576, options) for m in (1, 2, 8, 9, None)}
+    assert {m: k and (k.batch, k.symbol) for m, k in picked.items()} == {
+        1: (1, "rlx_gemv_q8_0_64x576"), 2: (2, "rlx_gemv_q8_0_64x576_m2"),
+        8: (8, "rlx_gemv_q8_0_64x576_m8"), 9: None, None: None}
 
 
 @pytest.mark.parametrize("scheme", ["gguf_q5_0", "gguf_q4_0", "gguf_q6_k"])

@@ -9,9 +9,15 @@ dequantized **once**, a chunk of ``C`` weights at a time, into an f32 stack buff
 rounding per weight), and then every row of ``x`` is multiplied with the chunk by 8-lane
 FMAs, two rows of ``x`` at a time (8 accumulators: eight of AVX2's sixteen registers), the
 per-(row of ``x``, row of ``W``) partial sums kept in a second stack buffer ``acc [M, 32]``
-between chunks. A first version (the M = 1 body with the weights converted once per pass of
-two rows of ``x``, scales applied per block and row of ``x``) was compute bound at 4.2x the
-M = 1 time at M = 8 (1536 x 576 Q8_0, benchmarks/README.md).
+between chunks. The multiply's inner loop is then 6 loads and 8 ``vfmadd231ps`` (AVX2),
+bound by FMA throughput: the f32 work is ``M`` FMA lanes a weight, and what is left to save
+is the dequantization's share.
+
+Measured (benchmarks/README.md, "Batched decode GEMVs", 2 loaded AVX2 cores, ms per GEMV):
+1536 x 576 Q8_0 at M = 8 0.34-0.35 against 0.36-0.41 for a first version (the ``M = 1``
+body with the weights converted once per pass of two rows of ``x`` and the block scale
+applied per row of ``x``: more FP work per weight and row) and 1.14-1.29 for the prefill
+form that ``M > 1`` ran before (M = 1: 0.10-0.12); Q4_K 2048 x 2048 1.69 against 6.78.
 
 **Bounds.** The shapes are those :class:`.gemv_kernels.Kernel` checks (``K`` whole blocks,
 ``rows`` a multiple of 4 dividing ``N``, ``1 <= M <= MAX_BATCH``), all static; with ``C = 32
