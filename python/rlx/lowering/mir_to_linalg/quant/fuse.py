@@ -4,10 +4,11 @@ takes in what IREE cannot fuse into rlx's dispatch, each of which would otherwis
 dispatch of its own, twice per decoder layer and token:
 
 - the RMSNorm that computes its ``x`` (the kernel normalizes ``x`` itself; the norm is
-  dropped once no other use is left);
+  dropped once no other use is left), for one row of ``x`` only (:func:`_fits_prologue`);
 - the SwiGLU ``silu(g) * u`` that computes its ``x`` from a packed gate / up projection
-  (the kernel reads ``[g, u]``; likewise dropped);
-- the residual add that is its only use (``h + W x``: the kernel adds ``h``).
+  (the kernel reads ``[g, u]``; likewise dropped; one row of ``x`` only);
+- the residual add that is its only use (``h + W x``: the kernel adds ``h``), for any
+  number of rows of ``x`` (a batched decode step's ``M <= MAX_BATCH``).
 
 Such a GEMV is lowered here, with its neighbours, by the dequant_matmul rule's own
 :func:`.rule.lower`; every other op is left to the rules. (A pass, not a rule: the greedy
