@@ -266,7 +266,8 @@ def test_matmul_numerics_decode(target: str) -> None:
 
 
 def test_matmul_f16_activations() -> None:
-    """f16 x: f32 accumulation, one rounding of the result to f16."""
+    """f16 x: f32 accumulation, one rounding of the result to f16 (M = 3: Q8_0 and Q4_K
+    through the batched GEMV kernels)."""
     k, rows = 256, 16
     weights = all_weights(k, rows, np.random.default_rng(6))
     check_module(all_schemes_module(k, rows, 3, dtype="f16"), "llvm-cpu", params=weights,
