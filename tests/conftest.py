@@ -1,9 +1,9 @@
 """Shared pytest setup: the repository root on sys.path for the test helpers, the one
 rule for tests marked ``vulkan`` (harness.require_vulkan: a failure without a Vulkan device
 where RLX_REQUIRE_VULKAN is set, as ``make test`` and CI set it), and a compile cache of
-the session's own (``RLX_CACHE_DIR`` in a temporary folder, inherited by the CLI
-subprocesses): nothing a test compiles lands in the user's cache, nothing there feeds a
-test."""
+the run's own (``RLX_CACHE_DIR`` in a temporary folder, shared by the xdist workers and
+inherited by the CLI subprocesses): nothing a test compiles lands in the user's cache,
+nothing there feeds a test."""
 
 from __future__ import annotations
 
@@ -20,8 +20,16 @@ sys.path.insert(0, str(ROOT / "tests" / "numerics"))
 sys.path.insert(0, str(ROOT / "tests" / "fuzz"))
 sys.path.insert(0, str(ROOT))
 
-_CACHE = tempfile.TemporaryDirectory(prefix="rlx-test-cache-")
-os.environ["RLX_CACHE_DIR"] = _CACHE.name
+# One cache for the whole run: the pytest process that starts first (the xdist controller,
+# which loads this file before it spawns its workers) makes the folder and names it in the
+# environment the workers and their CLI subprocesses inherit; the folder goes when that
+# process exits. A module two test files compile (the tiny LLaMA of the examples, the
+# README and the CLI tests) is then compiled once per run, not once per worker.
+_SHARED = "RLX_TEST_SESSION_CACHE"
+if _SHARED not in os.environ:
+    _CACHE = tempfile.TemporaryDirectory(prefix="rlx-test-cache-")
+    os.environ[_SHARED] = _CACHE.name
+os.environ["RLX_CACHE_DIR"] = os.environ[_SHARED]
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

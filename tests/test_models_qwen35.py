@@ -194,12 +194,24 @@ def test_speculative_decoding_is_plain_greedy(k: int, hf: dict, spec_program: tu
     assert right.generate(PROMPT, 20, eos_token_id=eos) == want[:stop]
 
 
-def test_rlx_generate_speculative(hf: dict, spec_program: tuple) -> None:
-    model, _ = spec_program
-    tokens = __import__("rlx").generate(model, PROMPT, 6, speculative="mtp", draft_tokens=2)
+@pytest.fixture(scope="module")
+def gguf_f32(hf: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The checkpoint as an F32 GGUF (its MTP head as ``blk.N.nextn.*``)."""
+    tensors = {k: v.float().numpy() for k, v in
+               load_file(str(hf["path"] / "model.safetensors")).items()}
+    return write_gguf(hf["model"], tmp_path_factory.mktemp("gguf") / "tiny.gguf", "F32",
+                      tensors=tensors)
+
+
+def test_rlx_generate_speculative(hf: dict, gguf_f32: Path) -> None:
+    """The Python API on the GGUF file; compiles the module the CLI test below then finds
+    in the compiled-model cache (the same model and K)."""
+    import rlx
+
+    tokens = rlx.generate(gguf_f32, PROMPT, 6, speculative="mtp", draft_tokens=2)
     assert tokens == hf["tokens"][:6]
     with pytest.raises(Exception, match="speculative: expected 'mtp'"):
-        __import__("rlx").generate(model, PROMPT, 2, speculative="eagle")
+        rlx.generate(gguf_f32, PROMPT, 2, speculative="eagle")
 
 
 # --------------------------------------------------------------------------------------
@@ -239,11 +251,8 @@ def test_gguf_matches_transformers(fmt: str, hf: dict, tmp_path: Path) -> None:
         assert tokens == hf["tokens"]
 
 
-def test_rlx_generate_cli_gguf_speculative(hf: dict, tmp_path: Path) -> None:
-    tensors = {k: v.float().numpy() for k, v in
-               load_file(str(hf["path"] / "model.safetensors")).items()}
-    file = write_gguf(hf["model"], tmp_path / "tiny.gguf", "F32", tensors=tensors)
-    proc = subprocess.run([sys.executable, "-m", "rlx.tools.generate", str(file),
+def test_rlx_generate_cli_gguf_speculative(hf: dict, gguf_f32: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "rlx.tools.generate", str(gguf_f32),
                            "--prompt-ids", ",".join(map(str, PROMPT)), "--max-new-tokens", "8",
                            "--speculative", "mtp", "--draft-tokens", "2"],
                           capture_output=True, text=True)

@@ -422,7 +422,7 @@ def generate(model: DecoderModel | str | Path, prompt: Prompt, max_new_tokens: i
     if speculative is not None:
         return _speculative(model, prompt, max_new_tokens, sampling, speculative,
                             target=target, eos_token_id=eos_token_id,
-                            draft_tokens=draft_tokens, **options)
+                            draft_tokens=draft_tokens, cache=cache, **options)
     gen = Generator(model, target, options=options, tokenizer=tokenizer, cache=cache)
     text = isinstance(prompt, str) or bool(prompt and isinstance(prompt[0], Mapping))
     if text or stream:

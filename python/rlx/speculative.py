@@ -25,11 +25,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
 from rlx import runtime
+from rlx.cache import CompileCache
 from rlx.compiler import TargetConfig, compile
 from rlx.ir.diagnostics import RunError
 from rlx.models import qwen35
@@ -218,13 +220,16 @@ class SpeculativeDecoder:
 
 
 def load(model: Qwen35Model, draft_tokens: int | Sequence[int], target: str = "llvm-cpu",
-         device: str | None = None, **options: Any) -> Any:
-    """Compile the model's speculative module (``verify_K`` for each K) and load it."""
+         device: str | None = None, cache: CompileCache | bool | str | Path | None = True,
+         **options: Any) -> Any:
+    """Compile the model's speculative module (``verify_K`` for each K) and load it;
+    ``cache`` as for :class:`rlx.generate.Generator` (the compiled-model cache, on by
+    default: a second run of the same model and K starts without compiling)."""
     if not isinstance(model, Qwen35Model):
         raise RunError(f"error: speculative decoding: expected a Qwen3.5 model "
                        f"(rlx.models.qwen35), found {type(model).__name__}")
     built = qwen35.speculative(model, draft_tokens)
-    vmfb = compile(built.module, target, **options)
+    vmfb = compile(built.module, target, cache=cache, **options)
     return runtime.load(vmfb, device or TargetConfig(target).runtime_device, built.weights)
 
 

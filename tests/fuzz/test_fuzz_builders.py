@@ -17,6 +17,7 @@ from rlx import reference
 from rlx.reference.tolerance import assert_close
 
 
+@settings(max_examples=examples(40))
 @given(programs(max_steps=6))
 def test_print_parse_lower(p: Program) -> None:
     text = str(p.h)
@@ -25,7 +26,7 @@ def test_print_parse_lower(p: Program) -> None:
     rlx.compile(again, emit="linalg")
 
 
-@settings(max_examples=examples(40))
+@settings(max_examples=examples(12))
 @given(programs(max_steps=4))
 def test_compiled_matches_reference(p: Program) -> None:
     import numpy as np

@@ -49,7 +49,7 @@ def test_mutated_text_parses_or_fails_cleanly(case: tuple[str, str]) -> None:
     assert message is None or LOCATED.match(message), f"error without a location: {message}"
 
 
-@settings(max_examples=examples(25))
+@settings(max_examples=examples(8))
 @given(mutated())
 def test_rlx_compile_on_mutated_files(tmp_path_factory: pytest.TempPathFactory,
                                       case: tuple[str, str]) -> None:

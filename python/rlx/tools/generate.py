@@ -124,10 +124,10 @@ def _main() -> int:
     with progress(f"loading {Path(args.model).name}"):
         model = load_model(args.model)
     ids = encode_prompt(ids, tokenizer, model.config.vocab_size)
-    if args.speculative:
-        return _speculative(model, ids, args, sampling)
     cache: CompileCache | bool = (False if args.no_cache else
                                   CompileCache(Path(args.cache_dir)) if args.cache_dir else True)
+    if args.speculative:
+        return _speculative(model, ids, args, sampling, cache)
     gen = Generator(model, args.target, args.device, tokenizer=tokenizer, cache=cache,
                     progress=progress)
     output = args.output if args.output != "auto" else (
@@ -148,8 +148,8 @@ def _main() -> int:
     return 0
 
 
-def _speculative(model: Any, ids: list[int], args: argparse.Namespace, sampling: Sampling
-                 ) -> int:
+def _speculative(model: Any, ids: list[int], args: argparse.Namespace, sampling: Sampling,
+                 cache: CompileCache | bool) -> int:
     """Greedy decoding with the MTP head drafting; prints the new ids and the acceptance."""
     from rlx import speculative
 
@@ -163,7 +163,8 @@ def _speculative(model: Any, ids: list[int], args: argparse.Namespace, sampling:
                        "--repeat-penalty 1")
     qwen35.require_mtp(model)
     with progress(f"compiling for {args.target}"):
-        program = speculative.load(model, args.draft_tokens, args.target, args.device)
+        program = speculative.load(model, args.draft_tokens, args.target, args.device,
+                                   cache=cache)
     dec = speculative.decoder(model, program, args.draft_tokens)
     print(",".join(map(str, dec.generate(ids, args.max_new_tokens))))
     s = dec.stats
