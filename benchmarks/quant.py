@@ -1,5 +1,6 @@
-"""Decode GEMV (M = 1) with quantized weights on llvm-cpu: rlx's fused dequant_matmul per
-scheme, beside the machine's read bandwidth and PyTorch eager on dequantized f32 weights.
+"""Decode GEMV (M = 1, or M rows of a batched decode step) with quantized weights on
+llvm-cpu: rlx's fused dequant_matmul per scheme, beside the machine's read bandwidth and
+PyTorch eager on dequantized f32 weights.
 
 Everything is measured in one process and one run, best of several repetitions (the
 benchmark machines are shared). Each timed call runs ``R`` GEMVs on distinct weights,
@@ -15,10 +16,15 @@ served from a 32 MiB L3).
   dequant + matvec (``gemv_kernels=False``, the form of every other scheme);
 - torch: ``torch.mv`` on the dequantized f32 weights (``R`` copies as well), its time and
   the f32 bytes it reads;
-- ``rlx/torch``: ratio of times (below 1: rlx is faster).
+- ``rlx/torch``: ratio of times (below 1: rlx is faster);
+- ``--rows 1,4,8``: each row count ``M`` of ``x [M, K]`` (a batched decode step's sequences):
+  where ``M > 1`` the ``kernel`` form is the batched kernel and ``fused`` is the prefill form
+  (the weight dequantized K-major and IREE's data-tiled matmul), what M > 1 ran before the
+  batched kernels; torch runs ``W x^T`` (its f32 GEMM at M = 3: ~15 ms for a 4096 x 576
+  weight, against ~1 ms for its M = 1 matvec, here).
 
 Usage: ``python benchmarks/quant.py [--schemes gguf_q4_k,gguf_q8_0] [--shapes 4096x4096]
-[--reps 20] [--json out.json]``
+[--rows 1,4,8] [--reps 20] [--json out.json]``
 """
 
 from __future__ import annotations
@@ -92,19 +98,21 @@ def random_weights(scheme: str, n: int, k: int, rng: np.random.Generator) -> np.
 
 
 def bench_rlx(scheme: str, n: int, k: int, reps: int, rng: np.random.Generator,
-              kernels: bool = True) -> tuple[float, int, int, np.ndarray, np.ndarray]:
-    """Seconds per GEMV, weight bytes, copies R, x and the first copy's raw weight
-    (``kernels``: rlx's hand-written GEMV where the scheme has one, else the fused form)."""
+              kernels: bool = True, m: int = 1
+              ) -> tuple[float, int, int, np.ndarray, np.ndarray]:
+    """Seconds per GEMV of ``x [m, K]``, weight bytes, copies R, x and the first copy's raw
+    weight (``kernels``: rlx's hand-written GEMV where the scheme has one, else the fused
+    form)."""
     row = QUANT_SCHEMES[scheme].row_bytes(k)
     copies = max(1, math.ceil(STREAM_BYTES / (n * row)))
     h = rlx.HirModule(f"gemv_{scheme}")
-    x = h.input("x", (1, k))
+    x = h.input("x", (m, k))
     h.set_outputs([h.dequant_matmul(x, h.param(f"w{i}", (n, row), "i8"), scheme=scheme)
                    for i in range(copies)])
     vmfb = rlx.compile(h, "llvm-cpu", gemv_kernels=kernels)
     weights = {f"w{i}": random_weights(scheme, n, k, rng) for i in range(copies)}
     prog = rlx.runtime.load(vmfb, "local-task", weights)
-    xv = rng.standard_normal((1, k)).astype(np.float32)
+    xv = rng.standard_normal((m, k)).astype(np.float32)
     seconds = best_of(lambda: prog.main(xv), reps) / copies
     check = prog.main(xv)
     first = np.array(check[0] if isinstance(check, tuple) else check, copy=True)
@@ -125,29 +133,34 @@ def bench_torch(scheme: str, n: int, k: int, x: np.ndarray, raw: np.ndarray, rep
     w = torch.from_numpy(ref.dequantize_gguf(raw, scheme))
     copies = max(2, math.ceil(STREAM_BYTES / w.numel() / 4))
     ws = [w.clone() for _ in range(copies)]
-    xt = torch.from_numpy(x[0])
+    xt = torch.from_numpy(x[0] if len(x) == 1 else x)
+    xt_t = xt.T.contiguous()
 
     def run() -> None:
         for m in ws:
-            torch.mv(m, xt)
+            if len(x) == 1:
+                torch.mv(m, xt)
+            else:
+                torch.mm(m, xt_t)
 
     with torch.inference_mode():
         return best_of(run, reps) / copies
 
 
-def has_kernel(scheme: str, shape: str) -> bool:
+def has_kernel(scheme: str, shape: str, m: int = 1) -> bool:
     """Whether rlx's default llvm-cpu lowering runs this GEMV through a hand-written kernel
     (then it is measured both ways: ``kernel`` and the ``fused`` dequant + matvec that
     ``gemv_kernels=False`` gives; a Q5_0 / Q4_0 / Q6_K weight too large for its widening to
     be hoisted has the fused form only)."""
     n, k = (int(v) for v in shape.split("x"))
-    return kernel_for(scheme, 1, n, k, TargetConfig("llvm-cpu").lowering) is not None
+    return kernel_for(scheme, m, n, k, TargetConfig("llvm-cpu").lowering) is not None
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--schemes", default=",".join(GGUF_SCHEMES))
     p.add_argument("--shapes", default="4096x4096,11008x4096", help="NxK,...")
+    p.add_argument("--rows", default="1", help="M of x [M, K], comma-separated")
     p.add_argument("--reps", type=int, default=15)
     p.add_argument("--json", help="write the results here too")
     args = p.parse_args()
@@ -155,20 +168,21 @@ def main() -> None:
     bw = read_bandwidth()
     print("read bandwidth: " + ", ".join(f"{k} {v:.1f} GB/s" for k, v in bw.items()))
     rows = []
-    header = ("| scheme | rlx form | N x K | weight MiB | R | rlx ms | rlx GB/s | % of read bw | "
-              "torch f32 ms | torch GB/s (f32) | rlx/torch |")
+    header = ("| scheme | rlx form | M | N x K | weight MiB | R | rlx ms | rlx GB/s | "
+              "% of read bw | torch f32 ms | torch GB/s (f32) | rlx/torch |")
     print(header)
-    print("|" + "---|" * 11)
-    runs = [(shape, scheme, form) for shape in args.shapes.split(",")
+    print("|" + "---|" * 12)
+    runs = [(shape, scheme, m, form) for shape in args.shapes.split(",")
             for scheme in args.schemes.split(",")
-            for form in (("kernel", "fused") if has_kernel(scheme, shape) else ("fused",))]
-    for shape, scheme, form in runs:
+            for m in (int(v) for v in args.rows.split(","))
+            for form in (("kernel", "fused") if has_kernel(scheme, shape, m) else ("fused",))]
+    for shape, scheme, m, form in runs:
         n, k = (int(v) for v in shape.split("x"))
         seconds, nbytes, copies, x, raw = bench_rlx(scheme, n, k, args.reps, rng,
-                                                    kernels=form == "kernel")
+                                                    kernels=form == "kernel", m=m)
         t_torch = bench_torch(scheme, n, k, x, raw, args.reps)
         gbs = nbytes / seconds / 1e9
-        row = {"scheme": scheme, "form": form, "n": n, "k": k, "weight_bytes": nbytes,
+        row = {"scheme": scheme, "form": form, "m": m, "n": n, "k": k, "weight_bytes": nbytes,
                "copies": copies,
                "rlx_ms": seconds * 1e3, "rlx_gbs": gbs,
                "pct_read_bw": 100 * gbs / bw["read_bw"],
@@ -179,7 +193,7 @@ def main() -> None:
         torch_cols = ("- | - | -" if t_torch is None else
                       f"{row['torch_ms']:.3f} | {row['torch_gbs_f32']:.1f} | "
                       f"{row['rlx_over_torch']:.2f}")
-        print(f"| {scheme} | {form} | {n}x{k} | {nbytes / 2**20:.1f} | {copies} | "
+        print(f"| {scheme} | {form} | {m} | {n}x{k} | {nbytes / 2**20:.1f} | {copies} | "
               f"{row['rlx_ms']:.3f} | {gbs:.1f} | {row['pct_read_bw']:.0f}% | {torch_cols} |",
               flush=True)
     if args.json:

@@ -10,6 +10,7 @@
 // CHECK-DAG:   stream.executable private @rlx_gemv_q8_0_40x64_add
 // CHECK-DAG:   stream.executable private @rlx_gemv_q8_0_40x64_rms3727c5ac
 // CHECK-DAG:   stream.executable private @rlx_gemv_q8_0_40x64_glu
+// CHECK-DAG:   stream.executable private @rlx_gemv_q8_0_40x64_m2_add
 
 // The residual add y + r: the kernel reads r; the add and the dequant_matmul are gone.
 // CHECK-LABEL: func.func @residual(
@@ -59,6 +60,24 @@ func.func @glu(%gu: tensor<1x1x128xf32>) -> tensor<1x1x40xf32> {
   return %y : tensor<1x1x40xf32>
 }
 
+// A batched decode step's GEMV (x [1, 2, K]: two sequences): the residual add goes into its
+// kernel (r [M, N]); the RMSNorm stays an op of its own (the prologues take one row of x).
+// CHECK-LABEL: func.func @batched(
+// CHECK:         %[[N:.*]] = "rlx_mir.rms_norm"(%arg0, %arg1, %arg2)
+// CHECK:         %[[X:.*]] = tensor.collapse_shape %[[N]] {{\[}}[0, 1], [2]] : tensor<1x2x64xf32> into tensor<2x64xf32>
+// CHECK:         %[[R:.*]] = tensor.collapse_shape %arg3 {{\[}}[0, 1], [2]] : tensor<1x2x40xf32> into tensor<2x40xf32>
+// CHECK:         %[[Y:.*]] = flow.dispatch @rlx_gemv_q8_0_40x64_m2_add::@rlx_gemv_q8_0_40x64_m2_add[%c40](%[[X]], %{{.*}}, %{{.*}}, %[[R]]) : (tensor<2x64xf32>, tensor<10x256xi8>, tensor<10x8xf16>, tensor<2x40xf32>) -> tensor<2x40xf32>
+// CHECK:         %[[OUT:.*]] = tensor.expand_shape %[[Y]] {{\[}}[0, 1], [2]] output_shape [1, 2, 40]
+// CHECK-NOT:     rlx_mir.binary
+// CHECK:         return %[[OUT]]
+func.func @batched(%x: tensor<1x2x64xf32>, %g: tensor<64xf32>, %b: tensor<64xf32>, %r: tensor<1x2x40xf32>) -> tensor<1x2x40xf32> {
+  %n = "rlx_mir.rms_norm"(%x, %g, %b) {axis = -1 : i64, eps = 1.0e-05 : f32} : (tensor<1x2x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<1x2x64xf32>
+  %w = "rlx_mir.param"() {name = "w5"} : () -> tensor<40x68xi8>
+  %y = "rlx_mir.dequant_matmul"(%n, %w) {scheme = "gguf_q8_0"} : (tensor<1x2x64xf32>, tensor<40x68xi8>) -> tensor<1x2x40xf32>
+  %s = "rlx_mir.binary"(%y, %r) {kind = "add"} : (tensor<1x2x40xf32>, tensor<1x2x40xf32>) -> tensor<1x2x40xf32>
+  return %s : tensor<1x2x40xf32>
+}
+
 // Not fired: a GEMV result with a second use (the add stays), a residual defined after the
 // GEMV, a GEMV with no neighbour (left to the dequant_matmul rule).
 // CHECK-LABEL: func.func @untouched(
@@ -81,6 +100,9 @@ func.func @glu(%gu: tensor<1x1x128xf32>) -> tensor<1x1x40xf32> {
 // OFF-LABEL:   func.func @glu(
 // OFF:           "rlx_mir.binary"
 // OFF:           "rlx_mir.dequant_matmul"
+// OFF-LABEL:   func.func @batched(
+// OFF:           "rlx_mir.dequant_matmul"
+// OFF:           "rlx_mir.binary"
 // OFF-NOT:     flow.dispatch
 func.func @untouched(%x: tensor<1x64xf32>, %r: tensor<1x40xf32>) -> (tensor<1x40xf32>, tensor<1x40xf32>, tensor<1x40xf32>, tensor<1x40xf32>) {
   %w = "rlx_mir.param"() {name = "w4"} : () -> tensor<40x68xi8>

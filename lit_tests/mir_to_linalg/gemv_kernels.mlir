@@ -1,8 +1,9 @@
 // mir-to-linalg on llvm-cpu: a decode (M = 1) dequant_matmul of Q4_K, Q8_0, Q6_K, Q5_0 or Q4_0
 // weights becomes a flow.dispatch to rlx's hand-written kernel (a stream.executable in vector /
 // scf / memref, one per scheme and shape, its body only in the workgroups it was written for),
-// fed by repacking generics that read only the parameter; prefill
-// (M > 1), row counts not a multiple of 4, other schemes, --no-gemv-kernels and GPU targets
+// fed by repacking generics that read only the parameter; so does a batched decode step's
+// (M = 2 .. 8 rows of x: x [M, K], y [M, N]). Prefill (M > 8 or dynamic), row counts not a
+// multiple of 4, other schemes, --no-gemv-kernels and GPU targets
 // keep the fused dequant + contraction (quant.mlir). A GEMV whose only use is a residual add
 // takes the residual into its kernel, one of an RMSNorm the normalization, one of a SwiGLU
 // its activation.
@@ -150,21 +151,76 @@ module @q5_0_q4_0 {
 
 // -----
 
-// Not a decode GEMV (M = 3), a row count that is not a multiple of 4, another scheme: the
+// A batched decode step (x [1, 3, K]: three sequences) and x [2, K]: the kernels for M rows,
+// x [M, K] and y [M, N] (r [M, N] in the residual form). A row tile's weights are dequantized
+// once per chunk into an f32 stack buffer [4, C], then multiplied with every row of x, two at a
+// time, min(2 p + j, M - 1) (M = 3: the last pass takes row 2 twice), the partial sums kept in
+// a second buffer [M, 32] between chunks.
+// CHECK-LABEL: module @batched
+// CHECK:       stream.executable private @rlx_gemv_q8_0_40x64_m3_add
+// CHECK:           %[[X:.*]] = stream.binding.subspan %arg0[%c0] : !stream.binding -> memref<3x64xf32>
+// CHECK:           %[[R:.*]] = stream.binding.subspan %arg3[%c0] : !stream.binding -> memref<3x40xf32>
+// CHECK:           %[[Y:.*]] = stream.binding.subspan %arg4[%c0] : !stream.binding -> memref<3x40xf32>
+// CHECK:           %[[WT:.*]] = memref.alloca() : memref<4x64xf32>
+// CHECK:           %[[ACC:.*]] = memref.alloca() : memref<3x32xf32>
+// CHECK:             arith.sitofp %{{.*}} : vector<16xi8> to vector<16xf32>
+// CHECK:             arith.mulf
+// CHECK:             vector.store %{{.*}}, %[[WT]][%{{.*}}, %{{.*}}] : memref<4x64xf32>, vector<16xf32>
+// CHECK:             scf.for %[[P:.*]] = %c0 to %{{.*}} step %c1 {
+// CHECK-NEXT:          %[[U0:.*]] = affine.apply affine_map<()[s0] -> (s0 * 2)>()[%[[P]]]
+// CHECK-NEXT:          %[[V0:.*]] = arith.minui %[[U0]], %[[LAST:.*]] : index
+// CHECK:               %[[U1:.*]] = affine.apply affine_map<()[s0] -> (s0 * 2 + 1)>()[%[[P]]]
+// CHECK-NEXT:          %[[V1:.*]] = arith.minui %[[U1]], %[[LAST]] : index
+// CHECK:               scf.for
+// CHECK:                 vector.load %[[WT]][%{{.*}}, %{{.*}}] : memref<4x64xf32>, vector<8xf32>
+// CHECK:                 vector.load %[[X]][%[[V0]], %{{.*}}] : memref<3x64xf32>, vector<8xf32>
+// CHECK:                 vector.fma %{{.*}} : vector<8xf32>
+// CHECK:                 vector.load %[[X]][%[[V1]], %{{.*}}] : memref<3x64xf32>, vector<8xf32>
+// CHECK:               vector.store %{{.*}}, %[[ACC]][%[[V1]], %{{.*}}] : memref<3x32xf32>, vector<8xf32>
+// CHECK:           scf.for %[[V:.*]] = %c0 to %c3 step %c1 {
+// CHECK:             vector.reduction <add>, %{{.*}} : vector<8xf32> into f32
+// CHECK:             memref.load %[[R]][%[[V]], %{{.*}}] : memref<3x40xf32>
+// CHECK:             memref.store %{{.*}}, %[[Y]][%[[V]], %{{.*}}] : memref<3x40xf32>
+// CHECK:       stream.executable private @rlx_gemv_q4_k_8x256_m2
+// CHECK:           memref.alloca() : memref<4x256xf32>
+// CHECK:           memref.alloca() : memref<2x32xf32>
+// CHECK:       func.func @main(
+// CHECK:         %[[XB:.*]] = tensor.collapse_shape %arg0 {{\[}}[0, 1], [2]] : tensor<1x3x64xf32> into tensor<3x64xf32>
+// CHECK:         %[[RB:.*]] = tensor.collapse_shape %arg1 {{\[}}[0, 1], [2]] : tensor<1x3x40xf32> into tensor<3x40xf32>
+// CHECK:         flow.dispatch @rlx_gemv_q8_0_40x64_m3_add::@rlx_gemv_q8_0_40x64_m3_add[%c40](%[[XB]], %{{.*}}, %{{.*}}, %[[RB]]) : (tensor<3x64xf32>, tensor<10x256xi8>, tensor<10x8xf16>, tensor<3x40xf32>) -> tensor<3x40xf32>
+// CHECK:         flow.dispatch @rlx_gemv_q4_k_8x256_m2::@rlx_gemv_q4_k_8x256_m2[%c8](%arg2, %{{.*}}) : (tensor<2x256xf32>, tensor<2x128xi32>, tensor<2x32xf32>, tensor<2x32xf32>) -> tensor<2x8xf32>
+// OFF-LABEL:   module @batched
+// OFF-NOT:     stream.executable
+// OFF-NOT:     flow.dispatch
+// OFF:         return
+module @batched {
+  func.func @main(%x: tensor<1x3x64xf32>, %r: tensor<1x3x40xf32>, %x2: tensor<2x256xf32>) -> (tensor<1x3x40xf32>, tensor<2x8xf32>) {
+    %w = "rlx_mir.param"() {name = "w"} : () -> tensor<40x68xi8>
+    %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q8_0"} : (tensor<1x3x64xf32>, tensor<40x68xi8>) -> tensor<1x3x40xf32>
+    %s = "rlx_mir.binary"(%r, %y) {kind = "add"} : (tensor<1x3x40xf32>, tensor<1x3x40xf32>) -> tensor<1x3x40xf32>
+    %v = "rlx_mir.param"() {name = "v"} : () -> tensor<8x144xi8>
+    %z = "rlx_mir.dequant_matmul"(%x2, %v) {scheme = "gguf_q4_k"} : (tensor<2x256xf32>, tensor<8x144xi8>) -> tensor<2x8xf32>
+    return %s, %z : tensor<1x3x40xf32>, tensor<2x8xf32>
+  }
+}
+
+// -----
+
+// Not a decode GEMV (M = 9 > 8), a row count that is not a multiple of 4, another scheme: the
 // fused form.
 // CHECK-LABEL: module @fused
 // CHECK-NOT:   stream.executable
 // CHECK-NOT:   flow.dispatch
 // CHECK:       return
 module @fused {
-  func.func @main(%x: tensor<3x64xf32>, %x1: tensor<1x64xf32>, %x2: tensor<1x256xf32>) -> (tensor<3x40xf32>, tensor<1x6xf32>, tensor<1x40xf32>) {
+  func.func @main(%x: tensor<9x64xf32>, %x1: tensor<1x64xf32>, %x2: tensor<1x256xf32>) -> (tensor<9x40xf32>, tensor<1x6xf32>, tensor<1x40xf32>) {
     %w = "rlx_mir.param"() {name = "w"} : () -> tensor<40x68xi8>
-    %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q8_0"} : (tensor<3x64xf32>, tensor<40x68xi8>) -> tensor<3x40xf32>
+    %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q8_0"} : (tensor<9x64xf32>, tensor<40x68xi8>) -> tensor<9x40xf32>
     %v = "rlx_mir.param"() {name = "v"} : () -> tensor<6x144xi8>
     %z = "rlx_mir.dequant_matmul"(%x2, %v) {scheme = "gguf_q4_k"} : (tensor<1x256xf32>, tensor<6x144xi8>) -> tensor<1x6xf32>
     %u = "rlx_mir.param"() {name = "u"} : () -> tensor<40x176xi8>
     %t = "rlx_mir.dequant_matmul"(%x2, %u) {scheme = "gguf_q5_k"} : (tensor<1x256xf32>, tensor<40x176xi8>) -> tensor<1x40xf32>
-    return %y, %z, %t : tensor<3x40xf32>, tensor<1x6xf32>, tensor<1x40xf32>
+    return %y, %z, %t : tensor<9x40xf32>, tensor<1x6xf32>, tensor<1x40xf32>
   }
 }
 

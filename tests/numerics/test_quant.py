@@ -39,7 +39,12 @@ from rlx.compiler import TargetConfig
 from rlx.dialects.builder import HirValue
 from rlx.dialects.enums import QUANT_SCHEMES
 from rlx.ir.diagnostics import LoweringError
-from rlx.lowering.mir_to_linalg.quant.gemv_kernels import Kernel, workgroup_rows
+from rlx.lowering.mir_to_linalg.quant.gemv_kernels import (
+    MAX_BATCH,
+    Kernel,
+    kernel_for,
+    workgroup_rows,
+)
 from rlx.lowering.registry import LoweringOptions
 from rlx.reference import quant as ref
 from rlx.reference.tolerance import assert_close
@@ -261,7 +266,8 @@ def test_matmul_numerics_decode(target: str) -> None:
 
 
 def test_matmul_f16_activations() -> None:
-    """f16 x: f32 accumulation, one rounding of the result to f16."""
+    """f16 x: f32 accumulation, one rounding of the result to f16 (M = 3: Q8_0 and Q4_K
+    through the batched GEMV kernels)."""
     k, rows = 256, 16
     weights = all_weights(k, rows, np.random.default_rng(6))
     check_module(all_schemes_module(k, rows, 3, dtype="f16"), "llvm-cpu", params=weights,
@@ -324,6 +330,42 @@ def test_gemv_kernels() -> None:
     check_module(h, "llvm-cpu", params=weights)
 
 
+def test_gemv_kernels_batched() -> None:
+    """The kernels for M = 2 .. MAX_BATCH rows of x (a batched decode step: x [M, K] or
+    [1, M, K], y [M, N]; gemv_batched: a row tile dequantized once per chunk, multiplied
+    with two rows of x at a time) against the float64 reference on blocks that set every
+    bit, every scheme, M odd (the last pass repeats row M - 1) and even, K of one chunk or
+    several (K = 576: chunks of 6 blocks), with a residual add taken in (M = 4 and 3);
+    M = MAX_BATCH + 1 keeps the fused form. The kernels are checked to be what ran."""
+    rng = np.random.default_rng(11)
+    h = rlx.HirModule("batched")
+    cases = [("gguf_q8_0", 3, 48, 576), ("gguf_q8_0", 8, 96, 1536), ("gguf_q4_k", 5, 48, 512),
+             ("gguf_q4_k", 2, 80, 1024), ("gguf_q5_0", 7, 48, 576), ("gguf_q4_0", 4, 48, 1536),
+             ("gguf_q6_k", 3, 48, 512), ("gguf_q6_k", 8, 96, 1536)]
+    weights, outs = {}, []
+    for s, m, rows, k in cases:
+        name = f"{s}.{rows}x{k}"
+        weights[name] = random_blocks(s, rows, k, rng)
+        random_bits_cover(s, weights[name])
+        x = h.input(f"x{len(outs)}", (1, m, k) if m == 4 else (m, k))
+        outs.append(h.dequant_matmul(x, h.param(name, weights[name].shape, "i8"), scheme=s))
+    for s, m in (("gguf_q4_k", 4), ("gguf_q8_0", 3)):         # r + W x, one dispatch
+        r = h.input(f"r{m}", (m, 48))
+        w = h.param(f"{s}.add", (48, QUANT_SCHEMES[s].row_bytes(512)), "i8")
+        weights[f"{s}.add"] = random_blocks(s, 48, 512, rng)
+        outs.append(h.mir("binary", [r, h.dequant_matmul(h.input(f"xr{m}", (m, 512)), w,
+                                                          scheme=s)], kind="add"))
+    big = h.param("big", (48, QUANT_SCHEMES["gguf_q8_0"].row_bytes(576)), "i8")
+    weights["big"] = random_blocks("gguf_q8_0", 48, 576, rng)
+    outs.append(h.dequant_matmul(h.input("x9", (MAX_BATCH + 1, 576)), big, scheme="gguf_q8_0"))
+    h.set_outputs(outs)
+    linalg = rlx.compile(h, "llvm-cpu", emit="linalg")
+    ran = re.findall(r"flow\.dispatch @rlx_gemv_(\w+)::", linalg)
+    assert ran == [f"{s.removeprefix('gguf_')}_{rows}x{k}_m{m}" for s, m, rows, k in cases] + [
+        "q4_k_48x512_m4_add", "q8_0_48x512_m3_add"], ran
+    check_module(h, "llvm-cpu", params=weights)
+
+
 def hoisted_rows(scheme: str, k: int) -> int:
     """The most rows (a multiple of 4) whose widening to bytes IREE still hoists at K: a
     Q5_0 / Q4_0 / Q6_K weight runs its kernel up to there (gemv_kernels.kernel_for)."""
@@ -368,6 +410,24 @@ def test_gemv_kernel_shapes_the_bounds_rest_on(scheme: str, n: int, k: int, rows
     of workgroups."""
     with pytest.raises(LoweringError, match=message):
         Kernel(scheme, n, k, rows)
+
+
+def test_batched_kernel_rows_the_bounds_rest_on() -> None:
+    """A kernel takes 1 .. MAX_BATCH rows of x, the RMSNorm / SwiGLU prologues one row only
+    (their stack buffer holds one x); kernel_for picks a kernel for M = 1 .. MAX_BATCH and
+    leaves a larger or dynamic M to the prefill form."""
+    for batch, extra in ((0, {}), (MAX_BATCH + 1, {})):
+        with pytest.raises(LoweringError, match=f"expected 1 to {MAX_BATCH} rows of x, "
+                                                f"found {batch}"):
+            Kernel("gguf_q8_0", 8, 32, 4, batch=batch, **extra)
+    for extra in ({"norm_eps": 1e-5}, {"glu": True}):
+        with pytest.raises(LoweringError, match="no RMSNorm or SwiGLU prologue with 2 rows"):
+            Kernel("gguf_q4_k", 8, 256, 4, batch=2, **extra)
+    options = LoweringOptions(gemv_kernels=True)
+    picked = {m: kernel_for("gguf_q8_0", m, 64, 576, options) for m in (1, 2, 8, 9, None)}
+    assert {m: k and (k.batch, k.symbol) for m, k in picked.items()} == {
+        1: (1, "rlx_gemv_q8_0_64x576"), 2: (2, "rlx_gemv_q8_0_64x576_m2"),
+        8: (8, "rlx_gemv_q8_0_64x576_m8"), 9: None, None: None}
 
 
 @pytest.mark.parametrize("scheme", ["gguf_q5_0", "gguf_q4_0", "gguf_q6_k"])

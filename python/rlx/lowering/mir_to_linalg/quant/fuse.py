@@ -4,10 +4,11 @@ takes in what IREE cannot fuse into rlx's dispatch, each of which would otherwis
 dispatch of its own, twice per decoder layer and token:
 
 - the RMSNorm that computes its ``x`` (the kernel normalizes ``x`` itself; the norm is
-  dropped once no other use is left);
+  dropped once no other use is left), for one row of ``x`` only (:func:`_fits_prologue`);
 - the SwiGLU ``silu(g) * u`` that computes its ``x`` from a packed gate / up projection
-  (the kernel reads ``[g, u]``; likewise dropped);
-- the residual add that is its only use (``h + W x``: the kernel adds ``h``).
+  (the kernel reads ``[g, u]``; likewise dropped; one row of ``x`` only);
+- the residual add that is its only use (``h + W x``: the kernel adds ``h``), for any
+  number of rows of ``x`` (a batched decode step's ``M <= MAX_BATCH``).
 
 Such a GEMV is lowered here, with its neighbours, by the dequant_matmul rule's own
 :func:`.rule.lower`; every other op is left to the rules. (A pass, not a rule: the greedy
@@ -63,12 +64,19 @@ def _producer(v: ir.Value, name: str) -> ir.Operation | None:
     return owner.operation
 
 
-def _rms_norm_input(op: ir.Operation, k: int) -> ir.Operation | None:
-    """The ``rms_norm`` that computes ``op``'s ``x`` if its operands are f32 and ``K`` fits
-    the prologue (:data:`.gemv_kernels.MAX_NORM_K`), so that the kernel can normalize ``x``
+def _fits_prologue(kern: gemv_kernels.Kernel) -> bool:
+    """A prologue's stack buffer holds one ``x [K]`` (:data:`.gemv_kernels.MAX_NORM_K`):
+    GEMVs of one row only. (``M`` rows would take ``4 M K`` bytes of IREE's 32 KiB llvm-cpu
+    stack, 64 KiB at M = 8 and K = 2048, and each workgroup would normalize all of them.)"""
+    return kern.batch == 1 and kern.k <= gemv_kernels.MAX_NORM_K
+
+
+def _rms_norm_input(op: ir.Operation, kern: gemv_kernels.Kernel) -> ir.Operation | None:
+    """The ``rms_norm`` that computes ``op``'s ``x`` if its operands are f32 and the GEMV
+    fits the prologue (:func:`_fits_prologue`), so that the kernel can normalize ``x``
     itself."""
     norm = _producer(op.operands[0], "rms_norm")
-    if k > gemv_kernels.MAX_NORM_K or norm is None:
+    if not _fits_prologue(kern) or norm is None:
         return None
     axis = ir.IntegerAttr(norm.attributes["axis"]).value
     if axis not in (-1, emit.rank(norm.operands[0]) - 1):
@@ -93,13 +101,15 @@ def _half(op: ir.Operation | None, k: int) -> tuple[ir.Value, int] | None:
     return op.operands[0], starts[2] // k
 
 
-def _swiglu_input(op: ir.Operation, k: int) -> list[ir.Operation] | None:
+def _swiglu_input(op: ir.Operation, kern: gemv_kernels.Kernel) -> list[ir.Operation] | None:
     """``[mul, silu, gate slice, up slice]`` if ``op``'s ``x`` is
     ``silu(gu[..., :K]) * gu[..., K:]`` of one f32 ``gu [1, 1, 2K]`` (a SwiGLU FFN's packed
-    gate / up projection) and ``K`` fits the prologue: the kernel computes ``x`` itself
-    from ``gu`` (the slices' operand), and these ops can go once unused."""
+    gate / up projection) and the GEMV fits the prologue (:func:`_fits_prologue`): the
+    kernel computes ``x`` itself from ``gu`` (the slices' operand), and these ops can go
+    once unused."""
+    k = kern.k
     mul = _producer(op.operands[0], "binary")
-    if (k > gemv_kernels.MAX_NORM_K or mul is None
+    if (not _fits_prologue(kern) or mul is None
             or ir.StringAttr(mul.attributes["kind"]).value != "mul"):
         return None
     act = _producer(mul.operands[0], "activation")
@@ -133,8 +143,8 @@ def _plans(module: ir.Module, ctx: LoweringContext) -> list[_Plan]:
             kern = kernel_of(ctx, op) if op.name == "rlx_mir.dequant_matmul" else None
             if kern is None:
                 continue
-            norm = _rms_norm_input(op, kern.k)
-            glu = _swiglu_input(op, kern.k)
+            norm = _rms_norm_input(op, kern)
+            glu = _swiglu_input(op, kern)
             add = _residual_add(op)
             if norm is not None or glu is not None or add is not None:
                 plans.append(_Plan(op, kern, norm, glu, add))

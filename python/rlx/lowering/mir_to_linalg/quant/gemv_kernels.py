@@ -1,6 +1,6 @@
-"""Hand-written decode GEMV kernels (``M = 1``) for llvm-cpu: Q8_0 (also running Q5_0 and
-Q4_0, their quants widened to bytes at load: :data:`BYTE_PLANE`), its per-16-scale variant
-(Q6_K widened: :data:`SIXTEEN_PLANE`) and Q4_K.
+"""Hand-written decode GEMV kernels (``M = 1``; batched, ``M <= 8``) for llvm-cpu: Q8_0 (also
+running Q5_0 and Q4_0, their quants widened to bytes at load: :data:`BYTE_PLANE`), its
+per-16-scale variant (Q6_K widened: :data:`SIXTEEN_PLANE`) and Q4_K.
 
 IREE 3.13 compiles rlx's fused dequant + matvec (:func:`.rule.fused_matmul`) into code that
 reduces each 32-weight block horizontally into a scalar accumulator, which caps Q8_0 at ~50%
@@ -44,10 +44,18 @@ the **residual** form adds ``r [N]`` before the store (a GEMV whose only use is
 receives ``[g, u]`` and computes ``x = silu(g) · u`` there (a SwiGLU FFN's down projection:
 30 dispatches fewer a 135M token).
 
-**Bounds.** Every shape is static and the workload is the constant ``N``: nothing the host
-passes at run time reaches an index. Every load stays inside its binding because of what
-:class:`Kernel` checks when it is built (``K`` a multiple of 32, of 256 for Q4_K and Q6_K;
-``rows`` a multiple of 4 that divides ``N``):
+**Batched** (``M = 2 .. MAX_BATCH`` rows of ``x``, the sequences of a batched decode step:
+``x [M, K]``, ``y [M, N]``): the same planes and workgroups, another body, which dequantizes
+each row tile once into an f32 stack buffer and multiplies it with every row of ``x``
+(:mod:`.gemv_batched`, with its own bounds argument). The residual form holds for it
+(``r [M, N]``); the RMSNorm and SwiGLU prologues are ``M = 1`` only (:mod:`.fuse`: their
+stack buffer would be ``M x K``).
+
+**Bounds** (``M = 1``; ``M > 1``: :mod:`.gemv_batched`). Every shape is static and the
+workload is the constant ``N``: nothing the host passes at run time reaches an index. Every
+load stays inside its binding because of what :class:`Kernel` checks when it is built (``K``
+a multiple of 32, of 256 for Q4_K and Q6_K; ``rows`` a multiple of 4 that divides ``N``;
+``1 <= M <= MAX_BATCH``):
 
 - workgroups: the export launches ``ceildiv(N, rows) = N / rows``; the body runs only for
   ``wg < N / rows`` (:func:`..executable.executable_text`'s guard: a workgroup IREE ever
@@ -89,14 +97,14 @@ from rlx.lowering.mir_to_linalg.executable import (
     Text,
     executable_text,
     f32_bits,
-    f32_literal,
     memref,
     record,
 )
+from rlx.lowering.mir_to_linalg.quant.gemv_batched import batched_body
+from rlx.lowering.mir_to_linalg.quant.gemv_prologues import glu_prologue, norm_prologue
+from rlx.lowering.mir_to_linalg.quant.gemv_text import ROWS_PER_TILE, at, rows_loop
 from rlx.lowering.registry import LoweringContext, LoweringOptions
 
-ROWS_PER_TILE = 4
-"""Rows a kernel loop iteration accumulates at once (four 16-lane partial sums)."""
 WEIGHTS_PER_WORKGROUP = 1 << 18
 """A workgroup takes at most this many weights (rows x K) when it can: IREE's per-workgroup
 cost is about a microsecond, too much for 32 rows of K = 576 (a 135M model's layers and LM
@@ -119,6 +127,10 @@ I8_PLANE = (*BYTE_PLANE, *SIXTEEN_PLANE)
 """Schemes whose kernel reads an i8 plane of quants (:func:`_byte_body`); but for Q8_0's
 own, repacking them at load grows the weight (``LoweringOptions.hoist_growth``)."""
 SCHEMES = (*I8_PLANE, "gguf_q4_k")
+MAX_BATCH = 8
+"""The most rows ``M`` of ``x`` a kernel takes (the sequences of a batched decode step,
+:mod:`rlx.models.llama_batch`; a speculative step's tokens): ``x [M, K]``, ``y [M, N]``.
+Beyond it the dequant_matmul keeps the fused form (prefill)."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +149,9 @@ class Kernel:
     glu: bool = False
     """The kernel's ``x`` is ``silu(g) * u`` of ``gu = [g, u]`` (``[2 K]``), computed by the
     kernel: the prologue of a SwiGLU FFN's down projection."""
+    batch: int = 1
+    """``M``, the rows of ``x`` (``1 .. MAX_BATCH``): ``x [M, K]`` and ``y [M, N]`` (``r [M, N]``)
+    where ``M > 1``, ``x [K]`` and ``y [N]`` where ``M = 1``."""
 
     def __post_init__(self) -> None:
         """The shapes the bounds argument (module docstring) rests on."""
@@ -151,14 +166,21 @@ class Kernel:
             raise LoweringError(f"error: GEMV kernel {self.symbol}: expected rows per "
                                 f"workgroup a multiple of {ROWS_PER_TILE} dividing N = "
                                 f"{self.n}, found {self.rows}")
+        if not 1 <= self.batch <= MAX_BATCH:
+            raise LoweringError(f"error: GEMV kernel {self.symbol}: expected 1 to {MAX_BATCH}"
+                                f" rows of x, found {self.batch}")
+        if self.batch > 1 and (self.norm_eps is not None or self.glu):
+            raise LoweringError(f"error: GEMV kernel {self.symbol}: expected no RMSNorm or "
+                                f"SwiGLU prologue with {self.batch} rows of x (M = 1 only)")
 
     @property
     def symbol(self) -> str:
         norm = "" if self.norm_eps is None else f"_rms{f32_bits(self.norm_eps):08x}"
         glu = "_glu" if self.glu else ""
         add = "_add" if self.residual else ""
-        return (f"rlx_gemv_{self.scheme.removeprefix('gguf_')}_{self.n}x{self.k}{norm}{glu}"
-                f"{add}")
+        batch = f"_m{self.batch}" if self.batch > 1 else ""
+        return (f"rlx_gemv_{self.scheme.removeprefix('gguf_')}_{self.n}x{self.k}{batch}{norm}"
+                f"{glu}{add}")
 
     @property
     def bindings(self) -> dict[str, str]:
@@ -173,11 +195,13 @@ class Kernel:
         else:
             planes = {"q": memref([n, k // 8], "i32"), "s": memref([n, k // 32], "f32"),
                       "m": memref([n, k // 32], "f32")}
+        lead = [self.batch] if self.batch > 1 else []
         vec = memref([self.k], "f32")
         norm = {} if self.norm_eps is None else {"gamma": vec, "beta": vec}
-        residual = {"r": memref([self.n], "f32")} if self.residual else {}
-        x = memref([2 * self.k], "f32") if self.glu else vec
-        return {"x": x, **norm, **planes, **residual, "y": memref([self.n], "f32")}
+        y = memref([*lead, self.n], "f32")
+        residual = {"r": y} if self.residual else {}
+        x = memref([2 * self.k], "f32") if self.glu else memref([*lead, self.k], "f32")
+        return {"x": x, **norm, **planes, **residual, "y": y}
 
     def interleave_widths(self) -> list[int]:
         """Per weight plane, the run of one row's elements that the tile interleave keeps
@@ -195,13 +219,13 @@ class Kernel:
 
 def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOptions
                ) -> Kernel | None:
-    """The kernel for a dequant_matmul of ``m`` rows (None: dynamic), or None (not
-    llvm-cpu, disabled, not a decode GEMV of a covered scheme, a row count that is not a
-    multiple of 4, or a Q5_0 / Q4_0 / Q6_K weight too large for its widened repacking to be
-    hoisted)."""
+    """The kernel for a dequant_matmul of ``m`` rows of ``x`` (None: dynamic), or None (not
+    llvm-cpu, disabled, not a decode GEMV of a covered scheme (``1 <= m <= MAX_BATCH``), a
+    row count that is not a multiple of 4, or a Q5_0 / Q4_0 / Q6_K weight too large for its
+    widened repacking to be hoisted)."""
     if not options.gemv_kernels or scheme not in SCHEMES:
         return None
-    if m != 1 or n % ROWS_PER_TILE:
+    if m is None or not 1 <= m <= MAX_BATCH or n % ROWS_PER_TILE:
         return None
     # Q5_0 / Q4_0 widened to bytes grow by N K minus their raw bytes (Q8_0 shrinks), and IREE
     # hoists that repacking into initializers only within LoweringOptions.hoist_growth (1 MiB
@@ -215,7 +239,7 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
     if scheme in I8_PLANE and n * (k - QUANT_SCHEMES[scheme].row_bytes(k)) > (
             options.hoist_growth):
         return None
-    return Kernel(scheme, n, k, workgroup_rows(n, k))
+    return Kernel(scheme, n, k, workgroup_rows(n, k), batch=m)
 
 
 def workgroup_rows(n: int, k: int) -> int:
@@ -235,24 +259,6 @@ def workgroup_rows(n: int, k: int) -> int:
 MAX_NORM_K = 4096
 """The RMSNorm and SwiGLU prologues keep ``x`` on the workgroup's stack (``4 K`` bytes;
 IREE's llvm-cpu stack limit is 32 KiB and the Q4_K kernel has group sums there too)."""
-
-
-def _rows_loop(t: Text, kern: Kernel) -> None:
-    """Open the loop over this workgroup's row tiles; defines %tile (the row of the
-    interleaved planes) and its rows %r0..%r3."""
-    t(f"%c_tiles = arith.constant {kern.rows // ROWS_PER_TILE} : index")
-    t(f"%c_tile = arith.constant {ROWS_PER_TILE} : index")
-    t("%tile0 = arith.muli %wg, %c_tiles : index")
-    t.block("scf.for %tl = %c0 to %c_tiles step %c1")
-    t("%tile = arith.addi %tile0, %tl : index")
-    t("%r0 = arith.muli %tile, %c_tile : index")
-    for i in range(1, ROWS_PER_TILE):
-        t(f"%r{i} = arith.addi %r{i - 1}, %c1 : index")
-
-
-def _at(name: str, stride: int, offset: int) -> str:
-    """An index ``name * stride + offset`` (an affine.apply's right-hand side)."""
-    return f"affine.apply affine_map<()[s0] -> (s0 * {stride} + {offset})>()[{name}]"
 
 
 def _store_row(t: Text, kern: Kernel, i: int, value: str) -> None:
@@ -297,7 +303,7 @@ def _byte_body(t: Text, kern: Kernel) -> None:
     t("%c16 = arith.constant 16 : index")
     t("%c32 = arith.constant 32 : index")
     t(f"%nb = arith.constant {kern.k // 32} : index")
-    _rows_loop(t, kern)
+    rows_loop(t, kern.rows)
     _reduction(t, "acc", "b", "%nb", "%c1", "a", V16)
     t("%k0 = arith.muli %b, %c32 : index")
     t("%k1 = arith.addi %k0, %c16 : index")
@@ -306,14 +312,14 @@ def _byte_body(t: Text, kern: Kernel) -> None:
     tile = ROWS_PER_TILE
     for i in range(ROWS_PER_TILE):
         for h in range(2):
-            t(f"%qk{i}_{h} = {_at('%b', 32 * tile, 32 * i + 16 * h)}")
+            t(f"%qk{i}_{h} = {at('%b', 32 * tile, 32 * i + 16 * h)}")
             t(f"%q{i}_{h} = vector.load %q[%tile, %qk{i}_{h}] : {q}, vector<16xi8>")
             t(f"%f{i}_{h} = arith.sitofp %q{i}_{h} : vector<16xi8> to {V16}")
         if sixteen:
             prev = f"%a{i}"
             for h in range(2):
                 t(f"%p{i}_{h} = arith.mulf %f{i}_{h}, %x{h} : {V16}")
-                t(f"%dk{i}_{h} = {_at('%b', 2 * tile, 2 * i + h)}")
+                t(f"%dk{i}_{h} = {at('%b', 2 * tile, 2 * i + h)}")
                 t(f"%e{i}_{h} = memref.load %d[%tile, %dk{i}_{h}] : {d}")
                 t(f"%v{i}_{h} = vector.broadcast %e{i}_{h} : f32 to {V16}")
                 t(f"%n{i}_{h} = vector.fma %p{i}_{h}, %v{i}_{h}, {prev} : {V16}")
@@ -321,7 +327,7 @@ def _byte_body(t: Text, kern: Kernel) -> None:
             continue
         t(f"%p{i} = arith.mulf %f{i}_0, %x0 : {V16}")
         t(f"%s{i} = vector.fma %f{i}_1, %x1, %p{i} : {V16}")
-        t(f"%dk{i} = {_at('%b', tile, i)}")
+        t(f"%dk{i} = {at('%b', tile, i)}")
         t(f"%h{i} = memref.load %d[%tile, %dk{i}] : {d}")
         t(f"%e{i} = arith.extf %h{i} : f16 to f32")
         t(f"%v{i} = vector.broadcast %e{i} : f32 to {V16}")
@@ -344,7 +350,7 @@ def _q4_k_body(t: Text, kern: Kernel) -> None:
     for j in range(8):
         if (sh := 19 - 4 * j) != 0:
             t(f"%sh{j} = arith.constant dense<{abs(sh)}> : {I16}")
-    _rows_loop(t, kern)
+    rows_loop(t, kern.rows)
     _reduction(t, "acc", "c", "%nc", "%c1", "a", V16)
     t("%k0 = arith.muli %c, %c128 : index")
     for j in range(8):
@@ -383,7 +389,7 @@ def _q4_k_row(t: Text, kern: Kernel, i: int) -> None:
     ``Σ_g S · F`` over its four groups."""
     q, s = kern.bindings["q"], kern.bindings["s"]
     tile = ROWS_PER_TILE
-    t(f"%kq{i} = {_at('%c', 16 * tile, 16 * i)}")
+    t(f"%kq{i} = {at('%c', 16 * tile, 16 * i)}")
     t(f"%w{i} = vector.load %q[%tile, %kq{i}] : {q}, {I16}")
     for j in range(8):
         sh = 19 - 4 * j
@@ -399,7 +405,7 @@ def _q4_k_row(t: Text, kern: Kernel, i: int) -> None:
     for g in range(4):
         t(f"%p{i}_{g} = arith.mulf %f{i}_{2 * g}, %x{2 * g} : {V16}")
         t(f"%F{i}_{g} = vector.fma %f{i}_{2 * g + 1}, %x{2 * g + 1}, %p{i}_{g} : {V16}")
-        t(f"%ks{i}_{g} = {_at('%c', 4 * tile, 4 * i + g)}")
+        t(f"%ks{i}_{g} = {at('%c', 4 * tile, 4 * i + g)}")
         t(f"%S{i}_{g} = memref.load %s[%tile, %ks{i}_{g}] : {s}")
         t(f"%B{i}_{g} = vector.broadcast %S{i}_{g} : f32 to {V16}")
         t(f"%A{i}_{g} = vector.fma %F{i}_{g}, %B{i}_{g}, {prev} : {V16}")
@@ -412,62 +418,10 @@ def _q4_k_mins(t: Text, kern: Kernel) -> None:
     _reduction(t, "mins", "g", "%nb", "%c8", "z", V8)
     t(f"%xv = vector.load %xs[%g] : {xs}, {V8}")
     for i in range(ROWS_PER_TILE):
-        t(f"%km{i} = {_at('%g', ROWS_PER_TILE, 8 * i)}")
+        t(f"%km{i} = {at('%g', ROWS_PER_TILE, 8 * i)}")
         t(f"%mv{i} = vector.load %m[%tile, %km{i}] : {m}, {V8}")
         t(f"%mz{i} = vector.fma %mv{i}, %xv, %z{i} : {V8}")
     _yield(t, [f"%mz{i}" for i in range(ROWS_PER_TILE)], V8)
-
-
-def _norm_prologue(t: Text, kern: Kernel, eps: float) -> None:
-    """``%x`` = RMSNorm(``%xin``) = ``xin * rsqrt(mean(xin²) + eps) * gamma + beta`` (f32, as
-    the rms_norm lowering computes it), in a stack buffer every workgroup fills."""
-    vec = kern.bindings["x"]
-    t("%c16n = arith.constant 16 : index")
-    t(f"%kn = arith.constant {kern.k} : index")
-    t(f"%zn = arith.constant dense<0.0> : {V16}")
-    t.block(f"%sq = scf.for %i = %c0 to %kn step %c16n iter_args(%a = %zn) -> ({V16})")
-    t(f"%v = vector.load %xin[%i] : {vec}, {V16}")
-    t(f"%a2 = vector.fma %v, %v, %a : {V16}")
-    t(f"scf.yield %a2 : {V16}")
-    t.end()
-    t(f"%ssum = vector.reduction <add>, %sq : {V16} into f32")
-    t(f"%invk = arith.constant {f32_literal(1.0 / kern.k)} : f32")
-    t(f"%eps = arith.constant {f32_literal(eps)} : f32")
-    t("%mean = arith.mulf %ssum, %invk : f32")
-    t("%me = arith.addf %mean, %eps : f32")
-    t("%inv = math.rsqrt %me : f32")
-    t(f"%invv = vector.broadcast %inv : f32 to {V16}")
-    t(f"%x = memref.alloca() : {vec}")
-    t.block("scf.for %i = %c0 to %kn step %c16n")
-    for name in ("xin", "gamma", "beta"):
-        t(f"%{name}_v = vector.load %{name}[%i] : {vec}, {V16}")
-    t(f"%nx = arith.mulf %xin_v, %invv : {V16}")
-    t(f"%gx = arith.mulf %nx, %gamma_v : {V16}")
-    t(f"%bx = arith.addf %gx, %beta_v : {V16}")
-    t(f"vector.store %bx, %x[%i] : {vec}, {V16}")
-    t.end()
-
-
-def _glu_prologue(t: Text, kern: Kernel) -> None:
-    """``%x`` = ``silu(g) * u`` = ``g / (1 + exp(-g)) * u`` (f32, as the activation and
-    multiply lowerings compute it) of ``%gu = [g, u]``, in a stack buffer every workgroup
-    fills."""
-    vec, gu = memref([kern.k], "f32"), kern.bindings["x"]
-    t("%glu_c16 = arith.constant 16 : index")
-    t(f"%glu_k = arith.constant {kern.k} : index")
-    t(f"%glu_one = arith.constant dense<1.0> : {V16}")
-    t(f"%x = memref.alloca() : {vec}")
-    t.block("scf.for %glu_i = %c0 to %glu_k step %glu_c16")
-    t("%glu_iu = arith.addi %glu_i, %glu_k : index")
-    t(f"%glu_g = vector.load %gu[%glu_i] : {gu}, {V16}")
-    t(f"%glu_u = vector.load %gu[%glu_iu] : {gu}, {V16}")
-    t(f"%glu_ng = arith.negf %glu_g : {V16}")
-    t(f"%glu_e = math.exp %glu_ng : {V16}")
-    t(f"%glu_d = arith.addf %glu_one, %glu_e : {V16}")
-    t(f"%glu_s = arith.divf %glu_g, %glu_d : {V16}")
-    t(f"%glu_x = arith.mulf %glu_s, %glu_u : {V16}")
-    t(f"vector.store %glu_x, %x[%glu_i] : {vec}, {V16}")
-    t.end()
 
 
 def kernel_text(kern: Kernel) -> str:
@@ -482,9 +436,14 @@ def kernel_text(kern: Kernel) -> str:
 
     def body(t: Text) -> None:
         if kern.norm_eps is not None:
-            _norm_prologue(t, kern, kern.norm_eps)
+            norm_prologue(t, kern.k, kern.norm_eps)
         if kern.glu:
-            _glu_prologue(t, kern)
+            glu_prologue(t, kern.k)
+        if kern.batch > 1:
+            form = ("byte" if kern.scheme in BYTE_PLANE else
+                    "sixteen" if kern.scheme in SIXTEEN_PLANE else "q4_k")
+            batched_body(t, kern, form)
+            return
         (_byte_body if kern.scheme in I8_PLANE else _q4_k_body)(t, kern)
 
     return executable_text(kern.symbol, args, body, kern.n // kern.rows, kern.rows)
@@ -500,11 +459,11 @@ def dispatch(ctx: LoweringContext, kern: Kernel, x: ir.Value, planes: list[ir.Va
     assert bool(norm) == (kern.norm_eps is not None)
     record(ctx, kern)
     entry = ir.SymbolRefAttr.get([kern.symbol, kern.symbol])
-    y = ir.RankedTensorType.get([kern.n], emit.f32())
+    y = ir.RankedTensorType.get([*([kern.batch] if kern.batch > 1 else []), kern.n], emit.f32())
     operands = [x, *norm, *planes, *([residual] if residual is not None else [])]
     return flow.DispatchOp([y], [emit.index(kern.n)], ir.ArrayAttr.get([entry]), operands,
                            [], []).results[0]
 
 
-__all__ = ["BYTE_PLANE", "I8_PLANE", "MAX_NORM_K", "ROWS_PER_TILE", "SCHEMES", "SIXTEEN_PLANE",
-           "Kernel", "dispatch", "kernel_for", "kernel_text", "workgroup_rows"]
+__all__ = ["BYTE_PLANE", "I8_PLANE", "MAX_BATCH", "MAX_NORM_K", "ROWS_PER_TILE", "SCHEMES",
+           "SIXTEEN_PLANE", "Kernel", "dispatch", "kernel_for", "kernel_text", "workgroup_rows"]

@@ -150,7 +150,7 @@ def lower(ctx: LoweringContext, op: Decoded, kern: gemv_kernels.Kernel | None,
     x = op["x"]
     n = emit.static_shape(op.op.results[0])[-1]
     assert n is not None
-    if kern is not None:                         # llvm-cpu decode: rlx's kernel, y [N]
+    if kern is not None:                         # llvm-cpu decode: rlx's kernel, y [M, N]
         y = _through_kernel(ctx, op, kern, n, near or Neighbours())
     else:
         assert near is None
@@ -166,7 +166,7 @@ def lower(ctx: LoweringContext, op: Decoded, kern: gemv_kernels.Kernel | None,
 
 def _through_kernel(ctx: LoweringContext, op: Decoded, kern: gemv_kernels.Kernel, n: int,
                     near: Neighbours) -> ir.Value:
-    """``y [1, N]`` f32 from the kernel's dispatch. (``x`` itself is read only where the
+    """``y [M, N]`` f32 from the kernel's dispatch. (``x`` itself is read only where the
     kernel does not compute it: the rewrite drops the ops that did once nothing reads them.)"""
     gamma_beta: list[ir.Value] = []
     if near.norm is not None:                    # the kernel normalizes the norm's input
@@ -179,14 +179,17 @@ def _through_kernel(ctx: LoweringContext, op: Decoded, kern: gemv_kernels.Kernel
         x2 = rows_of(near.gu)
     else:
         x2 = rows_of(op["x"])
-    xk = emit.collapse(emit.convert_tensor(x2, emit.f32()), [[0, 1]])
+    xk = emit.convert_tensor(x2, emit.f32())     # [M, K]; M = 1: [K]
+    lead = [kern.batch] if kern.batch > 1 else []
+    if not lead:
+        xk = emit.collapse(xk, [[0, 1]])
     residual = None
     if near.residual is not None:                # y = r + W x in the kernel
         kern = dataclasses.replace(kern, residual=True)
-        residual = emit.reshape(near.residual, [n])
+        residual = emit.reshape(near.residual, [*lead, n])
     y = gemv_kernels.dispatch(ctx, kern, xk, kernel_planes(kern, op["w"]), residual,
                               gamma_beta)
-    return emit.expand(y, [[0, 1]], [1, n])
+    return y if lead else emit.expand(y, [[0, 1]], [1, n])
 
 
 @MIR_TO_LINALG.register("dequant_matmul")

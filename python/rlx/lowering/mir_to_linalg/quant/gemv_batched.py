@@ -1,0 +1,231 @@
+"""The batched form of the decode GEMV kernels (:mod:`.gemv_kernels`): ``y [M, N] = x [M, K]
+W^T`` for ``M = 2 .. MAX_BATCH`` rows of ``x`` (the sequences of a batched decode step), on
+the same tile-interleaved weight planes (:mod:`.gemv_planes`).
+
+Where ``M = 1`` streams the weights at the read bandwidth, ``M`` rows make the kernel compute
+bound, and what it computes per weight decides its speed: a row tile's weights are
+dequantized **once**, a chunk of ``C`` weights at a time, into an f32 stack buffer
+``wt [4, C]`` (Q8_0: ``d · q``; Q6_K: ``s · q``; Q4_K: ``S · f - M``, exact or one
+rounding per weight), and then every row of ``x`` is multiplied with the chunk by 8-lane
+FMAs, two rows of ``x`` at a time (8 accumulators: eight of AVX2's sixteen registers), the
+per-(row of ``x``, row of ``W``) partial sums kept in a second stack buffer ``acc [M, 32]``
+between chunks. The multiply's inner loop is then 6 loads and 8 ``vfmadd231ps`` (AVX2),
+bound by FMA throughput: the f32 work is ``M`` FMA lanes a weight, and what is left to save
+is the dequantization's share.
+
+Measured (benchmarks/README.md, "Batched decode GEMVs", 2 loaded AVX2 cores, ms per GEMV):
+1536 x 576 Q8_0 at M = 8 0.34-0.35 against 0.36-0.41 for a first version (the ``M = 1``
+body with the weights converted once per pass of two rows of ``x`` and the block scale
+applied per row of ``x``: more FP work per weight and row) and 1.14-1.29 for the prefill
+form that ``M > 1`` ran before (M = 1: 0.10-0.12); Q4_K 2048 x 2048 1.69 against 6.78.
+
+**Bounds.** The shapes are those :class:`.gemv_kernels.Kernel` checks (``K`` whole blocks,
+``rows`` a multiple of 4 dividing ``N``, ``1 <= M <= MAX_BATCH``), all static; with ``C = 32
+cb`` (``cb`` blocks of 32 dividing ``K / 32``; 256 for Q6_K and Q4_K, ``K % 256 = 0``) and
+the chunk ``ch < K / C``:
+
+- the tile: ``tile < N / 4`` and ``r_i < N`` as in :mod:`.gemv_kernels`;
+- rows of ``x``: ``v < M`` (the loops over ``M``; a pass takes rows ``min(2 p + j, M - 1)``,
+  ``p < ceil(M / 2)``, so that with ``M`` odd the last pass computes row ``M - 1`` twice from
+  the same partial sums and stores the same value twice);
+- ``acc [M, 32]`` at ``[v, 8 i + [0, 8)]``, ``i < 4``; ``wt [4, C]`` stored at ``[i, 32 u +
+  16 h + [0, 16)] < C`` (``u < cb``, ``h < 2``; Q4_K: ``[i, 128 cc + 16 j + [0, 16)] < 256``,
+  ``cc < 2``, ``j < 8``) and read at ``[i, 8 s + [0, 8)]``, ``s < C / 8``;
+- ``x [M, K]`` at ``[v, C ch + 8 s + [0, 8)] <= C (K / C - 1) + C - 1 = K - 1``;
+- i8 planes: block ``b = cb ch + u < K / 32`` reads ``q [N / 4, 4 K]`` at ``128 b + 32 i +
+  16 h + [0, 16) < 4 K``, Q8_0's ``d [N / 4, K / 8]`` at ``4 b + i < K / 8``, Q6_K's
+  ``d [N / 4, K / 4]`` at ``8 b + 2 i + h < K / 4``;
+- Q4_K: ``c = 2 ch + cc < K / 128`` reads ``q [N / 4, K / 2]`` at ``64 c + 16 i + [0, 16) <
+  K / 2`` and ``s [N / 4, K / 8]`` at ``16 c + 4 i + g < K / 8`` (``g < 4``); group
+  ``4 c + g`` of row ``i`` has its ``M`` at ``m[tile, 32 ch + 8 i + 4 cc + g]``, at most
+  ``32 (K / 256 - 1) + 31 < K / 8``;
+- ``y``, ``r [M, N]`` at ``[v, r_i]``.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from rlx.lowering.mir_to_linalg.executable import I16, V16, Text, memref
+from rlx.lowering.mir_to_linalg.quant.gemv_text import ROWS_PER_TILE, at, rows_loop
+
+V8 = "vector<8xf32>"
+CHUNK_BLOCKS = 8
+"""Blocks of 32 weights a chunk holds at most: ``wt`` is ``4 x 256`` f32 (4 KiB)."""
+VECTORS_PER_PASS = 2
+"""Rows of ``x`` the inner loop multiplies at once: 4 x 2 8-lane accumulators, one ``wt``
+load per two FMAs."""
+
+
+class Shape(Protocol):
+    """What the batched body reads of a :class:`.gemv_kernels.Kernel`."""
+
+    k: int
+    rows: int
+    batch: int
+    residual: bool
+
+    @property
+    def bindings(self) -> dict[str, str]: ...
+
+
+def chunk_blocks(form: str, k: int) -> int:
+    """``cb``: blocks of 32 a chunk holds (a divisor of ``K / 32``; 8 for Q6_K / Q4_K)."""
+    nb = k // 32
+    if form != "byte":
+        return CHUNK_BLOCKS
+    return max(d for d in range(1, CHUNK_BLOCKS + 1) if nb % d == 0)
+
+
+def batched_body(t: Text, kern: Shape, form: str) -> None:
+    """The body for ``kern`` (``form``: ``byte`` for Q8_0 / Q5_0 / Q4_0, ``sixteen`` for
+    Q6_K, ``q4_k``); see the module docstring."""
+    cb = chunk_blocks(form, kern.k)
+    wc = 32 * cb
+    wt, acc = memref([ROWS_PER_TILE, wc], "f32"), memref([kern.batch, 8 * ROWS_PER_TILE], "f32")
+    for name, value in (("c8", 8), ("c16", 16), ("c32", 32), ("c_batch", kern.batch),
+                        ("c_chunks", kern.k // wc), ("c_blocks", cb), ("c_wc", wc),
+                        ("c_slices", wc // 8), ("c_last", kern.batch - 1),
+                        ("c_passes", -(-kern.batch // VECTORS_PER_PASS))):
+        t(f"%{name} = arith.constant {value} : index")
+    for i in range(ROWS_PER_TILE):
+        t(f"%wr{i} = arith.constant {i} : index")
+        t(f"%ca{i} = arith.constant {8 * i} : index")
+    t(f"%zero8 = arith.constant dense<0.0> : {V8}")
+    if form == "q4_k":
+        _q4_k_constants(t)
+    t(f"%wt = memref.alloca() : {wt}")
+    t(f"%accb = memref.alloca() : {acc}")
+    rows_loop(t, kern.rows)
+    t.block("scf.for %vz = %c0 to %c_batch step %c1")
+    for i in range(ROWS_PER_TILE):
+        t(f"vector.store %zero8, %accb[%vz, %ca{i}] : {acc}, {V8}")
+    t.end()
+    t.block("scf.for %ch = %c0 to %c_chunks step %c1")
+    if form == "q4_k":
+        _q4_k_chunk(t, kern, wt)
+    else:
+        _byte_chunk(t, kern, wt, form == "sixteen")
+    _multiply(t, kern, wt, acc)
+    t.end()
+    t.block("scf.for %vy = %c0 to %c_batch step %c1")
+    for i in range(ROWS_PER_TILE):
+        t(f"%sum{i} = vector.load %accb[%vy, %ca{i}] : {acc}, {V8}")
+        t(f"%y{i} = vector.reduction <add>, %sum{i} : {V8} into f32")
+        value = f"%y{i}"
+        if kern.residual:
+            t(f"%res{i} = memref.load %r[%vy, %r{i}] : {kern.bindings['r']}")
+            t(f"%out{i} = arith.addf %y{i}, %res{i} : f32")
+            value = f"%out{i}"
+        t(f"memref.store {value}, %y[%vy, %r{i}] : {kern.bindings['y']}")
+    t.end()
+    t.end()
+
+
+def _byte_chunk(t: Text, kern: Shape, wt: str, sixteen: bool) -> None:
+    """``wt`` = chunk ``%ch`` of the tile's i8 weights times their scales."""
+    q, d = kern.bindings["q"], kern.bindings["d"]
+    t("%bch = arith.muli %ch, %c_blocks : index")
+    t.block("scf.for %u = %c0 to %c_blocks step %c1")
+    t("%b = arith.addi %bch, %u : index")
+    t("%ku0 = arith.muli %u, %c32 : index")
+    t("%ku1 = arith.addi %ku0, %c16 : index")
+    for i in range(ROWS_PER_TILE):
+        if not sixteen:
+            t(f"%dk{i} = {at('%b', ROWS_PER_TILE, i)}")
+            t(f"%h{i} = memref.load %d[%tile, %dk{i}] : {d}")
+            t(f"%e{i} = arith.extf %h{i} : f16 to f32")
+            t(f"%sv{i} = vector.broadcast %e{i} : f32 to {V16}")
+        for h in range(2):
+            t(f"%qk{i}_{h} = {at('%b', 32 * ROWS_PER_TILE, 32 * i + 16 * h)}")
+            t(f"%q{i}_{h} = vector.load %q[%tile, %qk{i}_{h}] : {q}, vector<16xi8>")
+            t(f"%f{i}_{h} = arith.sitofp %q{i}_{h} : vector<16xi8> to {V16}")
+            scale = f"%sv{i}"
+            if sixteen:
+                t(f"%dk{i}_{h} = {at('%b', 2 * ROWS_PER_TILE, 2 * i + h)}")
+                t(f"%e{i}_{h} = memref.load %d[%tile, %dk{i}_{h}] : {d}")
+                scale = f"%sv{i}_{h}"
+                t(f"{scale} = vector.broadcast %e{i}_{h} : f32 to {V16}")
+            t(f"%w{i}_{h} = arith.mulf %f{i}_{h}, {scale} : {V16}")
+            t(f"vector.store %w{i}_{h}, %wt[%wr{i}, %ku{h}] : {wt}, {V16}")
+    t.end()
+
+
+def _q4_k_constants(t: Text) -> None:
+    t(f"%mask = arith.constant dense<{0x00780000}> : {I16}")
+    t(f"%one = arith.constant dense<{0x3F800000}> : {I16}")
+    for j in range(8):
+        if (sh := 19 - 4 * j) != 0:
+            t(f"%sh{j} = arith.constant dense<{abs(sh)}> : {I16}")
+    for n in range(0, 256, 16):
+        t(f"%wo{n} = arith.constant {n} : index")
+
+
+def _q4_k_chunk(t: Text, kern: Shape, wt: str) -> None:
+    """``wt`` = chunk ``%ch`` (two 128-weight runs ``c``) of the tile's Q4_K weights,
+    ``S · f - M`` per weight (``f = 1 + q / 16`` from the nibble's bits, as in
+    :mod:`.gemv_kernels`)."""
+    q, s, m = kern.bindings["q"], kern.bindings["s"], kern.bindings["m"]
+    for cc in range(2):
+        t(f"%cq{cc} = {at('%ch', 2, cc)}")
+        for i in range(ROWS_PER_TILE):
+            n = f"{cc}_{i}"
+            t(f"%kq{n} = {at(f'%cq{cc}', 16 * ROWS_PER_TILE, 16 * i)}")
+            t(f"%wq{n} = vector.load %q[%tile, %kq{n}] : {q}, {I16}")
+            for g in range(4):
+                t(f"%ks{n}_{g} = {at(f'%cq{cc}', 4 * ROWS_PER_TILE, 4 * i + g)}")
+                t(f"%S{n}_{g} = memref.load %s[%tile, %ks{n}_{g}] : {s}")
+                t(f"%Sv{n}_{g} = vector.broadcast %S{n}_{g} : f32 to {V16}")
+                t(f"%km{n}_{g} = {at('%ch', 32, 8 * i + 4 * cc + g)}")
+                t(f"%M{n}_{g} = memref.load %m[%tile, %km{n}_{g}] : {m}")
+                t(f"%nM{n}_{g} = arith.negf %M{n}_{g} : f32")
+                t(f"%Mv{n}_{g} = vector.broadcast %nM{n}_{g} : f32 to {V16}")
+            for j in range(8):
+                sh, shifted = 19 - 4 * j, f"%wq{n}"
+                if sh:
+                    shifted = f"%t{n}_{j}"
+                    op = "shli" if sh > 0 else "shrui"
+                    t(f"{shifted} = arith.{op} %wq{n}, %sh{j} : {I16}")
+                t(f"%u{n}_{j} = arith.andi {shifted}, %mask : {I16}")
+                t(f"%o{n}_{j} = arith.ori %u{n}_{j}, %one : {I16}")
+                t(f"%f{n}_{j} = arith.bitcast %o{n}_{j} : {I16} to {V16}")
+                g = j // 2
+                t(f"%w{n}_{j} = vector.fma %f{n}_{j}, %Sv{n}_{g}, %Mv{n}_{g} : {V16}")
+                t(f"vector.store %w{n}_{j}, %wt[%wr{i}, %wo{128 * cc + 16 * j}] : {wt}, {V16}")
+
+
+def _multiply(t: Text, kern: Shape, wt: str, acc: str) -> None:
+    """``acc[v, 8 i + l] += Σ_s wt[i, 8 s + l] · x[v, C ch + 8 s + l]`` for every row ``v``
+    of ``x``, two at a time."""
+    x, per = kern.bindings["x"], VECTORS_PER_PASS
+    t("%kc = arith.muli %ch, %c_wc : index")
+    t.block("scf.for %pv = %c0 to %c_passes step %c1")
+    accs = []
+    for j in range(per):
+        t(f"%vu{j} = {at('%pv', per, j)}")
+        t(f"%v{j} = arith.minui %vu{j}, %c_last : index")
+        for i in range(ROWS_PER_TILE):
+            t(f"%ai{j}_{i} = vector.load %accb[%v{j}, %ca{i}] : {acc}, {V8}")
+            accs.append(f"%ma{j}_{i} = %ai{j}_{i}")
+    types = ", ".join([V8] * len(accs))
+    t.block(f"%mm:{len(accs)} = scf.for %sl = %c0 to %c_slices step %c1 "
+            f"iter_args({', '.join(accs)}) -> ({types})")
+    t("%ks = arith.muli %sl, %c8 : index")
+    t("%kx = arith.addi %kc, %ks : index")
+    for i in range(ROWS_PER_TILE):
+        t(f"%wv{i} = vector.load %wt[%wr{i}, %ks] : {wt}, {V8}")
+    new = []
+    for j in range(per):
+        t(f"%xs{j} = vector.load %x[%v{j}, %kx] : {x}, {V8}")
+        for i in range(ROWS_PER_TILE):
+            t(f"%mn{j}_{i} = vector.fma %wv{i}, %xs{j}, %ma{j}_{i} : {V8}")
+            new.append(f"%mn{j}_{i}")
+    t(f"scf.yield {', '.join(new)} : {types}")
+    t.end()
+    for j in range(per):
+        for i in range(ROWS_PER_TILE):
+            t(f"vector.store %mm#{ROWS_PER_TILE * j + i}, %accb[%v{j}, %ca{i}] : {acc}, {V8}")
+    t.end()
+
+
+__all__ = ["CHUNK_BLOCKS", "VECTORS_PER_PASS", "batched_body", "chunk_blocks"]
