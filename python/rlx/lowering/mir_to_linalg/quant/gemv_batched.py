@@ -47,7 +47,13 @@ from __future__ import annotations
 from typing import Protocol
 
 from rlx.lowering.mir_to_linalg.executable import I16, V16, Text, memref
-from rlx.lowering.mir_to_linalg.quant.gemv_text import ROWS_PER_TILE, at, rows_loop
+from rlx.lowering.mir_to_linalg.quant.gemv_text import (
+    ROWS_PER_TILE,
+    at,
+    q4_k_constants,
+    q4_k_nibble,
+    rows_loop,
+)
 
 V8 = "vector<8xf32>"
 CHUNK_BLOCKS = 8
@@ -152,11 +158,7 @@ def _byte_chunk(t: Text, kern: Shape, wt: str, sixteen: bool) -> None:
 
 
 def _q4_k_constants(t: Text) -> None:
-    t(f"%mask = arith.constant dense<{0x00780000}> : {I16}")
-    t(f"%one = arith.constant dense<{0x3F800000}> : {I16}")
-    for j in range(8):
-        if (sh := 19 - 4 * j) != 0:
-            t(f"%sh{j} = arith.constant dense<{abs(sh)}> : {I16}")
+    q4_k_constants(t)
     for n in range(0, 256, 16):
         t(f"%wo{n} = arith.constant {n} : index")
 
@@ -181,16 +183,9 @@ def _q4_k_chunk(t: Text, kern: Shape, wt: str) -> None:
                 t(f"%nM{n}_{g} = arith.negf %M{n}_{g} : f32")
                 t(f"%Mv{n}_{g} = vector.broadcast %nM{n}_{g} : f32 to {V16}")
             for j in range(8):
-                sh, shifted = 19 - 4 * j, f"%wq{n}"
-                if sh:
-                    shifted = f"%t{n}_{j}"
-                    op = "shli" if sh > 0 else "shrui"
-                    t(f"{shifted} = arith.{op} %wq{n}, %sh{j} : {I16}")
-                t(f"%u{n}_{j} = arith.andi {shifted}, %mask : {I16}")
-                t(f"%o{n}_{j} = arith.ori %u{n}_{j}, %one : {I16}")
-                t(f"%f{n}_{j} = arith.bitcast %o{n}_{j} : {I16} to {V16}")
+                f = q4_k_nibble(t, f"%wq{n}", str(n), j)
                 g = j // 2
-                t(f"%w{n}_{j} = vector.fma %f{n}_{j}, %Sv{n}_{g}, %Mv{n}_{g} : {V16}")
+                t(f"%w{n}_{j} = vector.fma {f}, %Sv{n}_{g}, %Mv{n}_{g} : {V16}")
                 t(f"vector.store %w{n}_{j}, %wt[%wr{i}, %wo{128 * cc + 16 * j}] : {wt}, {V16}")
 
 

@@ -102,7 +102,13 @@ from rlx.lowering.mir_to_linalg.executable import (
 )
 from rlx.lowering.mir_to_linalg.quant.gemv_batched import batched_body
 from rlx.lowering.mir_to_linalg.quant.gemv_prologues import glu_prologue, norm_prologue
-from rlx.lowering.mir_to_linalg.quant.gemv_text import ROWS_PER_TILE, at, rows_loop
+from rlx.lowering.mir_to_linalg.quant.gemv_text import (
+    ROWS_PER_TILE,
+    at,
+    q4_k_constants,
+    q4_k_nibble,
+    rows_loop,
+)
 from rlx.lowering.registry import LoweringContext, LoweringOptions
 
 WEIGHTS_PER_WORKGROUP = 1 << 18
@@ -345,11 +351,7 @@ def _q4_k_body(t: Text, kern: Kernel) -> None:
     t(f"%nb = arith.constant {nb} : index")
     t(f"%nc = arith.constant {k // 128} : index")
     _group_sums(t, kern)
-    t(f"%mask = arith.constant dense<{0x00780000}> : {I16}")
-    t(f"%one = arith.constant dense<{0x3F800000}> : {I16}")
-    for j in range(8):
-        if (sh := 19 - 4 * j) != 0:
-            t(f"%sh{j} = arith.constant dense<{abs(sh)}> : {I16}")
+    q4_k_constants(t)
     rows_loop(t, kern.rows)
     _reduction(t, "acc", "c", "%nc", "%c1", "a", V16)
     t("%k0 = arith.muli %c, %c128 : index")
@@ -392,15 +394,7 @@ def _q4_k_row(t: Text, kern: Kernel, i: int) -> None:
     t(f"%kq{i} = {at('%c', 16 * tile, 16 * i)}")
     t(f"%w{i} = vector.load %q[%tile, %kq{i}] : {q}, {I16}")
     for j in range(8):
-        sh = 19 - 4 * j
-        shifted = f"%w{i}"
-        if sh:
-            shifted = f"%t{i}_{j}"
-            op = "shli" if sh > 0 else "shrui"
-            t(f"{shifted} = arith.{op} %w{i}, %sh{j} : {I16}")
-        t(f"%u{i}_{j} = arith.andi {shifted}, %mask : {I16}")
-        t(f"%o{i}_{j} = arith.ori %u{i}_{j}, %one : {I16}")
-        t(f"%f{i}_{j} = arith.bitcast %o{i}_{j} : {I16} to {V16}")
+        q4_k_nibble(t, f"%w{i}", str(i), j)
     prev = f"%a{i}"
     for g in range(4):
         t(f"%p{i}_{g} = arith.mulf %f{i}_{2 * g}, %x{2 * g} : {V16}")

@@ -4,7 +4,7 @@ workgroup's row tiles and affine indices into the tile-interleaved planes."""
 
 from __future__ import annotations
 
-from rlx.lowering.mir_to_linalg.executable import Text
+from rlx.lowering.mir_to_linalg.executable import I16, V16, Text
 
 ROWS_PER_TILE = 4
 """Rows a kernel loop iteration accumulates at once (four 16-lane partial sums); the weight
@@ -30,4 +30,29 @@ def at(name: str, stride: int, offset: int) -> str:
     return f"affine.apply affine_map<()[s0] -> (s0 * {stride} + {offset})>()[{name}]"
 
 
-__all__ = ["ROWS_PER_TILE", "at", "rows_loop"]
+def q4_k_constants(t: Text) -> None:
+    """The constants :func:`q4_k_nibble` reads: the nibble mask at bits 19..22, the f32 bits
+    of 1.0 and the shift that moves nibble ``j`` of a lane there (``%sh{j}``)."""
+    t(f"%mask = arith.constant dense<{0x00780000}> : {I16}")
+    t(f"%one = arith.constant dense<{0x3F800000}> : {I16}")
+    for j in range(8):
+        if (sh := 19 - 4 * j) != 0:
+            t(f"%sh{j} = arith.constant dense<{abs(sh)}> : {I16}")
+
+
+def q4_k_nibble(t: Text, word: str, tag: str, j: int) -> str:
+    """``%f{tag}_{j}`` = ``1 + q / 16`` for nibble ``j`` (bits ``4j``) of each lane of the
+    i32 vector ``word``, built as f32 bits (``0x3F800000 | q << 19``: a shift, a mask, an
+    or; no conversion); returns its name."""
+    sh, shifted = 19 - 4 * j, word
+    if sh:
+        shifted = f"%t{tag}_{j}"
+        op = "shli" if sh > 0 else "shrui"
+        t(f"{shifted} = arith.{op} {word}, %sh{j} : {I16}")
+    t(f"%u{tag}_{j} = arith.andi {shifted}, %mask : {I16}")
+    t(f"%o{tag}_{j} = arith.ori %u{tag}_{j}, %one : {I16}")
+    t(f"%f{tag}_{j} = arith.bitcast %o{tag}_{j} : {I16} to {V16}")
+    return f"%f{tag}_{j}"
+
+
+__all__ = ["ROWS_PER_TILE", "at", "q4_k_constants", "q4_k_nibble", "rows_loop"]
