@@ -1,5 +1,6 @@
 """Numerics of attention and RoPE: every mask kind, GQA, all q/k/v layouts, dynamic and
-different query / key lengths, both lowerings (decomposed; IREE's fused op on llvm-cpu)."""
+different query / key lengths, both lowerings (decomposed; IREE's fused op on llvm-cpu),
+the llvm-cpu decode kernel (one query, and one per sequence of a batch with a keep mask)."""
 
 from __future__ import annotations
 
@@ -135,6 +136,33 @@ def test_decode_attention_kernel(heads: int, kv_heads: int, head_dim: int, mask_
     inputs = decode_inputs(heads, kv_heads, head_dim, keys, np.random.default_rng(keys))
     assert decode_scores(inputs, heads, head_dim).max(axis=1).min() > 90.0
     check_module(h, "llvm-cpu", inputs=inputs)
+
+
+def test_batched_decode_attention_kernel() -> None:
+    """B = 3 queries, one per sequence, each against its own row of the cache through the
+    kernel (one workgroup per row and head): a custom keep mask (i1, the batched decode's
+    ``row <= pos``; and f32 over a dynamic key length, with a row that keeps no key: uniform
+    over its keys as the decomposed form, not NaN), and causal (every key). All three are
+    kernel dispatches in the lowered module; each matches the numpy reference."""
+    b, heads, kv_heads, hd, keys = 3, 4, 2, 16, 10
+    h = rlx.HirModule("batched_decode")
+    q = h.input("q", (b, 1, heads * hd))
+    k, v = (h.input(n, (b, keys, kv_heads * hd)) for n in ("k", "v"))
+    kd, vd = (h.input(n, (b, None, kv_heads * hd)) for n in ("kd", "vd"))
+    keep, keep_f = h.input("keep", (b, keys), "i1"), h.input("keep_f", (b, None))
+    h.set_outputs([
+        h.attention(q, k, v, keep, num_heads=heads, head_dim=hd, mask_kind="custom"),
+        h.attention(q, kd, vd, keep_f, num_heads=heads, head_dim=hd, mask_kind="custom"),
+        h.attention(q, k, v, num_heads=heads, head_dim=hd, mask_kind="causal")])
+    linalg = rlx.compile(h, "llvm-cpu", emit="linalg")
+    assert linalg.count("flow.dispatch @rlx_attention_decode_4x2x16_") == 3
+    assert "linalg.softmax" not in linalg
+    rng = np.random.default_rng(5)
+    pos = np.array([2, 9, 0])
+    seen = (rng.random((b, 7)) < 0.5).astype(np.float32)
+    seen[0] = 0     # a row that keeps no key
+    check_module(h, "llvm-cpu", dyn=7, inputs={"keep": np.arange(keys)[None] <= pos[:, None],
+                                               "keep_f": seen})
 
 
 @pytest.mark.parametrize(("len_k", "len_v", "mask_kind", "window"), [
