@@ -198,7 +198,13 @@ class AttentionKernel:
         t(f"%zv = arith.constant dense<0.0> : {V16}")
 
     def _score(self, t: Text, j: str) -> None:
-        """``%sc`` = scale · (q · k_j)."""
+        """``%sc`` = scale · (q · k_j); masked: only for a kept key (its K row is not read
+        otherwise), a masked one's is MASKED, as the decomposed form's (a row with every
+        key masked is uniform, not NaN)."""
+        if self.masked:
+            t(f"%mk = memref.load %mask[{j}] : memref<?xf32>")
+            t("%keep = arith.cmpf oge, %mk, %half : f32")
+            t.block("%sc = scf.if %keep -> (f32)")
         prev = None
         for c in range(self.chunks):
             t(f"%kv{c} = vector.load %k[{j}, %ko{c}] : {self.kv_memref}, {V16}")
@@ -209,12 +215,11 @@ class AttentionKernel:
         if not self.masked:
             t("%sc = arith.mulf %dot, %scale : f32")
             return
-        # a masked key's score is MASKED, as the decomposed form's (a row with every key
-        # masked is uniform, not NaN)
         t("%scaled = arith.mulf %dot, %scale : f32")
-        t(f"%mk = memref.load %mask[{j}] : memref<?xf32>")
-        t("%keep = arith.cmpf oge, %mk, %half : f32")
-        t("%sc = arith.select %keep, %scaled, %masked : f32")
+        t("scf.yield %scaled : f32")
+        _else(t)
+        t("scf.yield %masked : f32")
+        t.end()
 
     def _max_pass(self, t: Text) -> None:
         """``%m`` = the largest visible score."""
@@ -252,11 +257,21 @@ class AttentionKernel:
         t("%sm = arith.subf %sc, %m : f32")
         t("%e = math.exp %sm : f32")
         t("%bl2 = arith.addf %bl, %e : f32")
+        vectors = ", ".join([V16] * self.chunks)
+        if self.masked:     # a key of weight 0 (masked, beside a kept one) adds nothing
+            t("%live = arith.cmpf one, %e, %zero : f32")
+            t.block(f"%acc:{self.chunks} = scf.if %live -> ({vectors})")
         t(f"%ev = vector.broadcast %e : f32 to {V16}")
         for c in range(self.chunks):
             t(f"%vv{c} = vector.load %v[%j, %ko{c}] : {self.kv_memref}, {V16}")
             t(f"%bn{c} = vector.fma %ev, %vv{c}, %ba{c} : {V16}")
         sums = ", ".join(f"%bn{c}" for c in range(self.chunks))
+        if self.masked:
+            t(f"scf.yield {sums} : {vectors}")
+            _else(t)
+            t(f"scf.yield {', '.join(f'%ba{c}' for c in range(self.chunks))} : {vectors}")
+            t.end()
+            sums = ", ".join(f"%acc#{c}" for c in range(self.chunks))
         t(f"scf.yield %bl2, {sums} : f32{f', {V16}' * self.chunks}")
 
     def _store(self, t: Text) -> None:
@@ -267,6 +282,12 @@ class AttentionKernel:
         for c in range(self.chunks):
             t(f"%out{c} = arith.mulf %r#{c + 1}, %invv : {V16}")
             t(f"vector.store %out{c}, %o[%qo{c}] : {self.qo_memref}, {V16}")
+
+
+def _else(t: Text) -> None:
+    """Close an ``scf.if``'s then-region and open its else-region."""
+    t.end("} else {")
+    t.depth += 1
 
 
 def kernel_for(ctx: LoweringContext, op: Decoded, scale: float) -> AttentionKernel | None:
