@@ -11,7 +11,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rlx.dialects.builder import HirValue
-from rlx.importers.onnx_ops import Node, Value, is_symbolic
+from rlx.importers.dims import shape_vector, tidy
+from rlx.importers.onnx_ops import FOLDERS, Node, Value, is_symbolic
+from rlx.importers.onnx_ops.shape import clamp_range
+from rlx.ir.diagnostics import RlxError
 
 if TYPE_CHECKING:
     from rlx.importers.onnx import GraphImporter
@@ -42,6 +45,12 @@ class GraphView:
     outputs: set[str] = field(default_factory=set)
     taken: set[int] = field(default_factory=set)
 
+    ahead: dict[str, np.ndarray] = field(default_factory=dict)
+    """Values the walk will fold that the pre-pass could not: computed from ``Shape`` of
+    tensors whose sizes the annotations and shape inference know (symbolic where dynamic),
+    as the walk will (the ``1 / sqrt(head_dim)`` the TorchScript exporter computes from
+    ``Shape(q)`` when the sequence is dynamic)."""
+
     def __post_init__(self) -> None:
         for node in self.imp.nodes:
             for o in node.proto.output:
@@ -51,6 +60,36 @@ class GraphView:
                 if i:
                     self.consumers[i].append(node.index)
         self.outputs = {o.name for o in self.imp.graph.output}
+        for node in self.imp.nodes:
+            self._fold_ahead(node)
+
+    def _fold_ahead(self, node: Node) -> None:
+        outputs = [o for o in node.proto.output if o]
+        if not outputs or all(isinstance(self.imp.values.get(o), np.ndarray) for o in outputs):
+            return
+        if node.op_type == "Shape":
+            dims = self.imp.inferred.get(node.proto.input[0])
+            if dims is None or None in dims:
+                return
+            start, end = clamp_range(node.attr("start", 0), node.attr("end"), len(dims))
+            self.ahead[outputs[0]] = tidy(shape_vector(dims[start:end]))  # type: ignore[arg-type]
+            return
+        fold = FOLDERS.get(node.op_type)
+        inputs = [self._value(n) if n else None for n in node.proto.input]
+        if fold is None or any(n and v is None for n, v in zip(node.proto.input, inputs,
+                                                               strict=True)):
+            return
+        try:
+            out = fold(node, inputs)
+        except (RlxError, ArithmeticError, TypeError, ValueError):  # the walk will say
+            return
+        for name, v in zip(node.proto.output, out or [], strict=False):
+            if name:
+                self.ahead[name] = tidy(np.asarray(v))
+
+    def _value(self, name: str) -> np.ndarray | None:
+        v = self.imp.values.get(name)
+        return v if isinstance(v, np.ndarray) else self.ahead.get(name)
 
     def node(self, name: str, *ops: str) -> Node | None:
         """The producer of ``name`` when its op is one of ``ops`` and it is still free."""
@@ -61,8 +100,8 @@ class GraphView:
         return node if node.op_type in ops else None
 
     def const(self, name: str) -> np.ndarray | None:
-        v = self.imp.values.get(name)
-        return v if isinstance(v, np.ndarray) and not is_symbolic(v) else None
+        v = self._value(name)
+        return v if v is not None and not is_symbolic(v) else None
 
     def shape(self, name: str) -> tuple[int | None, ...] | None:
         v = self.imp.values.get(name)
