@@ -10,17 +10,22 @@ from rlx.importers.onnx_ops.reduction import reduce
 from rlx.importers.onnx_ops.registry import Node, Value, converter
 
 
-def _spatial(node: Node, x: HirValue, n: int) -> list[int]:
-    sizes = list(x.shape[2:])
-    if any(s is None for s in sizes):
-        node.fail(f"input {x.type}: spatial dims must be static")
-    return [int(s) for s in sizes]  # type: ignore[arg-type]
+def _spatial(x: HirValue) -> list[int | None]:
+    """The spatial sizes of ``x`` (None: dynamic, known when the module runs)."""
+    return [None if s is None else int(s) for s in x.shape[2:]]
 
 
-def resolve_pads(node: Node, sizes: list[int], kernel: list[int], strides: list[int],
+def _unit_height(node: Node, v: HirValue) -> HirValue:
+    """``[N, C, L]`` as ``[N, C, 1, L]`` (dynamic dims copied from ``v``)."""
+    keep = [-2 - k if d is None else int(d) for k, d in enumerate(v.shape)]
+    return node.reshape(v, [*keep[:2], 1, keep[2]])
+
+
+def resolve_pads(node: Node, sizes: list[int | None], kernel: list[int], strides: list[int],
                  dilations: list[int]) -> list[int]:
     """``pads`` (begin..., end...) with ``auto_pad`` resolved: SAME_* pads so that the
-    output has ``ceil(in / stride)`` positions (the odd pad at the end for SAME_UPPER)."""
+    output has ``ceil(in / stride)`` positions (the odd pad at the end for SAME_UPPER);
+    over a dynamic size only with stride 1, where they do not depend on it."""
     n = len(sizes)
     auto = node.attr("auto_pad", "NOTSET")
     if auto in ("NOTSET", ""):
@@ -34,7 +39,11 @@ def resolve_pads(node: Node, sizes: list[int], kernel: list[int], strides: list[
         node.fail(f"auto_pad '{auto}'")
     begin, end = [], []
     for size, k, s, d in zip(sizes, kernel, strides, dilations, strict=True):
-        total = max((-(-size // s) - 1) * s + (k - 1) * d + 1 - size, 0)
+        if size is None and s != 1:
+            node.fail(f"auto_pad '{auto}' with stride {s} over a dynamic spatial size: the "
+                      "pads depend on the size (rlx needs them at import time)")
+        total = (k - 1) * d if size is None else max(
+            (-(-size // s) - 1) * s + (k - 1) * d + 1 - size, 0)
         small, big = total // 2, total - total // 2
         begin.append(small if auto == "SAME_UPPER" else big)
         end.append(big if auto == "SAME_UPPER" else small)
@@ -49,14 +58,13 @@ def convert_conv(node: Node) -> list[Value]:
     n = len(x.shape) - 2
     if n not in (1, 2):
         node.fail(f"input {x.type}: rlx convolves 1-D and 2-D inputs")
-    sizes = _spatial(node, x, n)
+    sizes = _spatial(x)
     kernel = node.ints("kernel_shape") or [int(k) for k in w.shape[2:]]  # type: ignore[misc]
     strides = node.ints("strides", [1] * n) or [1] * n
     dilations = node.ints("dilations", [1] * n) or [1] * n
     pads = resolve_pads(node, sizes, kernel, strides, dilations)
     if n == 1:
-        x = node.reshape(x, [x.shape[0] if x.shape[0] is not None else -1, x.shape[1], 1,
-                             sizes[0]])
+        x = _unit_height(node, x)
         w = node.reshape(w, [w.shape[0], w.shape[1], 1, kernel[0]])
         kernel, strides, dilations = [1, *kernel], [1, *strides], [1, *dilations]
         pads = [0, pads[0], 0, pads[1]]
@@ -70,8 +78,8 @@ def convert_conv(node: Node) -> list[Value]:
         bias = node.reshape(node.tensor(2), [y.shape[1], 1, 1])
         y = node.mir("binary", [y, bias], kind="add")
     if n == 1:
-        y = node.reshape(y, [y.shape[0] if y.shape[0] is not None else -1, y.shape[1],
-                             y.shape[3]])
+        y = node.reshape(y, [-2 - k if y.shape[k] is None else int(y.shape[k])  # type: ignore[arg-type]
+                             for k in (0, 1, 3)])
     return [y]
 
 
@@ -79,7 +87,7 @@ def convert_conv(node: Node) -> list[Value]:
 def convert_pool(node: Node) -> list[Value]:
     x = node.tensor(0)
     n = len(x.shape) - 2
-    sizes = _spatial(node, x, n)
+    sizes = _spatial(x)
     if len(node.proto.output) > 1 and node.proto.output[1]:
         node.fail("the Indices output of MaxPool is not supported")
     if node.op_type == "MaxPool" and node.attr("storage_order", 0):
