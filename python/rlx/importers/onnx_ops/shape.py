@@ -396,7 +396,9 @@ def convert_split(node: Node) -> list[Value]:
             outs.append(empty(node, [0 if a == axis else d for a, d in enumerate(x.shape)],
                               x))
         else:
-            outs.append(node.mir("narrow", [x], axis=axis, start=start, len=size))
+            part = node.mir("narrow", [x], axis=axis, start=start, len=size)
+            outs.append(node.known(part, [size if a == axis else d
+                                          for a, d in enumerate(node.dims(0))]))
         start += size
     return outs
 
