@@ -2,10 +2,11 @@
 MobileNetV3-style networks (the same layer kinds as torchvision's, which the test
 environment does not have: conv + BN + ReLU residual blocks with a strided 1x1
 downsample; depthwise-separable inverted residuals with hardswish and squeeze-excite;
-adaptive average pooling) exported with a dynamic batch, height and width by both
-torch.onnx exporters, and hand-built graphs whose inputs spell a dynamic dim as ``-1``,
-``0`` or a string. All imported into one module, compiled once for llvm-cpu and run at
-several sizes against ONNX Runtime."""
+adaptive average pooling) and a nearest / bilinear / transposed-convolution upsampler,
+exported with a dynamic batch, height and width by torch.onnx; hand-built graphs whose
+inputs spell a dynamic dim as ``-1``, ``0`` or a string, Resize's other modes and
+ConvTranspose's attributes. All imported into one module, compiled once for llvm-cpu and
+run at several sizes against ONNX Runtime."""
 
 from __future__ import annotations
 
@@ -92,8 +93,23 @@ def _torch_models() -> dict[str, object]:
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return self.head(torch.flatten(self.pool(self.features(x)), 1))
 
+    class Upsampler(nn.Module):
+        """A decoder's upsampling: nearest 2x (as U-Nets and FPNs do), bilinear, and a
+        strided transposed convolution."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = nn.Conv2d(3, 4, 3, 2, 1), nn.Conv2d(4, 2, 3, 1, 1)
+            self.up = nn.ConvTranspose2d(2, 3, 4, stride=2, padding=1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = nn.functional.interpolate(self.a(x), scale_factor=2.0, mode="nearest")
+            y = nn.functional.interpolate(self.b(y), scale_factor=2.0, mode="bilinear")
+            return self.up(y)
+
     torch.manual_seed(0)
-    models = {"resnet": ResNetish().eval(), "mobilenet": MobileNetish().eval()}
+    models = {"resnet": ResNetish().eval(), "mobilenet": MobileNetish().eval(),
+              "upsampler": Upsampler().eval()}
     with torch.no_grad():  # trained-looking BN statistics, not the identity
         for m in models.values():
             for mod in m.modules():
@@ -156,6 +172,37 @@ def _conv1d(rng: np.random.Generator) -> onnx.ModelProto:
                  [init("w", rand(rng, 6, 4, 3, scale=0.3))])
 
 
+def _resizes() -> onnx.ModelProto:
+    """Resize by scales with ``align_corners`` (linear) and to static sizes with
+    ``round_prefer_ceil`` (nearest), over a dynamic height and width."""
+    empty = np.zeros(0, np.float32)
+    nodes = [helper.make_node("Resize", ["x", "roi", "scales"], ["y1"], mode="linear",
+                              coordinate_transformation_mode="align_corners"),
+             helper.make_node("Resize", ["x", "roi", "", "sizes"], ["y2"], mode="nearest",
+                              nearest_mode="round_prefer_ceil")]
+    return model(nodes, [_input("x", [1, 3, "h", "w"])],
+                 [vi("y1", [None] * 4), vi("y2", [None] * 4)],
+                 [init("roi", empty), init("scales", np.asarray([1, 1, 2, 3], np.float32)),
+                  init("sizes", np.asarray([1, 3, 5, 9], np.int64))])
+
+
+def _transposed(rng: np.random.Generator) -> onnx.ModelProto:
+    """ConvTranspose: strided, grouped, with output_padding and pads that cut; dilated
+    with a stride on one axis; 1-D over a length named by free text."""
+    nodes = [helper.make_node("ConvTranspose", ["x", "w1", "b1"], ["y1"], strides=[2, 2],
+                              pads=[1, 0, 1, 2], output_padding=[1, 0], group=2),
+             helper.make_node("ConvTranspose", ["x", "w2"], ["y2"], strides=[1, 3],
+                              dilations=[2, 1], pads=[3, 0, 0, 0]),
+             helper.make_node("ReduceMean", ["x", "axis"], ["line"], keepdims=0),
+             helper.make_node("ConvTranspose", ["line", "w3"], ["y3"], strides=[3],
+                              pads=[1, 1])]
+    return model(nodes, [_input("x", [-1, 4, "h", "w"])],
+                 [vi(f"y{i}", [None] * 4) for i in (1, 2)] + [vi("y3", [None] * 3)],
+                 [init("w1", rand(rng, 4, 3, 3, 3)), init("b1", rand(rng, 6)),
+                  init("w2", rand(rng, 4, 5, 3, 2)), init("w3", rand(rng, 4, 2, 4)),
+                  init("axis", np.asarray([2], np.int64))])
+
+
 def _for_ort(m: onnx.ModelProto) -> onnx.ModelProto:
     """``m`` with its ``-1`` / ``0`` input dims named (ONNX Runtime reads them as sizes)."""
     out = onnx.ModelProto()
@@ -179,7 +226,10 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> Compiled:
     models = {"resnet_dynamo": onnx.load(str(_export(nets["resnet"], tmp / "r.onnx", True))),
               "mobilenet_torchscript": onnx.load(str(_export(nets["mobilenet"],
                                                              tmp / "m.onnx", False))),
-              "pools": _pools(rng), "conv1d": _conv1d(rng)}
+              "upsampler_dynamo": onnx.load(str(_export(nets["upsampler"], tmp / "u.onnx",
+                                                        True))),
+              "pools": _pools(rng), "conv1d": _conv1d(rng), "resizes": _resizes(),
+              "transposed": _transposed(rng)}
     h = rlx.HirModule("cnn")
     results: dict[str, OnnxImport] = {}
     params: dict[str, np.ndarray] = {}
@@ -194,7 +244,10 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> Compiled:
 SHAPES = {"resnet_dynamo": [(2, 3, 32, 32), (1, 3, 45, 29)],
           "mobilenet_torchscript": [(2, 3, 32, 32), (1, 3, 24, 41)],
           "pools": [(1, 3, 17, 23), (2, 3, 8, 8)],
-          "conv1d": [(2, 4, 11), (1, 4, 30)]}
+          "conv1d": [(2, 4, 11), (1, 4, 30)],
+          "upsampler_dynamo": [(1, 3, 16, 16), (2, 3, 10, 22)],
+          "resizes": [(1, 3, 4, 6), (1, 3, 7, 3)],
+          "transposed": [(1, 4, 5, 6), (2, 4, 3, 8)]}
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))

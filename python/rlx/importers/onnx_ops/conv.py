@@ -1,13 +1,16 @@
-"""ONNX convolution-family ops: Conv (1-D and 2-D), MaxPool / AveragePool (1-3 spatial
-dims), GlobalAveragePool / GlobalMaxPool, BatchNormalization (inference)."""
+"""ONNX convolution-family ops: Conv and ConvTranspose (1-D and 2-D), MaxPool /
+AveragePool (1-3 spatial dims), GlobalAveragePool / GlobalMaxPool, BatchNormalization
+(inference). Spatial sizes may be dynamic."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from rlx.dialects.builder import HirValue
+from rlx.importers.dims import SymDim, normalize
 from rlx.importers.onnx_ops.reduction import reduce
 from rlx.importers.onnx_ops.registry import Node, Value, converter
+from rlx.ir.types import DType
 
 
 def _spatial(x: HirValue) -> list[int | None]:
@@ -136,3 +139,90 @@ def convert_batch_norm(node: Node) -> list[Value]:
     y = node.mir("binary", [node.mir("binary", [x, mean], kind="sub"), std], kind="div")
     y = node.mir("binary", [y, scale], kind="mul")
     return [node.mir("binary", [y, bias], kind="add")]
+
+
+# --------------------------------------------------------------------------------------
+# ConvTranspose
+# --------------------------------------------------------------------------------------
+
+
+def _spread(node: Node, x: HirValue, dims: list[SymDim], axis: int, s: int) -> HirValue:
+    """``x`` with ``s - 1`` zeros after each element along ``axis`` (length ``n s``): a
+    gather of element ``i // s``, kept where ``i % s == 0``."""
+    at = node.sizes.iota(normalize(dims[axis] * s), DType.I64, node.fail)
+    stride = node.as_tensor(node.scalar(s, DType.I64))
+    source = node.mir("binary", [at, stride], kind="div")
+    rest = node.mir("binary", [at, node.mir("binary", [source, stride], kind="mul")],
+                    kind="sub")
+    keep = node.mir("compare", [rest, node.as_tensor(node.scalar(0, DType.I64))], kind="eq")
+    keep = node.mir("reshape", [keep], new_shape=[-1 if a == axis else 1
+                                                  for a in range(len(dims))])
+    picked = node.mir("gather", [x, source], axis=axis, batch_dims=0)
+    y = node.mir("where", [keep, picked, node.as_tensor(node.scalar(0, x))])
+    return node.known(y, [normalize(d * s) if a == axis else d for a, d in enumerate(dims)])
+
+
+def _edges(node: Node, x: HirValue, low: list[int], high: list[int]) -> HirValue:
+    """Pad the spatial axes by ``low`` / ``high`` (negative: cut that many)."""
+    rank = len(x.shape)
+    if min(low + high) < 0:
+        cut_low = [0, 0, *(max(-v, 0) for v in low)]
+        cut_high = [0, 0, *(max(-v, 0) for v in high)]
+        x = node.mir("slice", [x], starts=cut_low, sizes=[-1 - c for c in cut_high],
+                     strides=[1] * rank)
+    if max(low + high) > 0:
+        x = node.mir("pad", [x], low=[0, 0, *(max(v, 0) for v in low)],
+                     high=[0, 0, *(max(v, 0) for v in high)], value=0.0)
+    return x
+
+
+@converter("ConvTranspose")
+def convert_conv_transpose(node: Node) -> list[Value]:
+    """A convolution of the input spread by the strides (zeros between elements, gathered
+    so that dynamic sizes work), padded by ``d (k - 1) - pads`` (+ ``output_padding``),
+    with the weights flipped and their in / out channels swapped per group (at import
+    time: the weights must be constant)."""
+    x = node.tensor(0)
+    w = node.maybe_const(1)
+    if w is None:
+        node.fail("the weights are computed at run time; rlx flips them at import time")
+    n = len(x.shape) - 2
+    if n not in (1, 2) or w.ndim != n + 2:
+        node.fail(f"input {x.type}: rlx convolves 1-D and 2-D inputs")
+    if node.attr("auto_pad", "NOTSET") not in ("NOTSET", "", "VALID") or node.ints(
+            "output_shape"):
+        node.fail("auto_pad SAME / output_shape (pads computed from the output size) are "
+                  "not supported; give pads")
+    kernel = [int(k) for k in w.shape[2:]]
+    strides = node.ints("strides", [1] * n) or [1] * n
+    dilations = node.ints("dilations", [1] * n) or [1] * n
+    pads = node.ints("pads", [0] * 2 * n) or [0] * 2 * n
+    extra = node.ints("output_padding", [0] * n) or [0] * n
+    groups = node.attr("group", 1)
+    if n == 1:
+        x = _unit_height(node, x)
+        w = w.reshape(w.shape[0], w.shape[1], 1, kernel[0])
+        kernel, strides, dilations = [1, *kernel], [1, *strides], [1, *dilations]
+        pads, extra = [0, pads[0], 0, pads[1]], [0, *extra]
+    dims = node.dims_of(x)
+    for i, s in enumerate(strides):
+        if s > 1:
+            x = _spread(node, x, dims, 2 + i, s)
+            dims = node.dims_of(x)
+    span = [d * (k - 1) for d, k in zip(dilations, kernel, strict=True)]
+    x = _edges(node, x, [span[i] - pads[i] for i in range(2)],
+               [span[i] - pads[2 + i] + extra[i] - (strides[i] - 1) for i in range(2)])
+    cin, per_group = w.shape[0], w.shape[1]
+    flipped = w.reshape(groups, cin // groups, per_group, *kernel).swapaxes(1, 2)
+    flipped = np.ascontiguousarray(flipped.reshape(groups * per_group, cin // groups,
+                                                   *kernel)[:, :, ::-1, ::-1])
+    y = node.mir("conv", [x, node.importer.materialize(flipped, None, node)],
+                 kernel_size=kernel, stride=[1, 1], padding=[0, 0], dilation=dilations,
+                 groups=groups)
+    if node.has(2):
+        y = node.mir("binary", [y, node.reshape(node.tensor(2), [y.shape[1], 1, 1])],
+                     kind="add")
+    if n == 1:
+        y = node.reshape(y, [-2 - k if y.shape[k] is None else int(y.shape[k])  # type: ignore[arg-type]
+                             for k in (0, 1, 3)])
+    return [y]
