@@ -176,7 +176,7 @@ def _edges(node: Node, x: HirValue, low: list[int], high: list[int]) -> HirValue
     return x
 
 
-@converter("ConvTranspose")
+@converter("ConvTranspose", const_inputs=(1,))
 def convert_conv_transpose(node: Node) -> list[Value]:
     """A convolution of the input spread by the strides (zeros between elements, gathered
     so that dynamic sizes work), padded by ``d (k - 1) - pads`` (+ ``output_padding``),

@@ -63,7 +63,7 @@ def _targets(node: Node, dims: list[SymDim]) -> list[tuple[SymDim, float | None]
     return out
 
 
-@converter("Resize", since=10)
+@converter("Resize", const_inputs=(1, 2, 3), since=10)
 def convert_resize(node: Node) -> list[Value]:
     _check_attrs(node)
     x = node.tensor(0)
