@@ -59,6 +59,8 @@ def kernel_planes(kern: gemv_kernels.Kernel, w: ir.Value) -> list[ir.Value]:
     info = QUANT_SCHEMES[kern.scheme]
     n, g = kern.n, kern.k // info.block_elems
     raw3 = emit.expand(w, [[0], [1, 2]], [n, g, info.block_bytes])
+    if kern.scheme not in gemv_kernels.I8_PLANE and kern.int_dot is not None:
+        return _q4_k_q8_planes(kern, raw3)
     if kern.scheme not in gemv_kernels.I8_PLANE:
         return _q4_k_planes(kern, raw3)
     q = emit.collapse(byte_quants(raw3, n, kern.scheme), [[0], [1, 2]])
@@ -96,6 +98,19 @@ def _q4_k_planes(kern: gemv_kernels.Kernel, raw3: ir.Value) -> list[ir.Value]:
     mins = emit.map_elementwise([a, b], emit.f32(),
                                 lambda v, u: arith.addf(arith.mulf(v, sixteen), u), [n, 8 * g])
     return interleave_tiles(kern, [q, s, mins])
+
+
+def _q4_k_q8_planes(kern: gemv_kernels.Kernel, raw3: ir.Value) -> list[ir.Value]:
+    """Q4_K for the ``q8`` kernel (:mod:`.gemv_q8`): ``qs`` bytes as in the file ``[N, K /
+    2]``, ``A = d · sc`` and ``B = dmin · m`` per group ``[N, K / 32]`` of ``raw3 [N, G,
+    144]``."""
+    n, g, _ = emit.static_shape(raw3)
+    assert n is not None
+    assert g is not None
+    qs = emit.collapse(emit.extract_slice(raw3, [0, 0, 16], [n, g, 128]), [[0], [1, 2]])
+    a, b = (emit.collapse(repack_field(raw3, n, K_PRODUCTS[f], [4, 2, 32]), [[0], [1, 2, 3]])
+            for f in ("A", "B"))
+    return interleave_tiles(kern, [qs, a, b])
 
 
 BYTE_QUANTS: dict[str, Callable[[Scalars], ir.Value]] = {
