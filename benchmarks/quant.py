@@ -109,12 +109,14 @@ def q8_bound(x: np.ndarray, w: np.ndarray) -> np.ndarray:
                      ) * (1 + 2.0 ** -16)
 
 
-def bench_rlx(scheme: str, n: int, k: int, reps: int, rng: np.random.Generator,
-              kernels: bool = True, m: int = 1, activation_quant: str | None = None
-              ) -> tuple[float, int, int, np.ndarray, np.ndarray]:
-    """Seconds per GEMV of ``x [m, K]``, weight bytes, copies R, x and the first copy's raw
-    weight (``kernels``: rlx's hand-written GEMV where the scheme has one, else the fused
-    form; ``activation_quant``: that compile option)."""
+def prepare_rlx(scheme: str, n: int, k: int, rng: np.random.Generator, kernels: bool = True,
+                m: int = 1, activation_quant: str | None = None
+                ) -> tuple[Callable[[], object], int, int, np.ndarray, np.ndarray, float]:
+    """A call of ``R`` GEMVs of ``x [m, K]`` (compiled, loaded and checked against the
+    float64 reference), weight bytes per GEMV, copies R, x, the first copy's raw weight and
+    the result's max error relative to the largest output (``kernels``: rlx's hand-written
+    GEMV where the scheme has one, else the fused form; ``activation_quant``: that compile
+    option, checked against its error bound)."""
     row = QUANT_SCHEMES[scheme].row_bytes(k)
     copies = max(1, math.ceil(STREAM_BYTES / (n * row)))
     h = rlx.HirModule(f"gemv_{scheme}")
@@ -126,7 +128,6 @@ def bench_rlx(scheme: str, n: int, k: int, reps: int, rng: np.random.Generator,
     weights = {f"w{i}": random_weights(scheme, n, k, rng) for i in range(copies)}
     prog = rlx.runtime.load(vmfb, "local-task", weights)
     xv = rng.standard_normal((m, k)).astype(np.float32)
-    seconds = best_of(lambda: prog.main(xv), reps) / copies
     check = prog.main(xv)
     first = np.array(check[0] if isinstance(check, tuple) else check, copy=True)
     w64 = ref.dequantize_gguf(weights["w0"], scheme).astype(np.float64)
@@ -136,7 +137,8 @@ def bench_rlx(scheme: str, n: int, k: int, reps: int, rng: np.random.Generator,
                 / max(np.abs(want).max(), 1e-30))
     if err > 1e-4:
         raise SystemExit(f"{scheme} {n}x{k}: rlx result off by {err:.2e} (relative)")
-    return seconds, n * row, copies, xv, weights["w0"]
+    rel = float(np.abs(first - want).max() / max(np.abs(want).max(), 1e-30))
+    return lambda: prog.main(xv), n * row, copies, xv, weights["w0"], rel
 
 
 def bench_torch(scheme: str, n: int, k: int, x: np.ndarray, raw: np.ndarray, reps: int
@@ -193,12 +195,42 @@ def has_kernel(scheme: str, shape: str, m: int = 1) -> bool:
     return kernel_for(scheme, m, n, k, TargetConfig("llvm-cpu").lowering) is not None
 
 
+def _report(run: tuple[str, str, int, str],
+            prep: tuple[Callable[[], object], int, int, np.ndarray, np.ndarray, float],
+            bw: dict[str, float], reps: int, rows: list[dict[str, object]],
+            seconds: float | None = None) -> None:
+    """Time (unless ``seconds`` is given) and print one row, with torch beside it."""
+    shape, scheme, m, form = run
+    n, k = (int(v) for v in shape.split("x"))
+    call, nbytes, copies, x, raw, rel = prep
+    if seconds is None:
+        seconds = best_of(call, reps) / copies
+    t_torch = bench_torch(scheme, n, k, x, raw, reps)
+    gbs = nbytes / seconds / 1e9
+    row = {"scheme": scheme, "form": form, "m": m, "n": n, "k": k, "weight_bytes": nbytes,
+           "copies": copies, "rlx_ms": seconds * 1e3, "rlx_gbs": gbs,
+           "pct_read_bw": 100 * gbs / bw["read_bw"], "rel_err": rel,
+           "torch_ms": None if t_torch is None else t_torch * 1e3,
+           "torch_gbs_f32": None if t_torch is None else n * k * 4 / t_torch / 1e9,
+           "rlx_over_torch": None if t_torch is None else seconds / t_torch}
+    rows.append(row)
+    torch_cols = ("- | - | -" if t_torch is None else
+                  f"{row['torch_ms']:.3f} | {row['torch_gbs_f32']:.1f} | "
+                  f"{row['rlx_over_torch']:.2f}")
+    print(f"| {scheme} | {form} | {m} | {n}x{k} | {nbytes / 2**20:.1f} | {copies} | "
+          f"{row['rlx_ms']:.3f} | {gbs:.1f} | {row['pct_read_bw']:.0f}% | {rel:.1e} | "
+          f"{torch_cols} |", flush=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--schemes", default=",".join(GGUF_SCHEMES))
     p.add_argument("--shapes", default="4096x4096,11008x4096", help="NxK,...")
     p.add_argument("--rows", default="1", help="M of x [M, K], comma-separated")
     p.add_argument("--reps", type=int, default=15)
+    p.add_argument("--rounds", type=int, default=1,
+                   help="time every rlx row this many times, interleaved (best kept): for "
+                        "A/B comparisons on a shared machine; the read bandwidth each round")
     p.add_argument("--json", help="write the results here too")
     args = p.parse_args()
     rng = np.random.default_rng(0)
@@ -209,34 +241,33 @@ def main() -> None:
           f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     rows = []
     header = ("| scheme | rlx form | M | N x K | weight MiB | R | rlx ms | rlx GB/s | "
-              "% of read bw | torch f32 ms | torch GB/s (f32) | rlx/torch |")
+              "% of read bw | max err / max y | torch f32 ms | torch GB/s (f32) | rlx/torch |")
     print(header)
-    print("|" + "---|" * 12)
+    print("|" + "---|" * 13)
     runs = [(shape, scheme, m, form) for shape in args.shapes.split(",")
             for scheme in args.schemes.split(",")
             for m in (int(v) for v in args.rows.split(","))
             for form in forms(scheme, shape, m)]
-    for shape, scheme, m, form in runs:
+    prepared = {}
+    for run in runs:
+        shape, scheme, m, form = run
         n, k = (int(v) for v in shape.split("x"))
-        seconds, nbytes, copies, x, raw = bench_rlx(
-            scheme, n, k, args.reps, rng, kernels=form != "fused", m=m,
-            activation_quant="q8" if form == "q8" else None)
-        t_torch = bench_torch(scheme, n, k, x, raw, args.reps)
-        gbs = nbytes / seconds / 1e9
-        row = {"scheme": scheme, "form": form, "m": m, "n": n, "k": k, "weight_bytes": nbytes,
-               "copies": copies,
-               "rlx_ms": seconds * 1e3, "rlx_gbs": gbs,
-               "pct_read_bw": 100 * gbs / bw["read_bw"],
-               "torch_ms": None if t_torch is None else t_torch * 1e3,
-               "torch_gbs_f32": None if t_torch is None else n * k * 4 / t_torch / 1e9,
-               "rlx_over_torch": None if t_torch is None else seconds / t_torch}
-        rows.append(row)
-        torch_cols = ("- | - | -" if t_torch is None else
-                      f"{row['torch_ms']:.3f} | {row['torch_gbs_f32']:.1f} | "
-                      f"{row['rlx_over_torch']:.2f}")
-        print(f"| {scheme} | {form} | {m} | {n}x{k} | {nbytes / 2**20:.1f} | {copies} | "
-              f"{row['rlx_ms']:.3f} | {gbs:.1f} | {row['pct_read_bw']:.0f}% | {torch_cols} |",
-              flush=True)
+        prepared[run] = prepare_rlx(scheme, n, k, rng, kernels=form != "fused", m=m,
+                                    activation_quant="q8" if form == "q8" else None)
+        if args.rounds == 1:
+            _report(run, prepared[run], bw, args.reps, rows)
+            del prepared[run]                    # its weights: up to 100 MiB
+    best: dict[tuple[str, str, int, str], float] = {}
+    for _ in range(args.rounds if args.rounds > 1 else 0):
+        round_bw = read_bandwidth()
+        bw = {key: max(v, bw[key]) for key, v in round_bw.items()}
+        for run, (call, _, copies, *_unused) in prepared.items():
+            t = best_of(call, args.reps) / copies
+            best[run] = min(best.get(run, t), t)
+    for run, prep in prepared.items():
+        _report(run, prep, bw, args.reps, rows, best[run])
+    print(f"read bandwidth (best of the rounds): {bw['read_bw']:.1f} GB/s; load average at "
+          f"the end {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     if args.json:
         Path(args.json).write_text(json.dumps({"read_bandwidth": bw, "cpu": cpu_model(),
                                                "q8_dot": q8_dot,
