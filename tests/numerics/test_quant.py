@@ -638,7 +638,7 @@ def test_prefill_compiles_for_vulkan_and_cuda() -> None:
 # --- activation_quant="q8": 8-bit activations, integer dot products (gemv_q8) ---------------
 
 Q8_CASES = (("gguf_q8_0", 48, 576), ("gguf_q4_k", 48, 512), ("gguf_q5_0", 16, 576),
-            ("gguf_q4_0", 8, 512))
+            ("gguf_q4_0", 8, 512), ("gguf_q6_k", 16, 512))
 """Plain GEMVs of the q8 test module; then a residual epilogue (Q4_K 48 x 512) and an RMSNorm
 prologue (Q8_0 16 x 576)."""
 Q8_FORMS = {"host": {}, "portable": {"cpu": "generic"}}
@@ -752,7 +752,7 @@ def assert_within_q8_bound(got: np.ndarray, want: np.ndarray, x: np.ndarray, w: 
 @pytest.mark.parametrize("form", list(Q8_FORMS))
 def test_gemv_kernels_q8(q8_runs: dict[str, object], form: str) -> None:
     """activation_quant="q8": each kernel (Q8_0 with every byte, -128 included; Q4_K, its mins
-    through the activation block sums; Q5_0 / Q4_0 widened; a residual epilogue; an RMSNorm
+    through the activation block sums; Q5_0 / Q4_0 / Q6_K widened; a residual epilogue; an RMSNorm
     prologue) is what ran, in the CPU's dot-product form, and equals ``W x̃`` (x̃: x quantized
     as ggml's q8_0 in numpy) within the f32 tolerance, and the exact float64 ``W x`` within
     the derived bound ``Σ_b amax_b / 254 Σ |w|`` plus the f32 tolerance."""
@@ -820,7 +820,7 @@ def test_q8_dot_instructions() -> None:
 def test_activation_quant_options() -> None:
     """activation_quant: default off (LoweringOptions and kernels exact), part of the
     lowering options the compile cache keys on, llvm-cpu with the GEMV kernels only; the q8
-    kernel for M = 1 and Q8_0 / Q5_0 / Q4_0 / Q4_K only; the dot product per CPU name."""
+    kernel for M = 1 and the kernels' schemes only; the dot product per CPU name."""
     exact, q8 = TargetConfig().lowering, TargetConfig(activation_quant="q8").lowering
     assert exact.activation_quant is None
     assert q8.activation_quant == "q8"
@@ -832,7 +832,8 @@ def test_activation_quant_options() -> None:
     assert kernel_for("gguf_q4_k", 1, 64, 512, exact).int_dot is None      # type: ignore[union-attr]
     assert kernel_for("gguf_q4_k", 1, 64, 512, q8).int_dot == q8.int_dot   # type: ignore[union-attr]
     assert kernel_for("gguf_q4_k", 3, 64, 512, q8).int_dot is None         # type: ignore[union-attr]
-    assert kernel_for("gguf_q6_k", 1, 64, 512, q8).int_dot is None         # type: ignore[union-attr]
+    assert kernel_for("gguf_q6_k", 1, 64, 512, q8).int_dot == q8.int_dot   # type: ignore[union-attr]
+    assert kernel_for("gguf_q5_k", 1, 64, 512, q8) is None
     for bad in ({"target": "vulkan"}, {"gemv_kernels": False}):
         with pytest.raises(CompileError, match="activation_quant"):
             TargetConfig(activation_quant="q8", **bad)  # type: ignore[arg-type]
@@ -842,4 +843,4 @@ def test_activation_quant_options() -> None:
         "vnni", "vnni", "avx2", "portable"]
     assert int_dot_of("generic", ("--iree-llvmcpu-target-cpu-features=+avx2,+fma",)) == "avx2"
     with pytest.raises(LoweringError, match="8-bit activations"):
-        Kernel("gguf_q6_k", 64, 512, 16, int_dot="avx2")
+        Kernel("gguf_q6_k", 64, 512, 16, batch=3, int_dot="avx2")

@@ -65,7 +65,7 @@ class LoweringOptions:
     ``rlx.compiler`` sets it for the ``llvmpipe`` Vulkan target (lavapipe, a CPU): there the
     fused matvec of rows 512 or more wide did not finish in minutes."""
     activation_quant: str | None = None
-    """``"q8"``: llvm-cpu decode GEMVs (M = 1) of Q8_0 / Q5_0 / Q4_0 / Q4_K weights quantize
+    """``"q8"``: llvm-cpu decode GEMVs (M = 1) of Q8_0 / Q5_0 / Q4_0 / Q6_K / Q4_K weights quantize
     ``x`` to int8 blocks of 32 (one f32 scale each, ggml's ``q8_0`` rounding) and multiply
     with integer dot products (``mir_to_linalg.quant.gemv_q8``): a numerics mode of its own,
     not dequant_matmul's f32 result (its error bound: benchmarks/README.md, "Integer-dot

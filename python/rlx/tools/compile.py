@@ -47,7 +47,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="llvm-cpu: decode attention (one query) in the decomposed form "
                         "(seven dispatches) instead of rlx's hand-written kernel (one)")
     p.add_argument("--activation-quant", choices=ACTIVATION_QUANTS,
-                   help="llvm-cpu: decode GEMVs of Q8_0 / Q5_0 / Q4_0 / Q4_K weights with x "
+                   help="llvm-cpu: decode GEMVs of Q8_0 / Q5_0 / Q4_0 / Q6_K / Q4_K weights with x "
                         "quantized to int8 blocks of 32 and integer dot products (llama.cpp's "
                         "numerics; default: exact f32)")
     p.add_argument("--iree-flag", action="append", default=[], metavar="FLAG",

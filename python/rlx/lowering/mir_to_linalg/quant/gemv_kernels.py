@@ -139,7 +139,7 @@ I8_PLANE = (*BYTE_PLANE, *SIXTEEN_PLANE)
 """Schemes whose kernel reads an i8 plane of quants (:func:`_byte_body`); but for Q8_0's
 own, repacking them at load grows the weight (``LoweringOptions.hoist_growth``)."""
 SCHEMES = (*I8_PLANE, "gguf_q4_k")
-Q8_SCHEMES = (*BYTE_PLANE, "gguf_q4_k")
+Q8_SCHEMES = (*I8_PLANE, "gguf_q4_k")
 """Schemes with an ``activation_quant="q8"`` kernel (:mod:`.gemv_q8`, ``M = 1``)."""
 MAX_BATCH = 8
 """The most rows ``M`` of ``x`` a kernel takes (the sequences of a batched decode step,
@@ -238,9 +238,9 @@ class Kernel:
         16 lanes of a 128-weight chunk, its 4 group scales S, and the M of 8 groups."""
         if self.scheme in BYTE_PLANE:
             return [32, 1]
-        if self.int_dot is not None:             # Q4_K q8: a pair of groups' 32 bytes
-            return [32, 2, 8]
-        return [32, 2] if self.scheme in SIXTEEN_PLANE else [16, 4, 8]
+        if self.scheme in SIXTEEN_PLANE:
+            return [32, 2]
+        return [16, 4, 8] if self.int_dot is None else [32, 2, 8]   # q8: a group pair's bytes
 
     def text(self) -> str:
         return kernel_text(self)

@@ -43,7 +43,8 @@ for ``w = -128``).
 **No overflow.** ``x``'s bytes are in ``[-127, 127]``. Q8_0: ``|w| <= 128``, so a
 ``vpmaddubsw`` lane is at most ``2 · 128 · 127 = 32512 < 2^15 - 1`` (never saturates), a
 ``vpmaddwd`` / ``vpdpbusd`` lane ``4 · 128 · 127 = 65024`` and a block's sum ``32 · 128 · 127
-= 520192 < 2^24``: exact in i32 and in its f32 conversion. Q4_K: ``15 · 127 = 1905`` a
+= 520192 < 2^24``: exact in i32 and in its f32 conversion (Q5_0 / Q4_0 / Q6_K's ``|w| <= 32``
+are further inside). Q4_K: ``15 · 127 = 1905`` a
 product, a block ``60960``. The portable form's products and sums are i32, no closer.
 
 **Scaling**: per block, ``y += (d_w · d_x) · dot`` in 8-lane f32 partial sums per row (Q8_0:
@@ -51,11 +52,13 @@ the tile's four f16 ``d_w`` of a block loaded and converted together); Q4_K: ``y
 (A_g · d_x,g) · dot_g - Σ_g B_g · X_g`` with ``A = d · sc``, ``B = dmin · m`` per group
 (exact f32 products, hoisted planes) and the mins through ``X`` eight groups at a time.
 
-**Planes** (:mod:`.gemv_planes`; tile-interleaved, :meth:`.gemv_kernels.Kernel.interleave_widths`):
-Q8_0 / Q5_0 / Q4_0 the exact kernel's (i8 ``q``, f16 ``d``); Q4_K the file's ``qs`` bytes
-as they are (byte ``32p + l`` of a row holds weight ``64p + l`` in its low nibble and
-``64p + 32 + l`` in its high one: ggml's order, one 32-byte load feeds two groups), ``A``
-and ``B`` in f32: 0.75 bytes a weight (the exact kernel's 0.81).
+**Planes** (:mod:`.gemv_planes`; tile-interleaved,
+:meth:`.gemv_kernels.Kernel.interleave_widths`): Q8_0 / Q5_0 / Q4_0 / Q6_K the exact
+kernel's (i8 ``q``; f16 ``d`` per 32, Q6_K's f32 ``d · sc`` per 16, whose block dot's lanes
+0-3 and 4-7 take one scale each); Q4_K the file's ``qs`` bytes as they are (byte ``32p +
+l`` of a row holds weight ``64p + l`` in its low nibble and ``64p + 32 + l`` in its high
+one: ggml's order, one 32-byte load feeds two groups), ``A`` and ``B`` in f32: 0.75 bytes a
+weight (the exact kernel's 0.81).
 
 **Bounds** (shapes as :class:`.gemv_kernels.Kernel` checks them; ``tile < N / 4``, ``r_i <
 N`` as there): the stack ``xq [K]`` i8, ``xd``, ``xs [K / 32]`` f32 (``K <= MAX_Q8_K``: with
@@ -64,7 +67,8 @@ the prologue's ``x [K]`` f32 at ``K <= 4096``, 21 KiB of IREE's 32) written at `
 32 i + [0, 32) < 4 K``, ``d [N / 4, K / 8]`` at ``4 b + [0, 4) < K / 8``. Q4_K: pair ``p <
 K / 64`` reads ``q [N / 4, 2 K]`` at ``128 p + 32 i + [0, 32) < 2 K``, ``a [N / 4, K / 8]``
 at ``8 p + [0, 8) < K / 8``, ``xq`` at ``64 p + [0, 64) < K``, ``xd`` at ``2 p + [0, 2) < K /
-32``; the mins as the exact kernel's.
+32``; the mins as the exact kernel's. Q6_K's ``d [N / 4, K / 4]`` at ``8 b + [0, 8) < K /
+4``.
 """
 
 from __future__ import annotations
@@ -202,9 +206,12 @@ def _finish(t: Text, kern: Shape) -> None:
 
 
 def q8_0_body(t: Text, kern: Shape) -> None:
-    """Q8_0 (Q5_0 / Q4_0 widened): per block ``y += (d_w · d_x) · Σ q_w q_x``."""
+    """Q8_0 (Q5_0 / Q4_0 widened): per block ``y += (d_w · d_x) · Σ q_w q_x``; Q6_K
+    (widened, an f32 scale per 16 weights): the same with lanes 0-3 of the block's dot (its
+    first 16 weights) scaled by ``s_0 · d_x`` and lanes 4-7 by ``s_1 · d_x``."""
     assert kern.int_dot is not None
     k, q, d = kern.k, kern.bindings["q"], kern.bindings["d"]
+    sixteen = kern.scheme == "gguf_q6_k"
     quantize_x(t, k, sums=False)
     dot_constants(t, kern.int_dot)
     rows_loop(t, kern.rows)
@@ -212,19 +219,29 @@ def q8_0_body(t: Text, kern: Shape) -> None:
     t("%kb = arith.muli %b, %q8_c32 : index")
     t(f"%xv = vector.load %xq[%kb] : {memref([k], 'i8')}, {V32B}")
     t(f"%dxb = memref.load %xd[%b] : {memref([k // 32], 'f32')}")
-    t(f"%dk = {at('%b', ROWS_PER_TILE, 0)}")
-    t(f"%dh = vector.load %d[%tile, %dk] : {d}, vector<4xf16>")
-    t("%dw = arith.extf %dh : vector<4xf16> to vector<4xf32>")
-    t("%dxv = vector.broadcast %dxb : f32 to vector<4xf32>")
-    t("%dwx = arith.mulf %dw, %dxv : vector<4xf32>")
+    if sixteen:                                  # s[tile, 8 b + 2 i + h]: 8 at once
+        t(f"%dk = {at('%b', 2 * ROWS_PER_TILE, 0)}")
+        t(f"%dw = vector.load %d[%tile, %dk] : {d}, {V8}")
+        t(f"%dxv = vector.broadcast %dxb : f32 to {V8}")
+        t(f"%dwx = arith.mulf %dw, %dxv : {V8}")
+    else:                                        # d[tile, 4 b + i]: 4 at once
+        t(f"%dk = {at('%b', ROWS_PER_TILE, 0)}")
+        t(f"%dh = vector.load %d[%tile, %dk] : {d}, vector<4xf16>")
+        t("%dw = arith.extf %dh : vector<4xf16> to vector<4xf32>")
+        t("%dxv = vector.broadcast %dxb : f32 to vector<4xf32>")
+        t("%dwx = arith.mulf %dw, %dxv : vector<4xf32>")
     for i in range(ROWS_PER_TILE):
         t(f"%qk{i} = {at('%b', 32 * ROWS_PER_TILE, 32 * i)}")
         t(f"%w{i} = vector.load %q[%tile, %qk{i}] : {q}, {V32B}")
         u, s = _signed_operands(t, kern.int_dot, f"%w{i}", "%xv", str(i))
         dot = block_dot(t, kern.int_dot, u, s, str(i))
         t(f"%df{i} = arith.sitofp {dot} : {I8L} to {V8}")
-        t(f"%sc{i} = vector.extract %dwx[{i}] : f32 from vector<4xf32>")
-        t(f"%v{i} = vector.broadcast %sc{i} : f32 to {V8}")
+        if sixteen:
+            lanes = ", ".join([str(2 * i)] * 4 + [str(2 * i + 1)] * 4)
+            t(f"%v{i} = vector.shuffle %dwx, %dwx [{lanes}] : {V8}, {V8}")
+        else:
+            t(f"%sc{i} = vector.extract %dwx[{i}] : f32 from vector<4xf32>")
+            t(f"%v{i} = vector.broadcast %sc{i} : f32 to {V8}")
         t(f"%n{i} = vector.fma %df{i}, %v{i}, %a{i} : {V8}")
     _finish(t, kern)
 
