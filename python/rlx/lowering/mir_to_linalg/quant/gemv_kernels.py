@@ -216,9 +216,10 @@ class Kernel:
             planes = {"q": memref([n, k], "i8"), "d": memref([n, k // 32], "f16")}
         elif self.scheme in SIXTEEN_PLANE:
             planes = {"q": memref([n, k], "i8"), "d": memref([n, k // 16], "f32")}
-        elif self.int_dot is not None:           # Q4_K's qs bytes, d · sc, dmin · m
-            planes = {"q": memref([n, k // 2], "i8"), "a": memref([n, k // 32], "f32"),
-                      "m": memref([n, k // 32], "f32")}
+        elif self.int_dot is not None:           # Q4_K's qs, sc, m bytes, d, dmin
+            planes = {"q": memref([n, k // 2], "i8"), "sc": memref([n, k // 32], "i8"),
+                      "mn": memref([n, k // 32], "i8"), "d": memref([n, k // 256], "f16"),
+                      "dmin": memref([n, k // 256], "f16")}
         else:
             planes = {"q": memref([n, k // 8], "i32"), "s": memref([n, k // 32], "f32"),
                       "m": memref([n, k // 32], "f32")}
@@ -240,7 +241,7 @@ class Kernel:
             return [32, 1]
         if self.scheme in SIXTEEN_PLANE:
             return [32, 2]
-        return [16, 4, 8] if self.int_dot is None else [32, 2, 8]   # q8: a group pair's bytes
+        return [16, 4, 8] if self.int_dot is None else [32, 2, 8, 1, 1]   # q8: see gemv_q8
 
     def text(self) -> str:
         return kernel_text(self)

@@ -35,7 +35,14 @@ from rlx.lowering.mir_to_linalg.quant.dequant import (
     repack_plane,
     with_shifts,
 )
-from rlx.lowering.mir_to_linalg.quant.layouts import K_PRODUCTS, LAYOUTS, Field, f16_at, q5
+from rlx.lowering.mir_to_linalg.quant.layouts import (
+    K_PRODUCTS,
+    LAYOUTS,
+    Field,
+    f16_at,
+    k_scale,
+    q5,
+)
 from rlx.lowering.mir_to_linalg.quant.scalars import (
     Expr,
     Exprs,
@@ -101,16 +108,18 @@ def _q4_k_planes(kern: gemv_kernels.Kernel, raw3: ir.Value) -> list[ir.Value]:
 
 
 def _q4_k_q8_planes(kern: gemv_kernels.Kernel, raw3: ir.Value) -> list[ir.Value]:
-    """Q4_K for the ``q8`` kernel (:mod:`.gemv_q8`): ``qs`` bytes as in the file ``[N, K /
-    2]``, ``A = d · sc`` and ``B = dmin · m`` per group ``[N, K / 32]`` of ``raw3 [N, G,
-    144]``."""
+    """Q4_K for the ``q8`` kernel (:mod:`.gemv_q8`) from ``raw3 [N, G, 144]``: the ``qs``
+    bytes as in the file ``[N, K / 2]``, the 6-bit ``sc`` and ``m`` as bytes per group
+    ``[N, K / 32]``, the f16 ``d`` and ``dmin`` per 256 ``[N, K / 256]`` (0.58 bytes a
+    weight; the file's 0.5625)."""
     n, g, _ = emit.static_shape(raw3)
     assert n is not None
     assert g is not None
     qs = emit.collapse(emit.extract_slice(raw3, [0, 0, 16], [n, g, 128]), [[0], [1, 2]])
-    a, b = (emit.collapse(repack_field(raw3, n, K_PRODUCTS[f], [4, 2, 32]), [[0], [1, 2, 3]])
-            for f in ("A", "B"))
-    return interleave_tiles(kern, [qs, a, b])
+    sc, mn = (emit.collapse(repack_field(raw3, n, k_scale(is_min), [4, 2, 32]),
+                            [[0], [1, 2, 3]]) for is_min in (False, True))
+    d, dmin = (repack_field(raw3, n, f16_at(at), [4, 2, 32]) for at in (0, 2))
+    return interleave_tiles(kern, [qs, sc, mn, d, dmin])
 
 
 BYTE_QUANTS: dict[str, Callable[[Scalars], ir.Value]] = {

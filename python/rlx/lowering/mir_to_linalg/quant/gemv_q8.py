@@ -49,26 +49,34 @@ product, a block ``60960``. The portable form's products and sums are i32, no cl
 
 **Scaling**: per block, ``y += (d_w · d_x) · dot`` in 8-lane f32 partial sums per row (Q8_0:
 the tile's four f16 ``d_w`` of a block loaded and converted together); Q4_K: ``y = Σ_g
-(A_g · d_x,g) · dot_g - Σ_g B_g · X_g`` with ``A = d · sc``, ``B = dmin · m`` per group
-(exact f32 products, hoisted planes) and the mins through ``X`` eight groups at a time.
+(A_g · d_x,g) · dot_g - Σ_g B_g · X_g`` with ``A = d · sc``, ``B = dmin · m`` per group,
+formed in the kernel from the 6-bit ``sc`` / ``m`` bytes and the f16 ``d`` / ``dmin`` (exact
+in f32: 11 x 6 significant bits), the mins through ``X`` one superblock (8 groups) at a
+time.
 
 **Planes** (:mod:`.gemv_planes`; tile-interleaved,
 :meth:`.gemv_kernels.Kernel.interleave_widths`): Q8_0 / Q5_0 / Q4_0 / Q6_K the exact
 kernel's (i8 ``q``; f16 ``d`` per 32, Q6_K's f32 ``d · sc`` per 16, whose block dot's lanes
 0-3 and 4-7 take one scale each); Q4_K the file's ``qs`` bytes as they are (byte ``32p +
 l`` of a row holds weight ``64p + l`` in its low nibble and ``64p + 32 + l`` in its high
-one: ggml's order, one 32-byte load feeds two groups), ``A`` and ``B`` in f32: 0.75 bytes a
-weight (the exact kernel's 0.81).
+one: ggml's order, one 32-byte load feeds two groups), ``sc`` and ``m`` unpacked to a byte
+per group, ``d`` and ``dmin`` per superblock: 0.58 bytes a weight (the file's 0.5625; the
+exact kernel's f32 ``S`` / ``M`` planes make 0.81, and f32 ``A`` / ``B`` planes here 0.75):
+forming ``A`` in the kernel costs 5 instructions per 256 weights of a tile (78 against 73 in
+the AVX2 inner loop), well under what the integer dot leaves before memory binds, for 22%
+fewer bytes read and held.
 
 **Bounds** (shapes as :class:`.gemv_kernels.Kernel` checks them; ``tile < N / 4``, ``r_i <
 N`` as there): the stack ``xq [K]`` i8, ``xd``, ``xs [K / 32]`` f32 (``K <= MAX_Q8_K``: with
 the prologue's ``x [K]`` f32 at ``K <= 4096``, 21 KiB of IREE's 32) written at ``32 b + [0,
 32)`` and ``b < K / 32``. Q8_0: block ``b < K / 32`` reads ``q [N / 4, 4 K]`` at ``128 b +
 32 i + [0, 32) < 4 K``, ``d [N / 4, K / 8]`` at ``4 b + [0, 4) < K / 8``. Q4_K: pair ``p <
-K / 64`` reads ``q [N / 4, 2 K]`` at ``128 p + 32 i + [0, 32) < 2 K``, ``a [N / 4, K / 8]``
-at ``8 p + [0, 8) < K / 8``, ``xq`` at ``64 p + [0, 64) < K``, ``xd`` at ``2 p + [0, 2) < K /
-32``; the mins as the exact kernel's. Q6_K's ``d [N / 4, K / 4]`` at ``8 b + [0, 8) < K /
-4``.
+K / 64`` reads ``q [N / 4, 2 K]`` at ``128 p + 32 i + [0, 32) < 2 K``, ``sc [N / 4, K / 8]``
+at ``8 p + [0, 8) < K / 8``, ``d [N / 4, K / 64]`` at ``4 (p / 4) + [0, 4) < K / 64``, ``xq``
+at ``64 p + [0, 64) < K``, ``xd`` at ``2 p + [0, 2) < K / 32``; the mins, superblock ``g /
+8`` (``g = 0, 8, .. < K / 32``), ``xs`` at ``g + [0, 8)``, ``mn [N / 4, K / 8]`` at ``4 g + 8
+i + [0, 8) < K / 8`` and ``dmin [N / 4, K / 64]`` at ``g / 2 + i < K / 64``. Q6_K's ``d [N
+/ 4, K / 4]`` at ``8 b + [0, 8) < K / 4``.
 """
 
 from __future__ import annotations
@@ -81,7 +89,6 @@ from rlx.lowering.mir_to_linalg.quant.gemv_text import (
     V8,
     at,
     close_reduction,
-    q4_k_mins,
     reduction,
     rows_loop,
     store_row,
@@ -247,10 +254,12 @@ def q8_0_body(t: Text, kern: Shape) -> None:
 
 
 def q4_k_body(t: Text, kern: Shape) -> None:
-    """Q4_K: per pair of groups (64 weights, one 32-byte load a row) ``y += (A · d_x) ·
-    Σ q_w q_x`` for both, then ``y -= Σ_g B_g X_g``."""
+    """Q4_K: per pair of groups (64 weights, one 32-byte load a row) ``y += (d · sc · d_x)
+    · Σ q_w q_x`` for both, then ``y -= Σ_g dmin · m_g · X_g``: the scales from the byte
+    planes ``sc``, ``mn`` and the f16 ``d``, ``dmin`` per 256 (``d · sc`` and ``dmin · m``
+    are exact in f32)."""
     assert kern.int_dot is not None
-    k, q, a = kern.k, kern.bindings["q"], kern.bindings["a"]
+    k, mem = kern.k, kern.bindings
     xq, xd = memref([k], "i8"), memref([k // 32], "f32")
     quantize_x(t, k, sums=True)
     dot_constants(t, kern.int_dot)
@@ -269,12 +278,20 @@ def q4_k_body(t: Text, kern: Shape) -> None:
     t(f"%dx2 = vector.load %xd[%g0] : {xd}, vector<2xf32>")
     t("%dx8 = vector.shuffle %dx2, %dx2 [0, 1, 0, 1, 0, 1, 0, 1] : vector<2xf32>, "
       "vector<2xf32>")
-    t(f"%ka = {at('%p', 2 * ROWS_PER_TILE, 0)}")
-    t(f"%av = vector.load %a[%tile, %ka] : {a}, {V8}")
+    t(f"%ks = {at('%p', 2 * ROWS_PER_TILE, 0)}")           # sc[tile, 8 p + 2 i + h]
+    t(f"%scb = vector.load %sc[%tile, %ks] : {mem['sc']}, vector<8xi8>")
+    t("%sci = arith.extui %scb : vector<8xi8> to vector<8xi32>")
+    t(f"%scf = arith.uitofp %sci : vector<8xi32> to {V8}")
+    t("%kd = affine.apply affine_map<()[s0] -> ((s0 floordiv 4) * 4)>()[%p]")
+    t(f"%dh = vector.load %d[%tile, %kd] : {mem['d']}, vector<4xf16>")   # d[tile, 4 s + i]
+    t("%d4 = arith.extf %dh : vector<4xf16> to vector<4xf32>")
+    t("%d8 = vector.shuffle %d4, %d4 [0, 0, 1, 1, 2, 2, 3, 3] : vector<4xf32>, "
+      "vector<4xf32>")
+    t(f"%av = arith.mulf %scf, %d8 : {V8}")
     t(f"%ax = arith.mulf %av, %dx8 : {V8}")
     for i in range(ROWS_PER_TILE):
         t(f"%qk{i} = {at('%p', 32 * ROWS_PER_TILE, 32 * i)}")
-        t(f"%w{i} = vector.load %q[%tile, %qk{i}] : {q}, {V32B}")
+        t(f"%w{i} = vector.load %q[%tile, %qk{i}] : {mem['q']}, {V32B}")
         t(f"%u{i}_0 = arith.andi %w{i}, %lo4 : {V32B}")
         t(f"%u{i}_1 = arith.shrui %w{i}, %sh4 : {V32B}")
         prev = f"%a{i}"
@@ -287,13 +304,33 @@ def q4_k_body(t: Text, kern: Shape) -> None:
             t(f"%e{tag} = vector.fma %df{tag}, %v{tag}, {prev} : {V8}")
             prev = f"%e{tag}"
     close_reduction(t, [f"%e{i}_1" for i in range(ROWS_PER_TILE)], V8)
-    q4_k_mins(t, k, kern.bindings["m"])
+    _q4_k_mins(t, k, mem)
     for i in range(ROWS_PER_TILE):
         t(f"%sum{i} = vector.reduction <add>, %acc#{i} : {V8} into f32")
         t(f"%min{i} = vector.reduction <add>, %mins#{i} : {V8} into f32")
         t(f"%y{i} = arith.subf %sum{i}, %min{i} : f32")
         store_row(t, kern.bindings, i, f"%y{i}")
     t.end()
+
+
+def _q4_k_mins(t: Text, k: int, mem: dict[str, str]) -> None:
+    """``%mins#i`` = ``Σ_g dmin · m[r_i, g] · X[g]``, one superblock (8 groups) at a time:
+    ``m`` bytes ``mn[tile, 4 g + 8 i + [0, 8)]``, ``dmin[tile, g / 2 + i]``."""
+    xs = memref([k // 32], "f32")
+    reduction(t, "mins", "g", "%nb", "%c8", "z", V8)
+    t(f"%xv = vector.load %xs[%g] : {xs}, {V8}")
+    for i in range(ROWS_PER_TILE):
+        t(f"%km{i} = {at('%g', ROWS_PER_TILE, 8 * i)}")
+        t(f"%mb{i} = vector.load %mn[%tile, %km{i}] : {mem['mn']}, vector<8xi8>")
+        t(f"%mi{i} = arith.extui %mb{i} : vector<8xi8> to vector<8xi32>")
+        t(f"%mf{i} = arith.uitofp %mi{i} : vector<8xi32> to {V8}")
+        t(f"%kn{i} = affine.apply affine_map<()[s0] -> (s0 floordiv 2 + {i})>()[%g]")
+        t(f"%dm{i} = memref.load %dmin[%tile, %kn{i}] : {mem['dmin']}")
+        t(f"%dn{i} = arith.extf %dm{i} : f16 to f32")
+        t(f"%db{i} = vector.broadcast %dn{i} : f32 to {V8}")
+        t(f"%mv{i} = arith.mulf %mf{i}, %db{i} : {V8}")
+        t(f"%mz{i} = vector.fma %mv{i}, %xv, %z{i} : {V8}")
+    close_reduction(t, [f"%mz{i}" for i in range(ROWS_PER_TILE)], V8)
 
 
 def q8_body(t: Text, kern: Shape) -> None:
