@@ -510,7 +510,9 @@ def compile(
     (``"decomposed"`` / ``"fused"``), ``compute_barriers``, ``gemv_kernels`` (llvm-cpu:
     decode GEMVs of Q8_0 / Q4_K, and of Q5_0 / Q4_0 / Q6_K within the hoisting threshold,
     through rlx's hand-written kernels; default on), ``attention_kernel`` (llvm-cpu: attention of
-    one f32 query against a KV cache through rlx's hand-written kernel; default on).
+    one f32 query against a KV cache through rlx's hand-written kernel; default on),
+    ``activation_quant`` (llvm-cpu, default None; ``"q8"``: decode GEMVs' ``x`` quantized to
+    int8 blocks, integer dot products as the CPU has them, :func:`int_dot_of`).
     ``cache`` (vmfb only): a :class:`~rlx.cache.CompileCache`, ``True`` for the default
     directory or a directory path: a module compiled before with the same flags, rlx and
     IREE comes from there, and a new compile is stored (see :mod:`rlx.cache`).
@@ -550,6 +552,6 @@ def compile(
     return data
 
 
-__all__ = ["EMITS", "KNOWN_GPU_TARGETS", "TARGETS", "DispatchCounts", "RlxError",
-           "TargetConfig", "check_gpu_target", "compile", "dispatch_counts", "load", "lower",
-           "lowered_text"]
+__all__ = ["AVX2_CPUS", "EMITS", "KNOWN_GPU_TARGETS", "TARGETS", "VNNI_CPUS", "DispatchCounts",
+           "RlxError", "TargetConfig", "check_gpu_target", "compile", "dispatch_counts",
+           "int_dot_of", "load", "lower", "lowered_text"]

@@ -252,7 +252,8 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
     """The kernel for a dequant_matmul of ``m`` rows of ``x`` (None: dynamic), or None (not
     llvm-cpu, disabled, not a decode GEMV of a covered scheme (``1 <= m <= MAX_BATCH``), a
     row count that is not a multiple of 4, or a Q5_0 / Q4_0 / Q6_K weight too large for its
-    widened repacking to be hoisted)."""
+    widened repacking to be hoisted). With ``options.activation_quant == "q8"``, ``M = 1``
+    and ``K <= MAX_Q8_K``, the kernel's ``q8`` form (:mod:`.gemv_q8`)."""
     if not options.gemv_kernels or scheme not in SCHEMES:
         return None
     if m is None or not 1 <= m <= MAX_BATCH or n % ROWS_PER_TILE:
