@@ -639,8 +639,8 @@ def test_prefill_compiles_for_vulkan_and_cuda() -> None:
 
 Q8_CASES = (("gguf_q8_0", 48, 576), ("gguf_q4_k", 48, 512), ("gguf_q5_0", 16, 576),
             ("gguf_q4_0", 8, 512), ("gguf_q6_k", 16, 512))
-"""Plain GEMVs of the q8 test module; then a residual epilogue (Q4_K 48 x 512) and an RMSNorm
-prologue (Q8_0 16 x 576)."""
+"""Plain GEMVs of the q8 test module; then a residual epilogue (Q4_K 48 x 512), an RMSNorm
+prologue (Q8_0 16 x 576) and a SwiGLU prologue (Q4_K 16 x 512)."""
 Q8_FORMS = {"host": {}, "portable": {"cpu": "generic"}}
 """The q8 module compiled for this CPU (its int_dot: vnni, avx2 or portable) and for LLVM's
 generic x86-64 (the portable form)."""
@@ -677,7 +677,7 @@ def q4_k_mins(raw: np.ndarray) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def q8_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    """The q8 module (:data:`Q8_CASES`, a residual epilogue, an RMSNorm prologue), its
+    """The q8 module (:data:`Q8_CASES`, a residual epilogue, RMSNorm and SwiGLU prologues), its
     inputs (a block of zeros, a block with an outlier), weights covering every bit, and per
     form of :data:`Q8_FORMS` the kernels that ran, their outputs and the assembly."""
     rng = np.random.default_rng(13)
@@ -696,12 +696,18 @@ def q8_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     outs.append(h.mir("binary", [r, gemv("add", "gguf_q4_k", xs[512], 48, 512)], kind="add"))
     gamma, beta = h.param("gamma", (576,)), h.param("beta", (576,))
     outs.append(gemv("norm", "gguf_q8_0", h.rms_norm(xs[576], gamma, beta, 1e-5), 16, 576))
+    gu = h.input("gu", (1, 1, 1024))
+    g, u = (h.mir("slice", [gu], starts=[0, 0, 512 * i], sizes=[-1, -1, 512],
+                  strides=[1, 1, 1]) for i in range(2))
+    act = h.mir("binary", [h.mir("activation", [g], kind="silu"), u], kind="mul")
+    outs.append(gemv("glu", "gguf_q4_k", act, 16, 512))
     h.set_outputs(outs)
     weights["gamma"] = rng.standard_normal(576).astype(np.float32)
     weights["beta"] = (0.1 * rng.standard_normal(576)).astype(np.float32)
     feeds = {"x512": rng.standard_normal((1, 512)).astype(np.float32),
              "x576": rng.standard_normal((1, 576)).astype(np.float32),
-             "r": rng.standard_normal((1, 48)).astype(np.float32)}
+             "r": rng.standard_normal((1, 48)).astype(np.float32),
+             "gu": rng.standard_normal((1, 1, 1024)).astype(np.float32)}
     feeds["x576"][0, :32] = 0.0                          # d = 0: q = 0
     feeds["x512"][0, 40] = 50.0                          # one block's step 50 / 127
     runs: dict[str, object] = {"h": h, "weights": weights, "feeds": feeds,
@@ -720,8 +726,8 @@ def q8_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
 
 def _q8_wants(runs: dict[str, object]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
     """Per output: (its ``x``, its weight in f64, ``W x̃`` (+ r) for the quantized ``x̃``, or
-    None for the RMSNorm prologue, whose f32 ``x`` the kernel computes: rounding ties of the
-    quantization may fall otherwise than from numpy's)."""
+    None for the RMSNorm and SwiGLU prologues, whose f32 ``x`` the kernel computes: rounding
+    ties of the quantization may fall otherwise than from numpy's)."""
     weights, feeds = runs["weights"], runs["feeds"]
     assert isinstance(weights, dict)
     assert isinstance(feeds, dict)
@@ -735,6 +741,9 @@ def _q8_wants(runs: dict[str, object]) -> list[tuple[np.ndarray, np.ndarray, np.
     out.append((x, w, feeds["r"][0] + w @ q8_activations(x)[0]))
     normed = ref_ops.rms_norm(feeds["x576"], weights["gamma"], weights["beta"], eps=1e-5)[0]
     out.append((normed, oracle("gguf_q8_0", weights["norm"]).astype(np.float64), None))
+    g, u = (feeds["gu"][0, 0, 512 * i:512 * (i + 1)].astype(np.float64) for i in range(2))
+    out.append((g / (1 + np.exp(-g)) * u, oracle("gguf_q4_k", weights["glu"]).astype(
+        np.float64), None))
     return out
 
 
@@ -752,17 +761,19 @@ def assert_within_q8_bound(got: np.ndarray, want: np.ndarray, x: np.ndarray, w: 
 @pytest.mark.parametrize("form", list(Q8_FORMS))
 def test_gemv_kernels_q8(q8_runs: dict[str, object], form: str) -> None:
     """activation_quant="q8": each kernel (Q8_0 with every byte, -128 included; Q4_K, its mins
-    through the activation block sums; Q5_0 / Q4_0 / Q6_K widened; a residual epilogue; an RMSNorm
-    prologue) is what ran, in the CPU's dot-product form, and equals ``W x̃`` (x̃: x quantized
-    as ggml's q8_0 in numpy) within the f32 tolerance, and the exact float64 ``W x`` within
-    the derived bound ``Σ_b amax_b / 254 Σ |w|`` plus the f32 tolerance."""
+    through the activation block sums; Q5_0 / Q4_0 / Q6_K widened; a residual epilogue;
+    RMSNorm and SwiGLU prologues) is what ran, in the CPU's dot-product form, and equals
+    ``W x̃`` (x̃: x quantized as ggml's q8_0 in numpy) within the f32 tolerance, and the exact
+    float64 ``W x`` within the derived bound ``Σ_b amax_b / 254 Σ |w|`` plus the f32
+    tolerance."""
     run = q8_runs[form]
     assert isinstance(run, dict)
     dot = TargetConfig(activation_quant="q8", **Q8_FORMS[form]).lowering.int_dot
     assert form == "host" or dot == "portable"
     assert run["kernels"] == [f"{s.removeprefix('gguf_')}_{n}x{k}_q8{dot}"
                               for s, n, k in Q8_CASES] + [
-        f"q4_k_48x512_q8{dot}_add", f"q8_0_16x576_q8{dot}_rms3727c5ac"], run["kernels"]
+        f"q4_k_48x512_q8{dot}_add", f"q8_0_16x576_q8{dot}_rms3727c5ac",
+        f"q4_k_16x512_q8{dot}_glu"], run["kernels"]
     want = q8_runs["want"]
     assert isinstance(want, list)
     for i, ((x, w, quantized), got, exact) in enumerate(zip(_q8_wants(q8_runs), run["got"],
