@@ -114,16 +114,18 @@ class Shape(Protocol):
     def bindings(self) -> dict[str, str]: ...
 
 
-def quantize_x(t: Text, k: int, sums: bool) -> None:
+def quantize_x(t: Text, k: int, sums: bool, int_dot: str) -> None:
     """``%xq [K]`` i8 and ``%xd [K / 32]`` f32: ``%x`` in blocks of 32 as ggml's ``q8_0``
     (module docstring); ``sums``: ``%xs [K / 32]``, the sums of the quantized ``x`` per
-    block too (``d_b · Σ q``: the integer sum is exact in f32)."""
+    block too (``d_b · Σ q``: the integer sum is exact in f32). ``int_dot``: the kernel's
+    form (its rounding instruction)."""
     nb, x = k // 32, memref([k], "f32")
     t("%q8_c32 = arith.constant 32 : index")
     t(f"%q8_nb = arith.constant {nb} : index")
     t(f"%q8_127 = arith.constant {f32_literal(127.0)} : f32")
     t(f"%q8_one = arith.constant {f32_literal(1.0)} : f32")
     t("%q8_zero = arith.constant 0.0 : f32")
+    t(f"%q8_abs = arith.constant dense<{0x7FFFFFFF}> : vector<32xi32>")
     t(f"%xq = memref.alloca() : {memref([k], 'i8')}")
     t(f"%xd = memref.alloca() : {memref([nb], 'f32')}")
     if sums:
@@ -131,15 +133,26 @@ def quantize_x(t: Text, k: int, sums: bool) -> None:
     t.block("scf.for %qb = %c0 to %q8_nb step %c1")
     t("%qk = arith.muli %qb, %q8_c32 : index")
     t(f"%qv = vector.load %x[%qk] : {x}, vector<32xf32>")
-    t("%qa = math.absf %qv : vector<32xf32>")
-    t("%qm = vector.reduction <maximumf>, %qa : vector<32xf32> into f32")
+    # amax as the largest |x| bit pattern (an unsigned max of the bits without the sign
+    # bit: ordered as the magnitudes), where a float max reduction costs NaN checks
+    t("%qb32 = arith.bitcast %qv : vector<32xf32> to vector<32xi32>")
+    t("%qab = arith.andi %qb32, %q8_abs : vector<32xi32>")
+    t("%qmb = vector.reduction <maxui>, %qab : vector<32xi32> into i32")
+    t("%qm = arith.bitcast %qmb : i32 to f32")
     t("%qd = arith.divf %qm, %q8_127 : f32")
     t("%qnz = arith.cmpf ogt, %qd, %q8_zero : f32")
     t("%qr = arith.divf %q8_one, %qd : f32")
     t("%qid = arith.select %qnz, %qr, %q8_zero : f32")
     t("%qidv = vector.broadcast %qid : f32 to vector<32xf32>")
     t("%qs = arith.mulf %qv, %qidv : vector<32xf32>")
-    t("%qn = math.roundeven %qs : vector<32xf32>")
+    if int_dot == "portable":
+        t("%qn = math.roundeven %qs : vector<32xf32>")
+    else:
+        # llvm.intr.roundeven where the CPU has SSE4.1's vroundps (every AVX2 / VNNI one):
+        # IREE expands math.roundeven into ~200 integer instructions a block (the AVX2
+        # assembly: the quantization loop 280 -> 60 instructions a block); elsewhere LLVM
+        # would call roundevenf, which IREE's embedded executables cannot link
+        t("%qn = llvm.intr.roundeven(%qs) : (vector<32xf32>) -> vector<32xf32>")
     t(f"%qi = arith.fptosi %qn : vector<32xf32> to {V32B}")
     t(f"vector.store %qi, %xq[%qk] : {memref([k], 'i8')}, {V32B}")
     t(f"memref.store %qd, %xd[%qb] : {memref([nb], 'f32')}")
@@ -219,7 +232,7 @@ def q8_0_body(t: Text, kern: Shape) -> None:
     assert kern.int_dot is not None
     k, q, d = kern.k, kern.bindings["q"], kern.bindings["d"]
     sixteen = kern.scheme == "gguf_q6_k"
-    quantize_x(t, k, sums=False)
+    quantize_x(t, k, sums=False, int_dot=kern.int_dot)
     dot_constants(t, kern.int_dot)
     rows_loop(t, kern.rows)
     reduction(t, "acc", "b", "%q8_nb", "%c1", "a", V8)
@@ -261,7 +274,7 @@ def q4_k_body(t: Text, kern: Shape) -> None:
     assert kern.int_dot is not None
     k, mem = kern.k, kern.bindings
     xq, xd = memref([k], "i8"), memref([k // 32], "f32")
-    quantize_x(t, k, sums=True)
+    quantize_x(t, k, sums=True, int_dot=kern.int_dot)
     dot_constants(t, kern.int_dot)
     t("%c8 = arith.constant 8 : index")
     t(f"%nb = arith.constant {k // 32} : index")
