@@ -555,4 +555,14 @@ irdl.dialect @rlx_mir {
     irdl.operands(cond: %in0, on_true: %in1, on_false: %in2)
     irdl.results(y: %out0)
   }
+  // ``cache`` with ``T`` rows of one slot replaced per write: for ``n = 0 .. N-1`` in order, ``cache[slot[n], pos[n] + t, :] = new[n, t, :]`` for ``t < T``.
+  irdl.operation @write_rows {
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %in3 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(cache: %in0, new: %in1, slot: %in2, pos: %in3)
+    irdl.results(y: %out0)
+  }
 }

@@ -210,7 +210,9 @@ def _mir_blocks(h: rlx.HirModule) -> list[rlx.HirValue]:
                  dilation=[1, 1], padding=[1, 0, 1, 1], ceil_mode=True, count_include_pad=False)
     sl = h.mir("slice", [x], starts=[0, 5, 1], sizes=[-1, 3, 4], strides=[1, -2, 3])
     pd = h.mir("pad", [x], low=[0, 1, 0], high=[0, 0, 2], value=-1.0)
-    return [at, sw, emb, pick, cs, cv, dq, pool, sl, pd]
+    wr = h.mir("write_rows", [h.input("cache", (3, 8, 32)), x, h.input("slot", (2,), "i32"),
+                              h.input("pos", (2,), "i32")])
+    return [at, sw, emb, pick, cs, cv, dq, pool, sl, pd, wr]
 
 
 def _mir_scans(h: rlx.HirModule) -> list[rlx.HirValue]:

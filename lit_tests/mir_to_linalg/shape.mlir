@@ -1,7 +1,7 @@
 // mir-to-linalg for data movement: reshape is a collapse or expand when the shapes line up,
 // transpose a linalg.transpose, narrow an extract_slice, concat a tensor.concat, gather a
-// generic that reads the (f32-encoded, clamped) index and then the table; dim and iota
-// make sizes data.
+// generic that reads the (f32-encoded, clamped) index and then the table; write_rows a
+// scatter at clamped indices; dim and iota make sizes data.
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg %s | FileCheck %s
 
 // CHECK-LABEL: module @moves
@@ -126,5 +126,33 @@ module @barrier {
   func.func @main(%x: tensor<1x?x8xf32>) -> tensor<1x?x8xf32> {
     %b = "rlx_mir.barrier"(%x) : (tensor<1x?x8xf32>) -> tensor<1x?x8xf32>
     return %b : tensor<1x?x8xf32>
+  }
+}
+
+// -----
+
+// write_rows: the (slot, row) indices of each row written, clamped into the cache (slot
+// in [0, 3], row pos + t in [0, 15], in i64) on the device, behind a compute barrier;
+// then one scatter that updates the cache operand (the destination) in place.
+// CHECK-LABEL: module @write_rows
+// CHECK-DAG:  %[[SLOTS:.*]] = arith.constant 3 : i64
+// CHECK-DAG:  %[[ROWS:.*]] = arith.constant 15 : i64
+// CHECK:      %[[T:.*]] = tensor.dim %arg1, %c1 : tensor<2x?x8xf32>
+// CHECK:      %[[IDX:.*]] = linalg.generic {{.*}} ins(%arg2, %arg3 : tensor<2xi32>, tensor<2xi32>) outs(%{{.*}} : tensor<2x?x2xi32>)
+// CHECK:        %[[ROW:.*]] = arith.addi
+// CHECK:        %[[IS_SLOT:.*]] = arith.cmpi eq
+// CHECK:        %[[V:.*]] = arith.select %[[IS_SLOT]], %{{.*}}, %[[ROW]] : i64
+// CHECK-NEXT:   %[[HI:.*]] = arith.select %[[IS_SLOT]], %[[SLOTS]], %[[ROWS]] : i64
+// CHECK-NEXT:   %[[LO:.*]] = arith.maxsi %[[V]], %{{.*}} : i64
+// CHECK-NEXT:   %[[C:.*]] = arith.minsi %[[LO]], %[[HI]] : i64
+// CHECK-NEXT:   arith.trunci %[[C]] : i64 to i32
+// CHECK:      %[[B:.*]] = iree_tensor_ext.compute_barrier.start %[[IDX]] : tensor<2x?x2xi32>{%[[T]]}
+// CHECK:      %[[W:.*]] = iree_linalg_ext.scatter dimension_map = [0, 1] unique_indices(false) ins(%arg1, %[[B]] : tensor<2x?x8xf32>, tensor<2x?x2xi32>) outs(%arg0 : tensor<4x16x8xf32>)
+// CHECK:        iree_linalg_ext.yield %{{.*}} : f32
+// CHECK:      return %[[W]]
+module @write_rows {
+  func.func @main(%cache: tensor<4x16x8xf32>, %new: tensor<2x?x8xf32>, %slot: tensor<2xi32>, %pos: tensor<2xi32>) -> tensor<4x16x8xf32> {
+    %w = "rlx_mir.write_rows"(%cache, %new, %slot, %pos) : (tensor<4x16x8xf32>, tensor<2x?x8xf32>, tensor<2xi32>, tensor<2xi32>) -> tensor<4x16x8xf32>
+    return %w : tensor<4x16x8xf32>
   }
 }

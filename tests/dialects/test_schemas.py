@@ -33,6 +33,8 @@ MIR_OPS = {
     "mark_tokens",
     # a point IREE does not fuse across where matmuls are data-tiled (Qwen3.5's gated norm)
     "barrier",
+    # a KV cache written in place at positions read on the device (batched decode)
+    "write_rows",
 }
 
 

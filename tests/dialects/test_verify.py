@@ -178,6 +178,16 @@ CASES = {
     "mir_slice_kept_axis_strided": ("rlx_mir.slice", [X], "{sizes = array<i64: -1, 4>, "
                                     "starts = array<i64: 0, 0>, strides = array<i64: 2, 1>}",
                                     ["tensor<4x4xf32>"], "stride 1 for a size up to the end"),
+    "mir_write_rows_row": ("rlx_mir.write_rows", ["tensor<4x16x8xf32>", "tensor<4x1x6xf32>",
+                           "tensor<4xi32>", "tensor<4xi32>"], "", ["tensor<4x16x8xf32>"],
+                           "operand 'new' dim 2: expected 8 (a row of the cache)"),
+    "mir_write_rows_pos_type": ("rlx_mir.write_rows", ["tensor<4x16x8xf32>",
+                                "tensor<4x1x8xf32>", "tensor<4xi32>", "tensor<4xf32>"], "",
+                                ["tensor<4x16x8xf32>"], "operand 'pos': expected element "
+                                                        "type i32/i64"),
+    "mir_write_rows_count": ("rlx_mir.write_rows", ["tensor<4x16x8xf32>", "tensor<2x1x8xf32>",
+                             "tensor<3xi32>", "tensor<2xi32>"], "", ["tensor<4x16x8xf32>"],
+                             "operand 'slot' dim 0: expected 2 (one per write"),
     "mir_pad_negative": ("rlx_mir.pad", [X], "{high = array<i64: 0, -1>, low = array<i64: 0, "
                          "0>, value = 0.0 : f32}", [X], "2 sizes >= 0 each"),
     "mir_pool_rank": ("rlx_mir.pool", [X], '{ceil_mode = false, count_include_pad = false, '

@@ -1,5 +1,6 @@
 """Numerics of attention and RoPE: every mask kind, GQA, all q/k/v layouts, dynamic and
-different query / key lengths, both lowerings (decomposed; IREE's fused op on llvm-cpu)."""
+different query / key lengths, both lowerings (decomposed; IREE's fused op on llvm-cpu),
+the llvm-cpu decode kernel (one query, and one per sequence of a batch with a keep mask)."""
 
 from __future__ import annotations
 
@@ -137,6 +138,33 @@ def test_decode_attention_kernel(heads: int, kv_heads: int, head_dim: int, mask_
     check_module(h, "llvm-cpu", inputs=inputs)
 
 
+def test_batched_decode_attention_kernel() -> None:
+    """B = 3 queries, one per sequence, each against its own row of the cache through the
+    kernel (one workgroup per row and head): a custom keep mask (i1, the batched decode's
+    ``row <= pos``; and f32 over a dynamic key length, with a row that keeps no key: uniform
+    over its keys as the decomposed form, not NaN), and causal (every key). All three are
+    kernel dispatches in the lowered module; each matches the numpy reference."""
+    b, heads, kv_heads, hd, keys = 3, 4, 2, 16, 10
+    h = rlx.HirModule("batched_decode")
+    q = h.input("q", (b, 1, heads * hd))
+    k, v = (h.input(n, (b, keys, kv_heads * hd)) for n in ("k", "v"))
+    kd, vd = (h.input(n, (b, None, kv_heads * hd)) for n in ("kd", "vd"))
+    keep, keep_f = h.input("keep", (b, keys), "i1"), h.input("keep_f", (b, None))
+    h.set_outputs([
+        h.attention(q, k, v, keep, num_heads=heads, head_dim=hd, mask_kind="custom"),
+        h.attention(q, kd, vd, keep_f, num_heads=heads, head_dim=hd, mask_kind="custom"),
+        h.attention(q, k, v, num_heads=heads, head_dim=hd, mask_kind="causal")])
+    linalg = rlx.compile(h, "llvm-cpu", emit="linalg")
+    assert linalg.count("flow.dispatch @rlx_attention_decode_4x2x16_") == 3
+    assert "linalg.softmax" not in linalg
+    rng = np.random.default_rng(5)
+    pos = np.array([2, 9, 0])
+    seen = (rng.random((b, 7)) < 0.5).astype(np.float32)
+    seen[0] = 0     # a row that keeps no key
+    check_module(h, "llvm-cpu", dyn=7, inputs={"keep": np.arange(keys)[None] <= pos[:, None],
+                                               "keep_f": seen})
+
+
 @pytest.mark.parametrize(("len_k", "len_v", "mask_kind", "window"), [
     (40, 29, "causal", None),               # V shorter: nothing past its 29 rows is read
     (29, 40, "none", None),
@@ -174,6 +202,41 @@ def test_decode_attention_kernel_stays_within_k_and_v(len_k: int, len_v: int, ma
     want = reference.evaluate(h, {"q": inputs["q"], "k": inputs["k"][:, :n],
                                   "v": inputs["v"][:, :n]}, {})[0]
     assert_close(prog.main(**inputs), want, "f32", f"K {len_k} rows, V {len_v}")
+
+
+def test_batched_decode_kernel_stays_within_its_rows() -> None:
+    """A batch of 2 with K / V of 12 rows a sequence and a keep mask of 9, which the op's
+    run-time shape checks reject: lowered with those checks removed, the masked batched
+    kernel takes ``rows = min(24, 24, 18) / 2 = 9`` rows a sequence of the collapsed
+    operands (row ``b`` reads collapsed rows ``9 b .. 9 b + 8`` of K, V and mask), and reads
+    nothing past any binding: the result is the reference over exactly those rows."""
+    b, heads, kv_heads, hd = 2, 4, 2, 16
+    h = rlx.HirModule("batched_mismatch")
+    q = h.input("q", (b, 1, heads * hd))
+    k, v = (h.input(n, (b, None, kv_heads * hd)) for n in ("k", "v"))
+    keep = h.input("keep", (b, None))
+    h.set_outputs([h.attention(q, k, v, keep, num_heads=heads, head_dim=hd,
+                               mask_kind="custom")])
+    config = compiler.TargetConfig("llvm-cpu")
+    lowered = compiler.load(h)
+    compiler.lower(lowered, config)
+    checks = [op for op in walk_ops(lowered.module.operation)
+              if op.name == "util.status.check_ok"]
+    assert checks, "the mask length check the kernel must not depend on"
+    for op in checks:
+        op.erase()
+    assert "flow.dispatch @rlx_attention_decode_4x2x16_" in compiler.lowered_text(
+        lowered.module)
+    prog = runtime.load(compiler.run_iree(lowered, config, None), "local-task")
+    rng = np.random.default_rng(9)
+    inputs = {"q": rng.standard_normal((b, 1, heads * hd)).astype(np.float32),
+              "k": rng.standard_normal((b, 12, kv_heads * hd)).astype(np.float32),
+              "v": rng.standard_normal((b, 12, kv_heads * hd)).astype(np.float32),
+              "keep": (rng.random((b, 9)) < 0.6).astype(np.float32)}
+    seen = {n: inputs[n].reshape(b * inputs[n].shape[1], -1)[:18].reshape(b, 9, -1)
+            for n in ("k", "v")}
+    want = reference.evaluate(h, {"q": inputs["q"], **seen, "keep": inputs["keep"]}, {})[0]
+    assert_close(prog.main(**inputs), want, "f32", "K / V 12 rows a sequence, mask 9")
 
 
 def test_decode_score_scale_and_softcap() -> None:

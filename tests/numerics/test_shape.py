@@ -1,7 +1,9 @@
 """Numerics of the data-movement MIR ops: reshape (static and dynamic), transpose,
 narrow (also from the end), slice (strided, backwards, kept dynamic axes), pad, concat,
-expand, gather (embedding, f32-encoded and per-batch indices), barrier (the identity),
-dim and iota (a dynamic size as data)."""
+expand, gather (embedding, f32-encoded and per-batch indices), write_rows (rows of a
+cache replaced at device-side positions: a decode's one row per slot, a prompt's dynamic
+rows into one slot, overlapping writes, slot and row indices out of range on both sides),
+barrier (the identity), dim and iota (a dynamic size as data)."""
 
 from __future__ import annotations
 
@@ -50,8 +52,22 @@ def shapes(dtype: str) -> rlx.HirModule:
     outs.append(h.mir("gather", [s, ids_i], axis=1))
     pick = h.input("pick", (2, 1), "i32")
     outs.append(h.mir("gather", [x, pick], axis=1, batch_dims=1))
+    outs += _writes(h, x, dtype)
     h.set_outputs(outs)
     return h
+
+
+def _writes(h: rlx.HirModule, x: rlx.HirValue, dtype: str) -> list[rlx.HirValue]:
+    """write_rows into ``cache [3, 6, 24]``: one row per slot at ``pos`` (a decode step;
+    positions below 0 and past the end are clamped), the rows of ``x [2, dyn, 24]`` at
+    ``slot2`` / ``pos2`` (dyn = 5 rows; the second write starts at row 4, so its rows past
+    the end land on row 5, and overlaps the first when the slots agree)."""
+    cache = h.input("cache", (3, 6, 24), dtype)
+    row = h.input("row", (3, 1, 24), dtype)
+    return [h.mir("write_rows", [cache, row, h.input("slots", (3,), "i32"),
+                                 h.input("pos", (3,), "i32")]),
+            h.mir("write_rows", [cache, x, h.input("slot2", (2,), "i64"),
+                                 h.input("pos2", (2,), "i64")])]
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -59,5 +75,8 @@ def shapes(dtype: str) -> rlx.HirModule:
 def test_shape_ops(target: str, dtype: str) -> None:
     inputs = {"ids_f": np.array([[0.0, 3.7, 9.2, 12.0, -1.0]] * 2, np.float32),
               "ids_i": np.array([5, 0, 2], np.int64),
-              "pick": np.array([[4], [1]], np.int32)}
+              "pick": np.array([[4], [1]], np.int32),
+              "slots": np.array([0, 1, 2], np.int32), "pos": np.array([-3, 5, 9], np.int32),
+              "slot2": np.array([7, 2] if dtype == "f32" else [-1, 0], np.int64),
+              "pos2": np.array([0, 4], np.int64)}
     check_module(shapes(dtype), target, dyn=5, inputs=inputs)

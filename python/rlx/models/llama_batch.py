@@ -15,15 +15,19 @@ between calls without the cache changing shape. Entry points:
   and it attends to rows ``0 .. pos[b]`` of its slot (a per-row key mask made from ``pos``
   on the device). Returns ``logits [1, B, V]``, ``next [1, B]`` and the cache. Every row is
   computed; a free slot's row is ignored by the caller (and overwritten when the slot is
-  prefilled again).
+  prefilled again). A ``pos[b]`` outside ``0 .. context - 1`` is clamped by the write (it
+  never writes outside the cache); the caller keeps positions below the context.
 - ``sample``: :mod:`rlx.models.sampling`, one row: the token after a prompt, and each
   sampled row of a decode step (the engine calls it once per such row): a 4-row sample
   function alone (700 logits) had not compiled after a minute of CPU here (load ~25).
 
 The per-token work (embedding, norms, projections, RoPE, FFN, head) runs on the ``B`` tokens
 as one ``[1, B, E]`` sequence (RoPE's table row t is token t's position); only attention
-sees the batch axis. A row's result does not depend on the other rows. The K / V write is a
-select over the slot's rows against the position (``where(row == pos, new, cache)``).
+sees the batch axis. A row's result does not depend on the other rows. The K / V writes
+are ``rlx_mir.write_rows`` at the slot and position read on the device: IREE updates the
+cache's buffer in place (the cache outputs alias the inputs; a caller passes each call the
+previous call's outputs and does not read the inputs again), so a step writes B rows per
+layer and K / V instead of rewriting every slot's whole cache.
 """
 
 from __future__ import annotations
@@ -65,29 +69,26 @@ def _prefill(h: HirModule, c: LlamaConfig, batch: int, context: int) -> None:
     logits = _head(ctx, x, last)
     nxt = h.named("next", lambda h: h.mir("argmax", [logits], axis=-1, keep_dim=False))
     start = len(h)
-    # rows 0 .. S-1 of the prompt's K / V, stretched to the context (row j >= S repeats
-    # row S - 1: masked out until decode writes it)
-    rows = h.mir("binary", [h.constant(np.arange(context, dtype=np.int32)[None]), last],
-                 kind="min")
-    in_slot = h.mir("compare", [h.constant(np.arange(batch, dtype=np.int32)[:, None, None]),
-                                h.mir("reshape", [slot], new_shape=[1, 1, 1])], kind="eq")
-    out = [h.mir("where", [in_slot, h.mir("gather", [t, rows], axis=1, batch_dims=1), old])
+    # rows 0 .. S-1 of slot `slot`, in place (rows S .. are left as they are: masked out
+    # until decode writes them)
+    first = h.constant(np.zeros(1, np.int32), "i32")
+    out = [h.mir("write_rows", [old, t, slot, first])
            for t, old in zip(fresh, cache, strict=True)]
     h.label_nodes_since(start, "cache_write")
     h.set_outputs([logits, nxt, *out])
 
 
 def _decode_layer(ctx: _Ctx, i: int, x: HirValue, cos: HirValue, sin: HirValue,
-                  at_pos: HirValue, keep: HirValue, cache: tuple[HirValue, HirValue]
-                  ) -> tuple[HirValue, HirValue, HirValue]:
+                  at: tuple[HirValue, HirValue], keep: HirValue,
+                  cache: tuple[HirValue, HirValue]) -> tuple[HirValue, HirValue, HirValue]:
     """One layer of ``B`` tokens, one per slot (``x [1, B, E]``)."""
     h, c = ctx.h, ctx.c
     pre = f"layers.{i}."
     start = len(h)
     n1 = h.rms_norm(x, ctx.p(pre + "ln1"), ctx.zeros_e, c.rms_norm_eps)
     q, k, v = ctx.attention_inputs(n1, pre, cos, sin)
-    k_all, v_all = (h.mir("where", [at_pos, h.mir("reshape", [t], new_shape=[-1, 1, c.kv_dim]),
-                                    old])
+    k_all, v_all = (h.mir("write_rows", [old, h.mir("reshape", [t], new_shape=[-1, 1, c.kv_dim]),
+                                         *at])
                     for t, old in ((k, cache[0]), (v, cache[1])))
     q = h.mir("reshape", [q], new_shape=[-1, 1, c.num_heads * c.head_dim])
     a = h.attention(q, k_all, v_all, keep, num_heads=c.num_heads, head_dim=c.head_dim,
@@ -109,15 +110,14 @@ def _decode(h: HirModule, c: LlamaConfig, batch: int, context: int) -> None:
     ctx = _ctx(h, c)
     start = len(h)
     rows = np.arange(context, dtype=np.int32)
-    at_pos = h.mir("compare", [h.constant(rows[None, :, None]),
-                               h.mir("reshape", [pos], new_shape=[batch, 1, 1])], kind="eq")
+    at = (h.constant(np.arange(batch, dtype=np.int32), "i32"), pos)
     keep = h.mir("compare", [h.constant(rows[None]),
                              h.mir("reshape", [pos], new_shape=[batch, 1])], kind="le")
     h.label_nodes_since(start, "positions")
     x = h.named("embed", lambda h: h.mir("gather", [ctx.p("embed"), ids], axis=0))
     out: list[HirValue] = []
     for i in range(c.num_layers):
-        x, k, v = _decode_layer(ctx, i, x, cos, sin, at_pos, keep,
+        x, k, v = _decode_layer(ctx, i, x, cos, sin, at, keep,
                                 (cache[2 * i], cache[2 * i + 1]))
         out += [k, v]
     logits = _head(ctx, x, None)

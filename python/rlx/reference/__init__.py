@@ -102,6 +102,7 @@ ADAPTERS: dict[str, Callable[..., Any]] = {
     "concat": ops.concat,
     "expand": ops.expand,
     "gather": ops.gather,
+    "write_rows": ops.write_rows,
     "dim": ops.dim,
     "iota": ops.iota,
     "reduce": ops.reduce,

@@ -325,6 +325,19 @@ def gather(table: np.ndarray, idx: np.ndarray, *, axis: int = 0, batch_dims: int
     return np.stack(out)
 
 
+def write_rows(cache: np.ndarray, new: np.ndarray, slot: np.ndarray, pos: np.ndarray
+               ) -> np.ndarray:
+    """``cache[slot[n], pos[n] + t] = new[n, t]`` for each write in order, the slot and
+    each row clamped into the cache (the op's definition, see the schema)."""
+    out = np.array(cache, copy=True)
+    b, c = out.shape[:2]
+    for n in range(new.shape[0]):
+        s = min(max(int(slot[n]), 0), b - 1)
+        for t in range(new.shape[1]):
+            out[s, min(max(int(pos[n]) + t, 0), c - 1)] = new[n, t]
+    return out
+
+
 REDUCE = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "prod": np.prod}
 
 

@@ -1,5 +1,6 @@
 """MIR data-movement ops: reshape, transpose, narrow, slice, pad, concat, expand, gather,
-barrier; and the sizes of a tensor as data: dim, iota."""
+write_rows (an in-place row update, a KV cache's), barrier; and the sizes of a tensor as
+data: dim, iota."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from rlx.dialects.enums import INDEX_TYPES
 from rlx.dialects.mir.dialect import MIR
 from rlx.dialects.schema import Check, float_attr, int_attr, ints_attr, variadic
 from rlx.ir.types import Dim, DType, TensorInfo, dims_compatible, merge_dim
+
+ROW_INDEX_TYPES = frozenset({DType.I32, DType.I64})
+"""``write_rows``' slot and row indices (integers only: a cache position is no token id)."""
 
 
 @MIR.op("reshape", operands=["x"],
@@ -304,6 +308,36 @@ def gather(c: Check) -> list[TensorInfo]:
                "empty")
     return [table.with_shape((*table.shape[:axis], *idx.shape[batch:],
                               *table.shape[axis + 1:]))]
+
+
+@MIR.op("write_rows", operands=["cache", "new", "slot", "pos"])
+def write_rows(c: Check) -> list[TensorInfo]:
+    """``cache`` with ``T`` rows of one slot replaced per write: for ``n = 0 .. N-1`` in
+    order, ``cache[slot[n], pos[n] + t, :] = new[n, t, :]`` for ``t < T``.
+
+    Operands: ``cache [B, C, D]`` (``B`` slots of ``C`` rows), ``new [N, T, D]`` of the
+    cache's element type, ``slot [N]`` and ``pos [N]`` (integers, read on the device: a
+    KV cache written at each sequence's own position without the host reading it). A write
+    that overlaps an earlier one wins. Out-of-range indices never write outside the cache:
+    ``slot`` is clamped into ``[0, B - 1]`` and each row ``pos[n] + t`` into
+    ``[0, C - 1]`` (the rows past the end all land on row ``C - 1``, the last one kept),
+    as ``gather`` clamps its indices. rlx's, not RLX's (whose decode concatenates).
+
+    Example::
+
+        %k = "rlx_mir.write_rows"(%cache, %new, %slot, %pos)
+            : (tensor<8x256x64xf32>, tensor<8x1x64xf32>, tensor<8xi32>, tensor<8xi32>)
+            -> tensor<8x256x64xf32>
+    """
+    cache = c.rank("cache", 3)
+    c.rank("new", 3)
+    c.same_dtype("cache", "new")
+    c.dim("new", 2, c.ref("cache", 2), "a row of the cache")
+    for name in ("slot", "pos"):
+        c.dtype(name, ROW_INDEX_TYPES)
+        c.rank(name, 1)
+        c.dim(name, 0, c.ref("new", 0), "one per write (dim 0 of 'new')")
+    return [cache]
 
 
 @MIR.op("dim", operands=["x"], attrs=[int_attr("axis")])

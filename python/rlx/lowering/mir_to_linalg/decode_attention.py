@@ -16,8 +16,13 @@ workgroup per query head:
   two passes over K instead of a score buffer of dynamic length on the stack).
 
 Semantics are the attention op's for one query at the last position (``mask_kind`` none or
-causal: every key is visible; sliding_window: the last ``window + 1`` keys), summed in
-another order (within the f32 tolerance of the decomposed form, never bit-identical to it).
+causal: every key is visible; sliding_window: the last ``window + 1`` keys; custom: a key's
+score is the decomposed form's masked fill where the query row's keep flag is below 0.5),
+summed in another order (within the f32 tolerance of the decomposed form, never
+bit-identical to it). A batch of ``B`` query rows (``q [B, 1, H · hd]``, one per sequence,
+K / V ``[B, S_k, ...]``, the batched decode of :mod:`rlx.models.llama_batch`) runs ``B · H``
+workgroups, row ``wg / H`` against its own rows of the cache: where IREE data-tiled the
+decomposed form's batch matmuls, it packed (copied) every slot's whole K and V each step.
 Query head ``h`` reads KV head ``h / (H / Hkv)`` (GQA, no K/V copy). Taken only where the
 layout is the packed ``[1, 1, H · hd]`` query and ``[1, S_k, Hkv · hd]`` K / V in f32, with
 ``hd`` a multiple of 16 and no softcap, mask operand or bias; anything else keeps the
@@ -44,7 +49,10 @@ range once, none past ``len`` (the last block partial; ``b + BLOCK`` cannot over
 being below a row count). A head ``h`` reads ``q`` / ``o`` at ``h · hd + [0, hd)`` and K / V
 columns ``(h / (H / Hkv)) · hd + [0, hd)``, in bounds for ``h < H``: the workload is the
 constant ``H``, one workgroup per head, and the body runs only for workgroup ids below
-``H`` (:func:`.executable.executable_text`). With no key at all (``len = 0``) neither pass
+``H`` (:func:`.executable.executable_text`). Batched or masked (``B · H`` workgroups),
+row ``b = wg / H < B`` reads K / V / mask rows ``b · rows .. b · rows + rows - 1`` of the
+collapsed ``[B · S_k, ...]`` operands, ``rows`` the smallest of their row counts divided by
+``B``: below ``B · rows``, inside every binding. With no key at all (``len = 0``) neither pass
 runs, nothing is read and the result is 0 / 0; with one, each loop runs once.
 """
 
@@ -70,8 +78,12 @@ from rlx.lowering.mir_to_linalg.executable import (
 )
 from rlx.lowering.registry import LoweringContext
 
-MASK_KINDS = ("none", "causal", "sliding_window")
-"""Mask kinds under which one query at the last position sees a contiguous run of keys."""
+MASK_KINDS = ("none", "causal", "sliding_window", "custom")
+"""Mask kinds the kernel takes: one query at the last position sees a contiguous run of
+keys, or (custom) the keys its row of the mask keeps."""
+
+MASKED = -1e9
+"""A masked key's score: the decomposed form's (``attention.MASKED``, RLX's fill)."""
 
 BLOCK = 128
 """Keys the sum pass adds up into fresh accumulators before adding them to the running
@@ -91,24 +103,42 @@ class AttentionKernel:
     scale: float
     window: int | None = None
     """sliding_window: the query sees keys ``j >= S_k - 1 - window``."""
+    batch: int = 1
+    """Query rows, one per sequence (``q [B, 1, H · hd]``, K / V ``[B, S_k, ...]``)."""
+    masked: bool = False
+    """mask_kind custom: a key ``j`` of row ``b`` is seen where ``mask[b, j] >= 0.5``."""
 
     @property
     def symbol(self) -> str:
         window = "" if self.window is None else f"_w{self.window}"
+        rows = "" if self.batch == 1 else f"_b{self.batch}"
+        mask = "_m" if self.masked else ""
         return (f"rlx_attention_decode_{self.heads}x{self.kv_heads}x{self.head_dim}"
-                f"_s{f32_bits(self.scale):08x}{window}")
+                f"_s{f32_bits(self.scale):08x}{window}{rows}{mask}")
+
+    @property
+    def rowwise(self) -> bool:
+        """Whether each workgroup finds its query row (batch or mask): else the batch-1
+        kernel's text, unchanged."""
+        return self.batch != 1 or self.masked
 
     def text(self) -> str:
         """The kernel's ``stream.executable``."""
         hd, kv, qo = self.head_dim, self.kv_memref, self.qo_memref
+        mask = [Binding("mask", "memref<?xf32>", ("%len_m",))] if self.masked else []
         args = [Binding("q", qo), Binding("k", kv, ("%len_k",)), Binding("v", kv, ("%len_v",)),
-                Scalar("len_k"), Scalar("len_v"), Binding("o", qo)]
+                *mask, Scalar("len_k"), Scalar("len_v"),
+                *([Scalar("len_m")] if self.masked else []), Binding("o", qo)]
+        head = f"s0 mod {self.heads}" if self.rowwise else "s0"
 
         def body(t: Text) -> None:
-            # the keys both K and V have: nothing past either binding is read
-            t("%len = arith.minui %len_k, %len_v : index")
+            if self.rowwise:
+                self._row_range(t)
+            else:
+                # the keys both K and V have: nothing past either binding is read
+                t("%len = arith.minui %len_k, %len_v : index")
             t(f"%qbase = affine.apply affine_map<()[s0] -> (s0 * {hd})>()[%wg]")
-            t(f"%kbase = affine.apply affine_map<()[s0] -> ((s0 floordiv "
+            t(f"%kbase = affine.apply affine_map<()[s0] -> (({head} floordiv "
               f"{self.heads // self.kv_heads}) * {hd})>()[%wg]")
             for c in range(self.chunks):
                 t(f"%qo{c} = affine.apply affine_map<()[s0] -> (s0 + {16 * c})>()[%qbase]")
@@ -119,7 +149,21 @@ class AttentionKernel:
             self._sum_pass(t)
             self._store(t)
 
-        return executable_text(self.symbol, args, body, self.heads)
+        return executable_text(self.symbol, args, body, self.batch * self.heads)
+
+    def _row_range(self, t: Text) -> None:
+        """Workgroup ``wg`` is query row ``b = wg / H``, head ``wg mod H``; its keys are
+        rows ``first = b · rows`` up to ``%len = first + rows`` of the collapsed
+        ``[B · S_k, ...]`` K / V (and mask), ``rows`` the smallest binding's row count over
+        B: for ``b < B`` every row read is below ``B · rows``, inside each binding."""
+        t("%len_kv = arith.minui %len_k, %len_v : index")
+        if self.masked:
+            t("%len_all = arith.minui %len_kv, %len_m : index")
+        total = "%len_all" if self.masked else "%len_kv"
+        t(f"%rows = affine.apply affine_map<()[s0] -> (s0 floordiv {self.batch})>()[{total}]")
+        t(f"%row = affine.apply affine_map<()[s0] -> (s0 floordiv {self.heads})>()[%wg]")
+        t("%first = affine.apply affine_map<()[s0, s1] -> (s0 * s1)>()[%row, %rows]")
+        t("%len = affine.apply affine_map<()[s0, s1] -> (s0 + s1)>()[%first, %rows]")
 
     @property
     def chunks(self) -> int:
@@ -132,14 +176,21 @@ class AttentionKernel:
 
     @property
     def qo_memref(self) -> str:
-        return f"memref<{self.heads * self.head_dim}xf32>"
+        return f"memref<{self.batch * self.heads * self.head_dim}xf32>"
 
     def _constants(self, t: Text) -> None:
         """``%start`` (the first visible key) and the softmax's constants."""
+        first = "s1" if self.rowwise else "0"
+        operands = "[%len, %first]" if self.rowwise else "[%len]"
         if self.window is None:
-            t("%start = arith.constant 0 : index")
-        else:   # max(0, S_k - 1 - window), as index arithmetic that cannot go negative
-            t(f"%start = affine.max affine_map<()[s0] -> (0, s0 - {1 + self.window})>()[%len]")
+            t("%start = arith.constant 0 : index" if not self.rowwise
+              else "%start = arith.addi %first, %c0 : index")
+        else:   # max(first, len - 1 - window), index arithmetic that cannot go negative
+            t(f"%start = affine.max affine_map<()[s0{', s1' if self.rowwise else ''}] -> "
+              f"({first}, s0 - {1 + self.window})>(){operands}")
+        if self.masked:
+            t(f"%masked = arith.constant {f32_literal(MASKED)} : f32")
+            t(f"%half = arith.constant {f32_literal(0.5)} : f32")
         t(f"%scale = arith.constant {f32_literal(self.scale)} : f32")
         t(f"%ninf = arith.constant {f32_literal(-pymath.inf)} : f32")
         t("%zero = arith.constant 0.0 : f32")
@@ -147,7 +198,13 @@ class AttentionKernel:
         t(f"%zv = arith.constant dense<0.0> : {V16}")
 
     def _score(self, t: Text, j: str) -> None:
-        """``%sc`` = scale · (q · k_j)."""
+        """``%sc`` = scale · (q · k_j); masked: only for a kept key (its K row is not read
+        otherwise), a masked one's is MASKED, as the decomposed form's (a row with every
+        key masked is uniform, not NaN)."""
+        if self.masked:
+            t(f"%mk = memref.load %mask[{j}] : memref<?xf32>")
+            t("%keep = arith.cmpf oge, %mk, %half : f32")
+            t.block("%sc = scf.if %keep -> (f32)")
         prev = None
         for c in range(self.chunks):
             t(f"%kv{c} = vector.load %k[{j}, %ko{c}] : {self.kv_memref}, {V16}")
@@ -155,7 +212,14 @@ class AttentionKernel:
                              f"vector.fma %q{c}, %kv{c}, {prev} : {V16}"))
             prev = f"%d{c}"
         t(f"%dot = vector.reduction <add>, {prev} : {V16} into f32")
-        t("%sc = arith.mulf %dot, %scale : f32")
+        if not self.masked:
+            t("%sc = arith.mulf %dot, %scale : f32")
+            return
+        t("%scaled = arith.mulf %dot, %scale : f32")
+        t("scf.yield %scaled : f32")
+        _else(t)
+        t("scf.yield %masked : f32")
+        t.end()
 
     def _max_pass(self, t: Text) -> None:
         """``%m`` = the largest visible score."""
@@ -193,11 +257,21 @@ class AttentionKernel:
         t("%sm = arith.subf %sc, %m : f32")
         t("%e = math.exp %sm : f32")
         t("%bl2 = arith.addf %bl, %e : f32")
+        vectors = ", ".join([V16] * self.chunks)
+        if self.masked:     # a key of weight 0 (masked, beside a kept one) adds nothing
+            t("%live = arith.cmpf one, %e, %zero : f32")
+            t.block(f"%acc:{self.chunks} = scf.if %live -> ({vectors})")
         t(f"%ev = vector.broadcast %e : f32 to {V16}")
         for c in range(self.chunks):
             t(f"%vv{c} = vector.load %v[%j, %ko{c}] : {self.kv_memref}, {V16}")
             t(f"%bn{c} = vector.fma %ev, %vv{c}, %ba{c} : {V16}")
         sums = ", ".join(f"%bn{c}" for c in range(self.chunks))
+        if self.masked:
+            t(f"scf.yield {sums} : {vectors}")
+            _else(t)
+            t(f"scf.yield {', '.join(f'%ba{c}' for c in range(self.chunks))} : {vectors}")
+            t.end()
+            sums = ", ".join(f"%acc#{c}" for c in range(self.chunks))
         t(f"scf.yield %bl2, {sums} : f32{f', {V16}' * self.chunks}")
 
     def _store(self, t: Text) -> None:
@@ -208,6 +282,12 @@ class AttentionKernel:
         for c in range(self.chunks):
             t(f"%out{c} = arith.mulf %r#{c + 1}, %invv : {V16}")
             t(f"vector.store %out{c}, %o[%qo{c}] : {self.qo_memref}, {V16}")
+
+
+def _else(t: Text) -> None:
+    """Close an ``scf.if``'s then-region and open its else-region."""
+    t.end("} else {")
+    t.depth += 1
 
 
 def kernel_for(ctx: LoweringContext, op: Decoded, scale: float) -> AttentionKernel | None:
@@ -223,28 +303,35 @@ def kernel_for(ctx: LoweringContext, op: Decoded, scale: float) -> AttentionKern
     q, k, v = op["q"], op["k"], op["v"]
     if any(emit.rank(x) != 3 or emit.elem(x) != emit.f32() for x in (q, k, v)):
         return None
-    if emit.static_shape(q)[:2] != [1, 1] or emit.static_shape(k)[0] != 1:
+    batch, seq = emit.static_shape(q)[:2]
+    if seq != 1 or batch is None or emit.static_shape(k)[0] != batch:
         return None
     hd = a["head_dim"]
     window = (a.get("window") or 0) if a["mask_kind"] == "sliding_window" else None
-    return AttentionKernel(a["num_heads"], emit.static_shape(k)[2] // hd, hd, scale, window)
+    return AttentionKernel(a["num_heads"], emit.static_shape(k)[2] // hd, hd, scale, window,
+                           batch, a["mask_kind"] == "custom")
 
 
 def dispatch(ctx: LoweringContext, kern: AttentionKernel, op: Decoded) -> ir.Value:
-    """The attention's ``[1, 1, H · hd]`` result, computed by ``kern``."""
+    """The attention's ``[B, 1, H · hd]`` result, computed by ``kern``."""
     record(ctx, kern)
     q = emit.collapse(op["q"], [[0, 1, 2]])
     k, v = (emit.collapse(op[name], [[0, 1], [2]]) for name in ("k", "v"))
-    ks, vs = emit.sizes(k), emit.sizes(v)
-    # K's and V's row counts: the very values that size their bindings (as the dispatch's
-    # operand dims, where dynamic), passed again as the kernel's memref dims
-    lengths = [emit.as_value(ks[0]), emit.as_value(vs[0])]
-    dims = [*emit.dynamic_values(ks), *emit.dynamic_values(vs)]
+    tensors = [k, v]
+    if kern.masked:     # [B, S_k] keep flags as f32 (1.0 / 0.0 from i1), one row of keys
+        tensors.append(emit.collapse(emit.convert_tensor(op["mask"], emit.f32()), [[0, 1]]))
+    sizes = [emit.sizes(x) for x in tensors]
+    # each binding's row count: the very value that sizes it (as the dispatch's operand
+    # dim, where dynamic), passed again as the kernel's memref dim
+    lengths = [emit.as_value(ss[0]) for ss in sizes]
+    dims = [d for ss in sizes for d in emit.dynamic_values(ss)]
     entry = ir.SymbolRefAttr.get([kern.symbol, kern.symbol])
-    out = ir.RankedTensorType.get([kern.heads * kern.head_dim], emit.f32())
-    o = flow.DispatchOp([out], [emit.index(kern.heads)], ir.ArrayAttr.get([entry]),
-                        [q, k, v, *lengths], dims, []).results[0]
-    return emit.expand(o, [[0, 1, 2]], [1, 1, kern.heads * kern.head_dim])
+    width = kern.batch * kern.heads * kern.head_dim
+    out = ir.RankedTensorType.get([width], emit.f32())
+    o = flow.DispatchOp([out], [emit.index(kern.batch * kern.heads)],
+                        ir.ArrayAttr.get([entry]), [q, *tensors, *lengths], dims,
+                        []).results[0]
+    return emit.expand(o, [[0, 1, 2]], [kern.batch, 1, kern.heads * kern.head_dim])
 
 
 __all__ = ["AttentionKernel", "dispatch", "kernel_for"]

@@ -1,5 +1,5 @@
 """mir-to-linalg for data movement: reshape, transpose, narrow, slice, pad, concat, expand,
-gather, barrier; dim and iota (sizes as data)."""
+gather, write_rows, barrier; dim and iota (sizes as data)."""
 
 from __future__ import annotations
 
@@ -123,6 +123,59 @@ def lower_gather(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
 
     return [emit.generic([indices], [init], [idx_map, emit.identity(n)],
                          [emit.PARALLEL] * n, body)[0]]
+
+
+def _row_indices(slot: ir.Value, pos: ir.Value, new: ir.Value, cache: ir.Value
+                 ) -> ir.Value:
+    """``[N, T, 2] i32``: ``(slot[n], pos[n] + t)`` per row written, each clamped into the
+    cache (``[0, B - 1]``, ``[0, C - 1]``), computed in i64 so ``pos + t`` cannot wrap."""
+    i32, i64 = ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(64)
+    n, t = emit.dim(new, 0), emit.dim(new, 1)
+    limits = [arith.index_cast(i64, emit.as_value(emit.sub_sizes(emit.dim(cache, a), 1)))
+              for a in (0, 1)]
+    zero = arith.constant(i64, 0)
+    one_d = emit.amap(3, [0])
+
+    def body(s: ir.Value, p: ir.Value, _: ir.Value) -> ir.Value:
+        t_i = arith.index_cast(i64, emit.loop_index(1))
+        row = arith.addi(emit.convert(p, i64), t_i)
+        is_slot = arith.cmpi(arith.CmpIPredicate.eq, emit.loop_index(2), emit.index(0))
+        v = arith.select(is_slot, emit.convert(s, i64), row)
+        hi = arith.select(is_slot, limits[0], limits[1])
+        return arith.trunci(i32, arith.minsi(arith.maxsi(v, zero), hi))
+
+    init = emit.empty([n, t, 2], i32)
+    return emit.generic([slot, pos], [init], [one_d, one_d, emit.identity(3)],
+                        [emit.PARALLEL] * 3, body)[0]
+
+
+@MIR_TO_LINALG.register("write_rows")
+def lower_write_rows(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+    """One ``iree_linalg_ext.scatter`` of the ``N * T`` rows into the cache, at indices
+    computed on the device. The relation relied on: every index the scatter writes at is
+    inside the cache (slot in ``[0, B)``, row in ``[0, C)``); it is enforced by clamping
+    each index in :func:`_row_indices`, so no size check at run time is needed (a
+    ``pos`` past the end writes row ``C - 1``, never past the buffer).
+
+    Why a scatter: IREE (3.13) makes it one dispatch that updates the cache's buffer in
+    place (``rw`` on the imported argument, no copy of the cache), with the indices read
+    on the device; ``tensor.insert_slice`` at an offset taken from a tensor is in place
+    too but is one dispatch per slot, and a ``where`` over the whole cache (the previous
+    form) writes every row of it each call. ``unique_indices(false)``: two writes may
+    overlap (a clamped index, a repeated slot); IREE then runs the batch loops in order,
+    so the last write wins as documented."""
+    cache, new = op["cache"], op["new"]
+    indices = emit.barrier(_row_indices(op["slot"], op["pos"], new, cache))
+    scatter = ir.Operation.create(
+        "iree_linalg_ext.scatter", results=[cache.type], operands=[new, indices, cache],
+        attributes={"dimension_map": ir.DenseI64ArrayAttr.get([0, 1]),
+                    "unique_indices": ir.BoolAttr.get(False)},
+        regions=1)
+    t = emit.elem(cache)
+    block = scatter.regions[0].blocks.append(t, t)
+    with ir.InsertionPoint(block):
+        ir.Operation.create("iree_linalg_ext.yield", operands=[block.arguments[0]])
+    return [scatter.result]
 
 
 @MIR_TO_LINALG.register("dim")
