@@ -12,8 +12,10 @@ served from a 32 MiB L3).
   all cores (threads; numpy releases the GIL), best of 5;
 - rlx: ``dequant_matmul`` per scheme (raw GGUF bytes as parameters, the repacking hoisted
   into initializers by IREE), GB/s = weight bytes as stored in the GGUF file / time; Q8_0
-  and Q4_K twice: rlx's hand-written GEMV kernel (the llvm-cpu default) and the fused
-  dequant + matvec (``gemv_kernels=False``, the form of every other scheme);
+  and Q4_K three times: rlx's hand-written GEMV kernel (the llvm-cpu default), the same
+  kernel with 8-bit activations and integer dot products (``q8``:
+  ``activation_quant="q8"``, its own numerics mode, checked against its error bound) and
+  the fused dequant + matvec (``gemv_kernels=False``, the form of every other scheme);
 - torch: ``torch.mv`` on the dequantized f32 weights (``R`` copies as well), its time and
   the f32 bytes it reads;
 - ``rlx/torch``: ratio of times (below 1: rlx is faster);
@@ -97,30 +99,46 @@ def random_weights(scheme: str, n: int, k: int, rng: np.random.Generator) -> np.
     return blocks.reshape(n, -1).view(np.int8)
 
 
-def bench_rlx(scheme: str, n: int, k: int, reps: int, rng: np.random.Generator,
-              kernels: bool = True, m: int = 1
-              ) -> tuple[float, int, int, np.ndarray, np.ndarray]:
-    """Seconds per GEMV of ``x [m, K]``, weight bytes, copies R, x and the first copy's raw
-    weight (``kernels``: rlx's hand-written GEMV where the scheme has one, else the fused
-    form)."""
+def q8_bound(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``[M, N]``: the most by which quantizing ``x [M, K]`` to int8 blocks of 32 (ggml's
+    ``q8_0``) moves ``x w^T`` (``w [N, K]`` f64): ``Σ_b amax_b / 254 Σ_(i in b) |w_i|``,
+    times ``1 + 2^-16`` (gemv_q8's docstring)."""
+    m, k = x.shape
+    half_step = np.abs(x.astype(np.float64)).reshape(m, k // 32, 32).max(2) / 254.0
+    return np.einsum("mb,nb->mn", half_step, np.abs(w).reshape(len(w), k // 32, 32).sum(2)
+                     ) * (1 + 2.0 ** -16)
+
+
+def prepare_rlx(scheme: str, n: int, k: int, rng: np.random.Generator, kernels: bool = True,
+                m: int = 1, activation_quant: str | None = None
+                ) -> tuple[Callable[[], object], int, int, np.ndarray, np.ndarray, float]:
+    """A call of ``R`` GEMVs of ``x [m, K]`` (compiled, loaded and checked against the
+    float64 reference), weight bytes per GEMV, copies R, x, the first copy's raw weight and
+    the result's max error relative to the largest output (``kernels``: rlx's hand-written
+    GEMV where the scheme has one, else the fused form; ``activation_quant``: that compile
+    option, checked against its error bound)."""
     row = QUANT_SCHEMES[scheme].row_bytes(k)
     copies = max(1, math.ceil(STREAM_BYTES / (n * row)))
     h = rlx.HirModule(f"gemv_{scheme}")
     x = h.input("x", (m, k))
     h.set_outputs([h.dequant_matmul(x, h.param(f"w{i}", (n, row), "i8"), scheme=scheme)
                    for i in range(copies)])
-    vmfb = rlx.compile(h, "llvm-cpu", gemv_kernels=kernels)
+    options = {"activation_quant": activation_quant} if activation_quant else {}
+    vmfb = rlx.compile(h, "llvm-cpu", gemv_kernels=kernels, **options)
     weights = {f"w{i}": random_weights(scheme, n, k, rng) for i in range(copies)}
     prog = rlx.runtime.load(vmfb, "local-task", weights)
     xv = rng.standard_normal((m, k)).astype(np.float32)
-    seconds = best_of(lambda: prog.main(xv), reps) / copies
     check = prog.main(xv)
     first = np.array(check[0] if isinstance(check, tuple) else check, copy=True)
-    want = xv.astype(np.float64) @ ref.dequantize_gguf(weights["w0"], scheme).T.astype(np.float64)
-    err = float(np.abs(first - want).max() / max(np.abs(want).max(), 1e-30))
+    w64 = ref.dequantize_gguf(weights["w0"], scheme).astype(np.float64)
+    want = xv.astype(np.float64) @ w64.T
+    slack = q8_bound(xv, w64) if activation_quant else 0.0
+    err = float(np.max(np.maximum(np.abs(first - want) - slack, 0.0))
+                / max(np.abs(want).max(), 1e-30))
     if err > 1e-4:
         raise SystemExit(f"{scheme} {n}x{k}: rlx result off by {err:.2e} (relative)")
-    return seconds, n * row, copies, xv, weights["w0"]
+    rel = float(np.abs(first - want).max() / max(np.abs(want).max(), 1e-30))
+    return lambda: prog.main(xv), n * row, copies, xv, weights["w0"], rel
 
 
 def bench_torch(scheme: str, n: int, k: int, x: np.ndarray, raw: np.ndarray, reps: int
@@ -147,6 +165,27 @@ def bench_torch(scheme: str, n: int, k: int, x: np.ndarray, raw: np.ndarray, rep
         return best_of(run, reps) / copies
 
 
+def cpu_model() -> str:
+    """``model name`` of /proc/cpuinfo (empty where there is none)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            return next((line.split(":", 1)[1].strip() for line in f
+                         if line.startswith("model name")), "")
+    except OSError:
+        return ""
+
+
+def forms(scheme: str, shape: str, m: int) -> tuple[str, ...]:
+    """The rlx forms measured for one row: ``kernel``, ``q8`` (where the scheme has an
+    integer-dot kernel, ``M = 1``) and ``fused``, or ``fused`` only."""
+    if not has_kernel(scheme, shape, m):
+        return ("fused",)
+    n, k = (int(v) for v in shape.split("x"))
+    q8 = TargetConfig("llvm-cpu", activation_quant="q8").lowering
+    kern = kernel_for(scheme, m, n, k, q8)
+    return ("kernel", "q8", "fused") if kern and kern.int_dot else ("kernel", "fused")
+
+
 def has_kernel(scheme: str, shape: str, m: int = 1) -> bool:
     """Whether rlx's default llvm-cpu lowering runs this GEMV through a hand-written kernel
     (then it is measured both ways: ``kernel`` and the ``fused`` dequant + matvec that
@@ -156,48 +195,84 @@ def has_kernel(scheme: str, shape: str, m: int = 1) -> bool:
     return kernel_for(scheme, m, n, k, TargetConfig("llvm-cpu").lowering) is not None
 
 
+def _report(run: tuple[str, str, int, str],
+            prep: tuple[Callable[[], object], int, int, np.ndarray, np.ndarray, float],
+            bw: dict[str, float], reps: int, rows: list[dict[str, object]],
+            seconds: float | None = None) -> None:
+    """Time (unless ``seconds`` is given) and print one row, with torch beside it."""
+    shape, scheme, m, form = run
+    n, k = (int(v) for v in shape.split("x"))
+    call, nbytes, copies, x, raw, rel = prep
+    if seconds is None:
+        seconds = best_of(call, reps) / copies
+    t_torch = bench_torch(scheme, n, k, x, raw, reps)
+    gbs = nbytes / seconds / 1e9
+    row = {"scheme": scheme, "form": form, "m": m, "n": n, "k": k, "weight_bytes": nbytes,
+           "copies": copies, "rlx_ms": seconds * 1e3, "rlx_gbs": gbs,
+           "pct_read_bw": 100 * gbs / bw["read_bw"], "rel_err": rel,
+           "torch_ms": None if t_torch is None else t_torch * 1e3,
+           "torch_gbs_f32": None if t_torch is None else n * k * 4 / t_torch / 1e9,
+           "rlx_over_torch": None if t_torch is None else seconds / t_torch}
+    rows.append(row)
+    torch_cols = ("- | - | -" if t_torch is None else
+                  f"{row['torch_ms']:.3f} | {row['torch_gbs_f32']:.1f} | "
+                  f"{row['rlx_over_torch']:.2f}")
+    print(f"| {scheme} | {form} | {m} | {n}x{k} | {nbytes / 2**20:.1f} | {copies} | "
+          f"{row['rlx_ms']:.3f} | {gbs:.1f} | {row['pct_read_bw']:.0f}% | {rel:.1e} | "
+          f"{torch_cols} |", flush=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--schemes", default=",".join(GGUF_SCHEMES))
     p.add_argument("--shapes", default="4096x4096,11008x4096", help="NxK,...")
     p.add_argument("--rows", default="1", help="M of x [M, K], comma-separated")
     p.add_argument("--reps", type=int, default=15)
+    p.add_argument("--rounds", type=int, default=1,
+                   help="time every rlx row this many times, interleaved (best kept): for "
+                        "A/B comparisons on a shared machine; the read bandwidth each round")
     p.add_argument("--json", help="write the results here too")
     args = p.parse_args()
     rng = np.random.default_rng(0)
     bw = read_bandwidth()
     print("read bandwidth: " + ", ".join(f"{k} {v:.1f} GB/s" for k, v in bw.items()))
+    q8_dot = TargetConfig("llvm-cpu", activation_quant="q8").lowering.int_dot
+    print(f"CPU {cpu_model()!r}; q8 form's block dot product: {q8_dot}; load average "
+          f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     rows = []
     header = ("| scheme | rlx form | M | N x K | weight MiB | R | rlx ms | rlx GB/s | "
-              "% of read bw | torch f32 ms | torch GB/s (f32) | rlx/torch |")
+              "% of read bw | max err / max y | torch f32 ms | torch GB/s (f32) | rlx/torch |")
     print(header)
-    print("|" + "---|" * 12)
+    print("|" + "---|" * 13)
     runs = [(shape, scheme, m, form) for shape in args.shapes.split(",")
             for scheme in args.schemes.split(",")
             for m in (int(v) for v in args.rows.split(","))
-            for form in (("kernel", "fused") if has_kernel(scheme, shape, m) else ("fused",))]
-    for shape, scheme, m, form in runs:
+            for form in forms(scheme, shape, m)]
+    prepared = {}
+    for run in runs:
+        shape, scheme, m, form = run
         n, k = (int(v) for v in shape.split("x"))
-        seconds, nbytes, copies, x, raw = bench_rlx(scheme, n, k, args.reps, rng,
-                                                    kernels=form == "kernel", m=m)
-        t_torch = bench_torch(scheme, n, k, x, raw, args.reps)
-        gbs = nbytes / seconds / 1e9
-        row = {"scheme": scheme, "form": form, "m": m, "n": n, "k": k, "weight_bytes": nbytes,
-               "copies": copies,
-               "rlx_ms": seconds * 1e3, "rlx_gbs": gbs,
-               "pct_read_bw": 100 * gbs / bw["read_bw"],
-               "torch_ms": None if t_torch is None else t_torch * 1e3,
-               "torch_gbs_f32": None if t_torch is None else n * k * 4 / t_torch / 1e9,
-               "rlx_over_torch": None if t_torch is None else seconds / t_torch}
-        rows.append(row)
-        torch_cols = ("- | - | -" if t_torch is None else
-                      f"{row['torch_ms']:.3f} | {row['torch_gbs_f32']:.1f} | "
-                      f"{row['rlx_over_torch']:.2f}")
-        print(f"| {scheme} | {form} | {m} | {n}x{k} | {nbytes / 2**20:.1f} | {copies} | "
-              f"{row['rlx_ms']:.3f} | {gbs:.1f} | {row['pct_read_bw']:.0f}% | {torch_cols} |",
-              flush=True)
+        prepared[run] = prepare_rlx(scheme, n, k, rng, kernels=form != "fused", m=m,
+                                    activation_quant="q8" if form == "q8" else None)
+        if args.rounds == 1:
+            _report(run, prepared[run], bw, args.reps, rows)
+            del prepared[run]                    # its weights: up to 100 MiB
+    best: dict[tuple[str, str, int, str], float] = {}
+    for _ in range(args.rounds if args.rounds > 1 else 0):
+        round_bw = read_bandwidth()
+        bw = {key: max(v, bw[key]) for key, v in round_bw.items()}
+        for run, (call, _, copies, *_unused) in prepared.items():
+            t = best_of(call, args.reps) / copies
+            best[run] = min(best.get(run, t), t)
+    for run, prep in prepared.items():
+        _report(run, prep, bw, args.reps, rows, best[run])
+    print(f"read bandwidth (best of the rounds): {bw['read_bw']:.1f} GB/s; load average at "
+          f"the end {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"read_bandwidth": bw, "rows": rows}, indent=1))
+        Path(args.json).write_text(json.dumps({"read_bandwidth": bw, "cpu": cpu_model(),
+                                               "q8_dot": q8_dot,
+                                               "loadavg_end": os.getloadavg(), "rows": rows},
+                                              indent=1))
 
 
 if __name__ == "__main__":

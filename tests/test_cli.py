@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 from hir_zoo import build
+from rlx.dialects.builder import HirModule
+from rlx.dialects.enums import QUANT_SCHEMES
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -134,3 +136,26 @@ def test_run_vmfb_for_another_target(tmp_path: Path) -> None:
     assert proc.stderr == ("error: the module was compiled for vulkan (vulkan-spirv-fb), the "
                            "device is local-task (which runs llvm-cpu modules): load it on "
                            "vulkan, or compile it with target=llvm-cpu\n")
+
+
+def test_compile_activation_quant_flag(tmp_path: Path) -> None:
+    """``rlx-compile --activation-quant q8``: the decode GEMV takes the q8 kernel (its name
+    says so), without the flag the exact one; for a GPU target it is one error line."""
+    h = HirModule("q8")
+    x = h.input("x", (1, 256))
+    w = h.param("w", (16, QUANT_SCHEMES["gguf_q4_k"].row_bytes(256)), "i8")
+    h.set_outputs([h.dequant_matmul(x, w, scheme="gguf_q4_k")])
+    src = tmp_path / "q8.hir"
+    src.write_text(str(h))
+    q8 = run_tool("compile", "--emit=linalg", "--activation-quant", "q8", str(src))
+    exact = run_tool("compile", "--emit=linalg", str(src))
+    assert q8.returncode == 0, q8.stderr
+    assert exact.returncode == 0, exact.stderr
+    assert "@rlx_gemv_q4_k_16x256_q8" in q8.stdout
+    assert "@rlx_gemv_q4_k_16x256::" in exact.stdout
+    assert "_q8" not in exact.stdout
+    gpu = run_tool("compile", "--target=vulkan", "--activation-quant", "q8", str(src))
+    assert gpu.returncode == 1
+    assert "Traceback" not in gpu.stderr
+    assert gpu.stderr.count("error:") == 1, gpu.stderr
+    assert "activation_quant" in gpu.stderr, gpu.stderr

@@ -41,3 +41,31 @@ module @pool {
     return %m, %a : tensor<?x3x5x5xf32>, tensor<?x3x5x6xf32>
   }
 }
+
+// -----
+
+// Dynamic spatial sizes: a run-time check that the kernel fits, the window counts and the
+// extent the windows read computed from tensor.dim (ceil mode), x padded by the pads and
+// stride - 1 more and cut to that extent; avg divides by the same windows summed over ones.
+// CHECK-LABEL: module @pool_dynamic
+// CHECK:      %[[H:.*]] = tensor.dim %arg0, %c2
+// CHECK:      arith.cmpi ult, %[[H]], %c1
+// CHECK:        util.status.check_ok
+// CHECK:      arith.cmpi uge
+// CHECK:      %[[OH:.*]] = arith.select
+// CHECK:      %[[PAD:.*]] = tensor.pad %arg0 low[0, 0, 1, 1] high[0, 0, 1, 1]
+// CHECK:      %[[MORE:.*]] = tensor.pad %[[PAD]] low[0, 0, 0, 0] high[0, 0, 1, 1]
+// CHECK:      %[[CUT:.*]] = tensor.extract_slice %[[MORE]][0, 0, 0, 0] [1, 3, %{{.*}}, %{{.*}}]
+// CHECK:      tensor.empty(%[[OH]], %{{.*}}) : tensor<1x3x?x?xf32>
+// CHECK:      %[[SUM:.*]] = linalg.generic {{.*}} ins(%[[CUT]], %{{.*}} : tensor<1x3x?x?xf32>, tensor<3x3xf32>)
+// CHECK:      %[[ONES:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<1x1x?x?xf32>)
+// CHECK:      tensor.pad %[[ONES]] low[0, 0, 1, 1] high[0, 0, 1, 1]
+// CHECK:      %[[COUNTS:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<1x1x?x?xf32>, tensor<3x3xf32>)
+// CHECK:      linalg.generic {{.*}} ins(%[[SUM]], %[[COUNTS]] : tensor<1x3x?x?xf32>, tensor<1x1x?x?xf32>)
+// CHECK:        arith.divf
+module @pool_dynamic {
+  func.func @main(%x: tensor<1x3x?x?xf32>) -> tensor<1x3x?x?xf32> {
+    %a = "rlx_mir.pool"(%x) {ceil_mode = true, count_include_pad = false, dilation = array<i64: 1, 1>, kernel_size = array<i64: 3, 3>, kind = "avg", padding = array<i64: 1, 1, 1, 1>, stride = array<i64: 2, 2>} : (tensor<1x3x?x?xf32>) -> tensor<1x3x?x?xf32>
+    return %a : tensor<1x3x?x?xf32>
+  }
+}

@@ -32,7 +32,7 @@ from rlx.ir.text import parse_file, parse_module, print_module, walk_ops
 from rlx.ir.types import TensorInfo
 from rlx.lowering import lower_hir_to_mir, lower_mir_to_linalg
 from rlx.lowering.exports import add_exports
-from rlx.lowering.registry import LoweringOptions
+from rlx.lowering.registry import ACTIVATION_QUANTS, LoweringOptions
 
 TARGETS = ("llvm-cpu", "vulkan", "cuda", "rocm")
 EMITS = ("hir", "mir", "linalg", "vmfb")
@@ -55,6 +55,53 @@ ABI_FLAGS = (
 )
 
 
+VNNI_CPUS = frozenset({
+    "cascadelake", "cooperlake", "icelake-client", "icelake-server", "tigerlake", "rocketlake",
+    "sapphirerapids", "emeraldrapids", "graniterapids", "graniterapids-d", "alderlake",
+    "raptorlake", "meteorlake", "arrowlake", "arrowlake-s", "lunarlake", "pantherlake",
+    "sierraforest", "grandridge", "clearwaterforest", "znver4", "znver5"})
+"""LLVM CPU names with ``vpdpbusd`` (AVX-512 VNNI or AVX-VNNI)."""
+AVX2_CPUS = frozenset({"haswell", "broadwell", "skylake", "skylake-avx512", "cannonlake",
+                       "znver1", "znver2", "znver3", "x86-64-v3", "x86-64-v4"})
+"""LLVM CPU names with AVX2 but without ``vpdpbusd``."""
+CPU_FEATURES_FLAG = "--iree-llvmcpu-target-cpu-features"
+
+
+def _host_flags() -> set[str]:
+    """The x86 feature flags of this machine's CPU (``/proc/cpuinfo``; empty elsewhere)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def int_dot_of(cpu: str, extra_flags: tuple[str, ...]) -> str:
+    """The block dot product the ``q8`` GEMV kernels use on llvm-cpu ``cpu``
+    (``LoweringOptions.int_dot``): ``"vnni"`` where the CPU has ``vpdpbusd`` (AVX-512 VNNI or
+    AVX-VNNI), ``"avx2"`` (``vpmaddubsw`` + ``vpmaddwd``) where it has AVX2, else
+    ``"portable"``. From ``/proc/cpuinfo`` for ``host``, from the LLVM CPU name otherwise;
+    ``--iree-llvmcpu-target-cpu-features=+avx512vnni`` (``+avxvnni``, ``+avx2``) in the extra
+    flags adds to it. An intrinsic the target lacks would fail LLVM's instruction selection,
+    so an unknown CPU gets the portable form."""
+    features = {f.lstrip("+") for flag in extra_flags if flag.startswith(f"{CPU_FEATURES_FLAG}=")
+                for f in flag.split("=", 1)[1].split(",") if f.startswith("+")}
+    if cpu == "host":
+        host = _host_flags()
+        features |= {"avx512vnni" for f in host if f == "avx512_vnni" and "avx512vl" in host}
+        features |= {f.replace("avx_vnni", "avxvnni") for f in host & {"avx_vnni", "avx2"}}
+    elif cpu in VNNI_CPUS:
+        features.add("avxvnni")
+    elif cpu in AVX2_CPUS:
+        features.add("avx2")
+    if features & {"avx512vnni", "avxvnni"}:
+        return "vnni"
+    return "avx2" if "avx2" in features else "portable"
+
+
 @dataclass(frozen=True)
 class TargetConfig:
     """How one target is compiled; every field has the DESIGN.md default."""
@@ -70,6 +117,7 @@ class TargetConfig:
     compute_barriers: bool | None = None
     gemv_kernels: bool | None = None
     attention_kernel: bool | None = None
+    activation_quant: str | None = None
     extra_flags: tuple[str, ...] = field(default=())
 
     def __post_init__(self) -> None:
@@ -80,6 +128,16 @@ class TargetConfig:
             if getattr(self, name) and self.target != "llvm-cpu":
                 raise CompileError(f"error: {name}=True: rlx's hand-written kernels are "
                                    f"llvm-cpu code, the target is {self.target!r}")
+        if self.activation_quant is None:
+            return
+        if self.activation_quant not in ACTIVATION_QUANTS:
+            raise CompileError(f"error: activation_quant: expected None or one of "
+                               f"{', '.join(ACTIVATION_QUANTS)}, found "
+                               f"{self.activation_quant!r}")
+        if self.target != "llvm-cpu" or self.gemv_kernels is False:
+            raise CompileError(f"error: activation_quant={self.activation_quant!r} runs in "
+                               f"rlx's llvm-cpu GEMV kernels; found target {self.target!r}, "
+                               f"gemv_kernels={self.gemv_kernels}")
 
     @property
     def lowering(self) -> LoweringOptions:
@@ -102,7 +160,10 @@ class TargetConfig:
                                data_tiling=tiling, gemv_kernels=kernels,
                                attention_kernel=attention_kernel, target=self.target,
                                hoist_growth=hoist, separate_decode_dequant=(
-                                   self.target == "vulkan" and self.vulkan_target == "llvmpipe"))
+                                   self.target == "vulkan" and self.vulkan_target == "llvmpipe"),
+                               activation_quant=self.activation_quant,
+                               int_dot=int_dot_of(self.cpu, self.extra_flags) if (
+                                   self.activation_quant) else "portable")
 
     @property
     def runtime_device(self) -> str:
@@ -449,7 +510,9 @@ def compile(
     (``"decomposed"`` / ``"fused"``), ``compute_barriers``, ``gemv_kernels`` (llvm-cpu:
     decode GEMVs of Q8_0 / Q4_K, and of Q5_0 / Q4_0 / Q6_K within the hoisting threshold,
     through rlx's hand-written kernels; default on), ``attention_kernel`` (llvm-cpu: attention of
-    one f32 query against a KV cache through rlx's hand-written kernel; default on).
+    one f32 query against a KV cache through rlx's hand-written kernel; default on),
+    ``activation_quant`` (llvm-cpu, default None; ``"q8"``: decode GEMVs' ``x`` quantized to
+    int8 blocks, integer dot products as the CPU has them, :func:`int_dot_of`).
     ``cache`` (vmfb only): a :class:`~rlx.cache.CompileCache`, ``True`` for the default
     directory or a directory path: a module compiled before with the same flags, rlx and
     IREE comes from there, and a new compile is stored (see :mod:`rlx.cache`).
@@ -489,6 +552,6 @@ def compile(
     return data
 
 
-__all__ = ["EMITS", "KNOWN_GPU_TARGETS", "TARGETS", "DispatchCounts", "RlxError",
-           "TargetConfig", "check_gpu_target", "compile", "dispatch_counts", "load", "lower",
-           "lowered_text"]
+__all__ = ["AVX2_CPUS", "EMITS", "KNOWN_GPU_TARGETS", "TARGETS", "VNNI_CPUS", "DispatchCounts",
+           "RlxError", "TargetConfig", "check_gpu_target", "compile", "dispatch_counts",
+           "int_dot_of", "load", "lower", "lowered_text"]

@@ -35,10 +35,13 @@ from harness import DEVICE, TARGETS, check_module, require
 from iree.compiler.tools.binaries import find_tool
 
 import rlx
-from rlx.compiler import TargetConfig
+from rlx import reference
+from rlx.cache import CompileCache
+from rlx.compiler import TargetConfig, int_dot_of
 from rlx.dialects.builder import HirValue
 from rlx.dialects.enums import QUANT_SCHEMES
-from rlx.ir.diagnostics import LoweringError
+from rlx.ir.diagnostics import CompileError, LoweringError
+from rlx.ir.types import DType
 from rlx.lowering.mir_to_linalg.quant.gemv_kernels import (
     MAX_BATCH,
     Kernel,
@@ -46,8 +49,9 @@ from rlx.lowering.mir_to_linalg.quant.gemv_kernels import (
     workgroup_rows,
 )
 from rlx.lowering.registry import LoweringOptions
+from rlx.reference import ops as ref_ops
 from rlx.reference import quant as ref
-from rlx.reference.tolerance import assert_close
+from rlx.reference.tolerance import TOLERANCES, assert_close
 
 NO_HOIST = ["--iree-opt-const-expr-max-size-increase-threshold=0"]
 GGUF_SCHEMES = [s for s, q in QUANT_SCHEMES.items() if q.gguf]
@@ -629,3 +633,225 @@ def test_prefill_compiles_for_vulkan_and_cuda() -> None:
     assert b"cuda-nvptx-fb" in rlx.compile(h, "cuda")
     assert b"cuda-nvptx-fb" in rlx.compile(all_schemes_module(256, 32, 1), "cuda",
                                             cuda_arch="sm_90")
+
+
+# --- activation_quant="q8": 8-bit activations, integer dot products (gemv_q8) ---------------
+
+Q8_CASES = (("gguf_q8_0", 48, 576), ("gguf_q4_k", 48, 512), ("gguf_q5_0", 16, 576),
+            ("gguf_q4_0", 8, 512), ("gguf_q6_k", 16, 512))
+"""Plain GEMVs of the q8 test module; then a residual epilogue (Q4_K 48 x 512), an RMSNorm
+prologue (Q8_0 16 x 576) and a SwiGLU prologue (Q4_K 16 x 512)."""
+Q8_FORMS = {"host": {}, "portable": {"cpu": "generic"}}
+"""The q8 module compiled for this CPU (its int_dot: vnni, avx2 or portable) and for LLVM's
+generic x86-64 (the portable form)."""
+
+
+def q8_activations(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``x [K]`` as ggml's ``q8_0`` quantizes it (f32 arithmetic as the kernel's: ``d =
+    amax / 127``, ``q = round-half-even(x · (1 / d))``, 0 where ``d = 0``): the dequantized
+    ``x̃`` (f64) and each block's half step ``amax / 254`` (f64)."""
+    b = np.asarray(x, np.float32).reshape(-1, 32)
+    amax = np.abs(b).max(1)
+    d = amax / np.float32(127)
+    inv = np.where(d > 0, np.float32(1) / np.where(d > 0, d, np.float32(1)), np.float32(0))
+    q = np.rint(b * inv[:, None].astype(np.float32))
+    assert np.abs(q).max() <= 127
+    return (q.astype(np.float64) * d[:, None]).reshape(-1), amax.astype(np.float64) / 254
+
+
+def q8_bound(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``[N]``: the most by which quantizing ``x [K]`` moves ``w [N, K] · x``: ``Σ_b (amax_b /
+    254) Σ_(i in b) |w_i|``, times ``1 + 2^-16`` (the rounding of ``1 / d`` and of ``x / d``:
+    gemv_q8's docstring)."""
+    _, half = q8_activations(x)
+    return np.abs(w).reshape(len(w), -1, 32).sum(2) @ half * (1 + 2.0 ** -16)
+
+
+def q4_k_mins(raw: np.ndarray) -> np.ndarray:
+    """``[N, K]``: each Q4_K weight's ``dmin · m`` (what the weight is with its 4-bit value
+    zeroed, negated), from gguf's dequantization of the blocks with ``qs`` cleared."""
+    blocks = raw.view(np.uint8).reshape(len(raw), -1, 144).copy()
+    blocks[:, :, 16:] = 0
+    return -oracle("gguf_q4_k", blocks.reshape(len(raw), -1).view(np.int8)).astype(np.float64)
+
+
+@pytest.fixture(scope="module")
+def q8_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """The q8 module (:data:`Q8_CASES`, a residual epilogue, RMSNorm and SwiGLU prologues), its
+    inputs (a block of zeros, a block with an outlier), weights covering every bit, and per
+    form of :data:`Q8_FORMS` the kernels that ran, their outputs and the assembly."""
+    rng = np.random.default_rng(13)
+    h = rlx.HirModule("q8")
+    weights: dict[str, np.ndarray] = {}
+    xs = {k: h.input(f"x{k}", (1, k)) for k in (512, 576)}
+
+    def gemv(name: str, scheme: str, x: HirValue, n: int, k: int) -> HirValue:
+        weights[name] = random_blocks(scheme, n, k, rng)
+        if n >= 40:
+            random_bits_cover(scheme, weights[name])
+        return h.dequant_matmul(x, h.param(name, weights[name].shape, "i8"), scheme=scheme)
+
+    outs = [gemv(s, s, xs[k], n, k) for s, n, k in Q8_CASES]
+    r = h.input("r", (1, 48))
+    outs.append(h.mir("binary", [r, gemv("add", "gguf_q4_k", xs[512], 48, 512)], kind="add"))
+    gamma, beta = h.param("gamma", (576,)), h.param("beta", (576,))
+    outs.append(gemv("norm", "gguf_q8_0", h.rms_norm(xs[576], gamma, beta, 1e-5), 16, 576))
+    gu = h.input("gu", (1, 1, 1024))
+    g, u = (h.mir("slice", [gu], starts=[0, 0, 512 * i], sizes=[-1, -1, 512],
+                  strides=[1, 1, 1]) for i in range(2))
+    act = h.mir("binary", [h.mir("activation", [g], kind="silu"), u], kind="mul")
+    outs.append(gemv("glu", "gguf_q4_k", act, 16, 512))
+    h.set_outputs(outs)
+    weights["gamma"] = rng.standard_normal(576).astype(np.float32)
+    weights["beta"] = (0.1 * rng.standard_normal(576)).astype(np.float32)
+    feeds = {"x512": rng.standard_normal((1, 512)).astype(np.float32),
+             "x576": rng.standard_normal((1, 576)).astype(np.float32),
+             "r": rng.standard_normal((1, 48)).astype(np.float32),
+             "gu": rng.standard_normal((1, 1, 1024)).astype(np.float32)}
+    feeds["x576"][0, :32] = 0.0                          # d = 0: q = 0
+    feeds["x512"][0, 40] = 50.0                          # one block's step 50 / 127
+    runs: dict[str, object] = {"h": h, "weights": weights, "feeds": feeds,
+                               "want": reference.evaluate(h, feeds, weights)}
+    for form, options in Q8_FORMS.items():
+        dump = tmp_path_factory.mktemp(f"q8_{form}")
+        flags = [f"--iree-hal-dump-executable-files-to={dump}"]
+        linalg = rlx.compile(h, "llvm-cpu", emit="linalg", activation_quant="q8", **options)
+        prog = rlx.runtime.load(rlx.compile(h, "llvm-cpu", activation_quant="q8",
+                                            extra_flags=flags, **options), "local-task", weights)
+        runs[form] = {"kernels": re.findall(r"flow\.dispatch @rlx_gemv_(\w+)::", linalg),
+                      "got": [np.asarray(y) for y in prog.main(**feeds)],
+                      "asm": "\n".join(p.read_text() for p in dump.glob("*.s"))}
+    return runs
+
+
+def _q8_wants(runs: dict[str, object]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+    """Per output: (its ``x``, its weight in f64, ``W x̃`` (+ r) for the quantized ``x̃``, or
+    None for the RMSNorm and SwiGLU prologues, whose f32 ``x`` the kernel computes: rounding
+    ties of the quantization may fall otherwise than from numpy's)."""
+    weights, feeds = runs["weights"], runs["feeds"]
+    assert isinstance(weights, dict)
+    assert isinstance(feeds, dict)
+    out = []
+    for s, _, k in Q8_CASES:
+        w = oracle(s, weights[s]).astype(np.float64)
+        x = feeds[f"x{k}"][0]
+        out.append((x, w, w @ q8_activations(x)[0]))
+    w = oracle("gguf_q4_k", weights["add"]).astype(np.float64)
+    x = feeds["x512"][0]
+    out.append((x, w, feeds["r"][0] + w @ q8_activations(x)[0]))
+    normed = ref_ops.rms_norm(feeds["x576"], weights["gamma"], weights["beta"], eps=1e-5)[0]
+    out.append((normed, oracle("gguf_q8_0", weights["norm"]).astype(np.float64), None))
+    g, u = (feeds["gu"][0, 0, 512 * i:512 * (i + 1)].astype(np.float64) for i in range(2))
+    out.append((g / (1 + np.exp(-g)) * u, oracle("gguf_q4_k", weights["glu"]).astype(
+        np.float64), None))
+    return out
+
+
+def assert_within_q8_bound(got: np.ndarray, want: np.ndarray, x: np.ndarray, w: np.ndarray,
+                           what: str) -> None:
+    """``|got - want| <= q8_bound + the f32 tolerance`` per output (``want``: the exact
+    float64 result)."""
+    rtol, atol = TOLERANCES[DType.F32]
+    slack = q8_bound(x, w) + atol + rtol * np.abs(want).max()
+    excess = np.abs(np.asarray(got, np.float64).reshape(-1) - want.reshape(-1)) - slack
+    assert excess.max() <= 0, (f"{what}: {int((excess > 0).sum())} outputs beyond the q8 "
+                               f"bound, worst by {excess.max():.3g}")
+
+
+@pytest.mark.parametrize("form", list(Q8_FORMS))
+def test_gemv_kernels_q8(q8_runs: dict[str, object], form: str) -> None:
+    """activation_quant="q8": each kernel (Q8_0 with every byte, -128 included; Q4_K, its mins
+    through the activation block sums; Q5_0 / Q4_0 / Q6_K widened; a residual epilogue;
+    RMSNorm and SwiGLU prologues) is what ran, in the CPU's dot-product form, and equals
+    ``W x̃`` (x̃: x quantized as ggml's q8_0 in numpy) within the f32 tolerance, and the exact
+    float64 ``W x`` within the derived bound ``Σ_b amax_b / 254 Σ |w|`` plus the f32
+    tolerance."""
+    run = q8_runs[form]
+    assert isinstance(run, dict)
+    dot = TargetConfig(activation_quant="q8", **Q8_FORMS[form]).lowering.int_dot
+    assert form == "host" or dot == "portable"
+    assert run["kernels"] == [f"{s.removeprefix('gguf_')}_{n}x{k}_q8{dot}"
+                              for s, n, k in Q8_CASES] + [
+        f"q4_k_48x512_q8{dot}_add", f"q8_0_16x576_q8{dot}_rms3727c5ac",
+        f"q4_k_16x512_q8{dot}_glu"], run["kernels"]
+    want = q8_runs["want"]
+    assert isinstance(want, list)
+    for i, ((x, w, quantized), got, exact) in enumerate(zip(_q8_wants(q8_runs), run["got"],
+                                                             want, strict=True)):
+        if quantized is not None:
+            assert_close(got.reshape(-1), quantized, "f32", f"output {i} vs W x̃ ({form})")
+        assert_within_q8_bound(got, exact, x, w, f"output {i} vs W x ({form})")
+
+
+def test_q8_checks_reject_wrong_scales_and_offsets(q8_runs: dict[str, object]) -> None:
+    """The q8 checks fail for what a wrong scale or offset would compute: the f32 check
+    against ``W x̃`` rejects x̃ with one block's scale 1% off, the exact ``W x`` (not
+    quantized), Q4_K's mins 1% off; the bound against ``W x`` rejects a Q8_0 weight scale
+    25% off and Q4_K without its mins."""
+    run = q8_runs["host"]
+    assert isinstance(run, dict)
+    weights = q8_runs["weights"]
+    assert isinstance(weights, dict)
+    (x8, w8, _), (x4, w4, _) = _q8_wants(q8_runs)[:2]
+    got8, got4 = (run["got"][i].reshape(-1) for i in (0, 1))
+    q8x, _ = q8_activations(x8)
+    off = q8x.copy()
+    off[32:64] *= 1.01
+    mins = q4_k_mins(weights["gguf_q4_k"])
+    wrong = {"x̃ block scale": (got8, w8 @ off), "unquantized x": (got8, w8 @ x8),
+             "Q4_K mins": (got4, (w4 - 0.01 * mins) @ q8_activations(x4)[0])}
+    for what, (got, want) in wrong.items():
+        with pytest.raises(AssertionError):
+            assert_close(got, want, "f32", what)
+    for what, (got, want, x, w) in {"Q8_0 scale": (got8, 1.25 * w8 @ x8, x8, w8),
+                                    "Q4_K mins": (got4, (w4 + mins) @ x4, x4, w4)}.items():
+        with pytest.raises(AssertionError):
+            assert_within_q8_bound(got, want, x, w, what)
+
+
+def test_q8_dot_instructions() -> None:
+    """The q8 kernels' block dot product is the one the target CPU has (chosen at compile
+    time, rlx.compiler.int_dot_of): ``vpdpbusd`` for a VNNI CPU (Sapphire Rapids: compiled,
+    its assembly read, not run here), ``vpmaddubsw`` + ``vpmaddwd`` for AVX2 (Zen 3), neither
+    in the portable form; the exact mode has none of them."""
+    h = gguf_module(256, 16, 1, ["gguf_q8_0", "gguf_q4_k"])
+    with tempfile.TemporaryDirectory() as tmp:
+        asm = {}
+        for cpu, quant in (("sapphirerapids", "q8"), ("znver3", "q8"), ("znver3", None)):
+            dump = Path(tmp) / f"{cpu}{quant}"
+            rlx.compile(h, "llvm-cpu", cpu=cpu, activation_quant=quant,
+                        extra_flags=[f"--iree-hal-dump-executable-files-to={dump}"])
+            asm[cpu, quant] = "\n".join(p.read_text() for p in dump.glob("*.s"))
+    assert len(re.findall(r"\bvpdpbusd\b", asm["sapphirerapids", "q8"])) == 4 + 8
+    assert len(re.findall(r"\bvpmaddubsw\b", asm["znver3", "q8"])) == 4 + 8
+    assert not re.search(r"\bvpdpbusd\b", asm["znver3", "q8"])
+    assert not re.search(r"\bvpmaddubsw\b|\bvpdpbusd\b", asm["znver3", None])
+
+
+def test_activation_quant_options() -> None:
+    """activation_quant: default off (LoweringOptions and kernels exact), part of the
+    lowering options the compile cache keys on, llvm-cpu with the GEMV kernels only; the q8
+    kernel for M = 1 and the kernels' schemes only; the dot product per CPU name."""
+    exact, q8 = TargetConfig().lowering, TargetConfig(activation_quant="q8").lowering
+    assert exact.activation_quant is None
+    assert q8.activation_quant == "q8"
+    with tempfile.TemporaryDirectory() as tmp:            # the compile cache's key
+        store = CompileCache(Path(tmp))
+        keys = {store.key("module", c.flags(), vars(c.lowering)) for c in (
+            TargetConfig(), TargetConfig(activation_quant="q8"))}
+    assert len(keys) == 2
+    assert kernel_for("gguf_q4_k", 1, 64, 512, exact).int_dot is None      # type: ignore[union-attr]
+    assert kernel_for("gguf_q4_k", 1, 64, 512, q8).int_dot == q8.int_dot   # type: ignore[union-attr]
+    assert kernel_for("gguf_q4_k", 3, 64, 512, q8).int_dot is None         # type: ignore[union-attr]
+    assert kernel_for("gguf_q6_k", 1, 64, 512, q8).int_dot == q8.int_dot   # type: ignore[union-attr]
+    assert kernel_for("gguf_q5_k", 1, 64, 512, q8) is None
+    for bad in ({"target": "vulkan"}, {"gemv_kernels": False}):
+        with pytest.raises(CompileError, match="activation_quant"):
+            TargetConfig(activation_quant="q8", **bad)  # type: ignore[arg-type]
+    with pytest.raises(CompileError, match="expected None or one of q8"):
+        TargetConfig(activation_quant="q4")
+    assert [int_dot_of(c, ()) for c in ("sapphirerapids", "znver4", "znver3", "generic")] == [
+        "vnni", "vnni", "avx2", "portable"]
+    assert int_dot_of("generic", ("--iree-llvmcpu-target-cpu-features=+avx2,+fma",)) == "avx2"
+    with pytest.raises(LoweringError, match="8-bit activations"):
+        Kernel("gguf_q6_k", 64, 512, 16, batch=3, int_dot="avx2")

@@ -120,22 +120,22 @@ class SizeSource:
 
     def __init__(self, h: HirModule) -> None:
         self.h = h
-        self.sources: dict[sympy.Symbol, tuple[HirValue, int]] = {}
+        self.sources: dict[sympy.Expr, tuple[HirValue, int]] = {}
         self._rulers: dict[tuple[object, int], HirValue] = {}
 
     def note(self, value: HirValue, dims: Sequence[SymDim]) -> None:
-        """``value`` has ``dims``: it becomes the source of every plain symbol among them
-        that has none yet."""
+        """``value`` has ``dims``: it becomes the source of every dynamic size among them
+        that has none yet (a symbol, or an expression such as a strided convolution's
+        ``floor((h - 1) / 2) + 1``, built from no other way)."""
         for axis, d in enumerate(dims):
-            if isinstance(d, sympy.Symbol) and d not in self.sources and (
-                    value.shape[axis] is None):
+            if not is_static(d) and d not in self.sources and value.shape[axis] is None:
                 self.sources[d] = (value, axis)
 
     def can_build(self, d: SymDim) -> bool:
         if is_static(d):
             return True
         assert isinstance(d, sympy.Expr)
-        if isinstance(d, sympy.Symbol):
+        if d in self.sources or isinstance(d, sympy.Symbol):
             return d in self.sources
         if isinstance(d, sympy.Add | sympy.Mul):
             return all(self.can_build(normalize(a)) for a in d.args)
@@ -150,7 +150,7 @@ class SizeSource:
         key = (d, 0)
         if key in self._rulers:
             return self._rulers[key]
-        if isinstance(d, sympy.Symbol):
+        if isinstance(d, sympy.Symbol) or d in self.sources:
             out = self._symbol_ruler(d, fail)
         elif isinstance(d, sympy.Add):
             parts = [self.ruler(normalize(a), fail) for a in d.args]
@@ -163,7 +163,7 @@ class SizeSource:
         self._rulers[key] = out
         return out
 
-    def _symbol_ruler(self, d: sympy.Symbol, fail: Callable[[str], NoReturn]) -> HirValue:
+    def _symbol_ruler(self, d: sympy.Expr, fail: Callable[[str], NoReturn]) -> HirValue:
         src = self.sources.get(d)
         if src is None:
             fail(f"the run-time size {d} has no tensor to take it from")
@@ -277,7 +277,7 @@ class SizeSource:
     def _size(self, d: SymDim, fail: Callable[[str], NoReturn]) -> HirValue:
         if is_static(d):
             return self._scalar(int(d), DType.I64)
-        if isinstance(d, sympy.Symbol):
+        if isinstance(d, sympy.Symbol) or d in self.sources:
             src = self.sources.get(d)
             if src is None:
                 fail(f"the run-time size {d} has no tensor to take it from")

@@ -191,6 +191,7 @@ class GraphImporter:
         self._const_count = 0
         self._fresh_count = 0
         self._by_value: dict[object, list[SymDim]] = {}
+        self._names: dict[SymDim, SymDim] = {}
         self.reshaped_from: dict[object, HirValue] = {}
         """The tensor each reshape made by the importer reshaped (by result value)."""
         self.report = ImportReport(source, self.opset, nodes=len(self.graph.node))
@@ -291,12 +292,23 @@ class GraphImporter:
             guess = inferred[axis] if inferred is not None else None
             if guess is None or is_static(guess):
                 guess = symbol(f"{name or 'value'}[{axis}]:{self._fresh()}")
-            dims.append(guess)
+            dims.append(self._named(guess))
         if name is not None:
             self.sym[name] = dims
         self._by_value[v.value] = dims
         self.sizes.note(v, dims)
         return dims
+
+    def _named(self, d: SymDim) -> SymDim:
+        """A size that is not a polynomial in the model's dims (a strided convolution's
+        ``floor((h - 1) / 2) + 1``, as torch.export writes it) as a symbol of its own (the
+        same one wherever it appears), so sizes computed from it (``2 * that``) stay sums
+        and products that rlx can build from a tensor that has it."""
+        if is_static(d) or d.is_polynomial(*d.free_symbols):  # type: ignore[union-attr]
+            return d
+        if d not in self._names:
+            self._names[d] = symbol(f"({d})")
+        return self._names[d]
 
     def _fresh(self) -> int:
         self._fresh_count += 1

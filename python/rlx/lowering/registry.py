@@ -26,6 +26,10 @@ from rlx.ir.text import walk_ops
 from rlx.lowering import emit, guards
 
 ATTENTION_LOWERINGS = ("decomposed", "fused")
+ACTIVATION_QUANTS = ("q8",)
+"""Numerics modes for quantized decode GEMVs (``LoweringOptions.activation_quant``)."""
+INT_DOTS = ("vnni", "avx2", "portable")
+"""How an integer-dot kernel multiplies 8-bit blocks (``LoweringOptions.int_dot``)."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,17 @@ class LoweringOptions:
     too, like a prefill (``quant.rule.separate_dequant``), instead of inside the matvec.
     ``rlx.compiler`` sets it for the ``llvmpipe`` Vulkan target (lavapipe, a CPU): there the
     fused matvec of rows 512 or more wide did not finish in minutes."""
+    activation_quant: str | None = None
+    """``"q8"``: llvm-cpu decode GEMVs (M = 1) of Q8_0 / Q5_0 / Q4_0 / Q6_K / Q4_K weights quantize
+    ``x`` to int8 blocks of 32 (one f32 scale each, ggml's ``q8_0`` rounding) and multiply
+    with integer dot products (``mir_to_linalg.quant.gemv_q8``): a numerics mode of its own,
+    not dequant_matmul's f32 result (its error bound: benchmarks/README.md, "Integer-dot
+    decode"). None (default): the exact f32 kernels."""
+    int_dot: str = "portable"
+    """The instructions of the ``q8`` kernels' block dot product, from the target CPU's
+    features (``TargetConfig``): ``"vnni"`` (``vpdpbusd``, AVX-512 VNNI or AVX-VNNI),
+    ``"avx2"`` (``vpmaddubsw`` + ``vpmaddwd``) or ``"portable"`` (plain ``vector`` code);
+    the three give the same i32 sums."""
     hoist_growth: int = 1 << 20
     """The most bytes by which IREE lets a computation on parameters grow their data and
     still hoists it into initializers (``--iree-opt-const-expr-max-size-increase-threshold``,
@@ -70,6 +85,13 @@ class LoweringOptions:
         if self.attention not in ATTENTION_LOWERINGS:
             raise LoweringError(f"attention lowering: expected one of "
                                 f"{', '.join(ATTENTION_LOWERINGS)}, found {self.attention!r}")
+        if self.activation_quant not in (None, *ACTIVATION_QUANTS):
+            raise LoweringError(f"activation_quant: expected None or one of "
+                                f"{', '.join(ACTIVATION_QUANTS)}, found "
+                                f"{self.activation_quant!r}")
+        if self.int_dot not in INT_DOTS:
+            raise LoweringError(f"int_dot: expected one of {', '.join(INT_DOTS)}, found "
+                                f"{self.int_dot!r}")
 
 
 @dataclass

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from rlx.compiler import EMITS, TARGETS, compile
-from rlx.lowering.registry import ATTENTION_LOWERINGS
+from rlx.lowering.registry import ACTIVATION_QUANTS, ATTENTION_LOWERINGS
 from rlx.tools._cli import run, write_output
 
 
@@ -46,6 +46,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-attention-kernel", action="store_true",
                    help="llvm-cpu: decode attention (one query) in the decomposed form "
                         "(seven dispatches) instead of rlx's hand-written kernel (one)")
+    p.add_argument("--activation-quant", choices=ACTIVATION_QUANTS,
+                   help="llvm-cpu: decode GEMVs of Q8_0 / Q5_0 / Q4_0 / Q6_K / Q4_K weights with x "
+                        "quantized to int8 blocks of 32 and integer dot products (llama.cpp's "
+                        "numerics; default: exact f32)")
     p.add_argument("--iree-flag", action="append", default=[], metavar="FLAG",
                    help="extra flag for iree-compile (repeatable), e.g. "
                         "--iree-flag=--iree-opt-level=O2")
@@ -65,6 +69,8 @@ def _main() -> int:
         options["gemv_kernels"] = False
     if args.no_attention_kernel:
         options["attention_kernel"] = False
+    if args.activation_quant:
+        options["activation_quant"] = args.activation_quant
     output = args.output
     if output is None and args.emit == "vmfb":
         output = str(Path(args.input).with_suffix(".vmfb").name)

@@ -16,6 +16,7 @@ from rlx.cache import ENV_VAR, CompileCache
 from rlx.compiler import TARGETS
 from rlx.generate import Generator, Sampling, encode_prompt, load_model, model_tokenizer
 from rlx.ir.diagnostics import RunError
+from rlx.lowering.registry import ACTIVATION_QUANTS
 from rlx.models import qwen35
 from rlx.tools._cli import run
 
@@ -60,6 +61,10 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0)
     p.add_argument("--target", choices=TARGETS, default="llvm-cpu")
     p.add_argument("--device", help="runtime device (default: the target's)")
+    p.add_argument("--activation-quant", choices=ACTIVATION_QUANTS,
+                   help="llvm-cpu: decode GEMVs of Q8_0 / Q5_0 / Q4_0 / Q6_K / Q4_K weights with x "
+                        "quantized to int8 blocks of 32 and integer dot products (llama.cpp's "
+                        "numerics; default: exact f32)")
     p.add_argument("--cache-dir", help=f"compiled-model cache (default: ${ENV_VAR}, else "
                                        "$XDG_CACHE_HOME/rlx or ~/.cache/rlx)")
     p.add_argument("--no-cache", action="store_true", help="compile without the cache")
@@ -127,9 +132,13 @@ def _main() -> int:
     cache: CompileCache | bool = (False if args.no_cache else
                                   CompileCache(Path(args.cache_dir)) if args.cache_dir else True)
     if args.speculative:
+        if args.activation_quant:
+            raise RunError("error: --activation-quant: not with --speculative (its draft and "
+                           "verify programs compile in the exact mode)")
         return _speculative(model, ids, args, sampling, cache)
-    gen = Generator(model, args.target, args.device, tokenizer=tokenizer, cache=cache,
-                    progress=progress)
+    options = {"activation_quant": args.activation_quant} if args.activation_quant else {}
+    gen = Generator(model, args.target, args.device, options=options, tokenizer=tokenizer,
+                    cache=cache, progress=progress)
     output = args.output if args.output != "auto" else (
         "ids" if args.prompt_ids is not None else "text")
     if output == "ids":

@@ -10,7 +10,7 @@ from rlx.dialects import verify_module
 from rlx.ir.diagnostics import RlxError
 from rlx.ir.text import parse_module, print_module
 from rlx.lowering import MIR_PASSES, PASSES, run_passes
-from rlx.lowering.registry import ATTENTION_LOWERINGS
+from rlx.lowering.registry import ACTIVATION_QUANTS, ATTENTION_LOWERINGS
 from rlx.tools._cli import read_input, run, write_output
 
 
@@ -40,6 +40,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="mir-to-linalg on llvm-cpu: no hand-written decode GEMV kernels")
     p.add_argument("--no-attention-kernel", action="store_true",
                    help="mir-to-linalg on llvm-cpu: no hand-written decode attention kernel")
+    p.add_argument("--activation-quant", choices=ACTIVATION_QUANTS,
+                   help="mir-to-linalg on llvm-cpu: decode GEMVs with 8-bit activations and "
+                        "integer dot products (default: exact f32)")
     p.add_argument("--split-input-file", action="store_true",
                    help="treat each '// -----' separated chunk as its own module; report "
                         "every chunk's error (exit 1 if any failed)")
@@ -57,8 +60,8 @@ def _process(text: str, source: str, args: argparse.Namespace) -> str:
     options = TargetConfig(target=args.target, attention=args.attention,
                            vulkan_target=args.vulkan_target,
                            gemv_kernels=False if args.no_gemv_kernels else None,
-                           attention_kernel=False if args.no_attention_kernel else None
-                           ).lowering
+                           attention_kernel=False if args.no_attention_kernel else None,
+                           activation_quant=args.activation_quant).lowering
     run_passes(module, args.passes, options)
     if args.passes[-1] == "hir-to-mir":
         return print_module(module)

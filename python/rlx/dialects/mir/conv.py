@@ -95,7 +95,7 @@ def pool(c: Check) -> list[TensorInfo]:
     begin pads of every axis, then the end pads (ONNX ``pads``). Padding never wins a max;
     ``avg`` divides by the count of window elements inside the input, or inside the padded
     input with ``count_include_pad``. ``ceil_mode`` rounds the window count up (the last
-    window must start inside the input or its begin padding). Spatial dims are static.
+    window must start inside the input or its begin padding). Spatial dims may be dynamic.
 
     Example::
 
@@ -120,17 +120,20 @@ def pool(c: Check) -> list[TensorInfo]:
         checks.float_operands(c, "x")
     shape: list[Dim] = list(x.shape[:2])
     for i in range(n):
+        span = (kernel[i] - 1) * dilation[i] + 1
+        if padding[i] >= span or padding[n + i] >= span:
+            c.fail("attribute 'padding'", "pads smaller than the (dilated) kernel",
+                   str(padding))
         size = x.shape[2 + i]
+        fits = (f"fits the kernel ({kernel[i]}, dilation {dilation[i]}, pads {padding[i]} "
+                f"+ {padding[n + i]})")
         if size is None:
-            c.fail(f"operand 'x' dim {2 + i}", "a static spatial size", str(x))
+            c.at_least("x", 2 + i, span - padding[i] - padding[n + i], f"a size that {fits}")
+            shape.append(None)
+            continue
         out = pool_out_size(size, kernel[i], stride[i], dilation[i], padding[i],
                             padding[n + i], c.attr("ceil_mode"))
         if out is None:
-            c.fail("operand 'x'", f"spatial dim {2 + i} that fits the kernel ({kernel[i]}, "
-                   f"dilation {dilation[i]}, pads {padding[i]} + {padding[n + i]})", str(x))
-        if padding[i] >= (kernel[i] - 1) * dilation[i] + 1 or padding[n + i] >= (
-                kernel[i] - 1) * dilation[i] + 1:
-            c.fail("attribute 'padding'", "pads smaller than the (dilated) kernel",
-                   str(padding))
+            c.fail("operand 'x'", f"spatial dim {2 + i} that {fits}", str(x))
         shape.append(out)
     return [x.with_shape(shape)]

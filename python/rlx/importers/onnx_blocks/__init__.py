@@ -15,8 +15,10 @@ with that node's name.
 - ``rope``: rotate-half RoPE ``x cos + cat(-x2, x1) sin`` with constant cos / sin tables
   whose two halves are equal (what HF's ``cat(freqs, freqs)`` gives).
 - ``attention``: ``softmax(Q Kᵀ * scale [+ mask]) V`` over ``[B, H, S, hd]``; K and V may
-  be GQA-expanded (``Unsqueeze -> Expand -> Reshape``), which the block undoes; a
-  constant causal mask becomes ``mask = "causal"``, any other additive mask a ``bias``.
+  be GQA-expanded (``Unsqueeze -> Expand -> Reshape``), which the block undoes; Kᵀ as
+  either torch exporter writes it; a constant causal mask, or torch's ``is_causal`` mask
+  built at run time (``Trilu`` of ones over ``[S, S]``), becomes ``mask = "causal"``, any
+  other additive mask a ``bias``.
 - ``llama_decoder_block``: the blocks above assembled as one pre-norm LLaMA layer (RMSNorm,
   q / k / v projections split into heads, RoPE, causal GQA attention, output projection,
   residual, RMSNorm, SwiGLU, residual).

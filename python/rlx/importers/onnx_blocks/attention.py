@@ -4,11 +4,13 @@ constant causal mask recognized) and rotate-half ``rope``."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rlx.dialects.builder import HirValue
+from rlx.importers.dims import SymDim, same
 from rlx.importers.onnx_blocks.graph import (
     GraphView,
     Match,
@@ -207,15 +209,50 @@ def _scores(g: GraphView, name: str, nodes: set[int]) -> tuple[Node, float, str 
     return qk, scale, mask
 
 
-def _mask_kind(g: GraphView, mask_name: str | None, b: int | None, s: int | None,
-               sk: int | None) -> str | None:
+def _built_causal(g: GraphView, mask_name: str, seqs: tuple[SymDim | None, SymDim | None],
+                  nodes: set[int]) -> bool:
+    """torch's ``is_causal`` mask built at run time over a dynamic sequence:
+    ``Where(Trilu(Expand(1, [S, S]), upper=0) == 0, -inf, 0)`` where Q and K have that
+    same length ``S`` (so top-left and bottom-right alignment agree): its nodes join the
+    match."""
+    where = g.node(mask_name, "Where")
+    eq = g.node(where.proto.input[0], "Equal") if where is not None else None
+    if where is None or eq is None:
+        return False
+    masked, kept = (scalar(g.const(n)) for n in where.proto.input[1:3])
+    if masked is None or kept != 0.0 or masked > -1e4:
+        return False
+    trilu = next((g.node(n, "Trilu") for n in eq.proto.input[:2]
+                  if scalar(g.const(other_input(eq, n))) == 0.0), None)
+    if trilu is None or trilu.attr("upper", 1) or (
+            len(trilu.proto.input) > 1 and trilu.proto.input[1]
+            and scalar(g.const(trilu.proto.input[1])) != 0.0):
+        return False
+    expand = g.node(trilu.proto.input[0], "Expand")
+    if expand is None or scalar(g.const(expand.proto.input[0])) != 1.0:
+        return False
+    m_dims = g.imp.inferred.get(mask_name)
+    if m_dims is None or len(m_dims) != 2 or m_dims[0] is None:
+        return False
+    if any(d is None or not same(d, m_dims[0]) for d in (m_dims[1], *seqs)):
+        return False
+    nodes |= {where.index, eq.index, trilu.index, expand.index}
+    return True
+
+
+def _mask_kind(g: GraphView, mask_name: str | None, static: tuple[int | None, int | None],
+               seqs: tuple[SymDim | None, SymDim | None], nodes: set[int]) -> str | None:
     """The ``mask`` of the attention block: ``none`` without a mask, ``causal`` for a
-    constant causal one, else ``bias`` (a rank-4 additive mask, broadcast to
-    ``[B, H, S, Sk]`` when imported); None: a mask the block cannot take."""
+    constant causal one or torch's ``is_causal`` mask built at run time, else ``bias`` (a
+    rank-4 additive mask, broadcast to ``[B, H, S, Sk]`` when imported); None: a mask the
+    block cannot take."""
     if mask_name is None:
         return "none"
     mask = g.const(mask_name)
+    s, sk = static
     if mask is not None and s is not None and sk is not None and _causal(mask, s, sk):
+        return "causal"
+    if mask is None and _built_causal(g, mask_name, seqs, nodes):
         return "causal"
     m_shape = g.shape(mask_name)
     if m_shape is None or len(m_shape) != 4:
@@ -223,13 +260,14 @@ def _mask_kind(g: GraphView, mask_name: str | None, b: int | None, s: int | None
     return "bias"
 
 
-def _bias(imp: GraphImporter, root: Node, mask: str, q: str, k: str, heads: int) -> HirValue:
-    """The additive mask broadcast to ``[B, H, S, Sk]`` (sizes of Q and K, dynamic ones
-    taken at run time)."""
+def _bias(imp: GraphImporter, root: Node, mask: str, q: str, k: tuple[str, int], heads: int
+          ) -> HirValue:
+    """The additive mask broadcast to ``[B, H, S, Sk]`` (sizes of Q and of K's sequence
+    axis ``k[1]``, dynamic ones taken at run time)."""
     m = tensor_of(imp, root, mask)
     q_dims = imp.dims_of(q, imp.values[q])
-    k_dims = imp.dims_of(k, imp.values[k])
-    target = [q_dims[0], heads, q_dims[2], k_dims[2]]
+    k_dims = imp.dims_of(k[0], imp.values[k[0]])
+    target = [q_dims[0], heads, q_dims[2], k_dims[k[1]]]
     return imp.sizes.broadcast(m, imp.dims_of(mask, m), target, root.fail)
 
 
@@ -269,12 +307,12 @@ def _shape_entries(g: GraphView, name: str, of: str, rank: int) -> list[int | st
         return None
     out: list[int | str] = []
     for part in cat.proto.input:
-        c = g.const(part)
+        sl = g.node(part, "Slice")
+        shape = g.node(sl.proto.input[0], "Shape") if sl is not None else None
+        c = g.const(part) if shape is None else None
         if c is not None:
             out += [int(v) for v in c.reshape(-1)]
             continue
-        sl = g.node(part, "Slice")
-        shape = g.node(sl.proto.input[0], "Shape") if sl is not None else None
         if sl is None or shape is None or shape.proto.input[0] != of or len(
                 sl.proto.input) not in (3, 4) or shape.attr("start", 0) or shape.attr(
                 "end") is not None:
@@ -289,14 +327,15 @@ def _shape_entries(g: GraphView, name: str, of: str, rank: int) -> list[int | st
     return out
 
 
-def _transposed_k(g: GraphView, name: str, nodes: set[int]) -> str | None:
-    """Kᵀ of a ``[B, H, S, hd]`` K: ``Transpose(perm [0, 1, 3, 2])``, or torch.onnx's
+def _transposed_k(g: GraphView, name: str, nodes: set[int]) -> tuple[str, bool] | None:
+    """Kᵀ of a ``[B, H, S, hd]`` K: ``Transpose(perm [0, 1, 3, 2])``, torch.onnx's
     ``Reshape(Transpose(Reshape(K, [-1, S, hd]), [0, 2, 1]), [B, H, hd, S])`` whose shapes
-    are slices of ``Shape(K)``: K."""
+    are slices of ``Shape(K)``, or the TorchScript exporter's ``Transpose(perm
+    [0, 2, 3, 1])`` of a ``[B, S, H, hd]`` K: (K, whether K is ``[B, S, H, hd]``)."""
     kt = g.node(name, "Transpose")
-    if kt is not None and kt.ints("perm") == [0, 1, 3, 2]:
+    if kt is not None and kt.ints("perm") in ([0, 1, 3, 2], [0, 2, 3, 1]):
         nodes.add(kt.index)
-        return kt.proto.input[0]
+        return kt.proto.input[0], kt.ints("perm") == [0, 2, 3, 1]
     outer = g.node(name, "Reshape")
     tr = g.node(outer.proto.input[0], "Transpose") if outer is not None else None
     inner = g.node(tr.proto.input[0], "Reshape") if tr is not None else None
@@ -307,7 +346,13 @@ def _transposed_k(g: GraphView, name: str, nodes: set[int]) -> str | None:
             g, outer.proto.input[1], k, 4) != ["d0", "d1", "d3", "d2"]:
         return None
     nodes |= {outer.index, tr.index, inner.index}
-    return k
+    return k, False
+
+
+def _seq_dim(g: GraphView, name: str, axis: int) -> SymDim | None:
+    """Dim ``axis`` of ``name`` as the model's annotations and shape inference know it."""
+    dims = g.imp.inferred.get(name)
+    return dims[axis] if dims is not None and len(dims) == 4 else None
 
 
 def match_attention(g: GraphView, root: Node) -> Match | None:
@@ -335,35 +380,52 @@ def match_attention(g: GraphView, root: Node) -> Match | None:
     q_shape = g.shape(q_name)
     if k_t is None or q_shape is None or len(q_shape) != 4:
         return None
-    b, heads, s, hd = q_shape
+    heads, hd = q_shape[1], q_shape[3]
     if heads is None or hd is None or softmax.attr("axis", -1) % 4 != 3:
         return None
-    k_name = _gqa_source(g, k_t, heads, nodes)
+    k_name, k_bshd = k_t
+    k_name = k_name if k_bshd else _gqa_source(g, k_name, heads, nodes)
     v_name = _gqa_source(g, root.proto.input[1], heads, nodes)
     k_shape, v_shape = g.shape(k_name), g.shape(v_name)
+    if k_shape is not None and k_bshd and len(k_shape) == 4:
+        k_shape = (k_shape[0], k_shape[2], k_shape[1], k_shape[3])
     if k_shape is None or v_shape is None or len(k_shape) != 4 or k_shape != v_shape:
         return None
     if k_shape[3] != hd or k_shape[1] is None or heads % k_shape[1]:
         return None
-    sk = k_shape[2]
-    kind = _mask_kind(g, mask_name, b, s, sk)
+    seqs = (_seq_dim(g, q_name, 2), _seq_dim(g, k_name, 1 if k_bshd else 2))
+    kind = _mask_kind(g, mask_name, (q_shape[2], k_shape[2]), seqs, nodes)
     if kind is None or not g.closed(nodes, root.index):
         return None
     default = math.isclose(scale, 1.0 / math.sqrt(hd), rel_tol=1e-6)
+    return Match("attention", nodes, root.index, [root.proto.output[0]], root.label,
+                 _attention_emit(root, (q_name, k_name, v_name), k_bshd, mask_name, kind,
+                                 heads, hd, None if default else scale),
+                 parts={"q": q_name, "k": k_name, "v": v_name, "heads": heads, "head_dim": hd,
+                        "kv_heads": k_shape[1], "mask": kind, "default_scale": default,
+                        "k_bshd": k_bshd})
+
+
+def _attention_emit(root: Node, qkv: tuple[str, str, str], k_bshd: bool,
+                    mask_name: str | None, kind: str, heads: int, hd: int,
+                    scale: float | None) -> Callable[[GraphImporter], list[Value]]:
+    """The attention block's builder; ``scale`` None: the default ``1 / sqrt(hd)``."""
+    q_name, k_name, _ = qkv
 
     def emit(imp: GraphImporter) -> list[Value]:
-        q, k, v = (tensor_of(imp, root, n) for n in (q_name, k_name, v_name))
+        q, k, v = (tensor_of(imp, root, n) for n in qkv)
+        if k_bshd:
+            k = root.mir("transpose", [k], perm=[0, 2, 1, 3])
         operands = [q, k, v]
         if kind == "bias":
-            operands.append(_bias(imp, root, mask_name, q_name, k_name, heads))  # type: ignore[arg-type]
-        if default:
+            operands.append(_bias(imp, root, mask_name, q_name,  # type: ignore[arg-type]
+                                  (k_name, 1 if k_bshd else 2), heads))
+        if scale is None:
             return [imp.h.attention(*operands, num_heads=heads, head_dim=hd, mask_kind=kind)]
         return [root.mir("attention", operands, num_heads=heads, head_dim=hd, mask_kind=kind,
                          score_scale=scale)]
 
-    return Match("attention", nodes, root.index, [root.proto.output[0]], root.label, emit,
-                 parts={"q": q_name, "k": k_name, "v": v_name, "heads": heads, "head_dim": hd,
-                        "kv_heads": k_shape[1], "mask": kind, "default_scale": default})
+    return emit
 
 
 __all__ = ["match_attention", "match_rope"]

@@ -117,7 +117,7 @@ def match_llama_layer(g: GraphView, found: dict[int, Match], attn: Match) -> Mat
     ``y = h + swiglu(rms(h))`` with a causal mask, the default scale and equal epsilons:
     ``rlx_hir.llama_decoder_block``."""
     a = attn.parts
-    if a["mask"] != "causal" or not a["default_scale"]:
+    if a["mask"] != "causal" or not a["default_scale"] or a["k_bshd"]:
         return None
     layer = _Layer(g, list(found.values()), {m.outputs[0]: m for m in found.values()})
     inputs = layer.attention_inputs(attn)

@@ -3,15 +3,20 @@ and :class:`GraphView` (producers, consumers, constants and static shapes of the
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import sympy
 
 from rlx.dialects.builder import HirValue
-from rlx.importers.onnx_ops import Node, Value, is_symbolic
+from rlx.importers.dims import SymDim, is_static, normalize, shape_vector, symbol, tidy
+from rlx.importers.onnx_ops import FOLDERS, Node, Value, is_symbolic
+from rlx.importers.onnx_ops.shape import clamp_range
+from rlx.ir.diagnostics import RlxError
 
 if TYPE_CHECKING:
     from rlx.importers.onnx import GraphImporter
@@ -42,6 +47,12 @@ class GraphView:
     outputs: set[str] = field(default_factory=set)
     taken: set[int] = field(default_factory=set)
 
+    ahead: dict[str, np.ndarray] = field(default_factory=dict)
+    """Values the walk will fold that the pre-pass could not: computed from ``Shape`` of
+    tensors whose sizes the annotations and shape inference know (symbolic where dynamic),
+    as the walk will (the ``1 / sqrt(head_dim)`` the TorchScript exporter computes from
+    ``Shape(q)`` when the sequence is dynamic)."""
+
     def __post_init__(self) -> None:
         for node in self.imp.nodes:
             for o in node.proto.output:
@@ -51,6 +62,43 @@ class GraphView:
                 if i:
                     self.consumers[i].append(node.index)
         self.outputs = {o.name for o in self.imp.graph.output}
+        for node in self.imp.nodes:
+            self._fold_ahead(node)
+
+    def _fold_ahead(self, node: Node) -> None:
+        outputs = [o for o in node.proto.output if o]
+        if not outputs or all(isinstance(self.imp.values.get(o), np.ndarray) for o in outputs):
+            return
+        if node.op_type == "Shape":
+            dims = self._sizes(node.proto.input[0])
+            if dims is None:
+                return
+            start, end = clamp_range(node.attr("start", 0), node.attr("end"), len(dims))
+            self.ahead[outputs[0]] = tidy(shape_vector(dims[start:end]))
+            return
+        fold = FOLDERS.get(node.op_type)
+        inputs = [self._value(n) if n else None for n in node.proto.input]
+        if fold is None or any(n and v is None for n, v in zip(node.proto.input, inputs,
+                                                               strict=True)):
+            return
+        try:
+            out = fold(node, inputs)
+        except (RlxError, ArithmeticError, TypeError, ValueError):  # the walk will say
+            return
+        for name, v in zip(node.proto.output, out or [], strict=False):
+            if name:
+                self.ahead[name] = tidy(np.asarray(v))
+
+    def _sizes(self, name: str) -> list[SymDim] | None:
+        """The inferred sizes of ``name``, a size nothing knows as a symbol of its own
+        (only the static entries of what is computed from them matter to the matchers)."""
+        dims = self.imp.inferred.get(name)
+        return None if dims is None else [symbol(f"{name}[{a}]?") if d is None else d
+                                          for a, d in enumerate(dims)]
+
+    def _value(self, name: str) -> np.ndarray | None:
+        v = self.imp.values.get(name)
+        return v if isinstance(v, np.ndarray) else self.ahead.get(name)
 
     def node(self, name: str, *ops: str) -> Node | None:
         """The producer of ``name`` when its op is one of ``ops`` and it is still free."""
@@ -61,8 +109,8 @@ class GraphView:
         return node if node.op_type in ops else None
 
     def const(self, name: str) -> np.ndarray | None:
-        v = self.imp.values.get(name)
-        return v if isinstance(v, np.ndarray) and not is_symbolic(v) else None
+        v = self._value(name)
+        return v if v is not None and not is_symbolic(v) else None
 
     def shape(self, name: str) -> tuple[int | None, ...] | None:
         v = self.imp.values.get(name)
@@ -70,7 +118,42 @@ class GraphView:
             return tuple(v.shape)
         if isinstance(v, np.ndarray):
             return tuple(v.shape)
-        return self.imp.shapes.get(name)
+        inferred = self.imp.shapes.get(name)
+        if inferred is not None and None not in inferred:
+            return inferred
+        found = self._reshaped(name)
+        if found is None or inferred is None or len(found) != len(inferred):
+            return inferred or found
+        return tuple(i if i is not None else f for i, f in zip(inferred, found, strict=True))
+
+    def _reshaped(self, name: str) -> tuple[int | None, ...] | None:
+        """Static sizes of a ``Reshape`` to a target the look-ahead knows (the
+        TorchScript exporter's ``[B, S, H, hd]`` of ``Concat(Shape(x)[0], ...)``, whose
+        static entries shape inference loses), or of a ``Transpose`` of one."""
+        i = self.producer.get(name)
+        node = self.imp.nodes[i] if i is not None else None
+        if node is not None and node.op_type == "Transpose":
+            x = self.shape(node.proto.input[0])
+            perm = node.ints("perm") or list(range(len(x or ())))[::-1]
+            return None if x is None or len(perm) != len(x) else tuple(x[p] for p in perm)
+        if node is None or node.op_type != "Reshape" or len(node.proto.input) < 2:
+            return None
+        target = self._value(node.proto.input[1])
+        if target is None or target.ndim != 1:
+            return None
+        x = self._sizes(node.proto.input[0])
+        entries: list[SymDim | None] = []
+        for k, t in enumerate(target.tolist()):
+            if is_static(t) and int(t) == 0 and not node.attr("allowzero", 0):
+                entries.append(x[k] if x is not None and k < len(x) else None)
+            else:
+                entries.append(None if is_static(t) and int(t) < 0 else normalize(t))
+        free = [k for k, t in enumerate(target.tolist()) if is_static(t) and int(t) == -1]
+        known = [e for k, e in enumerate(entries) if k not in free]
+        if len(free) == 1 and x is not None and None not in known:
+            inferred = sympy.simplify(sympy.sympify(math.prod(x)) / math.prod(known))
+            entries[free[0]] = int(inferred) if inferred.is_Integer else None
+        return tuple(int(e) if e is not None and is_static(e) else None for e in entries)
 
     def closed(self, nodes: set[int], root: int) -> bool:
         """Every value made inside ``nodes`` (but the root's) is used only inside."""

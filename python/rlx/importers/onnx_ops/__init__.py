@@ -15,6 +15,7 @@ from rlx.importers.onnx_ops import (
     norm,
     recurrent,
     reduction,
+    resize,
     shape,
 )
 from rlx.importers.onnx_ops.registry import (
@@ -38,7 +39,7 @@ from rlx.importers.onnx_ops.registry import (
 )
 
 FAMILIES = (attention, constant, contraction, conv, elementwise, indexing, norm, recurrent,
-            reduction, shape)
+            reduction, resize, shape)
 
 __all__ = ["CONVERTERS", "FAMILIES", "FOLDERS", "ONNX_DTYPES", "RUNTIME_DTYPES", "ConvertFn",
            "Converter", "FoldFn", "Node", "Value", "converter", "dtype_of", "folder",

@@ -26,7 +26,7 @@ from rlx.importers.onnx_ops.registry import (
     is_symbolic,
     normalize_axes,
 )
-from rlx.ir.types import Dim
+from rlx.ir.types import Dim, DType
 
 FOLD_MAX_ELEMENTS = 1 << 22
 """Larger results of Expand / ConstantOfShape / Range / Tile stay runtime ops."""
@@ -60,8 +60,7 @@ def reshape_to(node: Node, x: HirValue, dims: Sequence[SymDim | None]) -> Value:
             break
         source = origins.get(source.value)
     if new is None or source is None:
-        node.fail(f"reshape of {x.type} to {[str(d) for d in dims]}: rlx reshapes keep "
-                  "the input's dynamic dims and infer at most one other size")
+        return _gathered_reshape(node, x, dims)
     if new == [-2 - k if source.shape[k] is None else source.shape[k]
                for k in range(len(source.shape))]:
         return source
@@ -70,6 +69,43 @@ def reshape_to(node: Node, x: HirValue, dims: Sequence[SymDim | None]) -> Value:
     y_dims = node.dims_of(y)
     return node.known(y, [y_d if d is None else normalize(d)
                           for d, y_d in zip(dims, y_dims, strict=True)])
+
+
+def _gathered_reshape(node: Node, x: HirValue, dims: Sequence[SymDim | None]) -> HirValue:
+    """A reshape to several dynamic sizes that are not the input's dims (``[B S, 64]`` to
+    ``[B, S, 64]``, which one ``rlx_mir.reshape`` cannot say): ``x`` as rows of the
+    target's static trailing size ``T``, the rows gathered by their row-major index over
+    the target's leading sizes (counted at run time from tensors that have them), then
+    reshaped to the target keeping those gathered dims."""
+    where = f"reshape of {x.type} to {[str(d) for d in dims]}"
+    if any(d is None for d in dims):
+        node.fail(f"{where}: sizes not known at import time")
+    target = [normalize(d) for d in dims]  # type: ignore[arg-type]
+    k = len(target)
+    while k > 0 and is_static(target[k - 1]):
+        k -= 1
+    lead, tail = target[:k], [int(d) for d in target[k:]]
+    if not lead or not all(node.sizes.can_build(d) for d in lead):
+        node.fail(f"{where}: rlx cannot compute the sizes {[str(d) for d in lead]} at run "
+                  "time (a reshape keeps the input's dynamic dims and infers one other)")
+    rows = node.mir("reshape", [x], new_shape=[-1, math.prod(tail)])
+    index: HirValue | None = None
+    for i, d in enumerate(lead):
+        part = node.sizes.iota(d, DType.I64, node.fail)
+        if len(lead) > 1:
+            part = node.mir("reshape", [part], new_shape=[-1 if a == i else 1
+                                                          for a in range(len(lead))])
+        stride = math.prod(lead[i + 1:])
+        if not is_static(stride) or int(stride) != 1:
+            part = node.mir("binary", [part, node.sizes.scalar(stride, DType.I64, node.fail)],
+                            kind="mul")
+        index = part if index is None else node.mir("binary", [index, part], kind="add")
+    table = rows if rows.dtype != DType.I1 else node.cast(rows, DType.I8)
+    picked = node.mir("gather", [table, index], axis=0, batch_dims=0)  # type: ignore[list-item]
+    if rows.dtype == DType.I1:
+        picked = node.mir("compare", [picked, np.asarray(0, np.int8)], kind="ne")
+    y = node.mir("reshape", [picked], new_shape=[*(-2 - a for a in range(k)), *tail])
+    return node.known(y, target)
 
 
 def _reshape_attr(node: Node, x: HirValue, dims: Sequence[SymDim | None]
@@ -106,7 +142,7 @@ def _reshape_attr(node: Node, x: HirValue, dims: Sequence[SymDim | None]
 # --------------------------------------------------------------------------------------
 
 
-def _clamp_range(start: int, end: int | None, n: int) -> tuple[int, int]:
+def clamp_range(start: int, end: int | None, n: int) -> tuple[int, int]:
     end = n if end is None else end
     start, end = (s + n if s < 0 else s for s in (start, end))
     return min(max(start, 0), n), min(max(end, 0), n)
@@ -115,7 +151,7 @@ def _clamp_range(start: int, end: int | None, n: int) -> tuple[int, int]:
 @converter("Shape")
 def convert_shape(node: Node) -> list[Value]:
     dims = node.dims(0)
-    start, end = _clamp_range(node.attr("start", 0), node.attr("end"), len(dims))
+    start, end = clamp_range(node.attr("start", 0), node.attr("end"), len(dims))
     return [symbolic(dims[start:end])]
 
 
@@ -123,7 +159,7 @@ def convert_shape(node: Node) -> list[Value]:
 def fold_shape(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray] | None:
     if inputs[0] is None:
         return None
-    start, end = _clamp_range(node.attr("start", 0), node.attr("end"), inputs[0].ndim)
+    start, end = clamp_range(node.attr("start", 0), node.attr("end"), inputs[0].ndim)
     return [np.asarray(inputs[0].shape[start:end], dtype=np.int64)]
 
 
@@ -360,7 +396,9 @@ def convert_split(node: Node) -> list[Value]:
             outs.append(empty(node, [0 if a == axis else d for a, d in enumerate(x.shape)],
                               x))
         else:
-            outs.append(node.mir("narrow", [x], axis=axis, start=start, len=size))
+            part = node.mir("narrow", [x], axis=axis, start=start, len=size)
+            outs.append(node.known(part, [size if a == axis else d
+                                          for a, d in enumerate(node.dims(0))]))
         start += size
     return outs
 

@@ -7,6 +7,7 @@ import numpy as np
 from iree.compiler import ir
 from iree.compiler.dialects import arith
 
+from rlx.dialects.mir.conv import pool_out_size
 from rlx.dialects.schema import Decoded
 from rlx.lowering import emit
 from rlx.lowering.mir_to_linalg.contraction import accumulator
@@ -79,9 +80,12 @@ def _lowest(t: ir.Type) -> float | int:
 def lower_pool(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     """Pad with the kind's neutral value (up to the last ceil-mode window; cut to the
     extent the windows read), then one reduction generic over ``(n, c, out...,
-    window...)``; ``avg`` divides the sums by a constant tensor of window counts."""
+    window...)``; ``avg`` divides the sums by a constant tensor of window counts. Dynamic
+    spatial sizes: :func:`_lower_dynamic_pool`."""
     a = op.attrs
     x = op["x"]
+    if None in emit.static_shape(x)[2:]:
+        return [_lower_dynamic_pool(x, a)]
     kernel, stride, dilation, padding = (a["kernel_size"], a["stride"], a["dilation"],
                                          a["padding"])
     n = len(kernel)
@@ -98,20 +102,7 @@ def lower_pool(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
                   emit.scalar(neutral, t))
     if min(high) < 0:
         xp = emit.extract_slice(xp, [0] * (n + 2), [*emit.sizes(x)[:2], *needed])
-    d = emit.d
-    loops = 2 + 2 * n
-    taps = [d(2 + i) * stride[i] + d(2 + n + i) * dilation[i] for i in range(n)]
-    maps = [emit.amap(loops, [0, 1, *taps]), emit.amap(loops, list(range(2 + n, loops))),
-            emit.amap(loops, list(range(2 + n)))]
-    iters = [emit.PARALLEL] * (2 + n) + [emit.REDUCTION] * n
-    init = emit.filled([*emit.sizes(x)[:2], *outs], acc_t, neutral)
-    window = emit.empty(list(kernel), t)
-
-    def body(v: ir.Value, _: ir.Value, acc: ir.Value) -> ir.Value:
-        v = emit.convert(v, acc_t)
-        return emit.add(acc, v) if avg else emit.maximum(acc, v)
-
-    y = emit.generic([xp, window], [init], maps, iters, body)[0]
+    y = _windows(xp, a, [*emit.sizes(x)[:2], *outs], acc_t, neutral)
     if not avg:
         return [y]
     count_t = emit.tensor_type(outs, acc_t)  # f32: avg pools float inputs only
@@ -120,3 +111,84 @@ def lower_pool(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     mean = emit.map_elementwise([y, divisor], acc_t, arith.divf, emit.sizes(y))
     return [emit.convert_tensor(mean, t)]
 
+
+def _windows(xp: ir.Value, a: dict, out_sizes: emit.Sizes, acc_t: ir.Type,
+             neutral: float | int) -> ir.Value:
+    """One reduction generic over ``(n, c, out..., window...)`` of the padded ``xp``: the
+    max or the sum (``acc_t``) of each window."""
+    kernel, stride, dilation = a["kernel_size"], a["stride"], a["dilation"]
+    n = len(kernel)
+    d = emit.d
+    loops = 2 + 2 * n
+    taps = [d(2 + i) * stride[i] + d(2 + n + i) * dilation[i] for i in range(n)]
+    maps = [emit.amap(loops, [0, 1, *taps]), emit.amap(loops, list(range(2 + n, loops))),
+            emit.amap(loops, list(range(2 + n)))]
+    iters = [emit.PARALLEL] * (2 + n) + [emit.REDUCTION] * n
+    init = emit.filled(out_sizes, acc_t, neutral)
+    window = emit.empty(list(kernel), emit.elem(xp))
+    avg = a["kind"] == "avg"
+
+    def body(v: ir.Value, _: ir.Value, acc: ir.Value) -> ir.Value:
+        v = emit.convert(v, acc_t)
+        return emit.add(acc, v) if avg else emit.maximum(acc, v)
+
+    return emit.generic([xp, window], [init], maps, iters, body)[0]
+
+
+def _dynamic_out(size: emit.Size, k: int, s: int, d: int, begin: int, end: int,
+                 ceil_mode: bool) -> emit.Size:
+    """:func:`rlx.dialects.mir.conv.pool_out_size` over index values (the verifier's
+    run-time check made ``size + begin + end`` at least the dilated kernel)."""
+    span = emit.sub_sizes(arith.addi(emit.as_value(size), emit.index(begin + end)),
+                          (k - 1) * d + 1)
+    if not ceil_mode:
+        return arith.addi(arith.divui(emit.as_value(span), emit.index(s)), emit.index(1))
+    up = arith.addi(arith.divui(arith.addi(emit.as_value(span), emit.index(s - 1)),
+                                emit.index(s)), emit.index(1))
+    last_start = arith.muli(arith.subi(up, emit.index(1)), emit.index(s))
+    past = arith.cmpi(arith.CmpIPredicate.uge, last_start,
+                      arith.addi(emit.as_value(size), emit.index(begin)))
+    return arith.select(past, arith.subi(up, emit.index(1)), up)
+
+
+def _lower_dynamic_pool(x: ir.Value, a: dict) -> ir.Value:
+    """Pooling over dynamic spatial sizes: the window counts and the padded extent the
+    windows read computed at run time; ``x`` padded by the declared pads and (ceil mode)
+    ``stride - 1`` more, then cut to that extent. ``avg`` divides by the same reduction
+    over ones (padded with ones inside the declared pads for ``count_include_pad``)."""
+    kernel, stride, dilation, padding = (a["kernel_size"], a["stride"], a["dilation"],
+                                         a["padding"])
+    n = len(kernel)
+    ceil = a["ceil_mode"]
+    spatial = emit.sizes(x)[2:]
+    outs: emit.Sizes = []
+    needed: emit.Sizes = []
+    for i, size in enumerate(spatial):
+        args = (kernel[i], stride[i], dilation[i], padding[i], padding[n + i], ceil)
+        out = pool_out_size(size, *args) if isinstance(size, int) else _dynamic_out(size, *args)
+        assert out is not None  # the verifier checked a static size fits
+        outs.append(out)
+        needed.append(emit.mul_sizes(emit.sub_sizes(out, 1), stride[i]) if isinstance(
+            out, int) else arith.muli(arith.subi(out, emit.index(1)), emit.index(stride[i])))
+        span = (kernel[i] - 1) * dilation[i] + 1
+        needed[i] = needed[i] + span if isinstance(needed[i], int) else arith.addi(
+            needed[i], emit.index(span))
+    extra = [stride[i] - 1 if ceil else 0 for i in range(n)]
+    t = emit.elem(x)
+    avg = a["kind"] == "avg"
+    acc_t = accumulator(t) if avg else t
+    neutral = 0.0 if avg else _lowest(t)
+
+    def padded(v: ir.Value, value: float | int) -> ir.Value:
+        v = emit.pad(v, [0, 0, *padding[:n]], [0, 0, *padding[n:]], emit.scalar(value, t))
+        v = emit.pad(v, [0] * (n + 2), [0, 0, *extra], emit.scalar(neutral, t))
+        return emit.extract_slice(v, [0] * (n + 2), [*emit.sizes(v)[:2], *needed])
+
+    y = _windows(padded(x, neutral), a, [*emit.sizes(x)[:2], *outs], acc_t, neutral)
+    if not avg:
+        return y
+    ones = emit.filled([1, 1, *spatial], t, 1.0)
+    counts = _windows(padded(ones, 1.0 if a["count_include_pad"] else 0.0), a,
+                      [1, 1, *outs], acc_t, 0.0)
+    mean = emit.map_elementwise([y, counts], acc_t, arith.divf, emit.sizes(y))
+    return emit.convert_tensor(mean, t)

@@ -66,8 +66,13 @@ def lower_rms_norm(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
 
 @MIR_TO_LINALG.register("layer_norm")
 def lower_layer_norm(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
-    """Two passes: the mean, then the mean of squared deviations (biased variance)."""
+    """Two passes: the mean, then the mean of squared deviations (biased variance). The
+    input passes a compute barrier as rms_norm's does: fused with the ops before it (a
+    Whisper encoder's conv front end, transposed and added to its position table), IREE
+    3.13's llvm-cpu codegen exceeds its stack limit."""
     x, gamma, beta = op["x"], op["gamma"], op["beta"]
+    if ctx.options.compute_barriers:
+        x = emit.barrier(x)
     r = emit.rank(x)
     scale = inv_width(x)
     mean = emit.map_elementwise([row_sum(x, lambda v: v)], emit.f32(),

@@ -45,6 +45,9 @@ The modules, lowest first (each imports only those above it):
 - :mod:`.dequant`: the building blocks: repacking and dequantizing generics, shift tables,
   loop orders, F16 / BF16 bit views;
 - :mod:`.legacy`: the ``int8`` and NVFP4 schemes (``[K, N]`` weights);
+- :mod:`.gemv_q8`: the kernels' ``activation_quant="q8"`` bodies (``x`` quantized to int8
+  blocks in the kernel, integer block dot products: ``vpdpbusd`` / ``vpmaddubsw`` through
+  ``llvm.call_intrinsic`` where the target CPU has them), an opt-in numerics mode;
 - :mod:`.gemv_kernels` and :mod:`.gemv_planes`, side by side: the hand-written llvm-cpu
   decode GEMV kernels (their text on the shared skeleton of :mod:`..executable`) and the
   repacking that produces the operand planes those kernels read. They sit next to each

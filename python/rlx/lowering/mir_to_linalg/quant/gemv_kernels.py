@@ -102,12 +102,18 @@ from rlx.lowering.mir_to_linalg.executable import (
 )
 from rlx.lowering.mir_to_linalg.quant.gemv_batched import batched_body
 from rlx.lowering.mir_to_linalg.quant.gemv_prologues import glu_prologue, norm_prologue
+from rlx.lowering.mir_to_linalg.quant.gemv_q8 import MAX_Q8_K, q8_body
 from rlx.lowering.mir_to_linalg.quant.gemv_text import (
     ROWS_PER_TILE,
+    V8,
     at,
+    close_reduction,
     q4_k_constants,
+    q4_k_mins,
     q4_k_nibble,
+    reduction,
     rows_loop,
+    store_row,
 )
 from rlx.lowering.registry import LoweringContext, LoweringOptions
 
@@ -133,6 +139,8 @@ I8_PLANE = (*BYTE_PLANE, *SIXTEEN_PLANE)
 """Schemes whose kernel reads an i8 plane of quants (:func:`_byte_body`); but for Q8_0's
 own, repacking them at load grows the weight (``LoweringOptions.hoist_growth``)."""
 SCHEMES = (*I8_PLANE, "gguf_q4_k")
+Q8_SCHEMES = (*I8_PLANE, "gguf_q4_k")
+"""Schemes with an ``activation_quant="q8"`` kernel (:mod:`.gemv_q8`, ``M = 1``)."""
 MAX_BATCH = 8
 """The most rows ``M`` of ``x`` a kernel takes (the sequences of a batched decode step,
 :mod:`rlx.models.llama_batch`; a speculative step's tokens): ``x [M, K]``, ``y [M, N]``.
@@ -158,6 +166,9 @@ class Kernel:
     batch: int = 1
     """``M``, the rows of ``x`` (``1 .. MAX_BATCH``): ``x [M, K]`` and ``y [M, N]`` (``r [M, N]``)
     where ``M > 1``, ``x [K]`` and ``y [N]`` where ``M = 1``."""
+    int_dot: str | None = None
+    """``activation_quant="q8"``: ``x`` quantized to int8 blocks and integer dot products in
+    this form (``LoweringOptions.int_dot``; :mod:`.gemv_q8`); None: the exact f32 kernel."""
 
     def __post_init__(self) -> None:
         """The shapes the bounds argument (module docstring) rests on."""
@@ -178,6 +189,12 @@ class Kernel:
         if self.batch > 1 and (self.norm_eps is not None or self.glu):
             raise LoweringError(f"error: GEMV kernel {self.symbol}: expected no RMSNorm or "
                                 f"SwiGLU prologue with {self.batch} rows of x (M = 1 only)")
+        if self.int_dot is not None and (self.batch > 1 or self.scheme not in Q8_SCHEMES
+                                         or self.k > MAX_Q8_K):
+            raise LoweringError(f"error: GEMV kernel {self.symbol}: expected M = 1, one of "
+                                f"{', '.join(Q8_SCHEMES)} and K <= {MAX_Q8_K} for 8-bit "
+                                f"activations, found M = {self.batch}, {self.scheme}, "
+                                f"K = {self.k}")
 
     @property
     def symbol(self) -> str:
@@ -185,8 +202,9 @@ class Kernel:
         glu = "_glu" if self.glu else ""
         add = "_add" if self.residual else ""
         batch = f"_m{self.batch}" if self.batch > 1 else ""
-        return (f"rlx_gemv_{self.scheme.removeprefix('gguf_')}_{self.n}x{self.k}{batch}{norm}"
-                f"{glu}{add}")
+        q8 = "" if self.int_dot is None else f"_q8{self.int_dot}"
+        return (f"rlx_gemv_{self.scheme.removeprefix('gguf_')}_{self.n}x{self.k}{batch}{q8}"
+                f"{norm}{glu}{add}")
 
     @property
     def bindings(self) -> dict[str, str]:
@@ -198,6 +216,10 @@ class Kernel:
             planes = {"q": memref([n, k], "i8"), "d": memref([n, k // 32], "f16")}
         elif self.scheme in SIXTEEN_PLANE:
             planes = {"q": memref([n, k], "i8"), "d": memref([n, k // 16], "f32")}
+        elif self.int_dot is not None:           # Q4_K's qs, sc, m bytes, d, dmin
+            planes = {"q": memref([n, k // 2], "i8"), "sc": memref([n, k // 32], "i8"),
+                      "mn": memref([n, k // 32], "i8"), "d": memref([n, k // 256], "f16"),
+                      "dmin": memref([n, k // 256], "f16")}
         else:
             planes = {"q": memref([n, k // 8], "i32"), "s": memref([n, k // 32], "f32"),
                       "m": memref([n, k // 32], "f32")}
@@ -217,7 +239,9 @@ class Kernel:
         16 lanes of a 128-weight chunk, its 4 group scales S, and the M of 8 groups."""
         if self.scheme in BYTE_PLANE:
             return [32, 1]
-        return [32, 2] if self.scheme in SIXTEEN_PLANE else [16, 4, 8]
+        if self.scheme in SIXTEEN_PLANE:
+            return [32, 2]
+        return [16, 4, 8] if self.int_dot is None else [32, 2, 8, 1, 1]   # q8: see gemv_q8
 
     def text(self) -> str:
         return kernel_text(self)
@@ -228,7 +252,8 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
     """The kernel for a dequant_matmul of ``m`` rows of ``x`` (None: dynamic), or None (not
     llvm-cpu, disabled, not a decode GEMV of a covered scheme (``1 <= m <= MAX_BATCH``), a
     row count that is not a multiple of 4, or a Q5_0 / Q4_0 / Q6_K weight too large for its
-    widened repacking to be hoisted)."""
+    widened repacking to be hoisted). With ``options.activation_quant == "q8"``, ``M = 1``
+    and ``K <= MAX_Q8_K``, the kernel's ``q8`` form (:mod:`.gemv_q8`)."""
     if not options.gemv_kernels or scheme not in SCHEMES:
         return None
     if m is None or not 1 <= m <= MAX_BATCH or n % ROWS_PER_TILE:
@@ -245,7 +270,10 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
     if scheme in I8_PLANE and n * (k - QUANT_SCHEMES[scheme].row_bytes(k)) > (
             options.hoist_growth):
         return None
-    return Kernel(scheme, n, k, workgroup_rows(n, k), batch=m)
+    q8 = (options.activation_quant == "q8" and m == 1 and scheme in Q8_SCHEMES
+          and k <= MAX_Q8_K)
+    return Kernel(scheme, n, k, workgroup_rows(n, k), batch=m,
+                  int_dot=options.int_dot if q8 else None)
 
 
 def workgroup_rows(n: int, k: int) -> int:
@@ -267,36 +295,10 @@ MAX_NORM_K = 4096
 IREE's llvm-cpu stack limit is 32 KiB and the Q4_K kernel has group sums there too)."""
 
 
-def _store_row(t: Text, kern: Kernel, i: int, value: str) -> None:
-    """Store row ``%r{i}``'s result (plus the residual, in the residual form)."""
-    if kern.residual:
-        t(f"%res{i} = memref.load %r[%r{i}] : {kern.bindings['r']}")
-        t(f"%out{i} = arith.addf {value}, %res{i} : f32")
-        value = f"%out{i}"
-    t(f"memref.store {value}, %y[%r{i}] : {kern.bindings['y']}")
-
-
 def _store_rows(t: Text, kern: Kernel, total: list[str]) -> None:
     for i, v in enumerate(total):
         t(f"%y{i} = vector.reduction <add>, {v} : {V16} into f32")
-        _store_row(t, kern, i, f"%y{i}")
-
-
-def _reduction(t: Text, result: str, iv: str, upper: str, step: str, acc: str,
-               acc_type: str) -> None:
-    """Open ``%{result}:4 = scf.for %{iv} = 0 to upper step step`` carrying one zero-started
-    ``acc_type`` accumulator per row of the tile (``%{acc}0`` .. ``%{acc}3``)."""
-    t(f"%{result}_zero = arith.constant dense<0.0> : {acc_type}")
-    args = ", ".join(f"%{acc}{i} = %{result}_zero" for i in range(ROWS_PER_TILE))
-    types = ", ".join([acc_type] * ROWS_PER_TILE)
-    t.block(f"%{result}:{ROWS_PER_TILE} = scf.for %{iv} = %c0 to {upper} step {step} "
-            f"iter_args({args}) -> ({types})")
-
-
-def _yield(t: Text, values: list[str], acc_type: str) -> None:
-    """Close a :func:`_reduction` with the tile's new accumulators."""
-    t(f"scf.yield {', '.join(values)} : {', '.join([acc_type] * len(values))}")
-    t.end()
+        store_row(t, kern.bindings, i, f"%y{i}")
 
 
 def _byte_body(t: Text, kern: Kernel) -> None:
@@ -310,7 +312,7 @@ def _byte_body(t: Text, kern: Kernel) -> None:
     t("%c32 = arith.constant 32 : index")
     t(f"%nb = arith.constant {kern.k // 32} : index")
     rows_loop(t, kern.rows)
-    _reduction(t, "acc", "b", "%nb", "%c1", "a", V16)
+    reduction(t, "acc", "b", "%nb", "%c1", "a", V16)
     t("%k0 = arith.muli %b, %c32 : index")
     t("%k1 = arith.addi %k0, %c16 : index")
     t(f"%x0 = vector.load %x[%k0] : {x}, {V16}")
@@ -338,7 +340,7 @@ def _byte_body(t: Text, kern: Kernel) -> None:
         t(f"%e{i} = arith.extf %h{i} : f16 to f32")
         t(f"%v{i} = vector.broadcast %e{i} : f32 to {V16}")
         t(f"%n{i} = vector.fma %s{i}, %v{i}, %a{i} : {V16}")
-    _yield(t, [f"%n{i}_1" if sixteen else f"%n{i}" for i in range(ROWS_PER_TILE)], V16)
+    close_reduction(t, [f"%n{i}_1" if sixteen else f"%n{i}" for i in range(ROWS_PER_TILE)], V16)
     _store_rows(t, kern, [f"%acc#{i}" for i in range(ROWS_PER_TILE)])
     t.end()
 
@@ -353,24 +355,21 @@ def _q4_k_body(t: Text, kern: Kernel) -> None:
     _group_sums(t, kern)
     q4_k_constants(t)
     rows_loop(t, kern.rows)
-    _reduction(t, "acc", "c", "%nc", "%c1", "a", V16)
+    reduction(t, "acc", "c", "%nc", "%c1", "a", V16)
     t("%k0 = arith.muli %c, %c128 : index")
     for j in range(8):
         t(f"%kx{j} = affine.apply affine_map<()[s0] -> (s0 + {16 * j})>()[%k0]")
         t(f"%x{j} = vector.load %x[%kx{j}] : {memref([k], 'f32')}, {V16}")
     for i in range(ROWS_PER_TILE):
         _q4_k_row(t, kern, i)
-    _yield(t, [f"%A{i}_3" for i in range(ROWS_PER_TILE)], V16)
-    _q4_k_mins(t, kern)
+    close_reduction(t, [f"%A{i}_3" for i in range(ROWS_PER_TILE)], V16)
+    q4_k_mins(t, kern.k, kern.bindings["m"])
     for i in range(ROWS_PER_TILE):
         t(f"%sum{i} = vector.reduction <add>, %acc#{i} : {V16} into f32")
         t(f"%min{i} = vector.reduction <add>, %mins#{i} : {V8} into f32")
         t(f"%y{i} = arith.subf %sum{i}, %min{i} : f32")
-        _store_row(t, kern, i, f"%y{i}")
+        store_row(t, kern.bindings, i, f"%y{i}")
     t.end()
-
-
-V8 = "vector<8xf32>"
 
 
 def _group_sums(t: Text, kern: Kernel) -> None:
@@ -406,18 +405,6 @@ def _q4_k_row(t: Text, kern: Kernel, i: int) -> None:
         prev = f"%A{i}_{g}"
 
 
-def _q4_k_mins(t: Text, kern: Kernel) -> None:
-    """``%mins#i`` = ``Σ_g M[r_i, g] · X[g]``, eight groups at a time."""
-    xs, m = memref([kern.k // 32], "f32"), kern.bindings["m"]
-    _reduction(t, "mins", "g", "%nb", "%c8", "z", V8)
-    t(f"%xv = vector.load %xs[%g] : {xs}, {V8}")
-    for i in range(ROWS_PER_TILE):
-        t(f"%km{i} = {at('%g', ROWS_PER_TILE, 8 * i)}")
-        t(f"%mv{i} = vector.load %m[%tile, %km{i}] : {m}, {V8}")
-        t(f"%mz{i} = vector.fma %mv{i}, %xv, %z{i} : {V8}")
-    _yield(t, [f"%mz{i}" for i in range(ROWS_PER_TILE)], V8)
-
-
 def kernel_text(kern: Kernel) -> str:
     """The ``stream.executable`` of one kernel (one per scheme and shape)."""
     args = []
@@ -437,6 +424,9 @@ def kernel_text(kern: Kernel) -> str:
             form = ("byte" if kern.scheme in BYTE_PLANE else
                     "sixteen" if kern.scheme in SIXTEEN_PLANE else "q4_k")
             batched_body(t, kern, form)
+            return
+        if kern.int_dot is not None:
+            q8_body(t, kern)
             return
         (_byte_body if kern.scheme in I8_PLANE else _q4_k_body)(t, kern)
 
@@ -459,5 +449,6 @@ def dispatch(ctx: LoweringContext, kern: Kernel, x: ir.Value, planes: list[ir.Va
                            [], []).results[0]
 
 
-__all__ = ["BYTE_PLANE", "I8_PLANE", "MAX_BATCH", "MAX_NORM_K", "ROWS_PER_TILE", "SCHEMES",
+__all__ = ["BYTE_PLANE", "I8_PLANE", "MAX_BATCH", "MAX_NORM_K", "Q8_SCHEMES", "ROWS_PER_TILE",
+           "SCHEMES",
            "SIXTEEN_PLANE", "Kernel", "dispatch", "kernel_for", "kernel_text", "workgroup_rows"]

@@ -35,7 +35,14 @@ from rlx.lowering.mir_to_linalg.quant.dequant import (
     repack_plane,
     with_shifts,
 )
-from rlx.lowering.mir_to_linalg.quant.layouts import K_PRODUCTS, LAYOUTS, Field, f16_at, q5
+from rlx.lowering.mir_to_linalg.quant.layouts import (
+    K_PRODUCTS,
+    LAYOUTS,
+    Field,
+    f16_at,
+    k_scale,
+    q5,
+)
 from rlx.lowering.mir_to_linalg.quant.scalars import (
     Expr,
     Exprs,
@@ -59,6 +66,8 @@ def kernel_planes(kern: gemv_kernels.Kernel, w: ir.Value) -> list[ir.Value]:
     info = QUANT_SCHEMES[kern.scheme]
     n, g = kern.n, kern.k // info.block_elems
     raw3 = emit.expand(w, [[0], [1, 2]], [n, g, info.block_bytes])
+    if kern.scheme not in gemv_kernels.I8_PLANE and kern.int_dot is not None:
+        return _q4_k_q8_planes(kern, raw3)
     if kern.scheme not in gemv_kernels.I8_PLANE:
         return _q4_k_planes(kern, raw3)
     q = emit.collapse(byte_quants(raw3, n, kern.scheme), [[0], [1, 2]])
@@ -96,6 +105,21 @@ def _q4_k_planes(kern: gemv_kernels.Kernel, raw3: ir.Value) -> list[ir.Value]:
     mins = emit.map_elementwise([a, b], emit.f32(),
                                 lambda v, u: arith.addf(arith.mulf(v, sixteen), u), [n, 8 * g])
     return interleave_tiles(kern, [q, s, mins])
+
+
+def _q4_k_q8_planes(kern: gemv_kernels.Kernel, raw3: ir.Value) -> list[ir.Value]:
+    """Q4_K for the ``q8`` kernel (:mod:`.gemv_q8`) from ``raw3 [N, G, 144]``: the ``qs``
+    bytes as in the file ``[N, K / 2]``, the 6-bit ``sc`` and ``m`` as bytes per group
+    ``[N, K / 32]``, the f16 ``d`` and ``dmin`` per 256 ``[N, K / 256]`` (0.58 bytes a
+    weight; the file's 0.5625)."""
+    n, g, _ = emit.static_shape(raw3)
+    assert n is not None
+    assert g is not None
+    qs = emit.collapse(emit.extract_slice(raw3, [0, 0, 16], [n, g, 128]), [[0], [1, 2]])
+    sc, mn = (emit.collapse(repack_field(raw3, n, k_scale(is_min), [4, 2, 32]),
+                            [[0], [1, 2, 3]]) for is_min in (False, True))
+    d, dmin = (repack_field(raw3, n, f16_at(at), [4, 2, 32]) for at in (0, 2))
+    return interleave_tiles(kern, [qs, sc, mn, d, dmin])
 
 
 BYTE_QUANTS: dict[str, Callable[[Scalars], ir.Value]] = {

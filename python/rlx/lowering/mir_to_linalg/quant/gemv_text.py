@@ -4,7 +4,9 @@ workgroup's row tiles and affine indices into the tile-interleaved planes."""
 
 from __future__ import annotations
 
-from rlx.lowering.mir_to_linalg.executable import I16, V16, Text
+from rlx.lowering.mir_to_linalg.executable import I16, V16, Text, memref
+
+V8 = "vector<8xf32>"
 
 ROWS_PER_TILE = 4
 """Rows a kernel loop iteration accumulates at once (four 16-lane partial sums); the weight
@@ -55,4 +57,46 @@ def q4_k_nibble(t: Text, word: str, tag: str, j: int) -> str:
     return f"%f{tag}_{j}"
 
 
-__all__ = ["ROWS_PER_TILE", "at", "q4_k_constants", "q4_k_nibble", "rows_loop"]
+def reduction(t: Text, result: str, iv: str, upper: str, step: str, acc: str,
+              acc_type: str) -> None:
+    """Open ``%{result}:4 = scf.for %{iv} = 0 to upper step step`` carrying one zero-started
+    ``acc_type`` accumulator per row of the tile (``%{acc}0`` .. ``%{acc}3``)."""
+    t(f"%{result}_zero = arith.constant dense<0.0> : {acc_type}")
+    args = ", ".join(f"%{acc}{i} = %{result}_zero" for i in range(ROWS_PER_TILE))
+    types = ", ".join([acc_type] * ROWS_PER_TILE)
+    t.block(f"%{result}:{ROWS_PER_TILE} = scf.for %{iv} = %c0 to {upper} step {step} "
+            f"iter_args({args}) -> ({types})")
+
+
+def close_reduction(t: Text, values: list[str], acc_type: str) -> None:
+    """Close a :func:`reduction` with the tile's new accumulators."""
+    t(f"scf.yield {', '.join(values)} : {', '.join([acc_type] * len(values))}")
+    t.end()
+
+
+def q4_k_mins(t: Text, k: int, m: str) -> None:
+    """``%mins#i`` = ``Σ_g M[r_i, g] · X[g]``, eight groups at a time: ``%xs [K / 32]`` the
+    group sums of ``x``, ``%m`` (of memref type ``m``) the tile's per-group ``M``, stored
+    eight groups of a row together; ``%nb`` = K / 32 and ``%c8`` defined."""
+    xs = memref([k // 32], "f32")
+    reduction(t, "mins", "g", "%nb", "%c8", "z", V8)
+    t(f"%xv = vector.load %xs[%g] : {xs}, {V8}")
+    for i in range(ROWS_PER_TILE):
+        t(f"%km{i} = {at('%g', ROWS_PER_TILE, 8 * i)}")
+        t(f"%mv{i} = vector.load %m[%tile, %km{i}] : {m}, {V8}")
+        t(f"%mz{i} = vector.fma %mv{i}, %xv, %z{i} : {V8}")
+    close_reduction(t, [f"%mz{i}" for i in range(ROWS_PER_TILE)], V8)
+
+
+def store_row(t: Text, bindings: dict[str, str], i: int, value: str) -> None:
+    """Store row ``%r{i}``'s result ``value`` into ``%y`` (plus ``%r``'s, where the kernel's
+    ``bindings`` have a residual ``r``)."""
+    if "r" in bindings:
+        t(f"%res{i} = memref.load %r[%r{i}] : {bindings['r']}")
+        t(f"%out{i} = arith.addf {value}, %res{i} : f32")
+        value = f"%out{i}"
+    t(f"memref.store {value}, %y[%r{i}] : {bindings['y']}")
+
+
+__all__ = ["ROWS_PER_TILE", "V8", "at", "close_reduction", "q4_k_constants", "q4_k_mins",
+           "q4_k_nibble", "reduction", "rows_loop", "store_row"]

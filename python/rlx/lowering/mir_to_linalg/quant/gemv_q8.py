@@ -1,0 +1,354 @@
+"""The ``activation_quant="q8"`` form of the decode GEMV kernels (:mod:`.gemv_kernels`,
+``M = 1``): ``x`` quantized to int8 blocks of 32 and multiplied with integer dot products,
+llama.cpp's numerics (``ggml_vec_dot_q8_0_q8_0``, ``..._q4_K_q8_K``), an opt-in mode of its
+own (``LoweringOptions.activation_quant``; the exact f32 kernels are the default).
+
+**Quantizing x.** Every workgroup quantizes ``x [K]`` (or the prologue's ``%x``) into stack
+buffers first, as ggml's ``q8_0``: per block ``b`` of 32, ``d_b = amax_b / 127``, ``q_i =
+round(x_i · (1 / d_b))`` (to nearest, ties to even; ``q = 0`` where ``d_b = 0``), an i8 in
+``[-127, 127]`` since ``|x_i · (1 / d_b)| <= 127 (1 + 2^-23)``; plus, for Q4_K's mins, the
+sums ``X_b = d_b · Σ q_i`` of the quantized block (ggml's ``bsums``; so the kernel computes
+``W x̃`` for the quantized ``x̃``, mins included, up to f32 rounding). That is ``K``
+loads and stores against the workgroup's ``rows · K`` weights (at least 64 rows at ``K <=
+4096``): a few percent, and no dispatch of its own (a dispatch costs IREE a few microseconds,
+as long as a 2048 x 2048 GEMV's 4%; every workgroup computes the same bytes).
+
+**Error.** Per block ``|x_i - d_b q_i| <= d_b / 2 (1 + 2^-16)`` (the rounding of
+``1 / d_b`` and of the product are relative ``2^-24`` each, at most 127 of them), so
+``|y_q8 - y| <= Σ_b (amax_b / 254) (1 + 2^-16) Σ_{i in b} |w_i|`` plus f32 rounding: the
+bound ``tests/numerics/test_quant.py`` checks, per output.
+
+**Block dot products** (``LoweringOptions.int_dot``, from the target CPU's features:
+:func:`rlx.compiler.int_dot_of`), per block of 32 weights and row, into 8 i32 lanes (lane
+``j`` = products ``4j .. 4j + 3``, the same in every form, so all three give the same sums
+and the same result, bit for bit):
+
+- ``vnni``: ``vpdpbusd`` (AVX-512 VNNI's 256-bit form, or AVX-VNNI) through
+  ``llvm.call_intrinsic "llvm.x86.avx512.vpdpbusd.256"``: unsigned bytes times signed bytes,
+  four products summed into each i32 lane exactly;
+- ``avx2``: ``vpmaddubsw`` (u8 x i8, pairs summed into saturating i16 lanes) then
+  ``vpmaddwd`` with ones (pairs of i16 into i32), ``llvm.x86.avx2.pmadd.ub.sw`` and
+  ``llvm.x86.avx2.pmadd.wd``;
+- ``portable``: ``arith.extui`` / ``extsi`` / ``muli`` to 32 i32 products, and the four
+  ``vector.shuffle`` ops of lanes ``4m + j`` added (any llvm-cpu target; a ``vector<8x4xi32>``
+  ``multi_reduction`` fails IREE 3.13's translation to LLVM in a hand-written body:
+  ``unrealized_conversion_cast`` of ``!llvm.array<8 x vector<4xi32>>``).
+
+The unsigned operand: Q4_K's nibbles are ``0 .. 15`` as they are; Q8_0's signed ``w`` goes
+in as ``|w|`` (``vpabsb``: 128 for -128, read unsigned) with ``x``'s sign flipped where
+``w < 0`` (``vpsignb(x, w)``, zero where ``w = 0``), so ``|w| · sign(w) x = w x`` for every
+byte of the file, -128 included (llama.cpp flips ``w`` by ``x``'s sign instead, which wraps
+for ``w = -128``).
+
+**No overflow.** ``x``'s bytes are in ``[-127, 127]``. Q8_0: ``|w| <= 128``, so a
+``vpmaddubsw`` lane is at most ``2 · 128 · 127 = 32512 < 2^15 - 1`` (never saturates), a
+``vpmaddwd`` / ``vpdpbusd`` lane ``4 · 128 · 127 = 65024`` and a block's sum ``32 · 128 · 127
+= 520192 < 2^24``: exact in i32 and in its f32 conversion (Q5_0 / Q4_0 / Q6_K's ``|w| <= 32``
+are further inside). Q4_K: ``15 · 127 = 1905`` a
+product, a block ``60960``. The portable form's products and sums are i32, no closer.
+
+**Scaling**: per block, ``y += (d_w · d_x) · dot`` in 8-lane f32 partial sums per row (Q8_0:
+the tile's four f16 ``d_w`` of a block loaded and converted together); Q4_K: ``y = Σ_g
+(A_g · d_x,g) · dot_g - Σ_g B_g · X_g`` with ``A = d · sc``, ``B = dmin · m`` per group,
+formed in the kernel from the 6-bit ``sc`` / ``m`` bytes and the f16 ``d`` / ``dmin`` (exact
+in f32: 11 x 6 significant bits), the mins through ``X`` one superblock (8 groups) at a
+time.
+
+**Planes** (:mod:`.gemv_planes`; tile-interleaved,
+:meth:`.gemv_kernels.Kernel.interleave_widths`): Q8_0 / Q5_0 / Q4_0 / Q6_K the exact
+kernel's (i8 ``q``; f16 ``d`` per 32, Q6_K's f32 ``d · sc`` per 16, whose block dot's lanes
+0-3 and 4-7 take one scale each); Q4_K the file's ``qs`` bytes as they are (byte ``32p +
+l`` of a row holds weight ``64p + l`` in its low nibble and ``64p + 32 + l`` in its high
+one: ggml's order, one 32-byte load feeds two groups), ``sc`` and ``m`` unpacked to a byte
+per group, ``d`` and ``dmin`` per superblock: 0.58 bytes a weight (the file's 0.5625; the
+exact kernel's f32 ``S`` / ``M`` planes make 0.81, and f32 ``A`` / ``B`` planes here 0.75):
+forming ``A`` in the kernel costs 5 instructions per 256 weights of a tile (78 against 73 in
+the AVX2 inner loop), well under what the integer dot leaves before memory binds, for 22%
+fewer bytes read and held.
+
+**Bounds** (shapes as :class:`.gemv_kernels.Kernel` checks them; ``tile < N / 4``, ``r_i <
+N`` as there): the stack ``xq [K]`` i8, ``xd``, ``xs [K / 32]`` f32 (``K <= MAX_Q8_K``: with
+the prologue's ``x [K]`` f32 at ``K <= 4096``, 21 KiB of IREE's 32) written at ``32 b + [0,
+32)`` and ``b < K / 32``. Q8_0: block ``b < K / 32`` reads ``q [N / 4, 4 K]`` at ``128 b +
+32 i + [0, 32) < 4 K``, ``d [N / 4, K / 8]`` at ``4 b + [0, 4) < K / 8``. Q4_K: pair ``p <
+K / 64`` reads ``q [N / 4, 2 K]`` at ``128 p + 32 i + [0, 32) < 2 K``, ``sc [N / 4, K / 8]``
+at ``8 p + [0, 8) < K / 8``, ``d [N / 4, K / 64]`` at ``4 (p / 4) + [0, 4) < K / 64``, ``xq``
+at ``64 p + [0, 64) < K``, ``xd`` at ``2 p + [0, 2) < K / 32``; the mins, superblock ``g /
+8`` (``g = 0, 8, .. < K / 32``), ``xs`` at ``g + [0, 8)``, ``mn [N / 4, K / 8]`` at ``4 g + 8
+i + [0, 8) < K / 8`` and ``dmin [N / 4, K / 64]`` at ``g / 2 + i < K / 64``. Q6_K's ``d [N
+/ 4, K / 4]`` at ``8 b + [0, 8) < K / 4``.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from rlx.lowering.mir_to_linalg.executable import Text, f32_literal, memref
+from rlx.lowering.mir_to_linalg.quant.gemv_text import (
+    ROWS_PER_TILE,
+    V8,
+    at,
+    close_reduction,
+    reduction,
+    rows_loop,
+    store_row,
+)
+
+MAX_Q8_K = 16384
+"""The largest ``K`` of a ``q8`` kernel: its stack buffers (``1.25 K`` bytes, and ``4 K``
+more for a prologue's ``x``, which :mod:`.fuse` takes only at ``K <= 4096``) stay within
+IREE's 32 KiB."""
+V32B = "vector<32xi8>"
+I8L = "vector<8xi32>"
+
+
+class Shape(Protocol):
+    """What the ``q8`` bodies read of a :class:`.gemv_kernels.Kernel`."""
+
+    scheme: str
+    k: int
+    rows: int
+    int_dot: str | None
+
+    @property
+    def bindings(self) -> dict[str, str]: ...
+
+
+def quantize_x(t: Text, k: int, sums: bool, int_dot: str) -> None:
+    """``%xq [K]`` i8 and ``%xd [K / 32]`` f32: ``%x`` in blocks of 32 as ggml's ``q8_0``
+    (module docstring); ``sums``: ``%xs [K / 32]``, the sums of the quantized ``x`` per
+    block too (``d_b · Σ q``: the integer sum is exact in f32). ``int_dot``: the kernel's
+    form (its rounding instruction)."""
+    nb, x = k // 32, memref([k], "f32")
+    t("%q8_c32 = arith.constant 32 : index")
+    t(f"%q8_nb = arith.constant {nb} : index")
+    t(f"%q8_127 = arith.constant {f32_literal(127.0)} : f32")
+    t(f"%q8_one = arith.constant {f32_literal(1.0)} : f32")
+    t("%q8_zero = arith.constant 0.0 : f32")
+    t(f"%q8_abs = arith.constant dense<{0x7FFFFFFF}> : vector<32xi32>")
+    t(f"%xq = memref.alloca() : {memref([k], 'i8')}")
+    t(f"%xd = memref.alloca() : {memref([nb], 'f32')}")
+    if sums:
+        t(f"%xs = memref.alloca() : {memref([nb], 'f32')}")
+    t.block("scf.for %qb = %c0 to %q8_nb step %c1")
+    t("%qk = arith.muli %qb, %q8_c32 : index")
+    t(f"%qv = vector.load %x[%qk] : {x}, vector<32xf32>")
+    # amax as the largest |x| bit pattern (an unsigned max of the bits without the sign
+    # bit: ordered as the magnitudes), where a float max reduction costs NaN checks
+    t("%qb32 = arith.bitcast %qv : vector<32xf32> to vector<32xi32>")
+    t("%qab = arith.andi %qb32, %q8_abs : vector<32xi32>")
+    t("%qmb = vector.reduction <maxui>, %qab : vector<32xi32> into i32")
+    t("%qm = arith.bitcast %qmb : i32 to f32")
+    t("%qd = arith.divf %qm, %q8_127 : f32")
+    t("%qnz = arith.cmpf ogt, %qd, %q8_zero : f32")
+    t("%qr = arith.divf %q8_one, %qd : f32")
+    t("%qid = arith.select %qnz, %qr, %q8_zero : f32")
+    t("%qidv = vector.broadcast %qid : f32 to vector<32xf32>")
+    t("%qs = arith.mulf %qv, %qidv : vector<32xf32>")
+    if int_dot == "portable":
+        t("%qn = math.roundeven %qs : vector<32xf32>")
+    else:
+        # llvm.intr.roundeven where the CPU has SSE4.1's vroundps (every AVX2 / VNNI one):
+        # IREE expands math.roundeven into ~200 integer instructions a block (the AVX2
+        # assembly: the quantization loop 280 -> 60 instructions a block); elsewhere LLVM
+        # would call roundevenf, which IREE's embedded executables cannot link
+        t("%qn = llvm.intr.roundeven(%qs) : (vector<32xf32>) -> vector<32xf32>")
+    t(f"%qi = arith.fptosi %qn : vector<32xf32> to {V32B}")
+    t(f"vector.store %qi, %xq[%qk] : {memref([k], 'i8')}, {V32B}")
+    t(f"memref.store %qd, %xd[%qb] : {memref([nb], 'f32')}")
+    if sums:
+        t("%qsq = vector.reduction <add>, %qn : vector<32xf32> into f32")
+        t("%qsum = arith.mulf %qsq, %qd : f32")
+        t(f"memref.store %qsum, %xs[%qb] : {memref([nb], 'f32')}")
+    t.end()
+
+
+def dot_constants(t: Text, int_dot: str) -> None:
+    """What :func:`block_dot` reads: ``vpmaddwd``'s ones, ``vpdpbusd``'s zero."""
+    if int_dot == "avx2":
+        t("%ones16 = arith.constant dense<1> : vector<16xi16>")
+    else:
+        t(f"%zero8i = arith.constant dense<0> : {I8L}")
+
+
+def block_dot(t: Text, int_dot: str, u: str, s: str, tag: str) -> str:
+    """``%dot{tag}`` (8 i32 lanes, lane ``j`` the products ``4j .. 4j + 3``) = ``u · s``
+    for ``u`` 32 bytes read unsigned (``0 .. 255``) and ``s`` 32 signed bytes in ``[-127,
+    127]``; returns its name. In range as the module docstring shows."""
+    out = f"%dot{tag}"
+    if int_dot == "vnni":
+        t(f'{out} = llvm.call_intrinsic "llvm.x86.avx512.vpdpbusd.256"(%zero8i, {u}, {s}) : '
+          f"({I8L}, {V32B}, {V32B}) -> {I8L}")
+    elif int_dot == "avx2":
+        t(f'%p16{tag} = llvm.call_intrinsic "llvm.x86.avx2.pmadd.ub.sw"({u}, {s}) : '
+          f"({V32B}, {V32B}) -> vector<16xi16>")
+        t(f'{out} = llvm.call_intrinsic "llvm.x86.avx2.pmadd.wd"(%p16{tag}, %ones16) : '
+          "(vector<16xi16>, vector<16xi16>) -> vector<8xi32>")
+    else:
+        t(f"%ue{tag} = arith.extui {u} : {V32B} to vector<32xi32>")
+        t(f"%se{tag} = arith.extsi {s} : {V32B} to vector<32xi32>")
+        t(f"%pr{tag} = arith.muli %ue{tag}, %se{tag} : vector<32xi32>")
+        prev = ""
+        for j in range(4):                      # lanes 4m + j of the products
+            mask = ", ".join(str(4 * m + j) for m in range(8))
+            t(f"%pj{tag}_{j} = vector.shuffle %pr{tag}, %pr{tag} [{mask}] : vector<32xi32>, "
+              "vector<32xi32>")
+            if prev:
+                t(f"%ps{tag}_{j} = arith.addi {prev}, %pj{tag}_{j} : {I8L}")
+            prev = f"%ps{tag}_{j}" if prev else f"%pj{tag}_{j}"
+        t(f"{out} = arith.addi {prev}, %zero8i : {I8L}")
+    return out
+
+
+def _signed_operands(t: Text, int_dot: str, w: str, x: str, tag: str) -> tuple[str, str]:
+    """``|w|`` and ``x`` with ``w``'s sign (zero where ``w = 0``): ``|w| · sx = w · x``."""
+    t(f"%aw{tag} = math.absi {w} : {V32B}")
+    if int_dot == "portable":
+        t(f"%zw{tag} = arith.constant dense<0> : {V32B}")
+        t(f"%nx{tag} = arith.subi %zw{tag}, {x} : {V32B}")
+        t(f"%lt{tag} = arith.cmpi slt, {w}, %zw{tag} : {V32B}")
+        t(f"%eq{tag} = arith.cmpi eq, {w}, %zw{tag} : {V32B}")
+        t(f"%sn{tag} = arith.select %lt{tag}, %nx{tag}, {x} : vector<32xi1>, {V32B}")
+        t(f"%sx{tag} = arith.select %eq{tag}, %zw{tag}, %sn{tag} : vector<32xi1>, {V32B}")
+    else:
+        t(f'%sx{tag} = llvm.call_intrinsic "llvm.x86.avx2.psign.b"({x}, {w}) : '
+          f"({V32B}, {V32B}) -> {V32B}")
+    return f"%aw{tag}", f"%sx{tag}"
+
+
+def _finish(t: Text, kern: Shape) -> None:
+    """Close the reduction over the row tile (``%a{i}`` -> ``%n{i}``) and store its rows."""
+    close_reduction(t, [f"%n{i}" for i in range(ROWS_PER_TILE)], V8)
+    for i in range(ROWS_PER_TILE):
+        t(f"%y{i} = vector.reduction <add>, %acc#{i} : {V8} into f32")
+        store_row(t, kern.bindings, i, f"%y{i}")
+    t.end()
+
+
+def q8_0_body(t: Text, kern: Shape) -> None:
+    """Q8_0 (Q5_0 / Q4_0 widened): per block ``y += (d_w · d_x) · Σ q_w q_x``; Q6_K
+    (widened, an f32 scale per 16 weights): the same with lanes 0-3 of the block's dot (its
+    first 16 weights) scaled by ``s_0 · d_x`` and lanes 4-7 by ``s_1 · d_x``."""
+    assert kern.int_dot is not None
+    k, q, d = kern.k, kern.bindings["q"], kern.bindings["d"]
+    sixteen = kern.scheme == "gguf_q6_k"
+    quantize_x(t, k, sums=False, int_dot=kern.int_dot)
+    dot_constants(t, kern.int_dot)
+    rows_loop(t, kern.rows)
+    reduction(t, "acc", "b", "%q8_nb", "%c1", "a", V8)
+    t("%kb = arith.muli %b, %q8_c32 : index")
+    t(f"%xv = vector.load %xq[%kb] : {memref([k], 'i8')}, {V32B}")
+    t(f"%dxb = memref.load %xd[%b] : {memref([k // 32], 'f32')}")
+    if sixteen:                                  # s[tile, 8 b + 2 i + h]: 8 at once
+        t(f"%dk = {at('%b', 2 * ROWS_PER_TILE, 0)}")
+        t(f"%dw = vector.load %d[%tile, %dk] : {d}, {V8}")
+        t(f"%dxv = vector.broadcast %dxb : f32 to {V8}")
+        t(f"%dwx = arith.mulf %dw, %dxv : {V8}")
+    else:                                        # d[tile, 4 b + i]: 4 at once
+        t(f"%dk = {at('%b', ROWS_PER_TILE, 0)}")
+        t(f"%dh = vector.load %d[%tile, %dk] : {d}, vector<4xf16>")
+        t("%dw = arith.extf %dh : vector<4xf16> to vector<4xf32>")
+        t("%dxv = vector.broadcast %dxb : f32 to vector<4xf32>")
+        t("%dwx = arith.mulf %dw, %dxv : vector<4xf32>")
+    for i in range(ROWS_PER_TILE):
+        t(f"%qk{i} = {at('%b', 32 * ROWS_PER_TILE, 32 * i)}")
+        t(f"%w{i} = vector.load %q[%tile, %qk{i}] : {q}, {V32B}")
+        u, s = _signed_operands(t, kern.int_dot, f"%w{i}", "%xv", str(i))
+        dot = block_dot(t, kern.int_dot, u, s, str(i))
+        t(f"%df{i} = arith.sitofp {dot} : {I8L} to {V8}")
+        if sixteen:
+            lanes = ", ".join([str(2 * i)] * 4 + [str(2 * i + 1)] * 4)
+            t(f"%v{i} = vector.shuffle %dwx, %dwx [{lanes}] : {V8}, {V8}")
+        else:
+            t(f"%sc{i} = vector.extract %dwx[{i}] : f32 from vector<4xf32>")
+            t(f"%v{i} = vector.broadcast %sc{i} : f32 to {V8}")
+        t(f"%n{i} = vector.fma %df{i}, %v{i}, %a{i} : {V8}")
+    _finish(t, kern)
+
+
+def q4_k_body(t: Text, kern: Shape) -> None:
+    """Q4_K: per pair of groups (64 weights, one 32-byte load a row) ``y += (d · sc · d_x)
+    · Σ q_w q_x`` for both, then ``y -= Σ_g dmin · m_g · X_g``: the scales from the byte
+    planes ``sc``, ``mn`` and the f16 ``d``, ``dmin`` per 256 (``d · sc`` and ``dmin · m``
+    are exact in f32)."""
+    assert kern.int_dot is not None
+    k, mem = kern.k, kern.bindings
+    xq, xd = memref([k], "i8"), memref([k // 32], "f32")
+    quantize_x(t, k, sums=True, int_dot=kern.int_dot)
+    dot_constants(t, kern.int_dot)
+    t("%c8 = arith.constant 8 : index")
+    t(f"%nb = arith.constant {k // 32} : index")
+    t(f"%np = arith.constant {k // 64} : index")
+    t(f"%lo4 = arith.constant dense<15> : {V32B}")
+    t(f"%sh4 = arith.constant dense<4> : {V32B}")
+    rows_loop(t, kern.rows)
+    reduction(t, "acc", "p", "%np", "%c1", "a", V8)
+    t(f"%kp = {at('%p', 64, 0)}")
+    t(f"%kp1 = {at('%p', 64, 32)}")
+    t(f"%x0 = vector.load %xq[%kp] : {xq}, {V32B}")
+    t(f"%x1 = vector.load %xq[%kp1] : {xq}, {V32B}")
+    t(f"%g0 = {at('%p', 2, 0)}")
+    t(f"%dx2 = vector.load %xd[%g0] : {xd}, vector<2xf32>")
+    t("%dx8 = vector.shuffle %dx2, %dx2 [0, 1, 0, 1, 0, 1, 0, 1] : vector<2xf32>, "
+      "vector<2xf32>")
+    t(f"%ks = {at('%p', 2 * ROWS_PER_TILE, 0)}")           # sc[tile, 8 p + 2 i + h]
+    t(f"%scb = vector.load %sc[%tile, %ks] : {mem['sc']}, vector<8xi8>")
+    t("%sci = arith.extui %scb : vector<8xi8> to vector<8xi32>")
+    t(f"%scf = arith.uitofp %sci : vector<8xi32> to {V8}")
+    t("%kd = affine.apply affine_map<()[s0] -> ((s0 floordiv 4) * 4)>()[%p]")
+    t(f"%dh = vector.load %d[%tile, %kd] : {mem['d']}, vector<4xf16>")   # d[tile, 4 s + i]
+    t("%d4 = arith.extf %dh : vector<4xf16> to vector<4xf32>")
+    t("%d8 = vector.shuffle %d4, %d4 [0, 0, 1, 1, 2, 2, 3, 3] : vector<4xf32>, "
+      "vector<4xf32>")
+    t(f"%av = arith.mulf %scf, %d8 : {V8}")
+    t(f"%ax = arith.mulf %av, %dx8 : {V8}")
+    for i in range(ROWS_PER_TILE):
+        t(f"%qk{i} = {at('%p', 32 * ROWS_PER_TILE, 32 * i)}")
+        t(f"%w{i} = vector.load %q[%tile, %qk{i}] : {mem['q']}, {V32B}")
+        t(f"%u{i}_0 = arith.andi %w{i}, %lo4 : {V32B}")
+        t(f"%u{i}_1 = arith.shrui %w{i}, %sh4 : {V32B}")
+        prev = f"%a{i}"
+        for h in range(2):
+            tag = f"{i}_{h}"
+            dot = block_dot(t, kern.int_dot, f"%u{tag}", f"%x{h}", tag)
+            t(f"%df{tag} = arith.sitofp {dot} : {I8L} to {V8}")
+            t(f"%sc{tag} = vector.extract %ax[{2 * i + h}] : f32 from {V8}")
+            t(f"%v{tag} = vector.broadcast %sc{tag} : f32 to {V8}")
+            t(f"%e{tag} = vector.fma %df{tag}, %v{tag}, {prev} : {V8}")
+            prev = f"%e{tag}"
+    close_reduction(t, [f"%e{i}_1" for i in range(ROWS_PER_TILE)], V8)
+    _q4_k_mins(t, k, mem)
+    for i in range(ROWS_PER_TILE):
+        t(f"%sum{i} = vector.reduction <add>, %acc#{i} : {V8} into f32")
+        t(f"%min{i} = vector.reduction <add>, %mins#{i} : {V8} into f32")
+        t(f"%y{i} = arith.subf %sum{i}, %min{i} : f32")
+        store_row(t, kern.bindings, i, f"%y{i}")
+    t.end()
+
+
+def _q4_k_mins(t: Text, k: int, mem: dict[str, str]) -> None:
+    """``%mins#i`` = ``Σ_g dmin · m[r_i, g] · X[g]``, one superblock (8 groups) at a time:
+    ``m`` bytes ``mn[tile, 4 g + 8 i + [0, 8)]``, ``dmin[tile, g / 2 + i]``."""
+    xs = memref([k // 32], "f32")
+    reduction(t, "mins", "g", "%nb", "%c8", "z", V8)
+    t(f"%xv = vector.load %xs[%g] : {xs}, {V8}")
+    for i in range(ROWS_PER_TILE):
+        t(f"%km{i} = {at('%g', ROWS_PER_TILE, 8 * i)}")
+        t(f"%mb{i} = vector.load %mn[%tile, %km{i}] : {mem['mn']}, vector<8xi8>")
+        t(f"%mi{i} = arith.extui %mb{i} : vector<8xi8> to vector<8xi32>")
+        t(f"%mf{i} = arith.uitofp %mi{i} : vector<8xi32> to {V8}")
+        t(f"%kn{i} = affine.apply affine_map<()[s0] -> (s0 floordiv 2 + {i})>()[%g]")
+        t(f"%dm{i} = memref.load %dmin[%tile, %kn{i}] : {mem['dmin']}")
+        t(f"%dn{i} = arith.extf %dm{i} : f16 to f32")
+        t(f"%db{i} = vector.broadcast %dn{i} : f32 to {V8}")
+        t(f"%mv{i} = arith.mulf %mf{i}, %db{i} : {V8}")
+        t(f"%mz{i} = vector.fma %mv{i}, %xv, %z{i} : {V8}")
+    close_reduction(t, [f"%mz{i}" for i in range(ROWS_PER_TILE)], V8)
+
+
+def q8_body(t: Text, kern: Shape) -> None:
+    """The ``q8`` body of ``kern`` (Q4_K or an i8 plane of 32-weight blocks)."""
+    (q4_k_body if kern.scheme == "gguf_q4_k" else q8_0_body)(t, kern)
+
+
+__all__ = ["MAX_Q8_K", "block_dot", "q8_body", "quantize_x"]

@@ -1,0 +1,136 @@
+"""Ordinary torch exports with a dynamic batch and sequence (issue 22, point 3): causal
+``scaled_dot_product_attention`` after a ``chunk(3)`` of a fused QKV projection (both
+exporters), and views over two dynamic dims. All are imported into one module, compiled
+once for llvm-cpu and run at several sizes against ONNX Runtime on the same files."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+import rlx
+from onnx_models import ort_run
+from rlx.importers.onnx import OnnxImport, import_model
+from rlx.ir.diagnostics import ModelImportError
+from rlx.reference.tolerance import assert_close
+
+D = 24
+SIZES = [(2, 5), (1, 9), (3, 1)]
+
+
+def _modules() -> dict[str, object]:
+    import torch
+
+    class CausalSelfAttention(torch.nn.Module):
+        """GPT-style: one QKV projection chunked in three, SDPA with ``is_causal``."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.qkv = torch.nn.Linear(D, 3 * D)
+            self.out = torch.nn.Linear(D, D)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            b, t, _ = x.shape
+            q, k, v = (z.view(b, t, 2, D // 2).transpose(1, 2)
+                       for z in self.qkv(x).chunk(3, dim=-1))
+            y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.out(y.transpose(1, 2).reshape(b, t, D))
+
+    class TwoDynamicViews(torch.nn.Module):
+        """``[B, S, D] -> [B S, D]``, an op, then back to ``[B, S, D]``."""
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            b, t, _ = x.shape
+            return (torch.tanh(x.reshape(b * t, D)) * 2).view(b, t, D) + x
+
+    torch.manual_seed(0)
+    return {"causal": CausalSelfAttention().eval(), "views": TwoDynamicViews().eval()}
+
+
+def _export(module: object, path: Path, dynamo: bool) -> Path:
+    import torch
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        torch.onnx.export(module, (torch.randn(2, 6, D),), str(path), input_names=["x"],
+                          dynamo=dynamo, opset_version=18,
+                          dynamic_axes={"x": {0: "b", 1: "s"}})
+    return path
+
+
+CASES = {"causal_torchscript": ("causal", False), "causal_dynamo": ("causal", True),
+         "views_torchscript": ("views", False), "views_dynamo": ("views", True)}
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory
+             ) -> tuple[dict[str, Path], dict[str, OnnxImport], object]:
+    """Every case exported, imported as one function of one module, compiled once."""
+    tmp = tmp_path_factory.mktemp("dynamic")
+    modules = _modules()
+    paths = {name: _export(modules[kind], tmp / f"{name}.onnx", dynamo)
+             for name, (kind, dynamo) in CASES.items()}
+    h = rlx.HirModule("torch_exports")
+    results: dict[str, OnnxImport] = {}
+    params: dict[str, np.ndarray] = {}
+    for name, path in paths.items():
+        results[name] = import_model(path, module=h, function=name, param_prefix=f"{name}.")
+        params.update(results[name].params)
+    program = rlx.runtime.load(rlx.compile(h, "llvm-cpu"), "local-task", params)
+    return paths, results, program
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_matches_onnxruntime_at_several_sizes(
+        name: str, exported: tuple[dict[str, Path], dict[str, OnnxImport], object]) -> None:
+    paths, _, program = exported
+    model = onnx.load(str(paths[name]))
+    rng = np.random.default_rng(1)
+    for b, s in SIZES:
+        x = rng.standard_normal((b, s, D)).astype(np.float32)
+        got = program[name](x=x)  # type: ignore[index]
+        want = ort_run(model, {"x": x})[0]
+        assert got.shape == want.shape
+        assert_close(got, want, "f32")
+
+
+@pytest.mark.parametrize("name", ["causal_torchscript", "causal_dynamo"])
+def test_causal_sdpa_is_one_attention_block(
+        name: str, exported: tuple[dict[str, Path], dict[str, OnnxImport], object]) -> None:
+    """``is_causal``'s mask, built at run time (``Trilu`` of ones over ``[S, S]``), is the
+    block's ``causal`` mask kind; the Kᵀ of either exporter is undone."""
+    _, results, _ = exported
+    report = results[name].report
+    assert report.block_counts()["attention"] == 1
+    assert report.block_counts()["linear"] == 2
+    assert "Trilu" not in report.converted
+    assert "Softmax" not in report.converted
+    attention = next(b for b in report.blocks if b.kind == "attention")
+    assert any("Trilu" in n for n in attention.nodes)
+
+
+def test_views_over_two_dynamic_dims(
+        exported: tuple[dict[str, Path], dict[str, OnnxImport], object]) -> None:
+    """``[B S, D] -> [B, S, D]`` is a gather of rows (B and S counted at run time)."""
+    _, results, _ = exported
+    text = str(results["views_torchscript"].module)
+    assert '"rlx_mir.gather"' in text
+    assert "tensor<?x?x24xf32>" in text
+
+
+def test_chunk_along_a_dynamic_axis_names_the_node(tmp_path: Path) -> None:
+    """``chunk(3)`` along the dynamic sequence: pieces of ``ceil(S / 3)`` rows, a size rlx
+    cannot build; the error names the Slice."""
+    import torch
+
+    class Thirds(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            a, b, c = x.chunk(3, dim=1)
+            return a + b + c
+
+    with pytest.raises(ModelImportError, match=r"node '/Slice[_0-9]*' \(Slice, opset 18\)"):
+        import_model(_export(Thirds().eval(), tmp_path / "thirds.onnx", False))
