@@ -60,13 +60,16 @@ class Server:
         self.lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
         deadline = time.monotonic() + READY_S
+        seen: list[str] = []
         while time.monotonic() < deadline:
             try:
                 line = self.lines.get(timeout=1)
             except queue.Empty:
                 continue
             if line is None:
-                raise RuntimeError(f"{cmd[0]} exited with {self.proc.wait()}")
+                tail = "".join(seen[-8:])
+                raise RuntimeError(f"{cmd[0]} exited with {self.proc.wait()}:\n{tail}")
+            seen.append(line)
             if ready in line:
                 self.port = int(line.split(ready, 1)[1].split(":")[-1].split()[0].strip("/"))
                 return
