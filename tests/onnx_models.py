@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 import rlx
-from rlx.importers.onnx import ImportReport, import_model
+from rlx.importers.onnx import ImportReport, OnnxImport, import_model
 
 F = TensorProto.FLOAT
 OPSET = 18
@@ -197,22 +198,30 @@ def ort_run(m: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> list[np.ndar
     return list(session.run(None, dict(feeds)))
 
 
+def compile_together(models: Mapping[str, onnx.ModelProto | Path], name: str = "onnx_models",
+                     *, blocks: bool = True) -> tuple[dict[str, OnnxImport], object]:
+    """Import every model into one HIR module (function ``key`` each, its parameters
+    prefixed ``key.``), compile once for llvm-cpu and load it: the imports and the program."""
+    h = rlx.HirModule(name)
+    results: dict[str, OnnxImport] = {}
+    params: dict[str, np.ndarray] = {}
+    for key, m in models.items():
+        source = None if isinstance(m, Path) else f"{key}.onnx"
+        results[key] = import_model(m, module=h, function=key, blocks=blocks,
+                                    param_prefix=f"{key}.", source=source)
+        params.update(results[key].params)
+    return results, rlx.runtime.load(rlx.compile(h, "llvm-cpu"), "local-task", params)
+
+
 def run_models(cases: Mapping[str, tuple[onnx.ModelProto, Mapping[str, np.ndarray]]],
                *, blocks: bool = True) -> dict[str, Ran]:
     """Import every model into one HIR module (one function each), compile once for
     llvm-cpu, run each function, and run ONNX Runtime on the same model and inputs."""
-    h = rlx.HirModule("onnx_models")
-    params: dict[str, np.ndarray] = {}
-    reports = {}
-    for name, (m, _) in cases.items():
-        result = import_model(m, module=h, function=name, blocks=blocks,
-                              param_prefix=f"{name}.", source=f"{name}.onnx")
-        params.update(result.params)
-        reports[name] = result.report
-    program = rlx.runtime.load(rlx.compile(h, "llvm-cpu"), "local-task", params)
+    results, program = compile_together({k: m for k, (m, _) in cases.items()},
+                                        blocks=blocks)
     out = {}
     for name, (m, feeds) in cases.items():
         got = program[name](**feeds)
         out[name] = Ran(name, list(got) if isinstance(got, tuple) else [got],
-                        ort_run(m, feeds), reports[name], str(h))
+                        ort_run(m, feeds), results[name].report, str(results[name].module))
     return out

@@ -19,9 +19,8 @@ import onnx
 import pytest
 from onnx import helper
 
-import rlx
-from onnx_models import init, model, ort_run, rand, vi
-from rlx.importers.onnx import OnnxImport, import_model
+from onnx_models import compile_together, init, model, ort_run, rand, vi
+from rlx.importers.onnx import OnnxImport
 from rlx.reference.tolerance import assert_close
 
 
@@ -230,14 +229,7 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> Compiled:
                                                         True))),
               "pools": _pools(rng), "conv1d": _conv1d(rng), "resizes": _resizes(),
               "transposed": _transposed(rng)}
-    h = rlx.HirModule("cnn")
-    results: dict[str, OnnxImport] = {}
-    params: dict[str, np.ndarray] = {}
-    for name, m in models.items():
-        results[name] = import_model(m, module=h, function=name, param_prefix=f"{name}.",
-                                     source=f"{name}.onnx")
-        params.update(results[name].params)
-    program = rlx.runtime.load(rlx.compile(h, "llvm-cpu"), "local-task", params)
+    results, program = compile_together(models, "cnn")
     return models, results, program
 
 

@@ -17,9 +17,8 @@ import onnx
 import pytest
 from test_onnx_exports import _vit
 
-import rlx
-from onnx_models import ort_run
-from rlx.importers.onnx import OnnxImport, import_model
+from onnx_models import compile_together, ort_run
+from rlx.importers.onnx import OnnxImport
 from rlx.reference.tolerance import assert_close
 
 HEADS, HEAD_DIM, LAYERS = 2, 16, 2  # GPT-2's step takes the past of 2 layers
@@ -116,13 +115,7 @@ Compiled = tuple[dict[str, Path], dict[str, OnnxImport], object]
 def compiled(tmp_path_factory: pytest.TempPathFactory) -> Compiled:
     tmp = tmp_path_factory.mktemp("corpus")
     paths = {name: make(tmp / f"{name}.onnx", dynamo) for name, (make, dynamo) in CASES.items()}
-    h = rlx.HirModule("corpus")
-    results: dict[str, OnnxImport] = {}
-    params: dict[str, np.ndarray] = {}
-    for name, path in paths.items():
-        results[name] = import_model(path, module=h, function=name, param_prefix=f"{name}.")
-        params.update(results[name].params)
-    program = rlx.runtime.load(rlx.compile(h, "llvm-cpu"), "local-task", params)
+    results, program = compile_together(paths, "corpus")
     return paths, results, program
 
 

@@ -13,8 +13,7 @@ import numpy as np
 import onnx
 import pytest
 
-import rlx
-from onnx_models import ort_run
+from onnx_models import compile_together, ort_run
 from rlx.importers.onnx import OnnxImport, import_model
 from rlx.ir.diagnostics import ModelImportError
 from rlx.reference.tolerance import assert_close
@@ -74,13 +73,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory
     modules = _modules()
     paths = {name: _export(modules[kind], tmp / f"{name}.onnx", dynamo)
              for name, (kind, dynamo) in CASES.items()}
-    h = rlx.HirModule("torch_exports")
-    results: dict[str, OnnxImport] = {}
-    params: dict[str, np.ndarray] = {}
-    for name, path in paths.items():
-        results[name] = import_model(path, module=h, function=name, param_prefix=f"{name}.")
-        params.update(results[name].params)
-    program = rlx.runtime.load(rlx.compile(h, "llvm-cpu"), "local-task", params)
+    results, program = compile_together(paths, "torch_exports")
     return paths, results, program
 
 

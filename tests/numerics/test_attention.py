@@ -165,6 +165,22 @@ def test_batched_decode_attention_kernel() -> None:
                                                "keep_f": seen})
 
 
+def _unchecked_kernel(h: rlx.HirModule, dispatch: str, check: str) -> object:
+    """``h`` compiled for llvm-cpu through the decode kernel ``dispatch`` with its run-time
+    size checks (``check``, which must be there) removed, loaded: what the kernel reads
+    when those relations do not hold."""
+    config = compiler.TargetConfig("llvm-cpu")
+    lowered = compiler.load(h)
+    compiler.lower(lowered, config)
+    checks = [op for op in walk_ops(lowered.module.operation)
+              if op.name == "util.status.check_ok"]
+    assert checks, f"{check} the kernel must not depend on"
+    for op in checks:
+        op.erase()
+    assert f"flow.dispatch @{dispatch}" in compiler.lowered_text(lowered.module)
+    return runtime.load(compiler.run_iree(lowered, config, None), "local-task")
+
+
 @pytest.mark.parametrize(("len_k", "len_v", "mask_kind", "window"), [
     (40, 29, "causal", None),               # V shorter: nothing past its 29 rows is read
     (29, 40, "none", None),
@@ -185,16 +201,7 @@ def test_decode_attention_kernel_stays_within_k_and_v(len_k: int, len_v: int, ma
     v = h.input("v", (1, None, kv_heads * head_dim))
     h.set_outputs([h.attention(q, k, v, num_heads=heads, head_dim=head_dim,
                                mask_kind=mask_kind, window=window)])
-    config = compiler.TargetConfig("llvm-cpu")
-    lowered = compiler.load(h)
-    compiler.lower(lowered, config)
-    checks = [op for op in walk_ops(lowered.module.operation)
-              if op.name == "util.status.check_ok"]
-    assert checks, "the K / V length check the kernel must not depend on"
-    for op in checks:
-        op.erase()
-    assert "flow.dispatch @rlx_attention_decode_" in compiler.lowered_text(lowered.module)
-    prog = runtime.load(compiler.run_iree(lowered, config, None), "local-task")
+    prog = _unchecked_kernel(h, "rlx_attention_decode_", "the K / V length check")
     inputs = decode_inputs(heads, kv_heads, head_dim, max(len_k, len_v),
                            np.random.default_rng(len_k))
     inputs["k"], inputs["v"] = inputs["k"][:, :len_k], inputs["v"][:, :len_v]
@@ -217,17 +224,7 @@ def test_batched_decode_kernel_stays_within_its_rows() -> None:
     keep = h.input("keep", (b, None))
     h.set_outputs([h.attention(q, k, v, keep, num_heads=heads, head_dim=hd,
                                mask_kind="custom")])
-    config = compiler.TargetConfig("llvm-cpu")
-    lowered = compiler.load(h)
-    compiler.lower(lowered, config)
-    checks = [op for op in walk_ops(lowered.module.operation)
-              if op.name == "util.status.check_ok"]
-    assert checks, "the mask length check the kernel must not depend on"
-    for op in checks:
-        op.erase()
-    assert "flow.dispatch @rlx_attention_decode_4x2x16_" in compiler.lowered_text(
-        lowered.module)
-    prog = runtime.load(compiler.run_iree(lowered, config, None), "local-task")
+    prog = _unchecked_kernel(h, "rlx_attention_decode_4x2x16_", "the mask length check")
     rng = np.random.default_rng(9)
     inputs = {"q": rng.standard_normal((b, 1, heads * hd)).astype(np.float32),
               "k": rng.standard_normal((b, 12, kv_heads * hd)).astype(np.float32),
