@@ -105,12 +105,12 @@ from rlx.lowering.mir_to_linalg.quant.gemv_prologues import glu_prologue, norm_p
 from rlx.lowering.mir_to_linalg.quant.gemv_q8 import MAX_Q8_K, q8_body
 from rlx.lowering.mir_to_linalg.quant.gemv_text import (
     ROWS_PER_TILE,
-    V8,
     at,
     close_reduction,
     q4_k_constants,
     q4_k_mins,
     q4_k_nibble,
+    q4_k_store,
     reduction,
     rows_loop,
     store_row,
@@ -364,12 +364,7 @@ def _q4_k_body(t: Text, kern: Kernel) -> None:
         _q4_k_row(t, kern, i)
     close_reduction(t, [f"%A{i}_3" for i in range(ROWS_PER_TILE)], V16)
     q4_k_mins(t, kern.k, kern.bindings["m"])
-    for i in range(ROWS_PER_TILE):
-        t(f"%sum{i} = vector.reduction <add>, %acc#{i} : {V16} into f32")
-        t(f"%min{i} = vector.reduction <add>, %mins#{i} : {V8} into f32")
-        t(f"%y{i} = arith.subf %sum{i}, %min{i} : f32")
-        store_row(t, kern.bindings, i, f"%y{i}")
-    t.end()
+    q4_k_store(t, kern.bindings, V16)
 
 
 def _group_sums(t: Text, kern: Kernel) -> None:

@@ -89,6 +89,8 @@ from rlx.lowering.mir_to_linalg.quant.gemv_text import (
     V8,
     at,
     close_reduction,
+    q4_k_mins,
+    q4_k_store,
     reduction,
     rows_loop,
     store_row,
@@ -318,22 +320,15 @@ def q4_k_body(t: Text, kern: Shape) -> None:
             prev = f"%e{tag}"
     close_reduction(t, [f"%e{i}_1" for i in range(ROWS_PER_TILE)], V8)
     _q4_k_mins(t, k, mem)
-    for i in range(ROWS_PER_TILE):
-        t(f"%sum{i} = vector.reduction <add>, %acc#{i} : {V8} into f32")
-        t(f"%min{i} = vector.reduction <add>, %mins#{i} : {V8} into f32")
-        t(f"%y{i} = arith.subf %sum{i}, %min{i} : f32")
-        store_row(t, kern.bindings, i, f"%y{i}")
-    t.end()
+    q4_k_store(t, kern.bindings, V8)
 
 
 def _q4_k_mins(t: Text, k: int, mem: dict[str, str]) -> None:
-    """``%mins#i`` = ``Σ_g dmin · m[r_i, g] · X[g]``, one superblock (8 groups) at a time:
-    ``m`` bytes ``mn[tile, 4 g + 8 i + [0, 8)]``, ``dmin[tile, g / 2 + i]``."""
-    xs = memref([k // 32], "f32")
-    reduction(t, "mins", "g", "%nb", "%c8", "z", V8)
-    t(f"%xv = vector.load %xs[%g] : {xs}, {V8}")
-    for i in range(ROWS_PER_TILE):
-        t(f"%km{i} = {at('%g', ROWS_PER_TILE, 8 * i)}")
+    """``%mins#i`` = ``Σ_g dmin · m[r_i, g] · X[g]`` (:func:`.gemv_text.q4_k_mins`), with
+    row ``i``'s ``M`` made from the ``m`` bytes ``mn[tile, 4 g + 8 i + [0, 8)]`` times
+    ``dmin[tile, g / 2 + i]``."""
+
+    def load_m(t: Text, i: int) -> None:
         t(f"%mb{i} = vector.load %mn[%tile, %km{i}] : {mem['mn']}, vector<8xi8>")
         t(f"%mi{i} = arith.extui %mb{i} : vector<8xi8> to vector<8xi32>")
         t(f"%mf{i} = arith.uitofp %mi{i} : vector<8xi32> to {V8}")
@@ -342,8 +337,8 @@ def _q4_k_mins(t: Text, k: int, mem: dict[str, str]) -> None:
         t(f"%dn{i} = arith.extf %dm{i} : f16 to f32")
         t(f"%db{i} = vector.broadcast %dn{i} : f32 to {V8}")
         t(f"%mv{i} = arith.mulf %mf{i}, %db{i} : {V8}")
-        t(f"%mz{i} = vector.fma %mv{i}, %xv, %z{i} : {V8}")
-    close_reduction(t, [f"%mz{i}" for i in range(ROWS_PER_TILE)], V8)
+
+    q4_k_mins(t, k, mem["mn"], load_m)
 
 
 def q8_body(t: Text, kern: Shape) -> None:

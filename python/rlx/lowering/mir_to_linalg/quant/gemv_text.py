@@ -4,6 +4,8 @@ workgroup's row tiles and affine indices into the tile-interleaved planes."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rlx.lowering.mir_to_linalg.executable import I16, V16, Text, memref
 
 V8 = "vector<8xf32>"
@@ -74,18 +76,35 @@ def close_reduction(t: Text, values: list[str], acc_type: str) -> None:
     t.end()
 
 
-def q4_k_mins(t: Text, k: int, m: str) -> None:
+def q4_k_mins(t: Text, k: int, m: str,
+              load_m: Callable[[Text, int], None] | None = None) -> None:
     """``%mins#i`` = ``Σ_g M[r_i, g] · X[g]``, eight groups at a time: ``%xs [K / 32]`` the
     group sums of ``x``, ``%m`` (of memref type ``m``) the tile's per-group ``M``, stored
-    eight groups of a row together; ``%nb`` = K / 32 and ``%c8`` defined."""
+    eight groups of a row together; ``%nb`` = K / 32 and ``%c8`` defined. ``load_m(t, i)``
+    defines ``%mv{i}`` (row ``i``'s 8 values of ``M`` at ``%km{i}``) where ``M`` is not
+    stored as f32 (the q8 kernels' byte mins times ``dmin``)."""
     xs = memref([k // 32], "f32")
     reduction(t, "mins", "g", "%nb", "%c8", "z", V8)
     t(f"%xv = vector.load %xs[%g] : {xs}, {V8}")
     for i in range(ROWS_PER_TILE):
         t(f"%km{i} = {at('%g', ROWS_PER_TILE, 8 * i)}")
-        t(f"%mv{i} = vector.load %m[%tile, %km{i}] : {m}, {V8}")
+        if load_m is None:
+            t(f"%mv{i} = vector.load %m[%tile, %km{i}] : {m}, {V8}")
+        else:
+            load_m(t, i)
         t(f"%mz{i} = vector.fma %mv{i}, %xv, %z{i} : {V8}")
     close_reduction(t, [f"%mz{i}" for i in range(ROWS_PER_TILE)], V8)
+
+
+def q4_k_store(t: Text, bindings: dict[str, str], acc: str) -> None:
+    """Each row's result, ``Σ %acc#i - Σ %mins#i`` (``%acc`` of vector type ``acc``),
+    stored by :func:`store_row`; closes the rows loop."""
+    for i in range(ROWS_PER_TILE):
+        t(f"%sum{i} = vector.reduction <add>, %acc#{i} : {acc} into f32")
+        t(f"%min{i} = vector.reduction <add>, %mins#{i} : {V8} into f32")
+        t(f"%y{i} = arith.subf %sum{i}, %min{i} : f32")
+        store_row(t, bindings, i, f"%y{i}")
+    t.end()
 
 
 def store_row(t: Text, bindings: dict[str, str], i: int, value: str) -> None:
