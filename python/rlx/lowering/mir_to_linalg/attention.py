@@ -241,6 +241,12 @@ def _decomposed(ctx: LoweringContext, op: Decoded, q5: ir.Value, k4: ir.Value, v
     b, hkv, g, s, hd = emit.sizes(q5)
     sk = emit.dim(k4, 2)
     q3 = emit.collapse(q5, [[0, 1], [2, 3], [4]])
+    if ctx.options.data_tiling and isinstance(g, int) and g % 8 == 0:
+        # IREE 3.13 fails to compile the Q pack ("affine.delinearize_index ... statically
+        # non-positive") when the head transpose and the [G, S] -> G*S collapse fuse into
+        # it and G is a multiple of the data-tiling row tile (8 f32 rows on AVX2 and NEON,
+        # 16 on AVX-512): a barrier leaves the pack a plain one. Costs one copy of Q.
+        q3 = emit.barrier(q3)
     k3 = emit.collapse(k4, [[0, 1], [2], [3]])
     v3 = emit.collapse(v4, [[0, 1], [2], [3]])
     scores = emit.batch_matmul(q3, k3, transpose_b=True, acc_type=emit.f32())
