@@ -139,7 +139,8 @@ def rlx_side(path: Path, prompt: list[int], gen: int) -> dict[str, Any]:
         g.greedy(prompt[1], 1, cache, gen)
         return time.perf_counter() - t0
 
-    counts = dispatch_counts(llama.build(model.config, functions=("decode",)))
+    counts = dispatch_counts(llama.build(model.config, functions=("decode",),
+                                         context=model.context))
     return {"prefill": lambda: g.prefill(prompt), "decode": decode, "compile_s": compile_s,
             "dispatches": counts.stream}
 

@@ -17,6 +17,7 @@ import transformers
 
 import rlx
 from rlx.generate import Generator
+from rlx.ir.diagnostics import RunError
 from rlx.models import llama
 from rlx.models.llama import ModelError
 from rlx.reference.tolerance import assert_close
@@ -86,15 +87,28 @@ def test_matches_transformers_on_vulkan(tmp_path: Path) -> None:
 
 
 def test_last_logits_prefill_and_decode_chain(tmp_path: Path) -> None:
-    """The default build returns only the last position's logits; decode steps chain on the
-    device-resident cache and equal a fresh prefill over the longer prompt."""
+    """The default build returns only the last position's logits and a KV cache
+    preallocated to its context: decode steps chain on it on the device, the filled count
+    beside it, and equal a fresh prefill over the longer prompt. The growing cache
+    (``context=None``) gives the same decode logits (the same kernel over the same keys)
+    and tokens; new tokens past the context are refused before anything runs."""
     save_hf("llama", tmp_path)
-    gen = Generator(llama.from_hf(tmp_path))
+    gen = Generator(llama.from_hf(tmp_path, context=8))
     _logits, cache = gen.prefill(PROMPT)
     step, cache = gen.decode(7, len(PROMPT), cache)
     again, _ = gen.prefill([*PROMPT, 7])
     assert_close(step, again, "f32", "decode after prefill vs prefill of the longer prompt")
-    assert cache[0].shape == (1, len(PROMPT) + 1, 2 * 16)
+    assert cache[0].numpy().tolist() == [len(PROMPT) + 1]
+    assert cache[1].shape == (1, 8, 2 * 16)
+    grown = Generator(llama.from_hf(tmp_path, context=None))
+    _, grown_cache = grown.prefill(PROMPT)
+    grown_step, grown_cache = grown.decode(7, len(PROMPT), grown_cache)
+    np.testing.assert_array_equal(grown_step, step)
+    assert grown_cache[0].shape == (1, len(PROMPT) + 1, 2 * 16)
+    assert gen.generate(PROMPT, 3) == grown.generate(PROMPT, 3)  # 6 + 3 - 1 rows: all 8
+    with pytest.raises(RunError, match="need 9 positions of the KV cache; the model was "
+                                       "built with context 8"):
+        gen.generate(PROMPT, 4)
 
 
 @pytest.mark.parametrize("depth", [1, 3])

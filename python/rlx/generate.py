@@ -36,7 +36,7 @@ from rlx.compiler import TargetConfig, compile
 from rlx.dialects.builder import HirModule
 from rlx.ir.diagnostics import RlxError, RunError
 from rlx.models import qwen35
-from rlx.models.llama import LlamaModel, ModelError, from_gguf, from_hf
+from rlx.models.llama import DEFAULT_CONTEXT, LlamaModel, ModelError, from_gguf, from_hf
 from rlx.tokenizer import Tokenizer, TokenizerError
 from rlx.tokenizer import load as load_tokenizer
 
@@ -172,6 +172,7 @@ class Generator:
         """Logits of the last prompt token ``[V]`` and the KV cache (device tensors)."""
         if not ids:
             raise RunError("error: the prompt is empty")
+        self._fits(len(ids), "the prompt")
         tokens = np.asarray([list(ids)], np.int32)
         cos, sin = self.model.rope_tables(range(len(ids)))
         inputs = [tokens, cos, sin]
@@ -180,9 +181,19 @@ class Generator:
         out = self.program.prefill.on_device(*inputs, *self.model.initial_state())
         return out[0].numpy()[0, -1], out[2:]
 
+    def _fits(self, positions: int, what: str) -> None:
+        """A model whose KV cache is preallocated (``context``) holds that many positions:
+        more would land on its last row (the write clamps), so they are refused here."""
+        context = getattr(self.model, "context", None)
+        if context is not None and positions > context:
+            raise RunError(f"error: {what} need {positions} positions of the KV cache; the "
+                           f"model was built with context {context} (a larger "
+                           "--context / context=)")
+
     def decode(self, token: int, position: int, cache: tuple[Any, ...]
                ) -> tuple[np.ndarray, tuple[Any, ...]]:
         """One step: logits ``[V]`` of ``token`` at ``position`` and the grown cache."""
+        self._fits(position + 1, f"a token at position {position}")
         cos, sin = self.model.rope_tables([position])
         out = self.program.decode.on_device(np.array([[token]], np.int32), cos, sin, *cache)
         return out[0].numpy()[0, -1], out[2:]
@@ -223,6 +234,10 @@ class Generator:
         self.stats = stats = Stats(prompt_tokens=len(prompt_ids))
         if max_new_tokens < 1:
             return
+        # the last new token is never fed back: prompt + max_new_tokens - 1 cache rows
+        self._fits(len(prompt_ids) + max_new_tokens - 1,
+                   f"the prompt ({len(prompt_ids)} tokens) and max_new_tokens "
+                   f"({max_new_tokens})")
         start = time.perf_counter()
         logits, cache = self.prefill(prompt_ids)
         sampler = None if sampling.greedy else _Sampler(self, sampling, prompt_ids)
@@ -369,21 +384,25 @@ QWEN35_TYPES = {"qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "q
 """HF model_type values read by rlx.models.qwen35 (which refuses the MoE ones clearly)."""
 
 
-def load_model(path: str | Path) -> LlamaModel | qwen35.Qwen35Model:
+def load_model(path: str | Path, context: int | None = DEFAULT_CONTEXT
+               ) -> LlamaModel | qwen35.Qwen35Model:
     """A model from an HF directory (config.json + *.safetensors) or a ``.gguf`` file: the
-    LLaMA family, or Qwen3.5 (``model_type`` / ``general.architecture``)."""
+    LLaMA family, or Qwen3.5 (``model_type`` / ``general.architecture``). ``context``: the
+    positions a LLaMA-family model's KV cache is preallocated to (None: it grows); Qwen3.5's
+    attention cache grows."""
     p = Path(path)
     if p.suffix == ".gguf":
         import rlx.gguf
 
         with rlx.gguf.load(p) as f:
             arch = f.metadata.get("general.architecture")
-        return qwen35.from_gguf(p) if arch in ("qwen35", "qwen35moe") else from_gguf(p)
+        return (qwen35.from_gguf(p) if arch in ("qwen35", "qwen35moe")
+                else from_gguf(p, context=context))
     if not (p / "config.json").is_file():
         raise ModelError(f"{p}: error: expected an HF model directory with config.json, or "
                          "a .gguf file")
     kind = qwen35.read_config(p / "config.json").get("model_type")
-    return qwen35.from_hf(p) if kind in QWEN35_TYPES else from_hf(p)
+    return qwen35.from_hf(p) if kind in QWEN35_TYPES else from_hf(p, context=context)
 
 
 def model_tokenizer(path: str | Path) -> Tokenizer | None:

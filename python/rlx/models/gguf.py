@@ -136,13 +136,15 @@ def read_model(path: str | Path, build: Callable[[Any, str], T]) -> T:
         f.close()
 
 
-def from_gguf(path: str | Path, logits: str = "last") -> LlamaModel:
-    """Build a LLaMA-family model (HIR ``prefill`` / ``decode``, weights) from a ``.gguf``."""
+def from_gguf(path: str | Path, logits: str = "last", context: int | None = None
+              ) -> LlamaModel:
+    """Build a LLaMA-family model (HIR ``prefill`` / ``decode``, weights) from a ``.gguf``;
+    ``context``: positions of the preallocated KV cache (None: the growing one)."""
     return read_model(path, lambda f, name: _model(
-        f, config_from_metadata(f.metadata, f.tensors, name), logits))
+        f, config_from_metadata(f.metadata, f.tensors, name), logits, context))
 
 
-def _model(f: Any, c: LlamaConfig, logits: str) -> LlamaModel:
+def _model(f: Any, c: LlamaConfig, logits: str, context: int | None) -> LlamaModel:
     src = str(f.path)
     schemes: dict[str, str] = {}
     weights: dict[str, np.ndarray] = {}
@@ -186,7 +188,7 @@ def _model(f: Any, c: LlamaConfig, logits: str) -> LlamaModel:
                                       "factors": tuple(map(float, factors))})
     packed = _pack(c, schemes, weights)
     c = dataclasses.replace(c, weight_schemes=schemes, packed=packed)
-    return LlamaModel(c, build(c, logits), weights)
+    return LlamaModel(c, build(c, logits, context=context), weights, context)
 
 
 PACKS = {"qkv": ("q", "k", "v"), "qk": ("q", "k"), "gate_up": ("gate", "up")}

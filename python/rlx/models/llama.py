@@ -10,6 +10,15 @@
 - ``decode(ids [1, 1] i32, cos [1, hd/2], sin [1, hd/2], k_0, v_0, ...)`` takes the cache of
   the ``P`` positions so far and returns ``logits [1, 1, V]``, ``next [1, 1]`` and the cache
   of ``P + 1`` positions.
+- With ``build(config, context=C)`` (what ``from_hf`` / ``from_gguf`` build, C =
+  :data:`DEFAULT_CONTEXT` unless told) the cache is preallocated instead
+  (:mod:`rlx.models.llama_cache`): ``prefill`` returns ``filled [1] i32`` (S, the rows
+  written) and each K / V ``[1, C, kv_heads * head_dim]`` with the prompt in rows
+  ``0 .. S-1``; ``decode(ids, cos, sin, filled, k_0, v_0, ...)`` writes the token's K / V
+  at row ``filled`` in place, attends to rows ``0 .. filled`` and returns ``logits``,
+  ``next``, ``filled + 1`` and the cache. A step's cost then does not grow with the
+  positions filled (the growing cache copies itself each step: O(P) a token), and the
+  position lives on the device beside the cache: the pipelined loop never reads it.
 - ``sample(logits [1, 1, V], seen, temperature, top_k, top_p, min_p, penalty, seed,
   counter)``: HF's logits processors and a seeded draw on the device
   (:mod:`rlx.models.sampling`); its token feeds ``decode`` as a device tensor.
@@ -347,7 +356,13 @@ def _head(ctx: _Ctx, x: HirValue, last: HirValue | None) -> HirValue:
     return logits
 
 
-def _function(h: HirModule, c: LlamaConfig, decode: bool, logits: str) -> None:
+def _function(h: HirModule, c: LlamaConfig, decode: bool, logits: str,
+              context: int | None = None) -> None:
+    from rlx.models.llama_cache import context_decode, prompt_cache
+
+    if decode and context is not None:
+        context_decode(h, c, context)
+        return
     hd2 = c.head_dim // 2
     seq: int | str = 1 if decode else "seq"
     ids = h.input("ids", (1, seq), "i32")
@@ -364,6 +379,8 @@ def _function(h: HirModule, c: LlamaConfig, decode: bool, logits: str) -> None:
         cache += [k, v]
     logits = _head(ctx, x, last)
     nxt = h.named("next", lambda h: h.mir("argmax", [logits], axis=-1, keep_dim=False))
+    if context is not None:
+        cache = prompt_cache(h, c, ids, cache, context)
     h.set_outputs([logits, nxt, *cache])
 
 
@@ -371,14 +388,17 @@ FUNCTIONS = ("prefill", "decode", "sample")
 
 
 def build(c: LlamaConfig, logits: str = "last", name: str = "llama",
-          functions: Sequence[str] = FUNCTIONS) -> HirModule:
+          functions: Sequence[str] = FUNCTIONS, context: int | None = None) -> HirModule:
     """The HIR module with ``prefill``, ``decode`` and ``sample`` (see the module docstring
     and :mod:`rlx.models.sampling`); ``functions`` picks a subset (e.g. ``("decode",)`` to
-    count a decode step's dispatches)."""
+    count a decode step's dispatches). ``context``: the KV cache preallocated to that many
+    positions and updated in place; None: the cache grows by one position a step."""
     from rlx.models.sampling import add_sample_function
 
     if logits not in ("last", "all"):
         raise ModelError(f"error: logits: expected 'last' or 'all', found {logits!r}")
+    if context is not None and context < 2:
+        raise ModelError(f"error: context: expected at least 2 positions, found {context}")
     unknown = [f for f in functions if f not in FUNCTIONS]
     if unknown or not functions:
         raise ModelError(f"error: functions: expected some of {', '.join(FUNCTIONS)}, found "
@@ -389,7 +409,7 @@ def build(c: LlamaConfig, logits: str = "last", name: str = "llama",
             add_sample_function(h, c.vocab_size, fn)
             continue
         h.function(fn)
-        _function(h, c, decode=fn == "decode", logits=logits)
+        _function(h, c, decode=fn == "decode", logits=logits, context=context)
     return h
 
 
@@ -434,6 +454,8 @@ class LlamaModel:
     config: LlamaConfig
     module: HirModule
     weights: dict[str, np.ndarray]
+    context: int | None = None
+    """Positions the KV cache is preallocated to (None: it grows a position a step)."""
 
     def rope_tables(self, positions: Sequence[int] | np.ndarray
                     ) -> tuple[np.ndarray, np.ndarray]:
@@ -489,16 +511,26 @@ def convert_hf_weights(c: LlamaConfig, tensors: Mapping[str, np.ndarray], source
     return out
 
 
-def from_gguf(path: str | Path, logits: str = "last") -> LlamaModel:
-    """Build from a llama.cpp ``.gguf`` file (see :mod:`rlx.models.gguf`)."""
+DEFAULT_CONTEXT = 4096
+"""Positions a loaded model's KV cache is preallocated to unless told (llama.cpp's
+``llama-cli`` default ``-c``): 2 · layers · context · kv_dim f32, 189 MB for a 135M
+model, 268 MB for a 1B."""
+
+
+def from_gguf(path: str | Path, logits: str = "last", context: int | None = DEFAULT_CONTEXT
+              ) -> LlamaModel:
+    """Build from a llama.cpp ``.gguf`` file (see :mod:`rlx.models.gguf`); ``context`` as
+    :func:`from_hf`'s."""
     from rlx.models.gguf import from_gguf as _from_gguf
 
-    return _from_gguf(path, logits)
+    return _from_gguf(path, logits, context)
 
 
-def from_hf(config: str | Path, *safetensors: str | Path, logits: str = "last"
-            ) -> LlamaModel:
-    """Build from an HF ``config.json`` and its ``*.safetensors`` (or the directory)."""
+def from_hf(config: str | Path, *safetensors: str | Path, logits: str = "last",
+            context: int | None = DEFAULT_CONTEXT) -> LlamaModel:
+    """Build from an HF ``config.json`` and its ``*.safetensors`` (or the directory).
+    ``context``: the positions (prompt and generated tokens) the KV cache is preallocated
+    to and updated in place; None builds the cache that grows by concatenation."""
     cpath = Path(config)
     if cpath.is_dir():
         safetensors = tuple(sorted(cpath.glob("*.safetensors"))) or safetensors
@@ -512,9 +544,10 @@ def from_hf(config: str | Path, *safetensors: str | Path, logits: str = "last"
     if not paths:
         raise ModelError(f"{cpath}: error: no .safetensors files given")
     weights = convert_hf_weights(c, _read_safetensors(paths), ", ".join(map(str, paths)))
-    return LlamaModel(c, build(c, logits), weights)
+    return LlamaModel(c, build(c, logits, context=context), weights, context)
 
 
-__all__ = ["ARCHITECTURES", "FUNCTIONS", "LAYER_NAMES", "TOP_NAMES", "LlamaConfig",
-           "LlamaModel", "ModelError", "build", "convert_hf_weights", "from_gguf", "from_hf",
-           "gguf_name", "hf_name", "hf_to_gguf", "param_shapes", "rope_tables"]
+__all__ = ["ARCHITECTURES", "DEFAULT_CONTEXT", "FUNCTIONS", "LAYER_NAMES", "TOP_NAMES",
+           "LlamaConfig", "LlamaModel", "ModelError", "build", "convert_hf_weights",
+           "from_gguf", "from_hf", "gguf_name", "hf_name", "hf_to_gguf", "param_shapes",
+           "rope_tables"]

@@ -12,8 +12,9 @@ between calls without the cache changing shape. Entry points:
   ``next [1, 1]`` (their argmax) and the cache.
 - ``decode(ids [1, B] i32, cos [B, hd/2], sin [B, hd/2], pos [B] i32, k_0, v_0, ...)``:
   token ``b`` sits at position ``pos[b]`` of slot ``b``; its K / V are written at that row
-  and it attends to rows ``0 .. pos[b]`` of its slot (a per-row key mask made from ``pos``
-  on the device). Returns ``logits [1, B, V]``, ``next [1, B]`` and the cache. Every row is
+  and it attends to rows ``0 .. pos[b]`` of its slot (a ``causal_lengths`` mask of
+  ``pos + 1`` keys, read on the device: a row's keys past its own are not read). Returns
+  ``logits [1, B, V]``, ``next [1, B]`` and the cache. Every row is
   computed; a free slot's row is ignored by the caller (and overwritten when the slot is
   prefilled again). A ``pos[b]`` outside ``0 .. context - 1`` is clamped by the write (it
   never writes outside the cache); the caller keeps positions below the context.
@@ -36,6 +37,7 @@ import numpy as np
 
 from rlx.dialects.builder import HirModule, HirValue
 from rlx.models.llama import LlamaConfig, ModelError, _Ctx, _head, _layer
+from rlx.models.llama_cache import cache_layer, write_prompt
 from rlx.models.sampling import add_sample_function
 
 FUNCTIONS = ("prefill", "decode", "sample")
@@ -68,37 +70,7 @@ def _prefill(h: HirModule, c: LlamaConfig, batch: int, context: int) -> None:
         fresh += [k, v]
     logits = _head(ctx, x, last)
     nxt = h.named("next", lambda h: h.mir("argmax", [logits], axis=-1, keep_dim=False))
-    start = len(h)
-    # rows 0 .. S-1 of slot `slot`, in place (rows S .. are left as they are: masked out
-    # until decode writes them)
-    first = h.constant(np.zeros(1, np.int32), "i32")
-    out = [h.mir("write_rows", [old, t, slot, first])
-           for t, old in zip(fresh, cache, strict=True)]
-    h.label_nodes_since(start, "cache_write")
-    h.set_outputs([logits, nxt, *out])
-
-
-def _decode_layer(ctx: _Ctx, i: int, x: HirValue, cos: HirValue, sin: HirValue,
-                  at: tuple[HirValue, HirValue], keep: HirValue,
-                  cache: tuple[HirValue, HirValue]) -> tuple[HirValue, HirValue, HirValue]:
-    """One layer of ``B`` tokens, one per slot (``x [1, B, E]``)."""
-    h, c = ctx.h, ctx.c
-    pre = f"layers.{i}."
-    start = len(h)
-    n1 = h.rms_norm(x, ctx.p(pre + "ln1"), ctx.zeros_e, c.rms_norm_eps)
-    q, k, v = ctx.attention_inputs(n1, pre, cos, sin)
-    k_all, v_all = (h.mir("write_rows", [old, h.mir("reshape", [t], new_shape=[-1, 1, c.kv_dim]),
-                                         *at])
-                    for t, old in ((k, cache[0]), (v, cache[1])))
-    q = h.mir("reshape", [q], new_shape=[-1, 1, c.num_heads * c.head_dim])
-    a = h.attention(q, k_all, v_all, keep, num_heads=c.num_heads, head_dim=c.head_dim,
-                    mask_kind="custom")
-    a = h.mir("reshape", [a], new_shape=[1, -1, c.num_heads * c.head_dim])
-    x1 = h.mir("binary", [x, ctx.linear(a, pre + "o")], kind="add")
-    n2 = h.rms_norm(x1, ctx.p(pre + "ln2"), ctx.zeros_e, c.rms_norm_eps)
-    y = h.mir("binary", [x1, ctx.ffn(n2, pre)], kind="add")
-    h.label_nodes_since(start, f"layers.{i}")
-    return y, k_all, v_all
+    h.set_outputs([logits, nxt, *write_prompt(h, fresh, cache, slot)])
 
 
 def _decode(h: HirModule, c: LlamaConfig, batch: int, context: int) -> None:
@@ -109,16 +81,13 @@ def _decode(h: HirModule, c: LlamaConfig, batch: int, context: int) -> None:
     cache = _cache_inputs(h, c, batch, context)
     ctx = _ctx(h, c)
     start = len(h)
-    rows = np.arange(context, dtype=np.int32)
     at = (h.constant(np.arange(batch, dtype=np.int32), "i32"), pos)
-    keep = h.mir("compare", [h.constant(rows[None]),
-                             h.mir("reshape", [pos], new_shape=[batch, 1])], kind="le")
+    seen = h.mir("binary", [pos, h.constant(np.ones(batch, np.int32), "i32")], kind="add")
     h.label_nodes_since(start, "positions")
     x = h.named("embed", lambda h: h.mir("gather", [ctx.p("embed"), ids], axis=0))
     out: list[HirValue] = []
     for i in range(c.num_layers):
-        x, k, v = _decode_layer(ctx, i, x, cos, sin, at, keep,
-                                (cache[2 * i], cache[2 * i + 1]))
+        x, k, v = cache_layer(ctx, i, x, cos, sin, (cache[2 * i], cache[2 * i + 1]), at, seen)
         out += [k, v]
     logits = _head(ctx, x, None)
     nxt = h.named("next", lambda h: h.mir("argmax", [logits], axis=-1, keep_dim=False))

@@ -18,6 +18,7 @@ from rlx.generate import Generator, Sampling, encode_prompt, load_model, model_t
 from rlx.ir.diagnostics import RunError
 from rlx.lowering.registry import ACTIVATION_QUANTS
 from rlx.models import qwen35
+from rlx.models.llama import DEFAULT_CONTEXT
 from rlx.tools._cli import run
 
 SHOW_AFTER_S = 1.0
@@ -47,6 +48,10 @@ def _parser() -> argparse.ArgumentParser:
     what.add_argument("--prompt-ids", help="comma-separated token ids")
     p.add_argument("--system", help="a system message before --chat's")
     p.add_argument("--max-new-tokens", type=int, default=32)
+    p.add_argument("--context", type=int, default=DEFAULT_CONTEXT,
+                   help="positions (prompt + new tokens) the KV cache of a LLaMA-family "
+                        f"model is preallocated to and updated in place (default "
+                        f"{DEFAULT_CONTEXT}); 0: a cache that grows a position a step")
     p.add_argument("--stop", action="append", default=[], metavar="STRING",
                    help="stop before this text (repeatable); the model's end tokens always "
                         "stop")
@@ -127,7 +132,7 @@ def _main() -> int:
         tokenizer = model_tokenizer(args.model)
     ids = encode_prompt(_prompt(args), tokenizer)  # before the slow part: bad input fails fast
     with progress(f"loading {Path(args.model).name}"):
-        model = load_model(args.model)
+        model = load_model(args.model, args.context or None)
     ids = encode_prompt(ids, tokenizer, model.config.vocab_size)
     cache: CompileCache | bool = (False if args.no_cache else
                                   CompileCache(Path(args.cache_dir)) if args.cache_dir else True)

@@ -166,6 +166,18 @@ def lower_write_rows(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     so the last write wins as documented."""
     cache, new = op["cache"], op["new"]
     indices = emit.barrier(_row_indices(op["slot"], op["pos"], new, cache))
+    if not isinstance(cache.owner, ir.Block):
+        # a cache computed here (a prefill's zeroed one), not a function argument: IREE
+        # 3.13 fused its fill into the scatter and then wrote wrong rows on llvm-cpu (a
+        # GGUF F16 model's K sliced from a packed QKV; tests/test_models_gguf.py) and
+        # failed on SPIR-V ("uses 1152921504606846848 bytes of shared memory"); behind a
+        # barrier the fill is its own dispatch and the scatter updates its result in place
+        cache = emit.barrier(cache)
+    if ctx.options.target != "llvm-cpu":
+        # on the GPU targets IREE 3.13 folds the producer of `new` (RoPE's pair-shaped
+        # generic) into the scatter, reshaping the whole cache to it, and SPIR-V codegen
+        # then asks for 2^60 bytes of shared memory: `new` (S rows) is materialized first
+        new = emit.barrier(new)
     scatter = ir.Operation.create(
         "iree_linalg_ext.scatter", results=[cache.type], operands=[new, indices, cache],
         attributes={"dimension_map": ir.DenseI64ArrayAttr.get([0, 1]),

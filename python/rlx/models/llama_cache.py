@@ -1,0 +1,101 @@
+"""The KV cache preallocated to a context length and updated in place (rlx's, not RLX's,
+whose decode concatenates): the layers and entry points that write and read it, for
+:func:`rlx.models.llama.build` with ``context`` (one sequence) and
+:mod:`rlx.models.llama_batch` (one cache slot per sequence).
+
+A token's K / V are written at its row with ``rlx_mir.write_rows`` (in place: IREE aliases
+the cache's output with its input when the caller passes each call the previous call's
+outputs), and attention reads the first ``filled`` keys of the row (a ``causal_lengths``
+mask whose count is read on the device), so a step's cost does not grow with the context
+except for attention over the keys filled so far, and the host never reads a position back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from rlx.dialects.builder import HirModule, HirValue
+from rlx.models.llama import LlamaConfig, _Ctx, _head
+
+
+def cache_layer(ctx: _Ctx, i: int, x: HirValue, cos: HirValue, sin: HirValue,
+                cache: tuple[HirValue, HirValue], at: tuple[HirValue, HirValue],
+                filled: HirValue) -> tuple[HirValue, HirValue, HirValue]:
+    """One layer of ``B`` tokens (``x [1, B, E]``), token b the next one of cache row
+    ``at = (slot [B], pos [B])``: its K / V written at that row in place
+    (``write_rows``), and it attends to the row's first ``filled[b]`` keys (``pos + 1``; a
+    ``causal_lengths`` mask the kernels read on the device)."""
+    h, c = ctx.h, ctx.c
+    pre = f"layers.{i}."
+    start = len(h)
+    n1 = h.rms_norm(x, ctx.p(pre + "ln1"), ctx.zeros_e, c.rms_norm_eps)
+    q, k, v = ctx.attention_inputs(n1, pre, cos, sin)
+    k_all, v_all = (h.mir("write_rows", [old, h.mir("reshape", [t], new_shape=[-1, 1, c.kv_dim]),
+                                         *at])
+                    for t, old in ((k, cache[0]), (v, cache[1])))
+    q = h.mir("reshape", [q], new_shape=[-1, 1, c.num_heads * c.head_dim])
+    a = h.attention(q, k_all, v_all, filled, num_heads=c.num_heads, head_dim=c.head_dim,
+                    mask_kind="causal_lengths")
+    a = h.mir("reshape", [a], new_shape=[1, -1, c.num_heads * c.head_dim])
+    x1 = h.mir("binary", [x, ctx.linear(a, pre + "o")], kind="add")
+    n2 = h.rms_norm(x1, ctx.p(pre + "ln2"), ctx.zeros_e, c.rms_norm_eps)
+    y = h.mir("binary", [x1, ctx.ffn(n2, pre)], kind="add")
+    h.label_nodes_since(start, f"layers.{i}")
+    return y, k_all, v_all
+
+
+def write_prompt(h: HirModule, fresh: Sequence[HirValue], cache: Sequence[HirValue],
+                 slot: HirValue) -> list[HirValue]:
+    """A prompt's K / V ``[1, S, kv]`` written into rows ``0 .. S-1`` of cache slot
+    ``slot``, in place (the rows after them are left as they are: no mask reaches them
+    until a decode step writes them)."""
+    start = len(h)
+    first = h.constant(np.zeros(1, np.int32), "i32")
+    out = [h.mir("write_rows", [old, t, slot, first]) for t, old in zip(fresh, cache,
+                                                                         strict=True)]
+    h.label_nodes_since(start, "cache_write")
+    return out
+
+
+def context_decode(h: HirModule, c: LlamaConfig, context: int) -> None:
+    """``decode(ids [1, 1], cos, sin, filled [1] i32, k_0, v_0, ...)`` over the cache
+    preallocated to ``context`` rows: the token is row ``filled`` (keys before it), and the
+    step returns ``filled + 1`` beside the cache it updated in place."""
+    hd2 = c.head_dim // 2
+    ids = h.input("ids", (1, 1), "i32")
+    cos, sin = h.input("cos", (1, hd2)), h.input("sin", (1, hd2))
+    filled = h.input("filled", (1,), "i32")
+    cache = [h.input(f"{kv}_{i}", (1, context, c.kv_dim))
+             for i in range(c.num_layers) for kv in ("k", "v")]
+    ctx = _Ctx(h, c, h.constant(np.zeros(c.hidden_size, np.float32)),
+               h.constant(np.zeros(c.head_dim, np.float32)) if c.qk_norm else None)
+    start = len(h)
+    seen = h.mir("binary", [filled, h.constant(np.ones(1, np.int32), "i32")], kind="add")
+    at = (h.constant(np.zeros(1, np.int32), "i32"), filled)
+    h.label_nodes_since(start, "positions")
+    x = h.named("embed", lambda h: h.mir("gather", [ctx.p("embed"), ids], axis=0))
+    out: list[HirValue] = []
+    for i in range(c.num_layers):
+        x, k, v = cache_layer(ctx, i, x, cos, sin, (cache[2 * i], cache[2 * i + 1]), at, seen)
+        out += [k, v]
+    logits = _head(ctx, x, None)
+    nxt = h.named("next", lambda h: h.mir("argmax", [logits], axis=-1, keep_dim=False))
+    h.set_outputs([logits, nxt, seen, *out])
+
+
+def prompt_cache(h: HirModule, c: LlamaConfig, ids: HirValue, fresh: list[HirValue],
+                  context: int) -> list[HirValue]:
+    """The prompt's K / V written into a zeroed cache of ``context`` rows, after the number
+    of rows filled (``[1]`` i32, the prompt's length, from ``ids``' shape on the device)."""
+    start = len(h)
+    length = h.mir("dim", [ids], axis=1)
+    filled = h.mir("cast", [h.mir("reshape", [length], new_shape=[1])], to="i32")
+    zero = h.constant(np.zeros((1, 1, 1), np.float32))
+    empty = [h.mir("expand", [zero], target_shape=[1, context, c.kv_dim]) for _ in fresh]
+    h.label_nodes_since(start, "positions")
+    return [filled, *write_prompt(h, fresh, empty, h.constant(np.zeros(1, np.int32), "i32"))]
+
+
+__all__ = ["cache_layer", "context_decode", "prompt_cache", "write_prompt"]
