@@ -4,7 +4,8 @@
 For each depth ``d`` the sides decode ``--gen`` greedy tokens after ``d`` positions:
 
 - rlx, preallocated cache (``from_gguf(path, context=max depth + gen)``, the default form):
-  one ``prefill`` of ``d`` tokens (not timed), then ``--gen`` pipelined decode steps as
+  the cache filled to ``d`` rows (see :func:`rlx_decode`: a short prefill, then the filled
+  count set to ``d``; not timed), then ``--gen`` pipelined decode steps as
   ``rlx.generate`` runs them (``Generator.greedy``); each step writes its K / V in place
   and attends to the filled rows only;
 - rlx, growing cache (``context=None``, the form before): the same, where each step
@@ -44,16 +45,35 @@ from rlx.models import llama
 
 
 def rlx_decode(path: Path, context: int | None) -> Any:
-    """A function ``depth -> seconds of gen decode steps after depth positions``."""
-    g = Generator(llama.from_gguf(path, context=context))
+    """A function ``(prompt, gen) -> seconds of gen decode steps after len(prompt) - 1
+    positions``. The cache is filled to that depth without a prefill of that length (rlx's
+    prefill of 4096 tokens took minutes here, issue 25 point 6): a prefill of
+    :data:`PREFIX` tokens, then the count of filled rows set to the depth (preallocated
+    cache: ``filled``; growing cache: K / V of ``depth`` rows, the prefix's rows first and
+    zeros after). A step's work does not depend on the rows' values: it reads and attends
+    to ``depth`` rows either way."""
+    model = llama.from_gguf(path, context=context)
+    g = Generator(model)
+    kv = model.config.kv_dim
 
     def run(prompt: list[int], gen: int) -> float:
-        _, cache = g.prefill(prompt[:-1])
+        depth = len(prompt) - 1
+        _, cache = g.prefill(prompt[:PREFIX])
+        if context is not None:
+            cache = (np.array([depth], np.int32), *cache[1:])
+        else:
+            cache = tuple(np.concatenate([t.numpy(), np.zeros((1, depth - PREFIX, kv),
+                                                              np.float32)], axis=1)
+                          for t in cache)
         t0 = time.perf_counter()
-        g.greedy(prompt[-1], len(prompt) - 1, cache, gen)
+        g.greedy(prompt[-1], depth, cache, gen)
         return time.perf_counter() - t0
 
     return run
+
+
+PREFIX = 16
+"""Tokens rlx actually prefills before its cache is set to a depth."""
 
 
 def llama_bench_depth(bindir: Path, path: Path, threads: int, depth: int, gen: int
