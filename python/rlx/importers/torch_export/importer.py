@@ -188,6 +188,8 @@ class ProgramImporter:
                                    f"({', '.join(self.g.mutations)}); export the model in "
                                    "eval mode (model.eval()) without in-place buffer updates")
         for node in self.g.user_inputs:
+            if not self.g.is_tensor(node) and not self.g.users[node]:
+                continue  # a constant argument (use_cache=False) the export specialized
             self.values[node] = self._input(node)
         matches = find_blocks(self) if self.use_blocks else {}
         covered = {n for m in matches.values() for n in m.nodes}
