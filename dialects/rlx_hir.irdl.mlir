@@ -10,7 +10,8 @@ irdl.dialect @rlx_hir {
     %mask_2 = irdl.is "sliding_window"
     %mask_3 = irdl.is "custom"
     %mask_4 = irdl.is "bias"
-    %mask = irdl.any_of(%mask_0, %mask_1, %mask_2, %mask_3, %mask_4)
+    %mask_5 = irdl.is "causal_lengths"
+    %mask = irdl.any_of(%mask_0, %mask_1, %mask_2, %mask_3, %mask_4, %mask_5)
     %in0 = irdl.base "!builtin.tensor"
     %in1 = irdl.base "!builtin.tensor"
     %in2 = irdl.base "!builtin.tensor"
@@ -181,7 +182,8 @@ irdl.dialect @rlx_hir {
     %mask_2 = irdl.is "sliding_window"
     %mask_3 = irdl.is "custom"
     %mask_4 = irdl.is "bias"
-    %mask = irdl.any_of(%mask_0, %mask_1, %mask_2, %mask_3, %mask_4)
+    %mask_5 = irdl.is "causal_lengths"
+    %mask = irdl.any_of(%mask_0, %mask_1, %mask_2, %mask_3, %mask_4, %mask_5)
     %rope_style_0 = irdl.is "neox"
     %rope_style_1 = irdl.is "gptj"
     %rope_style = irdl.any_of(%rope_style_0, %rope_style_1)
@@ -388,7 +390,8 @@ irdl.dialect @rlx_mir {
     %mask_kind_2 = irdl.is "sliding_window"
     %mask_kind_3 = irdl.is "custom"
     %mask_kind_4 = irdl.is "bias"
-    %mask_kind = irdl.any_of(%mask_kind_0, %mask_kind_1, %mask_kind_2, %mask_kind_3, %mask_kind_4)
+    %mask_kind_5 = irdl.is "causal_lengths"
+    %mask_kind = irdl.any_of(%mask_kind_0, %mask_kind_1, %mask_kind_2, %mask_kind_3, %mask_kind_4, %mask_kind_5)
     %in0 = irdl.base "!builtin.tensor"
     %in1 = irdl.base "!builtin.tensor"
     %in2 = irdl.base "!builtin.tensor"

@@ -50,7 +50,8 @@ irdl.dialect @rlx_mir {
     %mask_kind_2 = irdl.is "sliding_window"
     %mask_kind_3 = irdl.is "custom"
     %mask_kind_4 = irdl.is "bias"
-    %mask_kind = irdl.any_of(%mask_kind_0, %mask_kind_1, %mask_kind_2, %mask_kind_3, %mask_kind_4)
+    %mask_kind_5 = irdl.is "causal_lengths"
+    %mask_kind = irdl.any_of(%mask_kind_0, %mask_kind_1, %mask_kind_2, %mask_kind_3, %mask_kind_4, %mask_kind_5)
     %in0 = irdl.base "!builtin.tensor"
     %in1 = irdl.base "!builtin.tensor"
     %in2 = irdl.base "!builtin.tensor"

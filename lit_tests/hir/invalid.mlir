@@ -18,7 +18,7 @@ func.func @ffn_width(%x: tensor<4x16xf32>, %u: tensor<16x32xf32>, %d: tensor<16x
 
 // -----
 
-// CHECK: invalid.mlir:23:8: error: 'rlx_hir.attention' "attention": attribute 'mask': expected one of "none", "causal", "sliding_window", "custom", "bias", found "future"
+// CHECK: invalid.mlir:23:8: error: 'rlx_hir.attention' "attention": attribute 'mask': expected one of "none", "causal", "sliding_window", "custom", "bias", "causal_lengths", found "future"
 func.func @mask_kind(%q: tensor<1x4x16xf32>) -> tensor<1x4x16xf32> {
   %y = "rlx_hir.attention"(%q, %q, %q) {head_dim = 8 : i64, mask = "future", num_heads = 2 : i64} : (tensor<1x4x16xf32>, tensor<1x4x16xf32>, tensor<1x4x16xf32>) -> tensor<1x4x16xf32> loc("attention")
   return %y : tensor<1x4x16xf32>
@@ -86,4 +86,20 @@ func.func @malformed(%x: tensor<4xf32> {
 func.func @escape(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %y = "rlx_mir.transpose"(%x) {perm = array<i64: 0, 0>} : (tensor<4x8xf32>) -> tensor<4x8xf32>
   return %y : tensor<4x8xf32>
+}
+
+// -----
+
+// CHECK: invalid.mlir:95:8: error: 'rlx_hir.attention' "attention": operand 'mask': expected an i32 or i64 tensor (the keys filled in each row), found tensor<2xf32>
+func.func @filled_counts(%q: tensor<2x1x16xf32>, %k: tensor<2x8x16xf32>, %n: tensor<2xf32>) -> tensor<2x1x16xf32> {
+  %y = "rlx_hir.attention"(%q, %k, %k, %n) {head_dim = 8 : i64, mask = "causal_lengths", num_heads = 2 : i64} : (tensor<2x1x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2xf32>) -> tensor<2x1x16xf32> loc("attention")
+  return %y : tensor<2x1x16xf32>
+}
+
+// -----
+
+// CHECK: invalid.mlir:103:8: error: 'rlx_hir.attention' "attention": operand 'mask': expected shape [2] ([B]: the keys filled in each row), found [3] (tensor<3xi32>)
+func.func @filled_rows(%q: tensor<2x1x16xf32>, %k: tensor<2x8x16xf32>, %n: tensor<3xi32>) -> tensor<2x1x16xf32> {
+  %y = "rlx_hir.attention"(%q, %k, %k, %n) {head_dim = 8 : i64, mask = "causal_lengths", num_heads = 2 : i64} : (tensor<2x1x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<3xi32>) -> tensor<2x1x16xf32> loc("attention")
+  return %y : tensor<2x1x16xf32>
 }

@@ -87,3 +87,25 @@ module @others attributes {rlx.fusion_policy = "direct"} {
     return %0, %1, %2 : tensor<1x2x32xf32>, tensor<1x1x32xf16>, tensor<1x1x32xf32>
   }
 }
+
+// -----
+
+// causal_lengths: each row reads its own filled-key count from the device, clamped into
+// its rows of the cache; none filled: every key with the masked score.
+// CHECK-LABEL: module @filled
+// CHECK:       stream.executable private @rlx_attention_decode_2x2x16_s3e800000_b3_n
+// CHECK:       %[[FILL:.*]] = memref.load %{{.*}}[%{{.*}}] : memref<3xi32>
+// CHECK:       %[[N:.*]] = arith.index_cast %[[FILL]] : i32 to index
+// CHECK:       %[[CNT:.*]] = arith.maxsi %[[N]], %{{.*}} : index
+// CHECK:       arith.minsi %[[CNT]], %{{.*}} : index
+// CHECK:       arith.select %{{.*}}, %{{.*}}, %{{.*}} : f32
+// CHECK:       flow.dispatch @rlx_attention_decode_2x2x16_s3e800000_b3_n
+// OFF-LABEL:   module @filled
+// OFF-NOT:     flow.dispatch
+// OFF:         linalg.softmax
+module @filled attributes {rlx.fusion_policy = "direct"} {
+  func.func @main(%q: tensor<3x1x32xf32>, %k: tensor<3x?x32xf32>, %n: tensor<3xi32>) -> tensor<3x1x32xf32> {
+    %0 = "rlx_mir.attention"(%q, %k, %k, %n) {head_dim = 16 : i64, mask_kind = "causal_lengths", num_heads = 2 : i64} : (tensor<3x1x32xf32>, tensor<3x?x32xf32>, tensor<3x?x32xf32>, tensor<3xi32>) -> tensor<3x1x32xf32>
+    return %0 : tensor<3x1x32xf32>
+  }
+}

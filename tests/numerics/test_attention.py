@@ -29,6 +29,8 @@ def attention_module(mask_kind: str, dtype: str, *, q_len: int | None = None,
         mask = h.input("mask", (2, kv_len), dtype)
     elif mask_kind == "bias":
         mask = h.input("mask", (2, 8, q_len, kv_len), dtype)
+    elif mask_kind == "causal_lengths":
+        mask = h.input("mask", (2,), "i32")
     window = 3 if mask_kind == "sliding_window" else None
     h.set_outputs([h.attention(q, k, v, mask, num_heads=8, head_dim=16, mask_kind=mask_kind,
                                window=window)])
@@ -40,13 +42,20 @@ def attention_module(mask_kind: str, dtype: str, *, q_len: int | None = None,
 @pytest.mark.parametrize("mask_kind", MASK_KINDS)
 def test_attention_masks(target: str, dtype: str, mask_kind: str) -> None:
     h = attention_module(mask_kind, dtype)
-    inputs = {}
-    if mask_kind == "custom":
-        m = (np.random.default_rng(3).random((2, 6)) < 0.6).astype(np.float16 if dtype == "f16"
-                                                                    else np.float32)
-        m[:, 0] = 1
-        inputs["mask"] = m
-    check_module(h, target, dyn=6, inputs=inputs)
+    check_module(h, target, dyn=6, inputs=mask_inputs(mask_kind, dtype))
+
+
+def mask_inputs(mask_kind: str, dtype: str) -> dict[str, np.ndarray]:
+    """custom: random keep flags (key 0 kept); causal_lengths: 6 of the 6 keys filled in
+    row 0, 3 in row 1 (its first three queries see no key: every score masked)."""
+    if mask_kind == "causal_lengths":
+        return {"mask": np.array([6, 3], np.int32)}
+    if mask_kind != "custom":
+        return {}
+    m = (np.random.default_rng(3).random((2, 6)) < 0.6).astype(np.float16 if dtype == "f16"
+                                                                else np.float32)
+    m[:, 0] = 1
+    return {"mask": m}
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
@@ -62,10 +71,13 @@ def test_decode_shape_queries_are_the_last_positions(mask_kind: str, dtype: str)
         mask = h.input("mask", (1, None), dtype)
     elif mask_kind == "bias":
         mask = h.input("mask", (1, 4, 1, None), dtype)
+    elif mask_kind == "causal_lengths":
+        mask = h.input("mask", (1,), "i32")
     window = 3 if mask_kind == "sliding_window" else None
     h.set_outputs([h.attention(q, k, v, mask, num_heads=4, head_dim=16, mask_kind=mask_kind,
                                window=window)])
-    check_module(h, "llvm-cpu", dyn=9)
+    filled = {"mask": np.array([5], np.int32)} if mask_kind == "causal_lengths" else {}
+    check_module(h, "llvm-cpu", dyn=9, inputs=filled)
 
 
 SCORE = 120.0
@@ -270,12 +282,8 @@ def test_attention_layouts(target: str) -> None:
 def test_fused_attention_lowering(mask_kind: str) -> None:
     """iree_linalg_ext.attention (the CUDA / ROCm default), selected on llvm-cpu."""
     h = attention_module(mask_kind, "f32")
-    inputs = {}
-    if mask_kind == "custom":
-        m = (np.random.default_rng(3).random((2, 6)) < 0.6).astype(np.float32)
-        m[:, 0] = 1
-        inputs["mask"] = m
-    check_module(h, "llvm-cpu", dyn=6, inputs=inputs, attention="fused")
+    check_module(h, "llvm-cpu", dyn=6, inputs=mask_inputs(mask_kind, "f32"),
+                 attention="fused")
 
 
 def test_score_scale_and_softcap() -> None:
@@ -348,3 +356,19 @@ def test_prefill_attention_with_a_whole_tile_of_query_heads_per_kv_head(group: i
     v = h.linear(x, h.param("wv", (16, 8)))
     h.set_outputs([h.attention(q, k, v, num_heads=group, head_dim=8, mask_kind="causal")])
     check_module(h, "llvm-cpu", compute_barriers=barriers, dyn=5)
+
+
+def test_decode_kernel_reads_each_rows_filled_keys() -> None:
+    """causal_lengths through the llvm-cpu kernel (one dispatch): each of 4 rows of a
+    preallocated cache sees its first ``n_b`` keys; ``n_b`` = 0 and -5 see none (every score
+    masked: the average of the row's keys, as the reference), 99 (past the 9 rows) all of
+    them: the kernel clamps the device-side count into its row."""
+    h = rlx.HirModule("decode_filled")
+    q = h.input("q", (4, 1, 6 * 16))
+    k, v = h.input("k", (4, None, 2 * 16)), h.input("v", (4, None, 2 * 16))
+    n = h.input("n", (4,), "i32")
+    h.set_outputs([h.attention(q, k, v, n, num_heads=6, head_dim=16,
+                               mask_kind="causal_lengths")])
+    linalg = rlx.compile(h, "llvm-cpu", emit="linalg")
+    assert linalg.count("flow.dispatch @rlx_attention_decode_") == 1
+    check_module(h, "llvm-cpu", dyn=9, inputs={"n": np.array([0, 4, 99, -5], np.int32)})

@@ -173,7 +173,8 @@ def attention_layout(c: Check, num_heads: int, head_dim: int) -> AttentionLayout
 
 def attention_mask(c: Check, kind: str, mask: str, layout: AttentionLayout,
                    num_heads: int, like: str = "q") -> None:
-    """The mask operand: custom ``[B, S_k]`` (1 = keep), bias ``[B, H, S, S_k]`` (added)."""
+    """The mask operand: custom ``[B, S_k]`` (1 = keep), bias ``[B, H, S, S_k]`` (added),
+    causal_lengths ``[B]`` integer (keys filled in each row)."""
     if kind == "sliding_window" and c.attr("window") < 0:
         c.fail("attribute 'window'", "a value >= 0", str(c.attr("window")))
     if not c.has(mask):
@@ -183,6 +184,10 @@ def attention_mask(c: Check, kind: str, mask: str, layout: AttentionLayout,
         c.expect(t.dtype.is_float or t.dtype.bits == 1, f"operand '{mask}'",
                  "a float (1.0 = keep) or i1 (true = keep) tensor", str(t))
         c.shape(mask, (layout.batch, layout.seq_k), "[B, S_k]: one keep flag per key")
+    elif kind == "causal_lengths":
+        c.expect(t.dtype.is_int and t.dtype.bits in (32, 64), f"operand '{mask}'",
+                 "an i32 or i64 tensor (the keys filled in each row)", str(t))
+        c.shape(mask, (layout.batch,), "[B]: the keys filled in each row")
     else:
         float_operands(c, like, mask)
         c.shape(mask, (layout.batch, num_heads, layout.seq_q, layout.seq_k),

@@ -25,15 +25,18 @@ LINEAR_ACTIVATIONS = ("none", *ACTIVATIONS)
 BINARY_OPS = ("add", "sub", "mul", "div", "max", "min", "pow")
 COMPARE_OPS = ("eq", "ne", "lt", "le", "gt", "ge")
 REDUCE_OPS = ("sum", "mean", "max", "min", "prod")
-MASK_KINDS = ("none", "causal", "sliding_window", "custom", "bias")
+MASK_KINDS = ("none", "causal", "sliding_window", "custom", "bias", "causal_lengths")
+"""Attention masks. ``causal_lengths`` is causal over a per-row key count (``mask [B]``
+integer ``n_b``: row b's S queries sit at positions ``n_b - S .. n_b - 1`` and see the keys
+up to their own): a KV cache preallocated to the context and filled to ``n_b`` keys."""
 ROPE_STYLES = ("neox", "gptj")
 FUSION_POLICIES = ("direct", "fusable", "for_autodiff")
 DTYPE_NAMES = tuple(d.value for d in DType)
 
 
 def mask_has_operand(mask: str) -> bool:
-    """Custom and bias masks are tensors given as an extra operand."""
-    return mask in ("custom", "bias")
+    """Custom, bias and causal_lengths masks are tensors given as an extra operand."""
+    return mask in ("custom", "bias", "causal_lengths")
 
 
 def scheme_display(scheme: str, block_size: int | None) -> str:

@@ -122,8 +122,9 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | No
     """Spec 2.8: per head, ``softmax(q kᵀ / sqrt(hd))`` with the mask kind, times v.
 
     K/V may have fewer heads (GQA): query head h uses KV head ``h // (H / Hkv)``; queries
-    are the last S of the S_k positions for causal / sliding masks; masked scores are -1e9
-    (custom masks replace, bias masks add)."""
+    are the last S of the S_k positions for causal / sliding masks, the last S of the
+    ``mask[b]`` filled keys for causal_lengths; masked scores are -1e9 (custom masks
+    replace, bias masks add)."""
     q, k, v = _f(q), _f(k), _f(v)
     if q.ndim == 4:
         layout = "bhsd" if q.shape[1] == num_heads else "bshd"
@@ -157,6 +158,11 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | No
         scores = np.where(keep[:, None, None, :], scores, MASKED)
     elif mask_kind == "bias":
         scores = scores + _f(mask)
+    elif mask_kind == "causal_lengths":
+        # row b's queries are the last S of its n_b filled keys: query i at n_b - S + i
+        pos = np.asarray(mask, np.int64).reshape(-1)[:, None, None, None] - s + np.arange(s)[
+            None, None, :, None]
+        scores = np.where(j[None, None] <= pos, scores, MASKED)
     scores = scores - scores.max(axis=-1, keepdims=True)
     p = np.exp(scores)
     p = p / p.sum(axis=-1, keepdims=True)

@@ -27,10 +27,14 @@ def attention(c: Check) -> list[TensorInfo]:
     ``[B, S, H, hd]``. K/V may carry fewer heads than Q (GQA, a divisor of ``num_heads``;
     query head h reads KV head ``h // (num_heads / kv_heads)``); ``S_k`` may differ from
     ``S``. ``mask`` is present iff the mask kind is ``custom`` (``[B, S_k]``, 1.0 / true =
-    keep, else the score becomes -1e9) or ``bias`` (``[B, num_heads, S, S_k]``, added).
+    keep, else the score becomes -1e9), ``bias`` (``[B, num_heads, S, S_k]``, added) or
+    ``causal_lengths`` (``[B]`` i32 / i64 ``n_b``: the keys filled in row b of a cache
+    preallocated to ``S_k``; its queries sit at ``n_b - S .. n_b - 1`` and see the keys up to
+    their own, none past ``n_b``; the count is read on the device).
     Attributes: ``num_heads``, ``head_dim``, ``mask`` (``"none"``, ``"causal"``,
-    ``"sliding_window"`` with ``window``, ``"custom"``, ``"bias"``). Causal and sliding
-    masks treat the queries as the last S of the S_k positions; masked scores are -1e9.
+    ``"sliding_window"`` with ``window``, ``"custom"``, ``"bias"``, ``"causal_lengths"``).
+    Causal and sliding masks treat the queries as the last S of the S_k positions; masked
+    scores are -1e9 (a query that sees no key averages them all).
     Result: the shape of ``q``.
 
     Example::

@@ -144,6 +144,14 @@ def _keep(kind: str, m: ir.Value, n: ir.Value, offset: ir.Value, window: int) ->
     return arith.andi(causal, lower)
 
 
+def _keep_filled(m: ir.Value, n: ir.Value, filled: ir.Value, seq: ir.Value) -> ir.Value:
+    """causal_lengths: query ``m`` of a row with ``filled`` keys sits at ``filled - S + m``
+    and sees key ``n`` at or before it (signed: a query before the first key sees none)."""
+    count = arith.index_cast(emit.index_type(), filled)
+    pos = arith.addi(m, arith.subi(count, seq))
+    return arith.cmpi(arith.CmpIPredicate.sle, n, pos)
+
+
 def _grouped_bias(bias: ir.Value, layout: _Layout) -> ir.Value:
     """``[B, H, S, S_k]`` -> ``[B, Hkv, G, S, S_k]`` (query head h = hkv * G + g)."""
     b, _, s, sk = emit.sizes(bias)
@@ -174,6 +182,10 @@ def _masked_scores(ctx: LoweringContext, op: Decoded, scores: ir.Value, layout: 
     elif kind == "bias":
         inputs.append(_grouped_bias(op["mask"], layout))
         maps.append(emit.identity(5))
+    elif kind == "causal_lengths":
+        inputs.append(op["mask"])
+        maps.append(emit.amap(5, [0]))
+    seq = emit.as_value(emit.dim(scores, 3)) if kind == "causal_lengths" else None
 
     def body(*args: ir.Value) -> ir.Value:
         s = arith.mulf(args[0], emit.scalar(scale, f32))
@@ -184,7 +196,9 @@ def _masked_scores(ctx: LoweringContext, op: Decoded, scores: ir.Value, layout: 
             return arith.addf(s, emit.to_f32(args[1]))
         if kind == "none":
             return s
-        if kind == "custom":
+        if kind == "causal_lengths":
+            keep = _keep_filled(emit.loop_index(3), emit.loop_index(4), args[1], seq)
+        elif kind == "custom":
             m = args[1]
             keep = (m if isinstance(m.type, ir.IntegerType) and ir.IntegerType(m.type).width == 1
                     else arith.cmpf(arith.CmpFPredicate.OGE, emit.to_f32(m),
@@ -278,6 +292,19 @@ def _fused_mask(op: Decoded, q5: ir.Value, k4: ir.Value, layout: _Layout
             m = emit.map_elementwise([m], emit.i1(), lambda x: arith.cmpf(
                 arith.CmpFPredicate.OGE, emit.to_f32(x), emit.scalar(0.5, emit.f32())))
         return m, emit.amap(loops, [0, 6])
+    if kind == "causal_lengths":
+        # additive (0 / MASKED, f16's lowest where -1e9 is out of range), not i1: a query
+        # that sees no key then averages every key, as the decomposed form, instead of the
+        # NaN an all-false i1 row gives
+        b, s, sk = emit.dim(q5, 0), emit.dim(q5, 3), emit.dim(k4, 2)
+        filled, seq, t = op["mask"], emit.as_value(s), emit.elem(q5)
+        low = emit.scalar(MASKED if t == emit.f32() else -65504.0, t)
+        zero = emit.scalar(0.0, t)
+        init = emit.empty([b, s, sk], t)
+        mask = emit.generic([filled], [init], [emit.amap(3, [0]), emit.identity(3)],
+                            [emit.PARALLEL] * 3, lambda n, _: arith.select(_keep_filled(
+                                emit.loop_index(1), emit.loop_index(2), n, seq), zero, low))[0]
+        return mask, emit.amap(loops, [0, 3, 6])
     s, sk = emit.dim(q5, 3), emit.dim(k4, 2)
     offset = _offset(q5, k4)
     window = op.attrs.get("window") or 0

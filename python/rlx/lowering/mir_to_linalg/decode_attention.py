@@ -17,7 +17,9 @@ workgroup per query head:
 
 Semantics are the attention op's for one query at the last position (``mask_kind`` none or
 causal: every key is visible; sliding_window: the last ``window + 1`` keys; custom: a key's
-score is the decomposed form's masked fill where the query row's keep flag is below 0.5),
+score is the decomposed form's masked fill where the query row's keep flag is below 0.5;
+causal_lengths: row b's first ``n_b`` keys, ``n_b`` an i32 the kernel reads on the device
+and clamps to the row's keys, every key masked when it is 0 or less),
 summed in another order (within the f32 tolerance of the decomposed form, never
 bit-identical to it). A batch of ``B`` query rows (``q [B, 1, H · hd]``, one per sequence,
 K / V ``[B, S_k, ...]``, the batched decode of :mod:`rlx.models.llama_batch`) runs ``B · H``
@@ -78,9 +80,10 @@ from rlx.lowering.mir_to_linalg.executable import (
 )
 from rlx.lowering.registry import LoweringContext
 
-MASK_KINDS = ("none", "causal", "sliding_window", "custom")
+MASK_KINDS = ("none", "causal", "sliding_window", "custom", "causal_lengths")
 """Mask kinds the kernel takes: one query at the last position sees a contiguous run of
-keys, or (custom) the keys its row of the mask keeps."""
+keys, (custom) the keys its row of the mask keeps, or (causal_lengths) the first ``n_b``
+keys of its row."""
 
 MASKED = -1e9
 """A masked key's score: the decomposed form's (``attention.MASKED``, RLX's fill)."""
@@ -107,12 +110,14 @@ class AttentionKernel:
     """Query rows, one per sequence (``q [B, 1, H · hd]``, K / V ``[B, S_k, ...]``)."""
     masked: bool = False
     """mask_kind custom: a key ``j`` of row ``b`` is seen where ``mask[b, j] >= 0.5``."""
+    lengths: bool = False
+    """mask_kind causal_lengths: row ``b`` sees its keys ``j < n_b`` (``n [B] i32``)."""
 
     @property
     def symbol(self) -> str:
         window = "" if self.window is None else f"_w{self.window}"
         rows = "" if self.batch == 1 else f"_b{self.batch}"
-        mask = "_m" if self.masked else ""
+        mask = "_m" if self.masked else "_n" if self.lengths else ""
         return (f"rlx_attention_decode_{self.heads}x{self.kv_heads}x{self.head_dim}"
                 f"_s{f32_bits(self.scale):08x}{window}{rows}{mask}")
 
@@ -120,12 +125,13 @@ class AttentionKernel:
     def rowwise(self) -> bool:
         """Whether each workgroup finds its query row (batch or mask): else the batch-1
         kernel's text, unchanged."""
-        return self.batch != 1 or self.masked
+        return self.batch != 1 or self.masked or self.lengths
 
     def text(self) -> str:
         """The kernel's ``stream.executable``."""
         hd, kv, qo = self.head_dim, self.kv_memref, self.qo_memref
-        mask = [Binding("mask", "memref<?xf32>", ("%len_m",))] if self.masked else []
+        mask = ([Binding("mask", "memref<?xf32>", ("%len_m",))] if self.masked else
+                [Binding("filled", f"memref<{self.batch}xi32>")] if self.lengths else [])
         args = [Binding("q", qo), Binding("k", kv, ("%len_k",)), Binding("v", kv, ("%len_v",)),
                 *mask, Scalar("len_k"), Scalar("len_v"),
                 *([Scalar("len_m")] if self.masked else []), Binding("o", qo)]
@@ -163,7 +169,21 @@ class AttentionKernel:
         t(f"%rows = affine.apply affine_map<()[s0] -> (s0 floordiv {self.batch})>()[{total}]")
         t(f"%row = affine.apply affine_map<()[s0] -> (s0 floordiv {self.heads})>()[%wg]")
         t("%first = affine.apply affine_map<()[s0, s1] -> (s0 * s1)>()[%row, %rows]")
-        t("%len = affine.apply affine_map<()[s0, s1] -> (s0 + s1)>()[%first, %rows]")
+        if not self.lengths:
+            t("%len = affine.apply affine_map<()[s0, s1] -> (s0 + s1)>()[%first, %rows]")
+            return
+        # causal_lengths: the row's first n_b keys, n_b clamped to [0, rows] (signed: any
+        # i32 the caller passes stays inside the row). With none (n_b <= 0) every key is
+        # masked: the decomposed form's uniform average over the row's keys, which the
+        # passes give by running over all of them with every score MASKED (%none).
+        t(f"%fill = memref.load %filled[%row] : memref<{self.batch}xi32>")
+        t("%filli = arith.index_cast %fill : i32 to index")
+        t("%c0n = arith.constant 0 : index")
+        t("%cnt = arith.maxsi %filli, %c0n : index")
+        t("%seen = arith.minsi %cnt, %rows : index")
+        t("%none = arith.cmpi eq, %seen, %c0n : index")
+        t("%upto = arith.select %none, %rows, %seen : index")
+        t("%len = affine.apply affine_map<()[s0, s1] -> (s0 + s1)>()[%first, %upto]")
 
     @property
     def chunks(self) -> int:
@@ -188,7 +208,7 @@ class AttentionKernel:
         else:   # max(first, len - 1 - window), index arithmetic that cannot go negative
             t(f"%start = affine.max affine_map<()[s0{', s1' if self.rowwise else ''}] -> "
               f"({first}, s0 - {1 + self.window})>(){operands}")
-        if self.masked:
+        if self.masked or self.lengths:
             t(f"%masked = arith.constant {f32_literal(MASKED)} : f32")
             t(f"%half = arith.constant {f32_literal(0.5)} : f32")
         t(f"%scale = arith.constant {f32_literal(self.scale)} : f32")
@@ -212,6 +232,10 @@ class AttentionKernel:
                              f"vector.fma %q{c}, %kv{c}, {prev} : {V16}"))
             prev = f"%d{c}"
         t(f"%dot = vector.reduction <add>, {prev} : {V16} into f32")
+        if self.lengths:
+            t("%scaled = arith.mulf %dot, %scale : f32")
+            t("%sc = arith.select %none, %masked, %scaled : f32")
+            return
         if not self.masked:
             t("%sc = arith.mulf %dot, %scale : f32")
             return
@@ -306,10 +330,13 @@ def kernel_for(ctx: LoweringContext, op: Decoded, scale: float) -> AttentionKern
     batch, seq = emit.static_shape(q)[:2]
     if seq != 1 or batch is None or emit.static_shape(k)[0] != batch:
         return None
+    kind = a["mask_kind"]
+    if kind == "causal_lengths" and emit.elem(op["mask"]) != ir.IntegerType.get_signless(32):
+        return None
     hd = a["head_dim"]
-    window = (a.get("window") or 0) if a["mask_kind"] == "sliding_window" else None
+    window = (a.get("window") or 0) if kind == "sliding_window" else None
     return AttentionKernel(a["num_heads"], emit.static_shape(k)[2] // hd, hd, scale, window,
-                           batch, a["mask_kind"] == "custom")
+                           batch, kind == "custom", kind == "causal_lengths")
 
 
 def dispatch(ctx: LoweringContext, kern: AttentionKernel, op: Decoded) -> ir.Value:
@@ -321,6 +348,9 @@ def dispatch(ctx: LoweringContext, kern: AttentionKernel, op: Decoded) -> ir.Val
     if kern.masked:     # [B, S_k] keep flags as f32 (1.0 / 0.0 from i1), one row of keys
         tensors.append(emit.collapse(emit.convert_tensor(op["mask"], emit.f32()), [[0, 1]]))
     sizes = [emit.sizes(x) for x in tensors]
+    if kern.lengths:    # [B] i32 (B checked by the op's verifier, at run time if dynamic)
+        tensors.append(emit.cast_tensor(op["mask"], ir.RankedTensorType.get(
+            [kern.batch], ir.IntegerType.get_signless(32))))
     # each binding's row count: the very value that sizes it (as the dispatch's operand
     # dim, where dynamic), passed again as the kernel's memref dim
     lengths = [emit.as_value(ss[0]) for ss in sizes]
