@@ -1,1 +1,2 @@
-"""Model importers: ONNX files to rlx HIR modules (:mod:`rlx.importers.onnx`)."""
+"""Model importers: ONNX files (:mod:`rlx.importers.onnx`) and ``torch.export`` programs
+(:mod:`rlx.importers.torch`) to rlx HIR modules."""

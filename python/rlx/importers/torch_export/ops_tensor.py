@@ -1,0 +1,232 @@
+"""ATen elementwise ops, casts, reductions, softmax and tensor creation as MIR ops.
+
+Binary ops compute in the node's result type (torch's type promotion, read from the
+program): both operands are cast to it, a Python number becomes a 0-d constant of it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from rlx.dialects.builder import HirValue
+from rlx.importers.dims import is_static
+from rlx.importers.torch_export.convert import Op, Value, converter, rlx_dtype
+from rlx.ir.types import DType
+
+BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "maximum": "max",
+          "minimum": "min", "pow": "pow", "rsub": "sub"}
+COMPARE = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge"}
+UNARY = {"relu": "relu", "relu_": "relu", "silu": "silu", "silu_": "silu",
+         "sigmoid": "sigmoid", "tanh": "tanh", "exp": "exp", "log": "log", "sqrt": "sqrt",
+         "rsqrt": "rsqrt", "abs": "abs", "sin": "sin", "cos": "cos", "erf": "erf",
+         "round": "round", "softplus": "softplus"}
+
+
+def operand(op: Op, v: Any, source: Any, dtype: DType) -> HirValue:
+    """A binary op's operand in the compute type ``dtype``."""
+    if isinstance(v, bool | int | float):
+        return op.h.constant(op.scalar(v, dtype), dtype)
+    if not isinstance(v, HirValue | np.ndarray) and not is_static(v):
+        return op.cast(op.sizes.scalar(v, DType.I64, op.fail), dtype)
+    return op.cast(op.as_tensor(v, source), dtype)
+
+
+def compute_dtype(op: Op, *sources: Any) -> DType:
+    """The type torch computes a comparison or logical op in (its operands promoted)."""
+    dtypes = [op.g.dtype(s) for s in sources if hasattr(s, "meta")]
+    found = [d for d in dtypes if d is not None]
+    if not found:
+        return DType.F32
+    out = found[0]
+    for d in found[1:]:
+        out = torch.promote_types(out, d)
+    if not out.is_floating_point and any(isinstance(s, float) for s in sources):
+        out = torch.float32
+    return rlx_dtype(out, op.fail)
+
+
+@converter(*BINARY)
+def convert_binary(op: Op) -> Value:
+    name = op.node.target.overloadpacket.__name__  # type: ignore[union-attr]
+    dtype = op.out_dtype()
+    a_src, b_src = op.raw(0, "self"), op.raw(1, "other")
+    a = operand(op, op.value(a_src), a_src, dtype)
+    b = operand(op, op.value(b_src), b_src, dtype)
+    alpha = op.raw(2, "alpha", op.node.kwargs.get("alpha", 1))
+    if name in ("add", "sub", "rsub") and alpha != 1:
+        b = op.mir("binary", [b, op.h.constant(op.scalar(alpha, dtype), dtype)], kind="mul")
+    if name == "rsub":
+        a, b = b, a
+    if name == "div":
+        mode = op.node.kwargs.get("rounding_mode")
+        if mode is not None:
+            op.fail(f"rounding_mode '{mode}' is not supported (true division only)")
+    if name == "pow" and isinstance(op.value(b_src), int | float) and op.value(b_src) == 2:
+        return op.mir("binary", [a, a], kind="mul")
+    return op.mir("binary", [a, b], kind=BINARY[name])
+
+
+@converter(*COMPARE)
+def convert_compare(op: Op) -> Value:
+    a_src, b_src = op.raw(0, "self"), op.raw(1, "other")
+    dtype = compute_dtype(op, a_src, b_src)
+    a = operand(op, op.value(a_src), a_src, dtype)
+    b = operand(op, op.value(b_src), b_src, dtype)
+    return op.mir("compare", [a, b], kind=COMPARE[op.node.target.overloadpacket.__name__])  # type: ignore[union-attr]
+
+
+def as_bool(op: Op, v: Any, source: Any) -> HirValue:
+    t = operand(op, v, source, DType.I1) if isinstance(v, bool) else op.as_tensor(v, source)
+    if t.dtype == DType.I1:
+        return t
+    return op.mir("compare", [t, op.h.constant(op.scalar(0, t.dtype), t.dtype)], kind="ne")
+
+
+@converter("logical_and", "bitwise_and", "__and__", "logical_or", "bitwise_or", "__or__")
+def convert_logical(op: Op) -> Value:
+    name = op.node.target.overloadpacket.__name__  # type: ignore[union-attr]
+    if op.g.dtype(op.node) != torch.bool:
+        op.fail("bitwise ops on integers are not supported (booleans only)")
+    a = as_bool(op, op.arg(0, "self"), op.raw(0, "self"))
+    b = as_bool(op, op.arg(1, "other"), op.raw(1, "other"))
+    const = op.h.constant(np.asarray("or" in name), DType.I1)
+    return op.mir("where", [a, const, b] if "or" in name else [a, b, const])
+
+
+@converter("logical_not", "bitwise_not")
+def convert_not(op: Op) -> Value:
+    if op.g.dtype(op.node) != torch.bool:
+        op.fail("bitwise not on integers is not supported (booleans only)")
+    x = as_bool(op, op.arg(0, "self"), op.raw(0, "self"))
+    return op.mir("compare", [x, op.h.constant(np.asarray(False), DType.I1)], kind="eq")
+
+
+@converter("where")
+def convert_where(op: Op) -> Value:
+    dtype = op.out_dtype()
+    cond = as_bool(op, op.arg(0, "condition"), op.raw(0, "condition"))
+    a = operand(op, op.arg(1, "self"), op.raw(1, "self"), dtype)
+    b = operand(op, op.arg(2, "other"), op.raw(2, "other"), dtype)
+    return op.mir("where", [cond, a, b])
+
+
+@converter(*UNARY, "gelu", "neg", "reciprocal")
+def convert_unary(op: Op) -> Value:
+    name = op.node.target.overloadpacket.__name__  # type: ignore[union-attr]
+    dtype = op.out_dtype()
+    x = op.cast(op.tensor(0), dtype)
+    if name == "neg":
+        if dtype.is_float:
+            return op.mir("activation", [x], kind="neg")
+        return op.mir("binary", [op.h.constant(op.scalar(0, dtype), dtype), x], kind="sub")
+    if name == "reciprocal":
+        return op.mir("binary", [op.h.constant(op.scalar(1, dtype), dtype), x], kind="div")
+    if name == "gelu":
+        approx = op.node.kwargs.get("approximate", op.raw(1, "approximate", "none"))
+        return op.mir("activation", [x], kind="gelu_approx" if approx == "tanh" else "gelu")
+    return op.mir("activation", [x], kind=UNARY[name])
+
+
+@converter("clamp", "clamp_min", "clamp_max", "hardtanh")
+def convert_clamp(op: Op) -> Value:
+    name = op.node.target.overloadpacket.__name__  # type: ignore[union-attr]
+    dtype = op.out_dtype()
+    y = op.cast(op.tensor(0), dtype)
+    low = op.arg(1, "min", -1.0 if name == "hardtanh" else None)
+    high = op.arg(2, "max", 1.0 if name == "hardtanh" else None)
+    if name == "clamp_max":
+        low, high = None, low
+    for bound, kind in ((low, "max"), (high, "min")):
+        if bound is not None:
+            y = op.mir("binary", [y, operand(op, bound, None, dtype)], kind=kind)
+    return y
+
+
+@converter("to", "_to_copy", "type_as")
+def convert_cast(op: Op) -> Value:
+    return op.cast(op.tensor(0), op.out_dtype())
+
+
+# -- reductions ----------------------------------------------------------------------------
+
+
+def _axes(op: Op, rank: int, dims: Any) -> list[int]:
+    if dims is None or dims == []:
+        return list(range(rank))
+    dims = [dims] if isinstance(dims, int) else dims
+    return [int(d) % rank for d in dims]
+
+
+@converter("mean", "sum", "amax", "amin", "prod")
+def convert_reduce(op: Op) -> Value:
+    name = op.node.target.overloadpacket.__name__  # type: ignore[union-attr]
+    x = op.tensor(0)
+    dtype = op.out_dtype()
+    x = op.cast(x, dtype)
+    axes = _axes(op, len(x.shape), op.arg(1, "dim", None))
+    keep = bool(op.arg(2, "keepdim", False))
+    kind = {"amax": "max", "amin": "min"}.get(name, name)
+    return op.mir("reduce", [x], kind=kind, axes=axes, keep_dim=keep)
+
+
+@converter("softmax", "_softmax", "log_softmax", "_log_softmax")
+def convert_softmax(op: Op) -> Value:
+    name = op.node.target.overloadpacket.__name__  # type: ignore[union-attr]
+    x = op.cast(op.tensor(0), op.out_dtype())
+    y = op.mir("softmax", [x], axis=int(op.arg(1, "dim")) % len(x.shape))
+    return op.mir("activation", [y], kind="log") if "log" in name else y
+
+
+# -- creation --------------------------------------------------------------------------------
+
+
+def _fill(op: Op, value: float | int | bool) -> Value:
+    dtype = op.out_dtype()
+    dims = op.out_dims()
+    scalar = op.scalar(value, dtype)
+    if all(is_static(d) for d in dims):
+        return np.full([int(d) for d in dims], scalar, dtype=scalar.dtype)
+    return op.sizes.full(scalar, dims, op.fail)
+
+
+@converter("zeros", "new_zeros", "zeros_like")
+def convert_zeros(op: Op) -> Value:
+    return _fill(op, 0)
+
+
+@converter("ones", "new_ones", "ones_like")
+def convert_ones(op: Op) -> Value:
+    return _fill(op, 1)
+
+
+@converter("full", "new_full", "full_like")
+def convert_full(op: Op) -> Value:
+    name = op.node.target.overloadpacket.__name__  # type: ignore[union-attr]
+    value = op.arg(1 if name in ("full", "full_like") else 2, "fill_value")
+    if not isinstance(value, bool | int | float):
+        op.fail(f"fill value {value!r} must be a number")
+    return _fill(op, value)
+
+
+@converter("arange")
+def convert_arange(op: Op) -> Value:
+    args = [op.value(a) for a in op.node.args]
+    start, end, step = (0, args[0], 1) if len(args) == 1 else (*args[:2], args[2] if len(
+        args) > 2 else 1)
+    dtype = op.out_dtype()
+    if all(is_static(v) for v in (start, end, step)):
+        return np.arange(int(start), int(end), int(step)).astype(op.scalar(0, dtype).dtype)
+    if not (is_static(start) and is_static(step) and int(step) == 1):
+        op.fail("arange with a dynamic start or a step other than 1")
+    n = op.out_dims()[0]
+    line = op.sizes.iota(n, DType.I64, op.fail)
+    if int(start):
+        line = op.mir("binary", [line, op.h.constant(np.asarray(int(start)), DType.I64)],
+                      kind="add")
+    return op.cast(line, dtype)
+
+
+__all__ = ["as_bool", "compute_dtype", "operand"]

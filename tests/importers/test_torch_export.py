@@ -1,0 +1,328 @@
+"""PyTorch programs straight from ``torch.export`` (issue 22, point 5): a tiny HF
+LlamaForCausalLM with a dynamic sequence length, a tiny HF BertModel with its attention
+mask, ResNet-18 and an ``nn.LSTM`` model (random weights) are imported with
+``rlx.importers.torch.import_program`` into one module, compiled once for llvm-cpu and
+run against torch eager at two sizes each; the report and the HIR name the blocks
+recognized and the module paths; bad programs are one clear error."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import rlx
+from rlx.importers.torch import TorchImport, import_program
+from rlx.ir.diagnostics import ModelImportError, RlxError
+from rlx.reference.tolerance import assert_close
+
+Case = tuple[Any, Any, Callable[[int], tuple]]
+"""(the exported program, the eager module, the inputs at a size)."""
+
+
+def _llama() -> Case:
+    import transformers
+
+    config = transformers.LlamaConfig(
+        vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+        rms_norm_eps=1e-5)
+    model = transformers.LlamaForCausalLM(config).eval()
+    with torch.no_grad():  # norm weights that are not all ones
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.normal_(1.0, 0.2)
+
+    class Logits(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.m = model
+
+        def forward(self, ids: Any) -> Any:
+            return self.m(input_ids=ids, use_cache=False).logits
+
+    seq = torch.export.Dim("seq", min=2, max=64)
+    eager = Logits().eval()
+    ep = torch.export.export(eager, (torch.randint(0, 128, (1, 8)),),
+                             dynamic_shapes={"ids": {1: seq}})
+    return ep, eager, lambda s: (torch.randint(0, 128, (1, s)),)
+
+
+def _bert() -> Case:
+    import transformers
+
+    config = transformers.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+                                     num_attention_heads=2, intermediate_size=64,
+                                     max_position_embeddings=64)
+    bert = transformers.BertModel(config).eval()
+
+    class Hidden(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.m = bert
+
+        def forward(self, ids: Any, mask: Any) -> Any:
+            return self.m(input_ids=ids, attention_mask=mask).last_hidden_state
+
+    def inputs(s: int) -> tuple:
+        mask = torch.ones(2, s, dtype=torch.int64)
+        mask[0, s - 3:] = 0  # row 0 padded
+        return torch.randint(0, 100, (2, s)), mask
+
+    batch, seq = torch.export.Dim("b", min=1, max=8), torch.export.Dim("s", min=2, max=64)
+    eager = Hidden().eval()
+    ep = torch.export.export(eager, inputs(8), dynamic_shapes={
+        "ids": {0: batch, 1: seq}, "mask": {0: batch, 1: seq}})
+    return ep, eager, inputs
+
+
+class BasicBlock(nn.Module):
+    """torchvision's ResNet BasicBlock (torchvision is not a test dependency)."""
+
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                        nn.BatchNorm2d(cout)) if stride != 1 or cin != cout \
+            else None
+
+    def forward(self, x: Any) -> Any:
+        y = self.bn2(self.conv2(self.relu(self.bn1(self.conv1(x)))))
+        return self.relu(y + (x if self.downsample is None else self.downsample(x)))
+
+
+class ResNet18(nn.Module):
+    """torchvision's ``resnet18()`` layer for layer: 7x7 stem, max pool, 4 stages of 2
+    BasicBlocks (64, 128, 256, 512), global average pool, 1000-way linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(3, 2, 1)
+        widths = [(64, 64, 1), (64, 128, 2), (128, 256, 2), (256, 512, 2)]
+        for i, (cin, cout, stride) in enumerate(widths, start=1):
+            setattr(self, f"layer{i}", nn.Sequential(BasicBlock(cin, cout, stride),
+                                                     BasicBlock(cout, cout, 1)))
+        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+        self.fc = nn.Linear(512, 1000)
+
+    def forward(self, x: Any) -> Any:
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
+def _resnet() -> Case:
+    eager = ResNet18().eval()
+    with torch.no_grad():  # running statistics that are not 0 / 1
+        for m in eager.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.normal_(0.0, 0.1)
+                m.running_var.uniform_(0.5, 1.5)
+    batch = torch.export.Dim("b", min=1, max=4)
+    ep = torch.export.export(eager, (torch.randn(2, 3, 64, 64),),
+                             dynamic_shapes={"x": {0: batch}})
+    return ep, eager, lambda b: (torch.randn(b, 3, 64, 64),)
+
+
+class Tagger(nn.Module):
+    """A two-layer LSTM over a batch of sequences and a linear head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(8, 16, num_layers=2, batch_first=True)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x: Any) -> Any:
+        y, _ = self.lstm(x)
+        return self.head(y)
+
+
+def _lstm() -> Case:
+    eager = Tagger().eval()
+    batch = torch.export.Dim("b", min=1, max=8)  # torch.export specializes the LSTM's length
+    ep = torch.export.export(eager, (torch.randn(2, 5, 8),), dynamic_shapes={"x": {0: batch}})
+    return ep, eager, lambda b: (torch.randn(b, 5, 8),)
+
+
+CASES = {"llama": (_llama, (5, 11)), "bert": (_bert, (6, 13)), "resnet18": (_resnet, (1, 2)),
+         "lstm": (_lstm, (1, 3))}
+
+Compiled = tuple[dict[str, Case], dict[str, TorchImport], Any]
+
+
+@pytest.fixture(scope="module")
+def compiled() -> Compiled:
+    """Every program imported into one module (a function each), compiled once."""
+    torch.manual_seed(0)
+    cases = {name: make() for name, (make, _) in CASES.items()}
+    h = rlx.HirModule("torch_programs")
+    results: dict[str, TorchImport] = {}
+    params: dict[str, np.ndarray] = {}
+    for name, (ep, _, _) in cases.items():
+        results[name] = import_program(ep, module=h, function=name, param_prefix=f"{name}.",
+                                       source=name)
+        params.update(results[name].params)
+    return cases, results, rlx.runtime.load(rlx.compile(h, "llvm-cpu"), "local-task", params)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_matches_torch_eager_at_two_sizes(name: str, compiled: Compiled) -> None:
+    cases, _, program = compiled
+    ep, eager, inputs = cases[name]
+    names = list(ep.graph_signature.user_inputs)
+    torch.manual_seed(1)
+    for size in CASES[name][1]:
+        args = inputs(size)
+        got = program[name](**{n: a.numpy() for n, a in zip(names, args, strict=True)})
+        with torch.no_grad():
+            want = eager(*args).numpy()
+        assert_close(got, want, "f32", f"{name} at {size}")
+
+
+def test_llama_layers_are_blocks(compiled: Compiled) -> None:
+    """Each decoder layer is one ``llama_decoder_block`` labelled with its module path;
+    the final norm and the head are blocks too; only the embedding is converted."""
+    _, results, _ = compiled
+    report = results["llama"].report
+    assert {(b.kind, b.label) for b in report.blocks} == {
+        ("llama_decoder_block", "m.model.layers.0"),
+        ("llama_decoder_block", "m.model.layers.1"),
+        ("rms_norm", "m.model.norm"), ("linear", "m.lm_head")}
+    assert list(report.converted) == ["aten.embedding.default"]
+    assert "blocks recognized: 4 (linear 1, llama_decoder_block 2, rms_norm 1)" in \
+        report.summary()
+    hir = str(results["llama"].module)
+    assert len(re.findall(r'rlx_hir.llama_decoder_block".*loc\("m.model.layers.\d"\)',
+                          hir)) == 2
+    assert 'rlx_mir.gather"(%0, %arg0) {axis = 0 : i64, batch_dims = 0 : i64} : (tensor<128x64' \
+        'xf32>, tensor<1x?xi64>) -> tensor<1x?x64xf32> loc("m.model.embed_tokens")' in hir
+
+
+def test_llama_parts_without_the_layer_block() -> None:
+    """Imported into a module of its own with a layer's SwiGLU result as a second output,
+    layer 0 is its parts (RMSNorms, linears, RoPEs, causal GQA attention, SwiGLU)."""
+    torch.manual_seed(0)
+    ep, _, _ = _llama()
+    out = next(n for n in ep.graph.nodes if n.op == "output")
+    down = next(n for n in ep.graph.nodes if n.name == "linear_6")  # layer 0's down_proj
+    out.args = ((*out.args[0], down),)
+    ep.graph_signature.output_specs.append(type(ep.graph_signature.output_specs[0])(
+        kind=ep.graph_signature.output_specs[0].kind,
+        arg=type(ep.graph_signature.output_specs[0].arg)(name=down.name), target=None))
+    blocks = import_program(ep).report.blocks
+    layer0 = sorted(b.kind for b in blocks if b.label.startswith("m.model.layers.0"))
+    assert layer0 == ["attention", "linear", "linear", "linear", "linear", "rms_norm",
+                      "rms_norm", "rope", "rope", "swiglu"]
+    attn = [b for b in blocks if b.kind == "attention"]
+    assert [b.label for b in attn] == ["m.model.layers.0.self_attn"]
+
+
+def test_bert_attention_takes_the_padding_mask(compiled: Compiled) -> None:
+    """BERT's mask, however HF expands it, is the attention block's ``custom`` mask over
+    the ``mask`` input; q / k / v / out and the MLP projections (GELU fused) are linear."""
+    _, results, _ = compiled
+    counts = results["bert"].report.block_counts()
+    assert counts["attention"] == 2
+    assert counts["linear"] == 12
+    hir = str(results["bert"].module)
+    assert hir.count('mask = "custom"') == 2
+    assert 'activation = "gelu"' in hir
+    assert re.search(r'loc\("m.encoder.layer.1.attention.self"\)', hir)
+
+
+def test_dynamic_dims_stay_dynamic(compiled: Compiled) -> None:
+    _, results, _ = compiled
+    inputs = {name: [str(v.type) for v in r.module.function(name).inputs]
+              for name, r in results.items()}
+    assert inputs["llama"] == ["tensor<1x?xi64>"]
+    assert inputs["bert"] == ["tensor<?x?xi64>", "tensor<?x?xi64>"]
+    assert inputs["resnet18"] == ["tensor<?x3x64x64xf32>"]
+    assert inputs["lstm"] == ["tensor<?x5x8xf32>"]
+
+
+def test_ops_are_labelled_with_module_paths(compiled: Compiled) -> None:
+    """Every op made from the ResNet carries the module path of the node it came from (the
+    node's name for the model's own ``torch.flatten``, which no submodule calls)."""
+    from rlx.ir.locations import label_of
+
+    ep = compiled[0]["resnet18"][0]
+    paths = {p for n in ep.graph.nodes for p, _ in (n.meta.get("nn_module_stack") or {}
+                                                      ).values()}
+    ops = [op for op in import_program(ep).module.ops
+           if not op.name.endswith((".param", ".constant"))]
+    labels = {label_of(op.location) for op in ops}
+    assert labels <= paths | {"flatten"}, labels - paths
+    assert {"conv1", "layer1.0.conv1", "layer4.1.bn2", "layer2.0.downsample.0", "fc"} <= labels
+
+
+# -- bad programs ------------------------------------------------------------------------
+
+
+class Inner(nn.Module):
+    def forward(self, x: Any) -> Any:
+        return torch.cumprod(x, 1)
+
+
+class Outer(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(4, 4), Inner())
+
+    def forward(self, x: Any) -> Any:
+        return self.body(x)
+
+
+def _error(program: Any) -> str:
+    with pytest.raises(ModelImportError) as info:
+        import_program(program, source="bad")
+    assert isinstance(info.value, RlxError)
+    assert info.value.__cause__ is None
+    return str(info.value)
+
+
+def test_unsupported_op_names_op_and_module_path() -> None:
+    ep = torch.export.export(Outer().eval(), (torch.randn(2, 4),))
+    assert _error(ep) == ("bad: error: node 'cumprod' (aten.cumprod.default) in module "
+                          "'body.1': no rlx converter for this ATen op")
+
+
+def test_unsupported_dtype_names_the_input() -> None:
+    ep = torch.export.export(Outer().double().eval(), (torch.randn(2, 4, dtype=torch.float64),))
+    message = _error(ep)
+    assert message.startswith("bad: error: node 'linear' (aten.linear.default) in module "
+                              "'body.0': input 'x': element type float64")
+
+
+def test_data_dependent_size_is_refused() -> None:
+    class Pick(nn.Module):
+        def forward(self, x: Any) -> Any:
+            return torch.nonzero(x > 0) * 2
+
+    message = _error(torch.export.export(Pick(), (torch.randn(5),)))
+    assert "(aten.nonzero.default)" in message
+    assert "depends on the data" in message
+
+
+def test_not_a_program() -> None:
+    assert "takes a torch.export.ExportedProgram" in _error(Outer())
+
+
+def test_importing_rlx_does_not_import_torch() -> None:
+    code = ("import sys, rlx, rlx.importers, rlx.compiler, rlx.runtime; "
+            "assert 'torch' not in sys.modules")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
