@@ -262,8 +262,8 @@ def test_ops_are_labelled_with_module_paths(compiled: Compiled) -> None:
     ep = compiled[0]["resnet18"][0]
     paths = {p for n in ep.graph.nodes for p, _ in (n.meta.get("nn_module_stack") or {}
                                                       ).values()}
-    ops = [op for op in import_program(ep).module.ops
-           if not op.name.endswith((".param", ".constant"))]
+    imported = import_program(ep)   # held: its ops die with the module (MLIR bindings)
+    ops = [op for op in imported.module.ops if not op.name.endswith((".param", ".constant"))]
     labels = {label_of(op.location) for op in ops}
     assert labels <= paths | {"flatten"}, labels - paths
     assert {"conv1", "layer1.0.conv1", "layer4.1.bn2", "layer2.0.downsample.0", "fc"} <= labels
