@@ -248,3 +248,5 @@ def test_build_rejects_unknown_functions() -> None:
                                          r"sample, found \['train'\]"):
         llama.build(c, functions=("train",))
     assert llama.build(c, functions=("decode",)).function_names == ["decode"]
+    with pytest.raises(ModelError, match=r"context: expected at least 2 positions, found 1"):
+        llama.build(c, context=1)

@@ -13,9 +13,8 @@ made from a node carries the node's name (or ``<op_type>_<index>``) as its label
 from __future__ import annotations
 
 import os
-from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
@@ -55,6 +54,7 @@ from rlx.importers.onnx_read import (
     read_model,
 )
 from rlx.importers.onnx_sizes import inferred_shapes, propagated
+from rlx.importers.result import Block, Imported, Report, counts, unique_name
 from rlx.ir.diagnostics import ModelImportError, RlxError
 from rlx.ir.types import DType
 
@@ -68,37 +68,13 @@ the parameter file (never inlined), except splats, which are a scalar expanded."
 # --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Block:
-    """A subgraph imported as one HIR block."""
-
-    kind: str
-    label: str
-    nodes: tuple[str, ...]
-    scope: str = ""
-    """The module the nodes come from, where the exporter recorded it (torch.onnx)."""
-
-
 @dataclass
-class ImportReport:
-    """What the importer did with each node."""
+class ImportReport(Report):
+    """What the ONNX importer did with each node."""
 
-    source: str
-    opset: int
-    nodes: int = 0
-    folded: Counter[str] = field(default_factory=Counter)
-    converted: Counter[str] = field(default_factory=Counter)
-    blocks: list[Block] = field(default_factory=list)
-    params: int = 0
-    param_bytes: int = 0
-
-    def block_counts(self) -> Counter[str]:
-        return Counter(b.kind for b in self.blocks)
+    opset: int = 0
 
     def summary(self) -> str:
-        def counts(c: Counter[str]) -> str:
-            return ", ".join(f"{k} {v}" for k, v in sorted(c.items())) or "none"
-
         lines = [f"{self.source}: {self.nodes} nodes, ai.onnx opset {self.opset}",
                  f"  blocks recognized: {len(self.blocks)} ({counts(self.block_counts())})"]
         lines += [f"    {b.kind} \"{b.label}\"{f' [{b.scope}]' if b.scope else ''} <- "
@@ -119,46 +95,10 @@ def _size(n: int) -> str:
 
 
 @dataclass
-class OnnxImport:
-    """An imported model: the HIR module, its weights, and the report."""
+class OnnxImport(Imported):
+    """An imported ONNX model: the HIR module, its weights, and the report."""
 
-    module: HirModule
-    params: dict[str, np.ndarray]
     report: ImportReport
-
-    def save(self, hir_path: str | Path, params_path: str | Path | None = None) -> None:
-        """Write the HIR text and the weights (``.irpa``); both or neither: each is written
-        to a temporary file first and only renamed into place once both are complete."""
-        from rlx.runtime import save_params
-
-        hir_path = Path(hir_path)
-        if self.params and params_path is None:
-            raise ModelImportError(f"{hir_path}: error: the model has {len(self.params)} "
-                                   "weights; give a parameter file (--params-out)")
-        staged: list[tuple[Path, Path]] = []
-        try:
-            tmp_hir = hir_path.with_name(f".{hir_path.name}.tmp")
-            tmp_hir.write_text(str(self.module))
-            staged.append((tmp_hir, hir_path))
-            if params_path is not None:
-                params_path = Path(params_path)
-                if params_path.suffix != ".irpa":
-                    raise ModelImportError(f"{params_path}: error: weights are written as "
-                                           ".irpa (IREE parameter archive)")
-                tmp_params = params_path.with_name(f".{params_path.stem}.tmp.irpa")
-                save_params(self.params, tmp_params)
-                staged.append((tmp_params, params_path))
-        except OSError as e:
-            for tmp, _ in staged:
-                tmp.unlink(missing_ok=True)
-            raise ModelImportError(f"error: cannot write the import: {e.strerror or e}"
-                                   ) from None
-        except BaseException:
-            for tmp, _ in staged:
-                tmp.unlink(missing_ok=True)
-            raise
-        for tmp, final in staged:
-            os.replace(tmp, final)
 
 
 # --------------------------------------------------------------------------------------
@@ -194,7 +134,7 @@ class GraphImporter:
         self._names: dict[SymDim, SymDim] = {}
         self.reshaped_from: dict[object, HirValue] = {}
         """The tensor each reshape made by the importer reshaped (by result value)."""
-        self.report = ImportReport(source, self.opset, nodes=len(self.graph.node))
+        self.report = ImportReport(source, opset=self.opset, nodes=len(self.graph.node))
         self.inferred = inferred_shapes(model)
         self.shapes = {name: tuple(d if isinstance(d, int) else None for d in dims)
                        for name, dims in self.inferred.items()}
@@ -318,12 +258,7 @@ class GraphImporter:
         if name is None:
             self._const_count += 1
             name = f"const.{self._const_count}"
-        pname = f"{self.param_prefix}{name}"
-        k = 1
-        while pname in self.params:
-            k += 1
-            pname = f"{self.param_prefix}{name}.{k}"
-        return pname
+        return unique_name(self.param_prefix, name, self.params)
 
     # -- the walk ------------------------------------------------------------------------
     def run(self) -> list[HirValue]:

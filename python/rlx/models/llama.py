@@ -229,6 +229,12 @@ class _Ctx:
     def __post_init__(self) -> None:
         self.shapes = param_shapes(self.c)
 
+    @classmethod
+    def of(cls, h: HirModule, c: LlamaConfig) -> _Ctx:
+        """The context of one function of ``h``: its zero RMSNorm biases as constants."""
+        return cls(h, c, h.constant(np.zeros(c.hidden_size, np.float32)),
+                   h.constant(np.zeros(c.head_dim, np.float32)) if c.qk_norm else None)
+
     def p(self, name: str) -> HirValue:
         return self.h.param(name, self.shapes[name])
 
@@ -370,8 +376,7 @@ def _function(h: HirModule, c: LlamaConfig, decode: bool, logits: str,
     last = h.input("last", (1, 1), "i32") if not decode and logits == "last" else None
     pasts = ([(h.input(f"k_{i}", (1, "past", c.kv_dim)), h.input(f"v_{i}", (1, "past", c.kv_dim)))
               for i in range(c.num_layers)] if decode else [None] * c.num_layers)
-    ctx = _Ctx(h, c, h.constant(np.zeros(c.hidden_size, np.float32)),
-               h.constant(np.zeros(c.head_dim, np.float32)) if c.qk_norm else None)
+    ctx = _Ctx.of(h, c)
     x = h.named("embed", lambda h: h.mir("gather", [ctx.p("embed"), ids], axis=0))
     cache: list[HirValue] = []
     for i in range(c.num_layers):

@@ -33,25 +33,12 @@ layer and K / V instead of rewriting every slot's whole cache.
 
 from __future__ import annotations
 
-import numpy as np
-
 from rlx.dialects.builder import HirModule, HirValue
 from rlx.models.llama import LlamaConfig, ModelError, _Ctx, _head, _layer
-from rlx.models.llama_cache import cache_layer, write_prompt
+from rlx.models.llama_cache import cache_inputs, decode_rows, write_prompt
 from rlx.models.sampling import add_sample_function
 
 FUNCTIONS = ("prefill", "decode", "sample")
-
-
-def _cache_inputs(h: HirModule, c: LlamaConfig, batch: int, context: int
-                  ) -> list[HirValue]:
-    return [h.input(f"{kv}_{i}", (batch, context, c.kv_dim))
-            for i in range(c.num_layers) for kv in ("k", "v")]
-
-
-def _ctx(h: HirModule, c: LlamaConfig) -> _Ctx:
-    return _Ctx(h, c, h.constant(np.zeros(c.hidden_size, np.float32)),
-                h.constant(np.zeros(c.head_dim, np.float32)) if c.qk_norm else None)
 
 
 def _prefill(h: HirModule, c: LlamaConfig, batch: int, context: int) -> None:
@@ -61,8 +48,8 @@ def _prefill(h: HirModule, c: LlamaConfig, batch: int, context: int) -> None:
     cos, sin = h.input("cos", ("seq", hd2)), h.input("sin", ("seq", hd2))
     last = h.input("last", (1, 1), "i32")
     slot = h.input("slot", (1,), "i32")
-    cache = _cache_inputs(h, c, batch, context)
-    ctx = _ctx(h, c)
+    cache = cache_inputs(h, c, batch, context)
+    ctx = _Ctx.of(h, c)
     x = h.named("embed", lambda h: h.mir("gather", [ctx.p("embed"), ids], axis=0))
     fresh: list[HirValue] = []
     for i in range(c.num_layers):
@@ -74,23 +61,7 @@ def _prefill(h: HirModule, c: LlamaConfig, batch: int, context: int) -> None:
 
 
 def _decode(h: HirModule, c: LlamaConfig, batch: int, context: int) -> None:
-    hd2 = c.head_dim // 2
-    ids = h.input("ids", (1, batch), "i32")
-    cos, sin = h.input("cos", (batch, hd2)), h.input("sin", (batch, hd2))
-    pos = h.input("pos", (batch,), "i32")
-    cache = _cache_inputs(h, c, batch, context)
-    ctx = _ctx(h, c)
-    start = len(h)
-    at = (h.constant(np.arange(batch, dtype=np.int32), "i32"), pos)
-    seen = h.mir("binary", [pos, h.constant(np.ones(batch, np.int32), "i32")], kind="add")
-    h.label_nodes_since(start, "positions")
-    x = h.named("embed", lambda h: h.mir("gather", [ctx.p("embed"), ids], axis=0))
-    out: list[HirValue] = []
-    for i in range(c.num_layers):
-        x, k, v = cache_layer(ctx, i, x, cos, sin, (cache[2 * i], cache[2 * i + 1]), at, seen)
-        out += [k, v]
-    logits = _head(ctx, x, None)
-    nxt = h.named("next", lambda h: h.mir("argmax", [logits], axis=-1, keep_dim=False))
+    logits, nxt, _, out = decode_rows(h, c, batch, context, "pos")
     h.set_outputs([logits, nxt, *out])
 
 

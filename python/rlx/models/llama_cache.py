@@ -59,21 +59,29 @@ def write_prompt(h: HirModule, fresh: Sequence[HirValue], cache: Sequence[HirVal
     return out
 
 
-def context_decode(h: HirModule, c: LlamaConfig, context: int) -> None:
-    """``decode(ids [1, 1], cos, sin, filled [1] i32, k_0, v_0, ...)`` over the cache
-    preallocated to ``context`` rows: the token is row ``filled`` (keys before it), and the
-    step returns ``filled + 1`` beside the cache it updated in place."""
+def cache_inputs(h: HirModule, c: LlamaConfig, batch: int, context: int
+                 ) -> list[HirValue]:
+    """``k_0, v_0, ..., k_{L-1}, v_{L-1}``, each ``[batch, context, kv_dim]``."""
+    return [h.input(f"{kv}_{i}", (batch, context, c.kv_dim))
+            for i in range(c.num_layers) for kv in ("k", "v")]
+
+
+def decode_rows(h: HirModule, c: LlamaConfig, batch: int, context: int, position: str
+                ) -> tuple[HirValue, HirValue, HirValue, list[HirValue]]:
+    """The inputs and body of a decode step of ``batch`` tokens, token b the next one of
+    cache slot b: ``ids [1, B] i32, cos [B, hd/2], sin [B, hd/2], <position> [B] i32`` (the
+    row each token is written at: the keys before it) and the cache. Returns ``logits
+    [1, B, V]``, ``next [1, B]``, the keys filled after the step (``position + 1``) and
+    the cache updated in place."""
     hd2 = c.head_dim // 2
-    ids = h.input("ids", (1, 1), "i32")
-    cos, sin = h.input("cos", (1, hd2)), h.input("sin", (1, hd2))
-    filled = h.input("filled", (1,), "i32")
-    cache = [h.input(f"{kv}_{i}", (1, context, c.kv_dim))
-             for i in range(c.num_layers) for kv in ("k", "v")]
-    ctx = _Ctx(h, c, h.constant(np.zeros(c.hidden_size, np.float32)),
-               h.constant(np.zeros(c.head_dim, np.float32)) if c.qk_norm else None)
+    ids = h.input("ids", (1, batch), "i32")
+    cos, sin = h.input("cos", (batch, hd2)), h.input("sin", (batch, hd2))
+    pos = h.input(position, (batch,), "i32")
+    cache = cache_inputs(h, c, batch, context)
+    ctx = _Ctx.of(h, c)
     start = len(h)
-    seen = h.mir("binary", [filled, h.constant(np.ones(1, np.int32), "i32")], kind="add")
-    at = (h.constant(np.zeros(1, np.int32), "i32"), filled)
+    at = (h.constant(np.arange(batch, dtype=np.int32), "i32"), pos)
+    seen = h.mir("binary", [pos, h.constant(np.ones(batch, np.int32), "i32")], kind="add")
     h.label_nodes_since(start, "positions")
     x = h.named("embed", lambda h: h.mir("gather", [ctx.p("embed"), ids], axis=0))
     out: list[HirValue] = []
@@ -82,6 +90,14 @@ def context_decode(h: HirModule, c: LlamaConfig, context: int) -> None:
         out += [k, v]
     logits = _head(ctx, x, None)
     nxt = h.named("next", lambda h: h.mir("argmax", [logits], axis=-1, keep_dim=False))
+    return logits, nxt, seen, out
+
+
+def context_decode(h: HirModule, c: LlamaConfig, context: int) -> None:
+    """``decode(ids [1, 1], cos, sin, filled [1] i32, k_0, v_0, ...)`` over the cache
+    preallocated to ``context`` rows: the token is row ``filled`` (keys before it), and the
+    step returns ``filled + 1`` beside the cache it updated in place."""
+    logits, nxt, seen, out = decode_rows(h, c, 1, context, "filled")
     h.set_outputs([logits, nxt, seen, *out])
 
 
@@ -98,4 +114,5 @@ def prompt_cache(h: HirModule, c: LlamaConfig, ids: HirValue, fresh: list[HirVal
     return [filled, *write_prompt(h, fresh, empty, h.constant(np.zeros(1, np.int32), "i32"))]
 
 
-__all__ = ["cache_layer", "context_decode", "prompt_cache", "write_prompt"]
+__all__ = ["cache_inputs", "cache_layer", "context_decode", "decode_rows", "prompt_cache",
+           "write_prompt"]

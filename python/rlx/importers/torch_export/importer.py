@@ -20,6 +20,7 @@ from torch.fx import Node
 
 from rlx.dialects.builder import HirModule, HirValue
 from rlx.importers.dims import SizeSource, SymDim, is_static
+from rlx.importers.result import unique_name
 from rlx.importers.torch_export import ops_nn, ops_shape, ops_tensor  # noqa: F401 (register)
 from rlx.importers.torch_export.blocks import Match, find_blocks
 from rlx.importers.torch_export.convert import CONVERTERS, Op, rlx_dtype
@@ -150,12 +151,7 @@ class ProgramImporter:
         return self.materialize(arr, None, name, user)
 
     def _param_name(self, name: str) -> str:
-        pname = f"{self.param_prefix}{name}"
-        k = 1
-        while pname in self.params:
-            k += 1
-            pname = f"{self.param_prefix}{name}.{k}"
-        return pname
+        return unique_name(self.param_prefix, name, self.params)
 
     def _realize(self, node: Node) -> None:
         """A size-only node: its value at import time (sliced to the run-time sizes), or
