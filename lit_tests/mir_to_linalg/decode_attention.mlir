@@ -6,7 +6,7 @@
 // it as two push constants, the same values as their bindings' dims, and the loops run to
 // their minimum (no read past either; a block ends at min(b + 128, len)). A sliding window
 // starts the loops at max(0, len - 1 - window).
-// Longer queries, f16, a softcap, a mask operand, --no-attention-kernel and GPU targets keep
+// Longer queries (the prefill kernel's, prefill_attention.mlir), f16, a softcap, a mask operand, --no-attention-kernel and GPU targets keep
 // the decomposed form.
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg %s | FileCheck %s
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --no-attention-kernel %s | FileCheck %s --check-prefix=OFF
@@ -75,10 +75,12 @@ module @window attributes {rlx.fusion_policy = "direct"} {
 
 // -----
 
-// Not the kernel's: two queries, f16, a softcap.
+// Not the decode kernel's: two queries (the prefill kernel's), f16, a softcap.
 // CHECK-LABEL: module @others
+// CHECK-NOT:   flow.dispatch @rlx_attention_decode
+// CHECK:       flow.dispatch @rlx_attention_prefill_2x2x16_s3e800000_c
 // CHECK-NOT:   flow.dispatch
-// CHECK-COUNT-3: linalg.softmax
+// CHECK-COUNT-2: linalg.softmax
 module @others attributes {rlx.fusion_policy = "direct"} {
   func.func @main(%q: tensor<1x2x32xf32>, %k: tensor<1x?x32xf32>, %qh: tensor<1x1x32xf16>, %kh: tensor<1x?x32xf16>, %q1: tensor<1x1x32xf32>) -> (tensor<1x2x32xf32>, tensor<1x1x32xf16>, tensor<1x1x32xf32>) {
     %0 = "rlx_mir.attention"(%q, %k, %k) {head_dim = 16 : i64, mask_kind = "causal", num_heads = 2 : i64} : (tensor<1x2x32xf32>, tensor<1x?x32xf32>, tensor<1x?x32xf32>) -> tensor<1x2x32xf32>

@@ -370,3 +370,100 @@ def test_decode_kernel_reads_each_rows_filled_keys() -> None:
     linalg = rlx.compile(h, "llvm-cpu", emit="linalg")
     assert linalg.count("flow.dispatch @rlx_attention_decode_") == 1
     check_module(h, "llvm-cpu", dyn=9, inputs={"n": np.array([0, 4, 99, -5], np.int32)})
+
+
+def prefill_inputs(batch: int, queries: int, keys: int, heads: int, kv_heads: int,
+                   head_dim: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """``q [B, S, H·hd]``, ``k`` / ``v [B, keys, Hkv·hd]`` whose scores all lie within a few
+    units of :data:`SCORE` (as :func:`decode_inputs`: lane 0 carries it, the rest random on
+    a grid where every dot product is exact in f32)."""
+    scale = 1.0 / math.sqrt(head_dim)
+    q = np.round(32 * rng.standard_normal((batch, queries, heads, head_dim))) / 8
+    k = np.round(8 * rng.standard_normal((batch, keys, kv_heads, head_dim))) / 8
+    q[..., 0] = 16.0
+    k[..., 0] = np.round(8 * SCORE / (16.0 * scale)) / 8
+    v = rng.standard_normal((batch, keys, kv_heads * head_dim))
+    return {"q": q.reshape(batch, queries, -1).astype(np.float32),
+            "k": k.reshape(batch, keys, -1).astype(np.float32), "v": v.astype(np.float32)}
+
+
+def prefill_module(batch: int, heads: int, kv_heads: int, head_dim: int, mask_kind: str,
+                   window: int | None) -> rlx.HirModule:
+    """Packed q / k / v of dynamic lengths; custom: ``[B, S_k]`` keep flags; causal_lengths:
+    ``[B]`` i32 counts."""
+    h = rlx.HirModule("prefill_kernel")
+    q = h.input("q", (batch, None, heads * head_dim))
+    k = h.input("k", (batch, None, kv_heads * head_dim))
+    v = h.input("v", (batch, None, kv_heads * head_dim))
+    mask = (h.input("mask", (batch, None)) if mask_kind == "custom" else
+            h.input("mask", (batch,), "i32") if mask_kind == "causal_lengths" else None)
+    h.set_outputs([h.attention(q, k, v, mask, num_heads=heads, head_dim=head_dim,
+                               mask_kind=mask_kind, window=window)])
+    return h
+
+
+@pytest.mark.parametrize(("batch", "queries", "keys", "heads", "kv_heads", "head_dim",
+                          "mask_kind", "window"), [
+    (1, 300, 300, 9, 3, 64, "causal", None),    # the 135M model's heads; rows past a block
+    (1, 5, 12, 4, 2, 16, "causal", None),       # queries are the last 5 of 12 positions
+    (1, 12, 5, 4, 2, 16, "causal", None),       # the first 7 queries sit before every key
+    (2, 7, 9, 4, 4, 32, "none", None),          # MHA, a batch
+    (1, 40, 40, 6, 2, 16, "sliding_window", 5),
+    (1, 20, 300, 6, 2, 16, "sliding_window", 200),  # a window over blocks of keys
+    (2, 6, 10, 4, 2, 16, "custom", None),
+    (4, 6, 10, 4, 2, 16, "causal_lengths", None),
+    (1, 9, 4, 32, 8, 128, "causal_lengths", None),  # the 1B model's heads
+])
+def test_prefill_attention_kernel(batch: int, queries: int, keys: int, heads: int,
+                                  kv_heads: int, head_dim: int, mask_kind: str,
+                                  window: int | None) -> None:
+    """Several queries per sequence through rlx's hand-written llvm-cpu prefill kernel (one
+    dispatch, no softmax left in the lowered module), against the numpy reference. Scores
+    above 88.72 catch a missing max subtraction, different KV heads a wrong head mapping,
+    batches a wrong row. causal_lengths counts 10 / 3 / -5 / 99 (a row whose queries all
+    sit before its keys, and one past its rows: clamped), 2 for the one-row case; custom
+    keeps random keys, with a row that keeps none (uniform, not NaN)."""
+    h = prefill_module(batch, heads, kv_heads, head_dim, mask_kind, window)
+    linalg = rlx.compile(h, "llvm-cpu", emit="linalg")
+    assert linalg.count("flow.dispatch @rlx_attention_prefill_") == 1
+    assert "linalg.softmax" not in linalg
+    rng = np.random.default_rng(queries * keys)
+    inputs = prefill_inputs(batch, queries, keys, heads, kv_heads, head_dim, rng)
+    if mask_kind == "causal_lengths":
+        inputs["mask"] = np.array([10, 3, -5, 99][:batch] if batch > 1 else [2], np.int32)
+    elif mask_kind == "custom":
+        inputs["mask"] = (rng.random((batch, keys)) < 0.5).astype(np.float32)
+        inputs["mask"][0] = 0
+    check_module(h, "llvm-cpu", inputs=inputs)
+
+
+@pytest.mark.parametrize(("len_k", "len_v", "mask_kind"), [
+    (40, 29, "causal"), (29, 40, "none"), (300, 290, "causal_lengths")])
+def test_prefill_attention_kernel_stays_within_k_and_v(len_k: int, len_v: int,
+                                                       mask_kind: str) -> None:
+    """K and V of different row counts, which the op's run-time checks reject, lowered with
+    those checks removed: the prefill kernel attends over the keys both have (each binding's
+    row count reaches it as its memref dim) and reads nothing past either. causal_lengths
+    passes a count of 1000 for 290 rows: clamped into them."""
+    heads, kv_heads, hd, queries = 6, 2, 32, 7
+    h = prefill_module(1, heads, kv_heads, hd, mask_kind, None)
+    prog = _unchecked_kernel(h, "rlx_attention_prefill_", "the K / V length check")
+    inputs = prefill_inputs(1, queries, max(len_k, len_v), heads, kv_heads, hd,
+                            np.random.default_rng(len_k))
+    inputs["k"], inputs["v"] = inputs["k"][:, :len_k], inputs["v"][:, :len_v]
+    n = min(len_k, len_v)
+    mask = {"mask": np.array([1000], np.int32)} if mask_kind == "causal_lengths" else {}
+    want = reference.evaluate(h, {"q": inputs["q"], "k": inputs["k"][:, :n],
+                                  "v": inputs["v"][:, :n], **mask}, {})[0]
+    assert_close(prog.main(**inputs, **mask), want, "f32", f"K {len_k} rows, V {len_v}")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("mask_kind", ["causal", "sliding_window"])
+def test_decomposed_queries_before_every_key(target: str, mask_kind: str) -> None:
+    """The decomposed form (llvm-cpu without its kernels; Vulkan) with more queries than
+    keys: the first queries sit before every key and see none, the spec's uniform row (an
+    unsigned position compare once wrapped them around to see every key)."""
+    h = prefill_module(1, 4, 2, 16, mask_kind, 2 if mask_kind == "sliding_window" else None)
+    inputs = prefill_inputs(1, 12, 5, 4, 2, 16, np.random.default_rng(12))
+    check_module(h, target, inputs=inputs, attention_kernel=False)

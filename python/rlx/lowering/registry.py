@@ -54,9 +54,10 @@ class LoweringOptions:
     the fused dequant + matvec; llvm-cpu only (``TargetConfig`` refuses it for other
     targets)."""
     attention_kernel: bool = False
-    """Decode attention (one query against the cache) through rlx's hand-written llvm-cpu
-    kernel (``mir_to_linalg.decode_attention``): one dispatch instead of seven; llvm-cpu
-    only (``TargetConfig`` refuses it for other targets)."""
+    """f32 attention through rlx's hand-written llvm-cpu kernels: one query against the
+    cache (``mir_to_linalg.decode_attention``, one dispatch instead of seven) or several
+    (``mir_to_linalg.prefill_attention``, no score buffer); llvm-cpu only (``TargetConfig``
+    refuses it for other targets)."""
     target: str = "llvm-cpu"
     """The compile target, for rules whose best (or only correct) form differs by backend."""
     separate_decode_dequant: bool = False

@@ -39,7 +39,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-gemv-kernels", action="store_true",
                    help="mir-to-linalg on llvm-cpu: no hand-written decode GEMV kernels")
     p.add_argument("--no-attention-kernel", action="store_true",
-                   help="mir-to-linalg on llvm-cpu: no hand-written decode attention kernel")
+                   help="mir-to-linalg on llvm-cpu: no hand-written attention kernels")
     p.add_argument("--activation-quant", choices=ACTIVATION_QUANTS,
                    help="mir-to-linalg on llvm-cpu: decode GEMVs with 8-bit activations and "
                         "integer dot products (default: exact f32)")

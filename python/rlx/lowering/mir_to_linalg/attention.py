@@ -16,7 +16,7 @@ from iree.compiler.dialects import arith, math
 
 from rlx.dialects.schema import Decoded
 from rlx.lowering import emit
-from rlx.lowering.mir_to_linalg import decode_attention
+from rlx.lowering.mir_to_linalg import decode_attention, prefill_attention
 from rlx.lowering.mir_to_linalg.table import MIR_TO_LINALG
 from rlx.lowering.registry import LoweringContext
 
@@ -135,12 +135,14 @@ def _kv_heads(k: ir.Value, rank: int, head_major: bool, head_dim: int) -> int:
 
 
 def _keep(kind: str, m: ir.Value, n: ir.Value, offset: ir.Value, window: int) -> ir.Value:
-    """Causal / sliding-window predicate; queries are the last S of the S_k positions."""
+    """Causal / sliding-window predicate; queries are the last S of the S_k positions.
+    Signed: with S > S_k the first queries sit before every key and see none (the spec's
+    uniform row), where an unsigned compare wrapped their position to one that sees all."""
     pos = arith.addi(m, offset)
-    causal = arith.cmpi(arith.CmpIPredicate.ule, n, pos)
+    causal = arith.cmpi(arith.CmpIPredicate.sle, n, pos)
     if kind == "causal":
         return causal
-    lower = arith.cmpi(arith.CmpIPredicate.uge, arith.addi(n, emit.index(window)), pos)
+    lower = arith.cmpi(arith.CmpIPredicate.sge, arith.addi(n, emit.index(window)), pos)
     return arith.andi(causal, lower)
 
 
@@ -217,6 +219,9 @@ def lower_attention(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     kern = decode_attention.kernel_for(ctx, op, score_scale(op))
     if kern is not None:
         return [decode_attention.dispatch(ctx, kern, op)]
+    prefill = prefill_attention.kernel_for(ctx, op, score_scale(op))
+    if prefill is not None:
+        return [prefill_attention.dispatch(ctx, prefill, op)]
     q, k, v = op["q"], op["k"], op["v"]
     a = op.attrs
     rank = emit.rank(q)

@@ -314,11 +314,12 @@ def _else(t: Text) -> None:
     t.depth += 1
 
 
-def kernel_for(ctx: LoweringContext, op: Decoded, scale: float) -> AttentionKernel | None:
-    """The kernel for this attention op (scores scaled by ``scale``), or None (disabled,
-    not one query of batch 1 in the packed f32 layout, or a mask, bias or softcap the kernel
-    does not take). The op's verifier has checked the rest: K and V alike, a static width
-    of whole heads that divide ``num_heads``."""
+def packed_f32(ctx: LoweringContext, op: Decoded) -> tuple[int, int | None] | None:
+    """``(B, S)`` where rlx's llvm-cpu attention kernels take this op (this one for ``S =
+    1``, :mod:`.prefill_attention` for more), or None (disabled, not the packed f32 layout
+    with a static batch, or a mask, bias or softcap they do not take). The op's verifier
+    has checked the rest: K and V alike, a static width of whole heads that divide
+    ``num_heads``."""
     a = op.attrs
     if not ctx.options.attention_kernel or a["mask_kind"] not in MASK_KINDS:
         return None
@@ -328,33 +329,51 @@ def kernel_for(ctx: LoweringContext, op: Decoded, scale: float) -> AttentionKern
     if any(emit.rank(x) != 3 or emit.elem(x) != emit.f32() for x in (q, k, v)):
         return None
     batch, seq = emit.static_shape(q)[:2]
-    if seq != 1 or batch is None or emit.static_shape(k)[0] != batch:
+    if batch is None or emit.static_shape(k)[0] != batch:
         return None
-    kind = a["mask_kind"]
-    if kind == "causal_lengths" and emit.elem(op["mask"]) != ir.IntegerType.get_signless(32):
+    if (a["mask_kind"] == "causal_lengths"
+            and emit.elem(op["mask"]) != ir.IntegerType.get_signless(32)):
         return None
-    hd = a["head_dim"]
+    return batch, seq
+
+
+def kernel_for(ctx: LoweringContext, op: Decoded, scale: float) -> AttentionKernel | None:
+    """The kernel for this attention op (scores scaled by ``scale``), or None (see
+    :func:`packed_f32`; not one query)."""
+    taken = packed_f32(ctx, op)
+    if taken is None or taken[1] != 1:
+        return None
+    a, k = op.attrs, op["k"]
+    kind, hd = a["mask_kind"], a["head_dim"]
     window = (a.get("window") or 0) if kind == "sliding_window" else None
     return AttentionKernel(a["num_heads"], emit.static_shape(k)[2] // hd, hd, scale, window,
-                           batch, kind == "custom", kind == "causal_lengths")
+                           taken[0], kind == "custom", kind == "causal_lengths")
+
+
+def kernel_operands(op: Decoded, batch: int, masked: bool, lengths: bool,
+                    lead: list[ir.Value]) -> tuple[list[ir.Value], list[ir.Value],
+                                                   list[ir.Value]]:
+    """A kernel dispatch's tensors (``lead``, K and V collapsed to ``[B · S_k, Hkv · hd]``,
+    the mask), the row counts of the first of them and their dynamic dims: each binding's
+    row count is the very value that sizes it (as the dispatch's operand dim, where
+    dynamic), passed again as the kernel's memref dim."""
+    k, v = (emit.collapse(op[name], [[0, 1], [2]]) for name in ("k", "v"))
+    tensors = [*lead, k, v]
+    if masked:      # [B, S_k] keep flags as f32 (1.0 / 0.0 from i1), one row of keys
+        tensors.append(emit.collapse(emit.convert_tensor(op["mask"], emit.f32()), [[0, 1]]))
+    sizes = [emit.sizes(x) for x in tensors]
+    if lengths:     # [B] i32 (B checked by the op's verifier, at run time if dynamic)
+        tensors.append(emit.cast_tensor(op["mask"], ir.RankedTensorType.get(
+            [batch], ir.IntegerType.get_signless(32))))
+    return (tensors, [emit.as_value(ss[0]) for ss in sizes],
+            [d for ss in sizes for d in emit.dynamic_values(ss)])
 
 
 def dispatch(ctx: LoweringContext, kern: AttentionKernel, op: Decoded) -> ir.Value:
     """The attention's ``[B, 1, H · hd]`` result, computed by ``kern``."""
     record(ctx, kern)
     q = emit.collapse(op["q"], [[0, 1, 2]])
-    k, v = (emit.collapse(op[name], [[0, 1], [2]]) for name in ("k", "v"))
-    tensors = [k, v]
-    if kern.masked:     # [B, S_k] keep flags as f32 (1.0 / 0.0 from i1), one row of keys
-        tensors.append(emit.collapse(emit.convert_tensor(op["mask"], emit.f32()), [[0, 1]]))
-    sizes = [emit.sizes(x) for x in tensors]
-    if kern.lengths:    # [B] i32 (B checked by the op's verifier, at run time if dynamic)
-        tensors.append(emit.cast_tensor(op["mask"], ir.RankedTensorType.get(
-            [kern.batch], ir.IntegerType.get_signless(32))))
-    # each binding's row count: the very value that sizes it (as the dispatch's operand
-    # dim, where dynamic), passed again as the kernel's memref dim
-    lengths = [emit.as_value(ss[0]) for ss in sizes]
-    dims = [d for ss in sizes for d in emit.dynamic_values(ss)]
+    tensors, lengths, dims = kernel_operands(op, kern.batch, kern.masked, kern.lengths, [])
     entry = ir.SymbolRefAttr.get([kern.symbol, kern.symbol])
     width = kern.batch * kern.heads * kern.head_dim
     out = ir.RankedTensorType.get([width], emit.f32())
@@ -364,4 +383,4 @@ def dispatch(ctx: LoweringContext, kern: AttentionKernel, op: Decoded) -> ir.Val
     return emit.expand(o, [[0, 1, 2]], [kern.batch, 1, kern.heads * kern.head_dim])
 
 
-__all__ = ["AttentionKernel", "dispatch", "kernel_for"]
+__all__ = ["AttentionKernel", "dispatch", "kernel_for", "kernel_operands", "packed_f32"]

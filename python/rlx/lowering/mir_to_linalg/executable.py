@@ -96,12 +96,18 @@ class Scalar:
 Body = Callable[[Text], None]
 
 
+Count = Callable[[Text], str]
+"""Writes the lines that compute a workgroup count from the kernel's arguments; returns
+the SSA name of that count."""
+
+
 def executable_text(symbol: str, args: Sequence[Binding | Scalar], body: Body,
-                    workgroups: int, per_workgroup: int = 1) -> str:
+                    workgroups: int | Count, per_workgroup: int = 1) -> str:
     """The ``stream.executable`` of one kernel: ``args`` in dispatch operand order (the
     result last); the workload ``%n`` runs ``ceildiv(n, per_workgroup)`` workgroups, and
     ``body`` (``%c0``, ``%c1`` and the workgroup id ``%wg`` defined) runs in those whose id
-    is below ``workgroups``, the count the kernel was written for (see :func:`_guard`)."""
+    is below ``workgroups``, the count the kernel was written for (see :func:`_guard`): a
+    constant, or one the kernel computes from its arguments (a dynamic workload)."""
     t = Text()
     t.block(f"stream.executable private @{symbol}")
     # export and function named as the executable: IREE links every llvm-cpu executable
@@ -134,7 +140,7 @@ def executable_text(symbol: str, args: Sequence[Binding | Scalar], body: Body,
     return "\n".join(t.lines)
 
 
-def _guard(t: Text, workgroups: int, body: Body) -> None:
+def _guard(t: Text, workgroups: int | Count, body: Body) -> None:
     """``body`` inside ``scf.if %wg < workgroups``. A kernel's loads are in bounds for the
     workgroup ids its dispatch launches (each kernel writes down why); the workgroup count
     is IREE's to compute from the export, and a workgroup past the last that IREE ever
@@ -143,8 +149,12 @@ def _guard(t: Text, workgroups: int, body: Body) -> None:
     with and without it is the same instructions (loops unchanged) but a compare and a
     branch at entry, once per workgroup."""
     t("%wg = hal.interface.workgroup.id[0] : index")
-    t(f"%wg_count = arith.constant {workgroups} : index")
-    t("%wg_in = arith.cmpi ult, %wg, %wg_count : index")
+    if isinstance(workgroups, int):
+        t(f"%wg_count = arith.constant {workgroups} : index")
+        count = "%wg_count"
+    else:
+        count = workgroups(t)
+    t(f"%wg_in = arith.cmpi ult, %wg, {count} : index")
     t.block("scf.if %wg_in")
     body(t)
     t.end()
