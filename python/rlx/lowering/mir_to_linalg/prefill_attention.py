@@ -21,7 +21,9 @@ blocks of :data:`KEYS`, flash-attention style (online softmax):
 - every :data:`GROUP` keys the partial sums are added to the running totals (rescaled to
   the current max) and start again from zero: the decode kernel's two-level sums
   (:mod:`.decode_attention`), so that a long row's small weights are not lost against
-  large running sums;
+  large running sums (2 queries against 65536 keys, scores spread by ~4: 1.2e-6 of the
+  largest output off, 5.9e-6 with the partial sums never folded; the f32 tolerance is
+  2e-5);
 - ``o = Σ e_j v_j / Σ e_j``.
 
 Causal masks cost nothing: a row reads only keys at or before its position (half the
