@@ -99,10 +99,15 @@ STEM_EXCEPTIONS: dict[tuple[str, str], str] = {
                                       "kernel, not an op family",
     ("decode_attention", "tests"): "kernel module: numerics in tests/numerics/"
                                    "test_attention.py (test_decode_attention_kernel)",
+    ("prefill_attention", "dialects"): "kernel module: rlx_mir.attention's llvm-cpu "
+                                       "prefill kernel, not an op family",
+    ("prefill_attention", "tests"): "kernel module: numerics in tests/numerics/"
+                                    "test_attention.py (test_prefill_attention_kernel)",
     ("executable", "dialects"): "the hand-written kernels' shared executable skeleton, not "
                                 "an op family",
     ("executable", "lit_tests"): "its text is checked by the kernels' lit tests "
-                                 "(decode_attention.mlir, gemv_kernels.mlir)",
+                                 "(decode_attention.mlir, prefill_attention.mlir, "
+                                 "gemv_kernels.mlir)",
     ("executable", "tests"): "exercised by every kernel test (test_attention.py, "
                              "test_quant.py)",
 }

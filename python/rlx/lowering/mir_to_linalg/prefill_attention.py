@@ -283,10 +283,8 @@ class PrefillAttentionKernel:
 
     def _block(self, t: Text, qo: str, kv: str) -> None:
         """Query ``%qi`` against keys ``[%j0, %bend)``, where they meet its own range
-        ``[%b_lo, %b_hi)``: the scores, the running max ``%mb``, the weights ``exp(s - m)`` and
-        the partial sums ``%lb`` / ``%acc``, rescaled when the max grows."""
-        tile, hd = self.tile, self.head_dim
-        acc_t = f"memref<{tile}x{hd}xf32>"
+        ``[%b_lo, %b_hi)``: the scores into ``%sb``, then :meth:`_weigh`."""
+        tile = self.tile
         t(f"%b_s32 = memref.load %qs[%qi] : memref<{tile}xi32>")
         t(f"%b_e32 = memref.load %qe[%qi] : memref<{tile}xi32>")
         t(f"%b_n8 = memref.load %qn[%qi] : memref<{tile}xi8>")
@@ -320,6 +318,14 @@ class PrefillAttentionKernel:
         t("%b_lane = arith.subi %j, %j0 : index")
         t(f"memref.store %sc, %sb[%b_lane] : memref<{KEYS}xf32>")
         t.end()
+        self._weigh(t, kv)
+        t.end()
+
+    def _weigh(self, t: Text, kv: str) -> None:
+        """The block's scores in ``%sb`` (lanes ``[%b_lo, %b_hi)`` of the row's): the running
+        max, the weights ``exp(s - m)``, ``%lb`` and ``%acc`` rescaled and summed."""
+        tile, hd = self.tile, self.head_dim
+        acc_t = f"memref<{tile}x{hd}xf32>"
         # lanes outside [lo, hi) (stale, or not this query's keys) weigh nothing
         t(f"%sv = vector.load %sb[%c0] : memref<{KEYS}xf32>, {V16}")
         t("%j0i = arith.index_cast %j0 : index to i32")
@@ -368,7 +374,6 @@ class PrefillAttentionKernel:
         t.end()
         for c in range(self.chunks):
             t(f"vector.store %pa#{c}, %acc[%qi, %ao{c}] : {acc_t}, {V16}")
-        t.end()
 
     def _fold(self, t: Text) -> None:
         """End of a group of keys: the partial sums (relative to the max ``%mb``) added to
