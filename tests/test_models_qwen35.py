@@ -25,6 +25,7 @@ from safetensors.torch import load_file, save_file
 from hf_gguf_qwen35 import stored_values, write_gguf
 from rlx import speculative as spec
 from rlx.generate import Generator, Sampling
+from rlx.ir.diagnostics import RunError
 from rlx.models import qwen35
 from rlx.models.llama import ModelError
 from rlx.reference.tolerance import assert_close
@@ -144,8 +145,8 @@ def test_prefill_in_two_chunks_equals_one_call(gen: Generator) -> None:
     first = call(0, 4, model.initial_state())
     second = call(4, 6, list(first[2:]))
     assert_close(second[0], whole[0][:, 4:], "f32", "second chunk's logits")
-    for name, a, b in zip(qwen35.state_names(model.config), second[2:], whole[2:],
-                          strict=True):
+    for name, a, b in zip(qwen35.state_names(model.config, model.context), second[2:],
+                          whole[2:], strict=True):
         assert a.shape == b.shape, name
         assert_close(a, b, "f32", f"state {name}")
 
@@ -209,6 +210,35 @@ def test_speculative_decoding_is_plain_greedy(k: int, hf: dict, spec_program: tu
     stop = want.index(eos) + 1
     right = spec.decoder(model, program, k, "replay", want)
     assert right.generate(PROMPT, 20, eos_token_id=eos) == want[:stop]
+
+
+def test_growing_cache_form(hf: dict, gen: Generator) -> None:
+    """``context=None``, the KV cache grown by concatenation each call (the form before the
+    preallocated cache, still built): HF's prefill logits and tokens, the preallocated
+    form's logits, and speculative decoding with rollback through its ``rollback`` call."""
+    grown = Generator(qwen35.from_hf(hf["path"], logits="all", context=None))
+    assert grown.model.context is None
+    assert gen.model.context == qwen35.DEFAULT_CONTEXT
+    logits = prefill_all(grown, PROMPT)
+    assert_close(logits, hf["logits"], "f32", "prefill logits, growing cache")
+    assert_close(logits, prefill_all(gen, PROMPT), "f32", "the two cache forms")
+    assert grown.generate(PROMPT, 32) == hf["tokens"]
+    model = qwen35.from_hf(hf["path"], context=None)
+    program = spec.load(model, 2)
+    assert "rollback" in program.functions
+    _, longer = hf_reference(hf["model"], PROMPT, 24)
+    wrong = spec.SpeculativeDecoder(program, model, 2, Mistaken(longer))
+    assert wrong.generate(PROMPT, 20) == longer[:20]
+    assert 0 < wrong.stats.accepted < wrong.stats.drafted
+
+
+def test_speculative_refuses_past_the_context(spec_program: tuple) -> None:
+    """The preallocated cache (the default, 4096 positions) holds the prompt, the new
+    tokens and the last verify call's drafts, or the generation is refused up front (the
+    write would clamp onto the last row)."""
+    model, program = spec_program
+    with pytest.raises(RunError, match=f"need {6 + 4096 + 2} positions.*context 4096"):
+        spec.decoder(model, program, 2).generate(PROMPT, 4096)
 
 
 @pytest.fixture(scope="module")

@@ -182,13 +182,7 @@ class Generator:
         return out[0].numpy()[0, -1], out[2:]
 
     def _fits(self, positions: int, what: str) -> None:
-        """A model whose KV cache is preallocated (``context``) holds that many positions:
-        more would land on its last row (the write clamps), so they are refused here."""
-        context = getattr(self.model, "context", None)
-        if context is not None and positions > context:
-            raise RunError(f"error: {what} need {positions} positions of the KV cache; the "
-                           f"model was built with context {context} (a larger "
-                           "--context / context=)")
+        fits_context(self.model, positions, what)
 
     def decode(self, token: int, position: int, cache: tuple[Any, ...]
                ) -> tuple[np.ndarray, tuple[Any, ...]]:
@@ -384,25 +378,35 @@ QWEN35_TYPES = {"qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "q
 """HF model_type values read by rlx.models.qwen35 (which refuses the MoE ones clearly)."""
 
 
+def fits_context(model: Any, positions: int, what: str) -> None:
+    """A model whose KV cache is preallocated (``context``) holds that many positions:
+    more would land on its last row (the write clamps), so they are refused here."""
+    context = getattr(model, "context", None)
+    if context is not None and positions > context:
+        raise RunError(f"error: {what} need {positions} positions of the KV cache; the "
+                       f"model was built with context {context} (a larger "
+                       "--context / context=)")
+
+
 def load_model(path: str | Path, context: int | None = DEFAULT_CONTEXT
                ) -> LlamaModel | qwen35.Qwen35Model:
     """A model from an HF directory (config.json + *.safetensors) or a ``.gguf`` file: the
     LLaMA family, or Qwen3.5 (``model_type`` / ``general.architecture``). ``context``: the
-    positions a LLaMA-family model's KV cache is preallocated to (None: it grows); Qwen3.5's
-    attention cache grows."""
+    positions the model's KV cache is preallocated to (None: it grows)."""
     p = Path(path)
     if p.suffix == ".gguf":
         import rlx.gguf
 
         with rlx.gguf.load(p) as f:
             arch = f.metadata.get("general.architecture")
-        return (qwen35.from_gguf(p) if arch in ("qwen35", "qwen35moe")
+        return (qwen35.from_gguf(p, context=context) if arch in ("qwen35", "qwen35moe")
                 else from_gguf(p, context=context))
     if not (p / "config.json").is_file():
         raise ModelError(f"{p}: error: expected an HF model directory with config.json, or "
                          "a .gguf file")
     kind = qwen35.read_config(p / "config.json").get("model_type")
-    return qwen35.from_hf(p) if kind in QWEN35_TYPES else from_hf(p, context=context)
+    return (qwen35.from_hf(p, context=context) if kind in QWEN35_TYPES
+            else from_hf(p, context=context))
 
 
 def model_tokenizer(path: str | Path) -> Tokenizer | None:
@@ -470,4 +474,4 @@ def _speculative(model: DecoderModel, prompt: Prompt, max_new_tokens: int,
 
 
 __all__ = ["DecoderModel", "Generator", "Sampling", "SamplingError", "Stats", "encode_prompt",
-           "generate", "load_model", "model_tokenizer"]
+           "fits_context", "generate", "load_model", "model_tokenizer"]

@@ -33,6 +33,7 @@ import numpy as np
 from rlx import runtime
 from rlx.cache import CompileCache
 from rlx.compiler import TargetConfig, compile
+from rlx.generate import fits_context
 from rlx.ir.diagnostics import RunError
 from rlx.models import qwen35
 from rlx.models.qwen35 import FULL, Qwen35Model, require_mtp
@@ -164,6 +165,10 @@ class SpeculativeDecoder:
             raise RunError("error: the prompt is empty")
         if max_new_tokens < 1:
             return []
+        # the last verify call writes K + 1 rows from at most the last token's position
+        fits_context(self.model, len(prompt) + max_new_tokens + self.draft_tokens,
+                     f"the prompt ({len(prompt)} tokens), {max_new_tokens} new tokens and "
+                     f"{self.draft_tokens} drafts")
         token, state, hidden = self.prefill(prompt)
         tokens = [token]
         if token == eos_token_id or max_new_tokens == 1:
@@ -199,8 +204,11 @@ class SpeculativeDecoder:
 
     def _rolled_back(self, out: list[Any], length: int, n: int) -> list[Any]:
         """The state after ``n + 1`` of the ``K + 1`` positions: KV caches cut to
-        ``length`` rows, the linear layers' states after position n."""
+        ``length`` rows (a preallocated cache: ``length`` rows filled, the rows after them
+        left for the next call to overwrite), the linear layers' states after position n."""
         k1 = self.draft_tokens + 1
+        filled = [] if self.model.context is None else [np.array([length], np.int32)]
+        out = out[len(filled):]
         kv: list[Any] = []
         linear: dict[int, tuple[Any, Any]] = {}
         at = 0
@@ -211,9 +219,9 @@ class SpeculativeDecoder:
             else:
                 linear[i] = (out[at + n], out[at + k1 + n])
                 at += 2 * k1
-        if n + 1 < k1 and kv:
+        if n + 1 < k1 and kv and not filled:
             kv = list(self.program.rollback.on_device(np.arange(length, dtype=np.int32), *kv))
-        state: list[Any] = []
+        state: list[Any] = list(filled)
         for i, kind in enumerate(self.model.config.layer_types):
             state += [kv.pop(0), kv.pop(0)] if kind == FULL else list(linear[i])
         return state

@@ -13,12 +13,21 @@
   states, the KV caches and every linear layer's conv and recurrent state after each of
   the T positions (a rejected draft rolls back by picking one of them);
 - ``mtp(h, rows, ids, cos, sin, k, v)``: the ``qwen35_mtp_head`` draft with its own KV cache;
-- ``rollback(keep, ...)`` / ``mtp_rollback(keep, k, v)``: the KV caches cut to ``keep``.
+- ``mtp_rollback(keep, k, v)``: the MTP head's KV cache cut to ``keep``; with a growing
+  cache (``context=None``) also ``rollback(keep, ...)`` for the model's.
 
-The state, in order, per layer: a full-attention layer's ``k_i``, ``v_i``
-``[1, P, kv_heads * head_dim]``; a linear-attention layer's ``conv_i`` ``[1, K - 1, C]``
-(the last K - 1 inputs of its causal conv) and ``ssm_i`` ``[1, V_heads, d, d]`` (the delta
-rule's state). It stays in device memory between calls; prefill in two chunks equals one.
+The state, in order: with a KV cache preallocated to ``context`` rows (the default of
+``from_hf`` / ``from_gguf``: :data:`DEFAULT_CONTEXT`), first ``filled [1] i32``, the rows
+that hold keys; then per layer: a full-attention layer's ``k_i``, ``v_i`` ``[1, context,
+kv_heads * head_dim]`` (``[1, P, ...]``, P the positions so far, with a growing cache); a
+linear-attention layer's ``conv_i`` ``[1, K - 1, C]`` (the last K - 1 inputs of its causal
+conv) and ``ssm_i`` ``[1, V_heads, d, d]`` (the delta rule's state). It stays in device
+memory between calls; prefill in two chunks equals one. A call's S tokens write their K / V
+in place at rows ``filled ..`` (``write_rows``) and attend to the first ``filled + S`` rows
+(``causal_lengths``: a step's cost does not grow with the context); the call returns
+``filled + S``. Speculative decoding rolls the preallocated cache back by setting
+``filled``; the growing cache is cut by ``rollback`` and copied whole by each call's
+``concat`` (O(P) a token).
 
 What the builder computes, and where HF differs in form only: zero-centred RMSNorm
 (``x̂ (1 + w)``) is a plain RMSNorm with ``1 + w`` folded into the weight at load (GGUF files
@@ -41,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from rlx.dialects.builder import HirModule
-from rlx.models.llama import ModelError, _read_safetensors
+from rlx.models.llama import DEFAULT_CONTEXT, ModelError, _read_safetensors
 
 LINEAR, FULL = "linear_attention", "full_attention"
 REFUSED = {"qwen3_5_moe": "the MoE variant", "qwen3_5_moe_text": "the MoE variant",
@@ -302,13 +311,15 @@ class Qwen35Model:
     module: HirModule
     weights: dict[str, np.ndarray]
     source: str = ""
+    context: int | None = None
+    """Positions of the preallocated KV cache (None: it grows by concatenation)."""
 
     def rope_tables(self, positions: Sequence[int] | np.ndarray
                     ) -> tuple[np.ndarray, np.ndarray]:
         return rope_tables(self.config, positions)
 
     def initial_state(self) -> list[np.ndarray]:
-        return initial_state(self.config)
+        return initial_state(self.config, self.context)
 
 
 def rope_tables(c: Qwen35Config, positions: Sequence[int] | np.ndarray
@@ -323,21 +334,22 @@ def rope_tables(c: Qwen35Config, positions: Sequence[int] | np.ndarray
     return cos.astype(np.float32), sin.astype(np.float32)
 
 
-def state_names(c: Qwen35Config) -> list[str]:
+def state_names(c: Qwen35Config, context: int | None = None) -> list[str]:
     """The state's inputs / outputs in order (see the module docstring)."""
-    out = []
+    out = [] if context is None else ["filled"]
     for i, kind in enumerate(c.layer_types):
         out += [f"k_{i}", f"v_{i}"] if kind == FULL else [f"conv_{i}", f"ssm_{i}"]
     return out
 
 
-def initial_state(c: Qwen35Config) -> list[np.ndarray]:
-    """The state before the first token: empty KV caches, zero conv and delta states."""
+def initial_state(c: Qwen35Config, context: int | None = None) -> list[np.ndarray]:
+    """The state before the first token: empty KV caches (none filled of ``context`` rows,
+    or no rows), zero conv and delta states."""
     d = c.linear_head_dim
-    out: list[np.ndarray] = []
+    out: list[np.ndarray] = [] if context is None else [np.zeros(1, np.int32)]
     for kind in c.layer_types:
         if kind == FULL:
-            out += [np.zeros((1, 0, c.kv_dim), np.float32)] * 2
+            out += [np.zeros((1, context or 0, c.kv_dim), np.float32)] * 2
         else:
             out += [np.zeros((1, c.conv_kernel - 1, c.conv_dim), np.float32),
                     np.zeros((1, c.linear_v_heads, d, d), np.float32)]
@@ -345,14 +357,16 @@ def initial_state(c: Qwen35Config) -> list[np.ndarray]:
 
 
 def build(c: Qwen35Config, logits: str = "last", functions: Sequence[str] | None = None,
-          draft_tokens: int | Sequence[int] = 0, name: str = "qwen35") -> HirModule:
+          draft_tokens: int | Sequence[int] = 0, name: str = "qwen35",
+          context: int | None = None) -> HirModule:
     """The HIR module (see the module docstring); ``functions`` defaults to prefill, decode
     and sample (HF's logits processors and a seeded draw on the device,
     :mod:`rlx.models.sampling`), or, with ``draft_tokens``, prefill, decode, ``verify_K`` for
-    each K and mtp / rollback (speculative decoding is greedy)."""
+    each K and mtp / rollback (speculative decoding is greedy). ``context``: the KV cache
+    preallocated to that many positions (None: a growing cache)."""
     from rlx.models.qwen35_hir import build_module
 
-    return build_module(c, logits, functions, draft_tokens, name)
+    return build_module(c, logits, functions, draft_tokens, name, context)
 
 
 def speculative(model: Qwen35Model, draft_tokens: int | Sequence[int]) -> Qwen35Model:
@@ -362,7 +376,7 @@ def speculative(model: Qwen35Model, draft_tokens: int | Sequence[int]) -> Qwen35
     ks = [draft_tokens] if isinstance(draft_tokens, int) else list(draft_tokens)
     if not ks or any(k < 1 for k in ks):
         raise ModelError(f"error: draft_tokens: expected counts >= 1, found {ks}")
-    return replace(model, module=build(model.config, draft_tokens=ks))
+    return replace(model, module=build(model.config, draft_tokens=ks, context=model.context))
 
 
 def require_mtp(model: Qwen35Model) -> None:
@@ -459,9 +473,10 @@ def read_config(path: Path) -> dict[str, Any]:
         raise ModelError(f"{path}: error: cannot read the config: {e}") from None
 
 
-def from_hf(config: str | Path, *safetensors: str | Path, logits: str = "last"
-            ) -> Qwen35Model:
-    """Build from an HF ``config.json`` and its ``*.safetensors`` (or the directory)."""
+def from_hf(config: str | Path, *safetensors: str | Path, logits: str = "last",
+            context: int | None = DEFAULT_CONTEXT) -> Qwen35Model:
+    """Build from an HF ``config.json`` and its ``*.safetensors`` (or the directory);
+    ``context``: the KV cache's positions (None: a growing cache)."""
     cpath = Path(config)
     if cpath.is_dir():
         safetensors = tuple(sorted(cpath.glob("*.safetensors"))) or safetensors
@@ -475,14 +490,15 @@ def from_hf(config: str | Path, *safetensors: str | Path, logits: str = "last"
     # the MTP head is read when the files have it (HF's save_pretrained drops it)
     c = replace(c, mtp=any(k.startswith("mtp.") for k in tensors))
     c, weights = pack(c, convert_hf_weights(c, tensors, source))
-    return Qwen35Model(c, build(c, logits), weights, source)
+    return Qwen35Model(c, build(c, logits, context=context), weights, source, context)
 
 
-def from_gguf(path: str | Path, logits: str = "last") -> Qwen35Model:
+def from_gguf(path: str | Path, logits: str = "last", context: int | None = DEFAULT_CONTEXT
+              ) -> Qwen35Model:
     """Build from a llama.cpp ``qwen35`` ``.gguf`` (see :mod:`rlx.models.qwen35_gguf`)."""
     from rlx.models.qwen35_gguf import from_gguf as _from_gguf
 
-    return _from_gguf(path, logits)
+    return _from_gguf(path, logits, context)
 
 
 def l2_norm_eps(c: Qwen35Config) -> float:
@@ -494,7 +510,7 @@ def l2_norm_weight(c: Qwen35Config) -> np.ndarray:
     return np.full(c.linear_head_dim, 1.0 / math.sqrt(c.linear_head_dim), np.float32)
 
 
-__all__ = ["FULL", "LAYER_NAMES", "LINEAR", "MTP_NAMES", "TOP_NAMES", "Qwen35Config",
-           "Qwen35Model", "build", "convert_hf_weights", "from_gguf", "from_hf",
+__all__ = ["DEFAULT_CONTEXT", "FULL", "LAYER_NAMES", "LINEAR", "MTP_NAMES", "TOP_NAMES",
+           "Qwen35Config", "Qwen35Model", "build", "convert_hf_weights", "from_gguf", "from_hf",
            "initial_state", "names", "pack", "param_shapes", "require_mtp", "rope_tables",
            "speculative", "state_names"]

@@ -118,10 +118,12 @@ def config_from_metadata(meta: dict[str, Any], tensors: dict[str, Any], source: 
         v_head_order="tiled", mtp=mtp == 1)
 
 
-def from_gguf(path: str | Path, logits: str = "last") -> Qwen35Model:
-    """Build a Qwen3.5 model (HIR module, weights) from a ``qwen35`` ``.gguf``."""
+def from_gguf(path: str | Path, logits: str = "last", context: int | None = None
+              ) -> Qwen35Model:
+    """Build a Qwen3.5 model (HIR module, weights) from a ``qwen35`` ``.gguf``; ``context``:
+    the KV cache's positions (None: a growing cache)."""
     return read_model(path, lambda f, name: _model(
-        f, config_from_metadata(f.metadata, f.tensors, name), logits))
+        f, config_from_metadata(f.metadata, f.tensors, name), logits, context))
 
 
 def _tensor(f: Any, name: str, tname: str, want: tuple[int, ...]) -> Any:
@@ -138,7 +140,7 @@ def _tensor(f: Any, name: str, tname: str, want: tuple[int, ...]) -> Any:
     return t
 
 
-def _model(f: Any, c: Qwen35Config, logits: str) -> Qwen35Model:
+def _model(f: Any, c: Qwen35Config, logits: str, context: int | None) -> Qwen35Model:
     schemes: dict[str, str] = {}
     weights: dict[str, np.ndarray] = {}
     for name, shape in param_shapes(c).items():
@@ -169,7 +171,7 @@ def _model(f: Any, c: Qwen35Config, logits: str) -> Qwen35Model:
                          f"{f.tensors[EMBED].type_name}: a tied LM head must be F32, F16, "
                          "BF16 or a block format")
     c, weights = pack(replace(c, weight_schemes=schemes), weights)
-    return Qwen35Model(c, build(c, logits), weights, str(f.path))
+    return Qwen35Model(c, build(c, logits, context=context), weights, str(f.path), context)
 
 
 __all__ = ["ARCH", "config_from_metadata", "from_gguf"]

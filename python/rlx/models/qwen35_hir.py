@@ -33,12 +33,21 @@ class _Ctx:
     shapes: dict[str, tuple[int, ...]] = field(init=False)
     zeros: dict[int, HirValue] = field(default_factory=dict)
     want_last: bool = False
+    context: int | None = None
+    """The KV cache preallocated to this many rows and updated in place (``filled`` rows
+    of it hold keys); None: the cache grows by concatenation each call."""
 
     def __post_init__(self) -> None:
         self.shapes = param_shapes(self.c, mtp=True)
 
     def p(self, name: str) -> HirValue:
         return self.h.param(name, self.shapes[name])
+
+    def slot0(self) -> HirValue:
+        """``[0]`` i32: the cache's one slot."""
+        if -1 not in self.zeros:
+            self.zeros[-1] = self.h.constant(np.zeros(1, np.int32), "i32")
+        return self.zeros[-1]
 
     def zero(self, n: int) -> HirValue:
         if n not in self.zeros:
@@ -130,14 +139,29 @@ def attention_qkv(ctx: _Ctx, x: HirValue, pre: str, cos: HirValue, sin: HirValue
 
 
 def full_layer(ctx: _Ctx, i: int, x: HirValue, cos: HirValue, sin: HirValue,
-               past: tuple[HirValue, HirValue]) -> tuple[HirValue, HirValue, HirValue]:
-    """Gated full attention over the KV cache, then the FFN; returns (y, k, v)."""
+               past: tuple[HirValue, HirValue], at: tuple[HirValue, HirValue] | None = None
+               ) -> tuple[HirValue, HirValue, HirValue]:
+    """Gated full attention over the KV cache, then the FFN; returns (y, k, v). ``at``
+    (preallocated cache): ``(filled, seen)``, the tokens' K / V written in place at rows
+    ``filled ..`` and attention over the first ``seen = filled + S`` keys
+    (``causal_lengths``); else the cache grows by concatenation (causal)."""
     h, c = ctx.h, ctx.c
     pre = f"layers.{i}."
     q, k, v, gate = attention_qkv(ctx, ctx.norm(x, pre + "ln1"), pre, cos, sin)
-    k = h.mir("concat", [past[0], k], axis=1)
-    v = h.mir("concat", [past[1], v], axis=1)
-    a = h.attention(q, k, v, num_heads=c.num_heads, head_dim=c.head_dim, mask_kind="causal")
+    if at is None:
+        k = h.mir("concat", [past[0], k], axis=1)
+        v = h.mir("concat", [past[1], v], axis=1)
+        a = h.attention(q, k, v, num_heads=c.num_heads, head_dim=c.head_dim,
+                        mask_kind="causal")
+    else:
+        filled, seen = at
+        # IREE 3.13 fuses the partial RoPE's generic into the scatter of K and then fails
+        # on llvm-cpu ("expected no unbounded stack allocations"): K passes a barrier
+        k = h.mir("barrier", [k])
+        k, v = (h.mir("write_rows", [old, new, ctx.slot0(), filled])
+                for new, old in ((k, past[0]), (v, past[1])))
+        a = h.attention(q, k, v, seen, num_heads=c.num_heads, head_dim=c.head_dim,
+                        mask_kind="causal_lengths")
     a = ctx.mul(a, ctx.act(gate, "sigmoid"))
     x1 = ctx.add(x, ctx.linear(a, pre + "o"))
     return ctx.add(x1, ctx.ffn(ctx.norm(x1, pre + "ln2"), pre)), k, v
@@ -240,13 +264,16 @@ def linear_layer_steps(ctx: _Ctx, i: int, x: HirValue, conv_state: HirValue, ssm
 
 
 def _state_inputs(ctx: _Ctx) -> list[HirValue]:
+    """The state's inputs (:func:`rlx.models.qwen35.state_names`): with a preallocated
+    cache, ``filled [1] i32`` first."""
     h, c = ctx.h, ctx.c
     d = c.linear_head_dim
-    out = []
+    rows = "past" if ctx.context is None else ctx.context
+    out = [] if ctx.context is None else [h.input("filled", (1,), "i32")]
     for i, kind in enumerate(c.layer_types):
         if kind == FULL:
-            out += [h.input(f"k_{i}", (1, "past", c.kv_dim)),
-                    h.input(f"v_{i}", (1, "past", c.kv_dim))]
+            out += [h.input(f"k_{i}", (1, rows, c.kv_dim)),
+                    h.input(f"v_{i}", (1, rows, c.kv_dim))]
         else:
             out += [h.input(f"conv_{i}", (1, c.conv_kernel - 1, c.conv_dim)),
                     h.input(f"ssm_{i}", (1, c.linear_v_heads, d, d))]
@@ -271,13 +298,22 @@ def _trunk(ctx: _Ctx, seq: int | str, steps: int = 0
     cos, sin = h.input("cos", (seq, hd2)), h.input("sin", (seq, hd2))
     last = h.input("last", (1, 1), "i32") if seq == "seq" and ctx.want_last else None
     state = _state_inputs(ctx)
-    x = h.named("embed", lambda h: h.mir("gather", [ctx.p("embed"), ids], axis=0))
+    at = None
     out: list[HirValue] = []
+    if ctx.context is not None:     # rows filled before and after these S tokens
+        filled, state = state[0], state[1:]
+        start = len(h)
+        length = h.mir("cast", [h.mir("reshape", [h.mir("dim", [ids], axis=1)],
+                                      new_shape=[1])], to="i32")
+        at = (filled, h.mir("binary", [filled, length], kind="add"))
+        h.label_nodes_since(start, "positions")
+        out.append(at[1])
+    x = h.named("embed", lambda h: h.mir("gather", [ctx.p("embed"), ids], axis=0))
     for i, kind in enumerate(c.layer_types):
         start = len(h)
         s0, s1 = state[2 * i], state[2 * i + 1]
         if kind == FULL:
-            x, k, v = full_layer(ctx, i, x, cos, sin, (s0, s1))
+            x, k, v = full_layer(ctx, i, x, cos, sin, (s0, s1), at)
             out += [k, v]
         elif steps:
             x, convs, ssms = linear_layer_steps(ctx, i, x, s0, s1, steps)
@@ -329,7 +365,8 @@ def _rollback(ctx: _Ctx, names: Sequence[str]) -> None:
 
 
 def build_module(c: Qwen35Config, logits: str, functions: Sequence[str] | None,
-                 draft_tokens: int | Sequence[int], name: str) -> HirModule:
+                 draft_tokens: int | Sequence[int], name: str, context: int | None = None
+                 ) -> HirModule:
     if logits not in ("last", "all"):
         raise ModelError(f"error: logits: expected 'last' or 'all', found {logits!r}")
     ks = (draft_tokens,) if isinstance(draft_tokens, int) else tuple(draft_tokens)
@@ -339,13 +376,20 @@ def build_module(c: Qwen35Config, logits: str, functions: Sequence[str] | None,
     verifies = tuple(f"verify_{k}" for k in ks)
     if functions is None:
         mtp = ("mtp", "mtp_rollback") if c.mtp else ()
-        functions = (("prefill", "decode", *verifies, "rollback", *mtp) if ks
+        # a preallocated cache rolls back by its filled count alone (no rollback call)
+        rollback = ("rollback",) if context is None else ()
+        functions = (("prefill", "decode", *verifies, *rollback, *mtp) if ks
                      else ("prefill", "decode", "sample"))
     known = (*FUNCTIONS, *verifies)
     unknown = [f for f in functions if f not in known]
     if unknown or not functions:
         raise ModelError(f"error: functions: expected some of {', '.join(known)}, found "
                          f"{list(functions)!r}")
+    if "rollback" in functions and context is not None:
+        raise ModelError("error: functions: 'rollback' cuts a growing KV cache; with a "
+                         "preallocated one (context) the filled count is the rollback")
+    if context is not None and context < 1:
+        raise ModelError(f"error: context: expected at least 1 position, found {context}")
     if "mtp" in functions and not c.mtp:
         raise ModelError("error: the checkpoint has no MTP weights (mtp.* / "
                          "blk.N.nextn.*): the mtp draft head cannot be built")
@@ -358,7 +402,7 @@ def build_module(c: Qwen35Config, logits: str, functions: Sequence[str] | None,
             continue
         if i:
             h.function(fn)
-        _function(_Ctx(h, c), fn, logits, bool(ks))
+        _function(_Ctx(h, c, context=context), fn, logits, bool(ks))
     return h
 
 

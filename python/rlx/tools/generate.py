@@ -49,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--system", help="a system message before --chat's")
     p.add_argument("--max-new-tokens", type=int, default=32)
     p.add_argument("--context", type=int, default=DEFAULT_CONTEXT,
-                   help="positions (prompt + new tokens) the KV cache of a LLaMA-family "
+                   help="positions (prompt + new tokens) the KV cache of the model "
                         f"model is preallocated to and updated in place (default "
                         f"{DEFAULT_CONTEXT}); 0: a cache that grows a position a step")
     p.add_argument("--stop", action="append", default=[], metavar="STRING",
