@@ -37,6 +37,7 @@ from rlx.dialects.builder import HirModule
 from rlx.ir.diagnostics import RlxError, RunError
 from rlx.models import qwen35
 from rlx.models.llama import DEFAULT_CONTEXT, LlamaModel, ModelError, from_gguf, from_hf
+from rlx.models.llama_cache import fits_context
 from rlx.tokenizer import Tokenizer, TokenizerError
 from rlx.tokenizer import load as load_tokenizer
 
@@ -378,16 +379,6 @@ QWEN35_TYPES = {"qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "q
 """HF model_type values read by rlx.models.qwen35 (which refuses the MoE ones clearly)."""
 
 
-def fits_context(model: Any, positions: int, what: str) -> None:
-    """A model whose KV cache is preallocated (``context``) holds that many positions:
-    more would land on its last row (the write clamps), so they are refused here."""
-    context = getattr(model, "context", None)
-    if context is not None and positions > context:
-        raise RunError(f"error: {what} need {positions} positions of the KV cache; the "
-                       f"model was built with context {context} (a larger "
-                       "--context / context=)")
-
-
 def load_model(path: str | Path, context: int | None = DEFAULT_CONTEXT
                ) -> LlamaModel | qwen35.Qwen35Model:
     """A model from an HF directory (config.json + *.safetensors) or a ``.gguf`` file: the
@@ -474,4 +465,4 @@ def _speculative(model: DecoderModel, prompt: Prompt, max_new_tokens: int,
 
 
 __all__ = ["DecoderModel", "Generator", "Sampling", "SamplingError", "Stats", "encode_prompt",
-           "fits_context", "generate", "load_model", "model_tokenizer"]
+           "generate", "load_model", "model_tokenizer"]

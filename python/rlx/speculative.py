@@ -33,9 +33,9 @@ import numpy as np
 from rlx import runtime
 from rlx.cache import CompileCache
 from rlx.compiler import TargetConfig, compile
-from rlx.generate import fits_context
 from rlx.ir.diagnostics import RunError
 from rlx.models import qwen35
+from rlx.models.llama_cache import fits_context
 from rlx.models.qwen35 import FULL, Qwen35Model, require_mtp
 
 

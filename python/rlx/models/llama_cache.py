@@ -1,7 +1,9 @@
 """The KV cache preallocated to a context length and updated in place (rlx's, not RLX's,
 whose decode concatenates): the layers and entry points that write and read it, for
 :func:`rlx.models.llama.build` with ``context`` (one sequence) and
-:mod:`rlx.models.llama_batch` (one cache slot per sequence).
+:mod:`rlx.models.llama_batch` (one cache slot per sequence); and :func:`fits_context`, the
+check every preallocated model's caller makes (LLaMA's and Qwen3.5's, ``rlx.generate`` and
+``rlx.speculative``).
 
 A token's K / V are written at its row with ``rlx_mir.write_rows`` (in place: IREE aliases
 the cache's output with its input when the caller passes each call the previous call's
@@ -13,11 +15,23 @@ except for attention over the keys filled so far, and the host never reads a pos
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from rlx.dialects.builder import HirModule, HirValue
+from rlx.ir.diagnostics import RunError
 from rlx.models.llama import LlamaConfig, _Ctx, _head
+
+
+def fits_context(model: Any, positions: int, what: str) -> None:
+    """A model whose KV cache is preallocated (``context``) holds that many positions:
+    more would land on its last row (the write clamps), so they are refused here."""
+    context = getattr(model, "context", None)
+    if context is not None and positions > context:
+        raise RunError(f"error: {what} need {positions} positions of the KV cache; the "
+                       f"model was built with context {context} (a larger "
+                       "--context / context=)")
 
 
 def cache_layer(ctx: _Ctx, i: int, x: HirValue, cos: HirValue, sin: HirValue,
@@ -114,5 +128,5 @@ def prompt_cache(h: HirModule, c: LlamaConfig, ids: HirValue, fresh: list[HirVal
     return [filled, *write_prompt(h, fresh, empty, h.constant(np.zeros(1, np.int32), "i32"))]
 
 
-__all__ = ["cache_inputs", "cache_layer", "context_decode", "decode_rows", "prompt_cache",
-           "write_prompt"]
+__all__ = ["cache_inputs", "cache_layer", "context_decode", "decode_rows", "fits_context",
+           "prompt_cache", "write_prompt"]
