@@ -46,9 +46,9 @@ from rlx.models import llama
 
 def rlx_decode(path: Path, context: int | None) -> Any:
     """A function ``(prompt, gen) -> seconds of gen decode steps after len(prompt) - 1
-    positions``. The cache is filled to that depth without a prefill of that length (rlx's
-    prefills of 128, 1024 and 4096 tokens on both forms took over 7 minutes here: long
-    prompts are issue 25 point 6): a prefill of
+    positions``. The cache is filled to that depth without a prefill of that length (before
+    rlx's prefill attention kernel, prefills of 128, 1024 and 4096 tokens on both forms
+    took over 7 minutes here; prefill is measured by ``long_prompt.py``): a prefill of
     :data:`PREFIX` tokens, then the count of filled rows set to the depth (preallocated
     cache: ``filled``; growing cache: K / V of ``depth`` rows, the prefix's rows first and
     zeros after). A step's work does not depend on the rows' values: it reads and attends
