@@ -269,17 +269,18 @@ def report(res: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--models", default="tiny,135m")
-    p.add_argument("--formats", default="F16,Q8_0,Q4_K")
-    p.add_argument("--llama-cpp", default=os.environ.get("RLX_LLAMA_CPP") or (
-        str(CACHE / "llama.cpp/build/bin")
-        if (CACHE / "llama.cpp/build/bin/llama-bench").is_file() else None))
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--prompt", type=int, default=128)
-    p.add_argument("--gen", type=int, default=64)
-    p.add_argument("--rounds", type=int, default=3)
+def llama_cpp_bin() -> str | None:
+    """The llama.cpp build the benchmarks run: ``$RLX_LLAMA_CPP``, else the one
+    ``build_llama_cpp.sh`` leaves in the cache, else None (not run)."""
+    built = CACHE / "llama.cpp/build/bin"
+    return os.environ.get("RLX_LLAMA_CPP") or (
+        str(built) if (built / "llama-bench").is_file() else None)
+
+
+def run_and_report(p: argparse.ArgumentParser, run: Callable[[argparse.Namespace], Any],
+                   report: Callable[[Any], str]) -> None:
+    """A benchmark's command line: ``--json`` / ``--md`` added to ``p``; the results of
+    ``run`` printed as ``report`` writes them, and saved where asked."""
     p.add_argument("--json", help="also write the results here")
     p.add_argument("--md", help="also write the Markdown table here")
     args = p.parse_args()
@@ -290,6 +291,18 @@ def main() -> None:
         Path(args.json).write_text(json.dumps(res, indent=1))
     if args.md:
         Path(args.md).write_text(text)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", default="tiny,135m")
+    p.add_argument("--formats", default="F16,Q8_0,Q4_K")
+    p.add_argument("--llama-cpp", default=llama_cpp_bin())
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--prompt", type=int, default=128)
+    p.add_argument("--gen", type=int, default=64)
+    p.add_argument("--rounds", type=int, default=3)
+    run_and_report(p, run, report)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.llama import CACHE, gguf_files, hf_model, llama_cpp_version
+from benchmarks.llama import (
+    gguf_files,
+    hf_model,
+    llama_cpp_bin,
+    llama_cpp_version,
+    run_and_report,
+)
 from benchmarks.machine import cpu_model
 from rlx.generate import Generator
 from rlx.models import llama
@@ -160,18 +166,8 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--no-grown", dest="grown", action="store_false",
                    help="skip the growing-cache form")
-    p.add_argument("--llama-cpp", default=str(CACHE / "llama.cpp/build/bin")
-                   if (CACHE / "llama.cpp/build/bin/llama-bench").is_file() else None)
-    p.add_argument("--json", help="also write the results here")
-    p.add_argument("--md", help="also write the Markdown table here")
-    args = p.parse_args()
-    res = run(args)
-    text = report(res)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(json.dumps(res, indent=1))
-    if args.md:
-        Path(args.md).write_text(text)
+    p.add_argument("--llama-cpp", default=llama_cpp_bin())
+    run_and_report(p, run, report)
 
 
 if __name__ == "__main__":

@@ -115,13 +115,18 @@ def context_decode(h: HirModule, c: LlamaConfig, context: int) -> None:
     h.set_outputs([logits, nxt, seen, *out])
 
 
+def token_count(h: HirModule, ids: HirValue) -> HirValue:
+    """``[1]`` i32: the tokens of ``ids [1, S]``, from its shape on the device."""
+    return h.mir("cast", [h.mir("reshape", [h.mir("dim", [ids], axis=1)], new_shape=[1])],
+                 to="i32")
+
+
 def prompt_cache(h: HirModule, c: LlamaConfig, ids: HirValue, fresh: list[HirValue],
                   context: int) -> list[HirValue]:
     """The prompt's K / V written into a zeroed cache of ``context`` rows, after the number
     of rows filled (``[1]`` i32, the prompt's length, from ``ids``' shape on the device)."""
     start = len(h)
-    length = h.mir("dim", [ids], axis=1)
-    filled = h.mir("cast", [h.mir("reshape", [length], new_shape=[1])], to="i32")
+    filled = token_count(h, ids)
     zero = h.constant(np.zeros((1, 1, 1), np.float32))
     empty = [h.mir("expand", [zero], target_shape=[1, context, c.kv_dim]) for _ in fresh]
     h.label_nodes_since(start, "positions")
@@ -129,4 +134,4 @@ def prompt_cache(h: HirModule, c: LlamaConfig, ids: HirValue, fresh: list[HirVal
 
 
 __all__ = ["cache_inputs", "cache_layer", "context_decode", "decode_rows", "fits_context",
-           "prompt_cache", "write_prompt"]
+           "prompt_cache", "token_count", "write_prompt"]

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
 from rlx.dialects.builder import HirModule, HirValue
 from rlx.dialects.enums import QUANT_SCHEMES
 from rlx.models.llama import ModelError
+from rlx.models.llama_cache import token_count
 from rlx.models.qwen35 import (
     FULL,
     Qwen35Config,
@@ -43,11 +45,10 @@ class _Ctx:
     def p(self, name: str) -> HirValue:
         return self.h.param(name, self.shapes[name])
 
+    @cached_property
     def slot0(self) -> HirValue:
         """``[0]`` i32: the cache's one slot."""
-        if -1 not in self.zeros:
-            self.zeros[-1] = self.h.constant(np.zeros(1, np.int32), "i32")
-        return self.zeros[-1]
+        return self.h.constant(np.zeros(1, np.int32), "i32")
 
     def zero(self, n: int) -> HirValue:
         if n not in self.zeros:
@@ -158,7 +159,7 @@ def full_layer(ctx: _Ctx, i: int, x: HirValue, cos: HirValue, sin: HirValue,
         # IREE 3.13 fuses the partial RoPE's generic into the scatter of K and then fails
         # on llvm-cpu ("expected no unbounded stack allocations"): K passes a barrier
         k = h.mir("barrier", [k])
-        k, v = (h.mir("write_rows", [old, new, ctx.slot0(), filled])
+        k, v = (h.mir("write_rows", [old, new, ctx.slot0, filled])
                 for new, old in ((k, past[0]), (v, past[1])))
         a = h.attention(q, k, v, seen, num_heads=c.num_heads, head_dim=c.head_dim,
                         mask_kind="causal_lengths")
@@ -303,8 +304,7 @@ def _trunk(ctx: _Ctx, seq: int | str, steps: int = 0
     if ctx.context is not None:     # rows filled before and after these S tokens
         filled, state = state[0], state[1:]
         start = len(h)
-        length = h.mir("cast", [h.mir("reshape", [h.mir("dim", [ids], axis=1)],
-                                      new_shape=[1])], to="i32")
+        length = token_count(h, ids)
         at = (filled, h.mir("binary", [filled, length], kind="add"))
         h.label_nodes_since(start, "positions")
         out.append(at[1])

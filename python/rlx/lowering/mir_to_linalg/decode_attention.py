@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import math as pymath
 from dataclasses import dataclass
+from typing import ClassVar, Self
 
 from iree.compiler import ir
 from iree.compiler.dialects import flow
@@ -99,27 +100,56 @@ kernel and a copy of itself (one thread's CPU time, interleaved rounds, one proc
 
 
 @dataclass(frozen=True)
-class AttentionKernel:
+class KernelShape:
+    """What rlx's llvm-cpu attention kernels are specialized for (this module's decode
+    kernel, :mod:`.prefill_attention`'s prefill kernel): heads, scale, mask form, batch;
+    and the executable's symbol, unique per shape."""
+
     heads: int
     kv_heads: int
     head_dim: int
     scale: float
     window: int | None = None
-    """sliding_window: the query sees keys ``j >= S_k - 1 - window``."""
+    """sliding_window: the query sees keys ``window`` positions back from its own."""
     batch: int = 1
-    """Query rows, one per sequence (``q [B, 1, H · hd]``, K / V ``[B, S_k, ...]``)."""
+    """Sequences, each with its rows of K / V (``[B, S_k, ...]``) and its query rows."""
     masked: bool = False
     """mask_kind custom: a key ``j`` of row ``b`` is seen where ``mask[b, j] >= 0.5``."""
     lengths: bool = False
-    """mask_kind causal_lengths: row ``b`` sees its keys ``j < n_b`` (``n [B] i32``)."""
+    """mask_kind causal_lengths: row ``b`` has ``n_b`` keys filled (``n [B] i32``)."""
+
+    KIND: ClassVar[str] = "decode"
+
+    def mask_suffix(self) -> str:
+        return "_m" if self.masked else "_n" if self.lengths else ""
 
     @property
     def symbol(self) -> str:
         window = "" if self.window is None else f"_w{self.window}"
         rows = "" if self.batch == 1 else f"_b{self.batch}"
-        mask = "_m" if self.masked else "_n" if self.lengths else ""
-        return (f"rlx_attention_decode_{self.heads}x{self.kv_heads}x{self.head_dim}"
-                f"_s{f32_bits(self.scale):08x}{window}{rows}{mask}")
+        return (f"rlx_attention_{self.KIND}_{self.heads}x{self.kv_heads}x{self.head_dim}"
+                f"_s{f32_bits(self.scale):08x}{window}{rows}{self.mask_suffix()}")
+
+    @property
+    def chunks(self) -> int:
+        """16-lane chunks of a head."""
+        return self.head_dim // 16
+
+    @classmethod
+    def of(cls, op: Decoded, scale: float, batch: int, **extra: bool) -> Self:
+        """The shape of attention op ``op`` (``batch`` sequences, scores scaled by
+        ``scale``)."""
+        a = op.attrs
+        kind, hd = a["mask_kind"], a["head_dim"]
+        return cls(a["num_heads"], emit.static_shape(op["k"])[2] // hd, hd, scale,
+                   (a.get("window") or 0) if kind == "sliding_window" else None, batch,
+                   kind == "custom", kind == "causal_lengths", **extra)
+
+
+@dataclass(frozen=True)
+class AttentionKernel(KernelShape):
+    """The decode kernel: one query row a sequence (``q [B, 1, H · hd]``); a window sees
+    keys ``j >= S_k - 1 - window``, causal_lengths the keys ``j < n_b``."""
 
     @property
     def rowwise(self) -> bool:
@@ -184,11 +214,6 @@ class AttentionKernel:
         t("%none = arith.cmpi eq, %seen, %c0n : index")
         t("%upto = arith.select %none, %rows, %seen : index")
         t("%len = affine.apply affine_map<()[s0, s1] -> (s0 + s1)>()[%first, %upto]")
-
-    @property
-    def chunks(self) -> int:
-        """16-lane chunks of a head."""
-        return self.head_dim // 16
 
     @property
     def kv_memref(self) -> str:
@@ -343,11 +368,7 @@ def kernel_for(ctx: LoweringContext, op: Decoded, scale: float) -> AttentionKern
     taken = packed_f32(ctx, op)
     if taken is None or taken[1] != 1:
         return None
-    a, k = op.attrs, op["k"]
-    kind, hd = a["mask_kind"], a["head_dim"]
-    window = (a.get("window") or 0) if kind == "sliding_window" else None
-    return AttentionKernel(a["num_heads"], emit.static_shape(k)[2] // hd, hd, scale, window,
-                           taken[0], kind == "custom", kind == "causal_lengths")
+    return AttentionKernel.of(op, scale, taken[0])
 
 
 def kernel_operands(op: Decoded, batch: int, masked: bool, lengths: bool,
@@ -383,4 +404,5 @@ def dispatch(ctx: LoweringContext, kern: AttentionKernel, op: Decoded) -> ir.Val
     return emit.expand(o, [[0, 1, 2]], [kern.batch, 1, kern.heads * kern.head_dim])
 
 
-__all__ = ["AttentionKernel", "dispatch", "kernel_for", "kernel_operands", "packed_f32"]
+__all__ = ["AttentionKernel", "KernelShape", "dispatch", "kernel_for", "kernel_operands",
+           "packed_f32"]

@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import math as pymath
 from dataclasses import dataclass
+from typing import ClassVar
 
 from iree.compiler import ir
 from iree.compiler.dialects import arith, flow
@@ -72,7 +73,7 @@ from iree.compiler.dialects import arith, flow
 from rlx.dialects.schema import Decoded
 from rlx.lowering import emit
 from rlx.lowering.mir_to_linalg import decode_attention
-from rlx.lowering.mir_to_linalg.decode_attention import MASKED
+from rlx.lowering.mir_to_linalg.decode_attention import MASKED, KernelShape
 from rlx.lowering.mir_to_linalg.executable import (
     I16,
     V16,
@@ -80,7 +81,6 @@ from rlx.lowering.mir_to_linalg.executable import (
     Scalar,
     Text,
     executable_text,
-    f32_bits,
     f32_literal,
     record,
 )
@@ -102,36 +102,21 @@ GROUP = 128
 
 
 @dataclass(frozen=True)
-class PrefillAttentionKernel:
-    heads: int
-    kv_heads: int
-    head_dim: int
-    scale: float
-    window: int | None = None
-    """sliding_window: query ``m`` sees keys ``pos - window .. pos``."""
-    batch: int = 1
-    masked: bool = False
-    """custom: a key ``j`` of row ``b`` scores the masked fill where ``mask[b, j] < 0.5``."""
-    lengths: bool = False
-    """causal_lengths: ``pos = n_b - S + m`` (``n [B] i32``)."""
+class PrefillAttentionKernel(KernelShape):
+    """The prefill kernel: query rows ``m`` of a sequence; a window sees keys ``pos -
+    window .. pos``, causal_lengths puts query ``m`` at ``pos = n_b - S + m``."""
+
     causal: bool = False
     """causal / sliding_window: ``pos = S_k - S + m``."""
 
-    @property
-    def symbol(self) -> str:
-        window = "" if self.window is None else f"_w{self.window}"
-        rows = "" if self.batch == 1 else f"_b{self.batch}"
-        mask = "_m" if self.masked else "_n" if self.lengths else "_c" if self.causal else ""
-        return (f"rlx_attention_prefill_{self.heads}x{self.kv_heads}x{self.head_dim}"
-                f"_s{f32_bits(self.scale):08x}{window}{rows}{mask}")
+    KIND: ClassVar[str] = "prefill"
+
+    def mask_suffix(self) -> str:
+        return super().mask_suffix() or ("_c" if self.causal else "")
 
     @property
     def tile(self) -> int:
         return max(1, min(MAX_TILE, TILE_BYTES // (4 * self.head_dim)))
-
-    @property
-    def chunks(self) -> int:
-        return self.head_dim // 16
 
     @property
     def positioned(self) -> bool:
@@ -424,12 +409,8 @@ def kernel_for(ctx: LoweringContext, op: Decoded, scale: float
     taken = decode_attention.packed_f32(ctx, op)
     if taken is None or taken[1] == 1:
         return None
-    a, k = op.attrs, op["k"]
-    kind, hd = a["mask_kind"], a["head_dim"]
-    window = (a.get("window") or 0) if kind == "sliding_window" else None
-    return PrefillAttentionKernel(
-        a["num_heads"], emit.static_shape(k)[2] // hd, hd, scale, window, taken[0],
-        kind == "custom", kind == "causal_lengths", kind in ("causal", "sliding_window"))
+    causal = op.attrs["mask_kind"] in ("causal", "sliding_window")
+    return PrefillAttentionKernel.of(op, scale, taken[0], causal=causal)
 
 
 def dispatch(ctx: LoweringContext, kern: PrefillAttentionKernel, op: Decoded) -> ir.Value:
