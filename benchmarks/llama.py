@@ -18,6 +18,12 @@ package, no Q4_K). Then, per format:
 - llama.cpp: ``llama-bench -t THREADS -p PROMPT -n GEN -r 1`` on the same GGUF file, once
   in every round (so that a slow phase of a shared machine hits all three sides alike).
 
+Quantized files run in each numerics mode of ``--modes`` (default both), as rows of their
+own beside the same HF and llama.cpp timings: ``exact`` (f32 activations; rlx's default)
+and ``q8`` (``activation_quant="q8"``: each decode GEMV's activations quantized to 8-bit
+blocks and integer block dot products, the numerics llama.cpp's CPU backend uses). F16 rows
+run exact only.
+
 Reported: tokens/s (median of ``--rounds``), rlx/HF and rlx/llama.cpp as speed ratios
 (above 1: rlx is faster), decode GB/s = weight bytes one decode token reads (every linear
 weight as stored in the file, the LM head included; the embedding row and the KV cache are
@@ -25,10 +31,10 @@ negligible here) x tokens/s, and the dispatches one decode token runs (IREE stre
 dispatches of the ``decode`` function).
 
 Usage: ``python benchmarks/llama.py [--models tiny,135m,1b] [--formats F16,Q8_0,Q4_K]
-[--llama-cpp DIR] [--threads 2] [--json out.json]``. ``DIR`` holds ``llama-bench`` and
-``llama-quantize`` (default ``$RLX_LLAMA_CPP`` or ``benchmarks/.cache/llama.cpp/build/bin``;
-``benchmarks/build_llama_cpp.sh`` builds them). Generated files go to
-``benchmarks/.cache/`` (git-ignored).
+[--modes exact,q8] [--llama-cpp DIR] [--threads 2] [--json out.json]``. ``DIR`` holds
+``llama-bench`` and ``llama-quantize`` (default ``$RLX_LLAMA_CPP`` or
+``benchmarks/.cache/llama.cpp/build/bin``; ``benchmarks/build_llama_cpp.sh`` builds them).
+Generated files go to ``benchmarks/.cache/`` (git-ignored).
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ import transformers  # noqa: E402
 from tests.hf_gguf import write_gguf  # noqa: E402
 
 import rlx.gguf  # noqa: E402
+from benchmarks.machine import cpu_model  # noqa: E402
 from rlx.compiler import dispatch_counts  # noqa: E402
 from rlx.generate import Generator  # noqa: E402
 from rlx.models import llama  # noqa: E402
@@ -127,10 +134,10 @@ def timed(fn: Callable[[], Any]) -> float:
     return own if isinstance(own, float) else time.perf_counter() - t0
 
 
-def rlx_side(path: Path, prompt: list[int], gen: int) -> dict[str, Any]:
+def rlx_side(path: Path, prompt: list[int], gen: int, mode: str = "exact") -> dict[str, Any]:
     model = llama.from_gguf(path)
     t0 = time.perf_counter()
-    g = Generator(model)
+    g = Generator(model, options=mode_options(mode))
     compile_s = time.perf_counter() - t0
 
     def decode() -> float:
@@ -140,9 +147,40 @@ def rlx_side(path: Path, prompt: list[int], gen: int) -> dict[str, Any]:
         return time.perf_counter() - t0
 
     counts = dispatch_counts(llama.build(model.config, functions=("decode",),
-                                         context=model.context))
+                                         context=model.context), **mode_options(mode))
     return {"prefill": lambda: g.prefill(prompt), "decode": decode, "compile_s": compile_s,
             "dispatches": counts.stream}
+
+
+QUANT_MODES = ("exact", "q8")
+"""rlx's numerics modes for quantized decode GEMVs: ``exact`` (f32 activations, within
+dequant_matmul's f32 tolerance) and ``q8`` (``activation_quant="q8"``: activations
+quantized to 8-bit blocks and integer block dot products, llama.cpp's numerics)."""
+
+
+def mode_options(mode: str) -> dict[str, Any]:
+    """The compile options of a numerics mode."""
+    return {} if mode == "exact" else {"activation_quant": mode}
+
+
+def modes_for(fmt: str, modes: list[str]) -> list[str]:
+    """The modes that differ for a file format: ``q8`` only where the weights are
+    quantized (F16 / F32 GEMVs have no quantized-activation form)."""
+    return [m for m in modes if m == "exact" or fmt not in ("F16", "F32", "BF16")]
+
+
+def parse_modes(text: str) -> list[str]:
+    modes = text.split(",")
+    bad = [m for m in modes if m not in QUANT_MODES]
+    if bad or not modes:
+        sys.exit(f"error: --modes: expected some of {', '.join(QUANT_MODES)}, found {text!r}")
+    return modes
+
+
+def format_label(row: dict[str, Any]) -> str:
+    """A row's format cell: the file format, and the numerics mode where it is not exact."""
+    mode = row.get("mode", "exact")
+    return row["format"] if mode == "exact" else f"{row['format']} ({mode})"
 
 
 def hf_side(model: transformers.PreTrainedModel, prompt: list[int], gen: int
@@ -198,16 +236,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         hf_fns = hf_side(hf, prompt, args.gen)
         hf_t: dict[str, list[float]] = {"prefill": [], "decode": []}
         for fmt, path in files.items():
-            print(f"{shape} {fmt}: compiling rlx", file=sys.stderr)
-            side = rlx_side(path, prompt, args.gen)
-            rlx_t: dict[str, list[float]] = {"prefill": [], "decode": []}
+            modes = modes_for(fmt, args.modes)
+            print(f"{shape} {fmt}: compiling rlx ({', '.join(modes)})", file=sys.stderr)
+            sides = {m: rlx_side(path, prompt, args.gen, m) for m in modes}
+            rlx_t = {m: {"prefill": [], "decode": []} for m in modes}
             for phase in ("prefill", "decode"):
-                side[phase]()  # warm-up
+                for side in sides.values():
+                    side[phase]()  # warm-up
                 hf_fns[phase]()
             cpp_tps: dict[str, list[float]] = {"prefill": [], "decode": []}
             for _ in range(args.rounds):  # interleaved: noise hits every side alike
                 for phase in ("prefill", "decode"):
-                    rlx_t[phase].append(timed(side[phase]))
+                    for m, side in sides.items():
+                        rlx_t[m][phase].append(timed(side[phase]))
                     hf_t[phase].append(timed(hf_fns[phase]))
                 if bindir is not None:  # one llama-bench repetition (after its warm-up)
                     for phase, tps in llama_bench(bindir, path, args.threads, args.prompt,
@@ -215,22 +256,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         cpp_tps[phase].append(tps)
             cpp = {phase: statistics.median(v) for phase, v in cpp_tps.items() if v}
             nbytes = decode_bytes(path)
-            row = {"model": shape, "format": fmt, "file_mb": path.stat().st_size / 1e6,
-                   "compile_s": side["compile_s"], "dispatches_per_token": side["dispatches"],
-                   "decode_weight_mb": nbytes / 1e6}
-            for phase, n in (("prefill", args.prompt), ("decode", args.gen)):
-                row[f"rlx_{phase}_tps"] = n / statistics.median(rlx_t[phase])
-                row[f"hf_{phase}_tps"] = n / statistics.median(hf_t[phase])
-                if phase in cpp:
-                    row[f"llama_cpp_{phase}_tps"] = cpp[phase]
-            row["rlx_decode_gbs"] = nbytes * row["rlx_decode_tps"] / 1e9
-            if "llama_cpp_decode_tps" in row:
-                row["llama_cpp_decode_gbs"] = nbytes * row["llama_cpp_decode_tps"] / 1e9
-            rows.append(row)
-            print(_line(row), file=sys.stderr)
-            del side
-    return {"machine": f"{platform.machine()} {os.cpu_count()} cpus, torch {torch.__version__},"
-                       f" transformers {transformers.__version__}",
+            for m, side in sides.items():
+                row = {"model": shape, "format": fmt, "mode": m,
+                       "file_mb": path.stat().st_size / 1e6, "compile_s": side["compile_s"],
+                       "dispatches_per_token": side["dispatches"],
+                       "decode_weight_mb": nbytes / 1e6}
+                for phase, n in (("prefill", args.prompt), ("decode", args.gen)):
+                    row[f"rlx_{phase}_tps"] = n / statistics.median(rlx_t[m][phase])
+                    row[f"hf_{phase}_tps"] = n / statistics.median(hf_t[phase])
+                    if phase in cpp:
+                        row[f"llama_cpp_{phase}_tps"] = cpp[phase]
+                row["rlx_decode_gbs"] = nbytes * row["rlx_decode_tps"] / 1e9
+                if "llama_cpp_decode_tps" in row:
+                    row["llama_cpp_decode_gbs"] = nbytes * row["llama_cpp_decode_tps"] / 1e9
+                rows.append(row)
+                print(_line(row), file=sys.stderr)
+            del sides
+    return {"machine": f"{cpu_model()} ({platform.machine()}), {os.cpu_count()} cpus, load "
+                       f"average {os.getloadavg()[0]:.1f} at the end, torch "
+                       f"{torch.__version__}, transformers {transformers.__version__}",
             "llama_cpp": llama_cpp_version(bindir) if bindir is not None else None,
             "threads": args.threads, "prompt": args.prompt, "gen": args.gen,
             "rounds": args.rounds, "rows": rows}
@@ -257,7 +301,7 @@ def report(res: dict[str, Any]) -> str:
              "llama.cpp | dispatches / token | compile s |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in res["rows"]:
-        cells = [r["model"], r["format"]]
+        cells = [r["model"], format_label(r)]
         for phase in ("prefill", "decode"):
             rlx_, hf_, cpp = (r.get(f"{s}_{phase}_tps") for s in ("rlx", "hf", "llama_cpp"))
             cells += [f"{rlx_:.0f} / {hf_:.0f} / " + (f"{cpp:.0f}" if cpp else "n/a"),
@@ -302,6 +346,9 @@ def main() -> None:
     p.add_argument("--prompt", type=int, default=128)
     p.add_argument("--gen", type=int, default=64)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--modes", type=parse_modes, default=list(QUANT_MODES),
+                   help="numerics modes of quantized rows (exact: f32 activations; q8: "
+                        "activation_quant='q8'); F16 rows run exact only")
     run_and_report(p, run, report)
 
 

@@ -13,6 +13,9 @@ call on a ``--prompt``-token prompt) and ``--gen`` pipelined greedy decode steps
 (f32) the same; ``llama-bench -p PROMPT -n GEN -r 1``. Dispatches a decode token runs: IREE
 stream dispatches of the ``decode`` function.
 
+Quantized files run in each numerics mode of ``--modes`` (``exact`` and ``q8``, as
+``benchmarks/llama.py`` describes), rows of their own beside the same HF and llama.cpp runs.
+
 Speculative (``--speculative-format``, K = ``--draft-tokens``): tokens/s of greedy
 generation of ``--gen`` tokens through ``rlx.speculative`` with the MTP head (its measured
 acceptance rate; random weights: about 1/vocabulary) and with a draft that is always right
@@ -46,12 +49,17 @@ import transformers  # noqa: E402
 
 from benchmarks.llama import (  # noqa: E402
     CACHE,
+    QUANT_MODES,
     QUANTIZE_TYPES,
     _line,
     _ratio,
     decode_bytes,
+    format_label,
     llama_bench,
     llama_cpp_version,
+    mode_options,
+    modes_for,
+    parse_modes,
     timed,
 )
 from benchmarks.machine import cpu_model  # noqa: E402
@@ -125,10 +133,10 @@ def gguf_files(shape: str, model: Any, tensors: dict[str, np.ndarray], formats: 
     return {k: v for k, v in files.items() if k in formats}
 
 
-def rlx_side(path: Path, prompt: list[int], gen: int) -> dict[str, Any]:
+def rlx_side(path: Path, prompt: list[int], gen: int, mode: str = "exact") -> dict[str, Any]:
     model = qwen35.from_gguf(path)
     t0 = time.perf_counter()
-    g = Generator(model)
+    g = Generator(model, options=mode_options(mode))
     compile_s = time.perf_counter() - t0
 
     def decode() -> float:
@@ -137,7 +145,9 @@ def rlx_side(path: Path, prompt: list[int], gen: int) -> dict[str, Any]:
         g.greedy(prompt[1], 1, state, gen)
         return time.perf_counter() - t0
 
-    counts = dispatch_counts(qwen35.build(model.config, functions=("decode",)))
+    counts = dispatch_counts(qwen35.build(model.config, functions=("decode",),
+                                          context=model.context),
+                             **mode_options(mode))
     return {"prefill": lambda: g.prefill(prompt), "decode": decode, "compile_s": compile_s,
             "dispatches": counts.stream, "gen": g}
 
@@ -203,32 +213,37 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         files = gguf_files(shape, hf, tensors, args.formats.split(","), bindir)
         hf_fns = hf_side(hf, prompt, args.gen)
         for fmt, path in files.items():
-            print(f"{shape} {fmt}: compiling rlx", file=sys.stderr)
-            side = rlx_side(path, prompt, args.gen)
+            modes = modes_for(fmt, args.modes)
+            print(f"{shape} {fmt}: compiling rlx ({', '.join(modes)})", file=sys.stderr)
+            sides = {m: rlx_side(path, prompt, args.gen, m) for m in modes}
             t: dict[str, dict[str, list[float]]] = {s: {"prefill": [], "decode": []}
-                                                     for s in ("rlx", "hf", "cpp")}
+                                                     for s in (*modes, "hf", "cpp")}
             for phase in ("prefill", "decode"):
-                side[phase]()
+                for side in sides.values():
+                    side[phase]()
                 hf_fns[phase]()
             for _ in range(args.rounds):
                 for phase in ("prefill", "decode"):
-                    t["rlx"][phase].append(timed(side[phase]))
+                    for m, side in sides.items():
+                        t[m][phase].append(timed(side[phase]))
                     t["hf"][phase].append(timed(hf_fns[phase]))
                 if bindir is not None:
                     for phase, tps in llama_bench(bindir, path, args.threads, args.prompt,
                                                   args.gen, 1).items():
                         t["cpp"][phase].append(tps)
             nbytes = decode_bytes(path)
-            row = {"model": shape, "format": fmt, "compile_s": side["compile_s"],
-                   "dispatches_per_token": side["dispatches"], "decode_weight_mb": nbytes / 1e6}
-            for phase, n in (("prefill", args.prompt), ("decode", args.gen)):
-                row[f"rlx_{phase}_tps"] = n / statistics.median(t["rlx"][phase])
-                row[f"hf_{phase}_tps"] = n / statistics.median(t["hf"][phase])
-                if t["cpp"][phase]:
-                    row[f"llama_cpp_{phase}_tps"] = statistics.median(t["cpp"][phase])
-            rows.append(row)
-            print(_line(row), file=sys.stderr)
-            del side
+            for m, side in sides.items():
+                row = {"model": shape, "format": fmt, "mode": m, "compile_s": side["compile_s"],
+                       "dispatches_per_token": side["dispatches"],
+                       "decode_weight_mb": nbytes / 1e6}
+                for phase, n in (("prefill", args.prompt), ("decode", args.gen)):
+                    row[f"rlx_{phase}_tps"] = n / statistics.median(t[m][phase])
+                    row[f"hf_{phase}_tps"] = n / statistics.median(t["hf"][phase])
+                    if t["cpp"][phase]:
+                        row[f"llama_cpp_{phase}_tps"] = statistics.median(t["cpp"][phase])
+                rows.append(row)
+                print(_line(row), file=sys.stderr)
+            del sides
             if fmt == args.speculative_format:
                 spec = speculative_row(path, prompt[:16], args.gen, args.draft_tokens,
                                        args.rounds)
@@ -253,7 +268,7 @@ def report(res: dict[str, Any]) -> str:
              "| decode tok/s rlx / HF / llama.cpp | rlx÷HF | rlx÷llama.cpp | dispatches / "
              "token | compile s |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in res["rows"]:
-        cells = [r["model"], r["format"]]
+        cells = [r["model"], format_label(r)]
         for phase in ("prefill", "decode"):
             rlx_, hf_, cpp = (r.get(f"{s}_{phase}_tps") for s in ("rlx", "hf", "llama_cpp"))
             cells += [f"{rlx_:.1f} / {hf_:.1f} / " + (f"{cpp:.1f}" if cpp else "n/a"),
@@ -285,6 +300,8 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--draft-tokens", type=int, default=3)
     p.add_argument("--speculative-format", default="Q8_0")
+    p.add_argument("--modes", type=parse_modes, default=list(QUANT_MODES),
+                   help="numerics modes of quantized rows (as benchmarks/llama.py's)")
     p.add_argument("--json")
     p.add_argument("--md")
     args = p.parse_args()
