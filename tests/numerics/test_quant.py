@@ -303,7 +303,7 @@ KERNEL_SCHEMES = ("gguf_q8_0", "gguf_q4_k", "gguf_q5_0", "gguf_q4_0", "gguf_q6_k
 
 def test_gemv_kernels() -> None:
     """llvm-cpu's hand-written decode GEMVs (Q8_0, Q4_K; Q5_0 and Q4_0 through the Q8_0
-    kernel, widened to bytes; Q6_K through its per-16 variant) against the float64
+    kernel, widened to bytes; Q6_K from planes of the file's size) against the float64
     reference on blocks in which every bit is set and clear somewhere, at row counts that
     give workgroups of 4, 8, 12, 20, 24 and 32 rows (gemv_kernels.workgroup_rows: any
     multiple of 4), K from one to four Q4_K superblocks and Q8_0 / Q5_0 at a 135M model's
@@ -372,21 +372,22 @@ def test_gemv_kernels_batched() -> None:
 
 def hoisted_rows(scheme: str, k: int) -> int:
     """The most rows (a multiple of 4) whose widening to bytes IREE still hoists at K: a
-    Q5_0 / Q4_0 / Q6_K weight runs its kernel up to there (gemv_kernels.kernel_for)."""
+    Q5_0 / Q4_0 weight (Q6_K batched or q8) runs its kernel up to there
+    (gemv_kernels.kernel_for)."""
     return (LoweringOptions.hoist_growth // (k - QUANT_SCHEMES[scheme].row_bytes(k))) // 4 * 4
 
 
 def test_gemv_kernels_smallest_and_large_shapes() -> None:
     """Every kernel at its smallest legal shape (N = 4 rows, one workgroup of one tile; K =
     one block: 32 for Q8_0 / Q5_0 / Q4_0, 256 for Q4_K / Q6_K) and at K = 4096 with many
-    workgroups (Q8_0 / Q4_K: 4096 rows; the widened schemes: the most rows still hoisted),
+    workgroups (Q8_0 / Q4_K / Q6_K: 4096 rows; Q5_0 / Q4_0: the most rows still hoisted),
     against the float64 reference; the kernels are checked to be what ran."""
     rng = np.random.default_rng(17)
     h = rlx.HirModule("kernel_bounds")
     xs = {k: h.input(f"x{k}", (1, k)) for k in (32, 256, 4096)}
     shapes = [(s, 4, 256 if s in ("gguf_q4_k", "gguf_q6_k") else 32) for s in KERNEL_SCHEMES]
-    shapes += [(s, 4096 if s in ("gguf_q8_0", "gguf_q4_k") else hoisted_rows(s, 4096), 4096)
-               for s in KERNEL_SCHEMES]
+    shapes += [(s, 4096 if s in ("gguf_q8_0", "gguf_q4_k", "gguf_q6_k") else
+                hoisted_rows(s, 4096), 4096) for s in KERNEL_SCHEMES]
     weights, outs = {}, []
     for s, rows, k in shapes:
         name = f"{s}.{rows}x{k}"
@@ -436,11 +437,12 @@ def test_batched_kernel_rows_the_bounds_rest_on() -> None:
 
 @pytest.mark.parametrize("scheme", ["gguf_q5_0", "gguf_q4_0", "gguf_q6_k"])
 def test_widened_kernel_only_where_hoisted(scheme: str) -> None:
-    """Q5_0 / Q4_0 run the Q8_0 kernel (Q6_K its per-16 variant) only where their widening
-    to bytes (which grows the weight) is still hoisted into initializers by IREE: the
-    decode GEMV is then one dispatch per call. Just over the bound, or under a threshold
-    lowered by the user's flags, they keep the fused form, also one dispatch; a kernel there
-    would re-widen the weight on every call (two dispatches)."""
+    """Q5_0 / Q4_0 run the Q8_0 kernel only where their widening to bytes (which grows the
+    weight) is still hoisted into initializers by IREE: the decode GEMV is then one
+    dispatch per call. Just over the bound, or under a threshold lowered by the user's
+    flags, they keep the fused form, also one dispatch; a kernel there would re-widen the
+    weight on every call (two dispatches). Q6_K at M = 1 reads planes of the file's size
+    (no growth): its kernel runs on either side of the bound, still one dispatch."""
     def module(n: int, k: int) -> rlx.HirModule:
         h = rlx.HirModule("g")
         x = h.input("x", (1, k))
@@ -450,7 +452,9 @@ def test_widened_kernel_only_where_hoisted(scheme: str) -> None:
 
     k = 2048
     fits = hoisted_rows(scheme, k)
-    for n, kernel, flags in ((fits, True, []), (fits + 4, False, []), (fits, False, NO_HOIST)):
+    packed = scheme == "gguf_q6_k"
+    for n, kernel, flags in ((fits, True, []), (fits + 4, packed, []),
+                             (fits, packed, NO_HOIST)):
         linalg = rlx.compile(module(n, k), "llvm-cpu", emit="linalg", extra_flags=flags)
         assert ("@rlx_gemv_" in linalg) == kernel, (n, k, flags)
         counts = rlx.compiler.dispatch_counts(module(n, k), "llvm-cpu", extra_flags=flags)
@@ -580,14 +584,15 @@ def test_gemv_swiglu_prologue() -> None:
 def test_one_dispatch_per_decode_gemv(target: str) -> None:
     """Each M = 1 dequant_matmul is one dispatch of @main (the repacking is in initializers):
     a matvec with the dequant fused in, or on llvm-cpu one of rlx's GEMV kernels (Q8_0,
-    Q4_K; not Q4_0 / Q5_0 widened to bytes: the growth threshold is 0 here)."""
+    Q4_K, Q6_K from planes of the file's size; not Q4_0 / Q5_0 widened to bytes: the growth
+    threshold is 0 here)."""
     h = all_schemes_module(512, 64, 1)
     main = flow_exports(h, target)
     kernels = []
     if target == "llvm-cpu":
         kernels = re.findall(r"flow\.dispatch @rlx_gemv_(\w+)::", rlx.compile(
             h, target, emit="linalg", extra_flags=NO_HOIST))
-        assert kernels == ["q8_0_64x512", "q4_k_64x512"], kernels   # no room to widen
+        assert kernels == ["q8_0_64x512", "q4_k_64x512", "q6_k_64x512"], kernels  # no widening
     assert len(main) + len(kernels) == len(h.outputs), main
     # BF16 is converted in the contraction body (integer ops), which IREE files as a
     # "reduction"; every other scheme is a matvec with its dequant fused in.
@@ -844,6 +849,13 @@ def test_activation_quant_options() -> None:
     assert kernel_for("gguf_q4_k", 1, 64, 512, q8).int_dot == q8.int_dot   # type: ignore[union-attr]
     assert kernel_for("gguf_q4_k", 3, 64, 512, q8).int_dot is None         # type: ignore[union-attr]
     assert kernel_for("gguf_q6_k", 1, 64, 512, q8).int_dot == q8.int_dot   # type: ignore[union-attr]
+    big = hoisted_rows("gguf_q6_k", 2048) + 4       # its widened q8 plane would not be hoisted
+    for options in (exact, q8):                     # the packed exact kernel, in either mode
+        kern = kernel_for("gguf_q6_k", 1, big, 2048, options)
+        assert kern is not None
+        assert kern.q6_k_packed
+        assert kern.int_dot is None
+    assert kernel_for("gguf_q6_k", 2, big, 2048, exact) is None   # batched: widened only
     assert kernel_for("gguf_q5_k", 1, 64, 512, q8) is None
     for bad in ({"target": "vulkan"}, {"gemv_kernels": False}):
         with pytest.raises(CompileError, match="activation_quant"):

@@ -1,6 +1,7 @@
 """Hand-written decode GEMV kernels (``M = 1``; batched, ``M <= 8``) for llvm-cpu: Q8_0 (also
 running Q5_0 and Q4_0, their quants widened to bytes at load: :data:`BYTE_PLANE`), its
-per-16-scale variant (Q6_K widened: :data:`SIXTEEN_PLANE`) and Q4_K.
+per-16-scale variant (Q6_K widened, batched and ``q8``: :data:`SIXTEEN_PLANE`), Q6_K from
+planes of the file's size (``M = 1``) and Q4_K.
 
 IREE 3.13 compiles rlx's fused dequant + matvec (:func:`.rule.fused_matmul`) into code that
 reduces each 32-weight block horizontally into a scalar accumulator, which caps Q8_0 at ~50%
@@ -17,9 +18,14 @@ the dequantize-then-multiply form, never bit-identical to it):
 - **Q8_0** ``y[n] = Σ_b d[n, b] · Σ_i q[n, 32b + i] · x[32b + i]``: the i8 ``q`` and f16
   ``d`` planes (1.0625 bytes per weight, as in the file); per 32 weights of a row two
   sign extensions, two conversions, two multiplies and two FMAs into the row's partials.
-- **Q6_K** ``y[n] = Σ_j s[n, j] · Σ_i q[n, 16j + i] · x[16j + i]``: i8 ``q = (ql | qh << 4)
-  - 32`` and f32 ``s = d · sc`` per 16 weights (1.25 bytes per weight held, against 0.82 in
-  the file); per 32 weights two conversions, two multiplies and two FMAs.
+- **Q6_K** ``y[n] = Σ_j s[n, j] · Σ_i q[n, 16j + i] · x[16j + i]`` with ``q = (ql | qh <<
+  4) - 32`` and ``s = d · sc`` per 16 weights. At ``M = 1`` (exact mode) from planes of the
+  file's size (0.82 bytes a weight: :func:`_q6_k_body`): the low nibbles of 128 weights as
+  16 i32 lanes (as Q4_K's), their 2-bit highs as 16 i16 lanes, the signed scale bytes and
+  ``d``; per 16 weights two shifts, two masks, an or, a subtract, a conversion, a multiply
+  and an FMA by ``d · sc`` (formed once a chunk). Batched and ``q8``: an i8 ``q`` widened at
+  load and f32 ``s`` (1.25 bytes per weight held, within ``hoist_growth``); per 32 weights
+  two conversions, two multiplies and two FMAs.
 - **Q4_K** ``y[n] = Σ_g S[n, g] · F[n, g] - Σ_g M[n, g] · X[g]``, with ``X[g]`` the sum of
   ``x`` over group ``g`` (computed once per workgroup) and, per weight ``q`` (4 bits),
   ``f = 1 + q / 16`` built as f32 bits (``0x3F800000 | q << 19``: an integer shift, mask and
@@ -66,6 +72,10 @@ a multiple of 32, of 256 for Q4_K and Q6_K; ``rows`` a multiple of 4 that divide
   [0, 16)]``, at most ``128 (K / 32) - 1 = 4 K - 1``; ``x[32 b + [0, 32)] < K``; Q8_0's
   ``d [N / 4, K / 8]`` at ``4 b + i < K / 8``; Q6_K's ``d [N / 4, K / 4]`` at
   ``8 b + 2 i + h < K / 4``;
+- packed Q6_K: chunk ``c < K / 128`` reads ``ql [N / 4, K / 2]`` (i32) and ``qh [N / 4,
+  K / 2]`` (i16) at ``64 c + 16 i + [0, 16) < K / 2``, ``x[128 c + 16 j + [0, 16)] < K``,
+  ``sc [N / 4, K / 4]`` at ``32 c + 8 i + [0, 8) < K / 4`` and ``d [N / 4, K / 64]`` at
+  ``4 (c / 2) + i < K / 64`` (``K / 128`` even since ``K % 256 = 0``);
 - Q4_K: chunk ``c < K / 128`` reads ``q [N / 4, K / 2]`` at ``64 c + 16 i + [0, 16) < K / 2``,
   ``x[128 c + 16 j + [0, 16)] < K``, ``s [N / 4, K / 8]`` at ``16 c + 4 i + g < K / 8``; the
   group sums ``xs [K / 32]`` and ``m [N / 4, K / 8]`` are read 8 at a time from
@@ -105,6 +115,7 @@ from rlx.lowering.mir_to_linalg.quant.gemv_prologues import glu_prologue, norm_p
 from rlx.lowering.mir_to_linalg.quant.gemv_q8 import MAX_Q8_K, q8_body
 from rlx.lowering.mir_to_linalg.quant.gemv_text import (
     ROWS_PER_TILE,
+    V8,
     at,
     close_reduction,
     q4_k_constants,
@@ -207,6 +218,14 @@ class Kernel:
                 f"{norm}{glu}{add}")
 
     @property
+    def q6_k_packed(self) -> bool:
+        """Q6_K at ``M = 1`` in the exact mode reads planes of the file's own size (its
+        nibbles, 2-bit highs, byte scales and f16 ``d``: :func:`_q6_k_body`), so that it
+        needs no growth to be hoisted and runs at any size; the batched and ``q8`` bodies
+        read the widened i8 plane (``SIXTEEN_PLANE``, within ``hoist_growth``)."""
+        return self.scheme == "gguf_q6_k" and self.batch == 1 and self.int_dot is None
+
+    @property
     def bindings(self) -> dict[str, str]:
         """The kernel's operands in dispatch order (``x``, the weight planes of
         :func:`.gemv_planes.kernel_planes`, the result ``y``): name -> memref type. The planes
@@ -214,6 +233,9 @@ class Kernel:
         n, k = self.n // ROWS_PER_TILE, self.k * ROWS_PER_TILE
         if self.scheme in BYTE_PLANE:
             planes = {"q": memref([n, k], "i8"), "d": memref([n, k // 32], "f16")}
+        elif self.q6_k_packed:                   # Q6_K's low nibbles, high pairs, sc, d
+            planes = {"ql": memref([n, k // 8], "i32"), "qh": memref([n, k // 8], "i16"),
+                      "sc": memref([n, k // 16], "i8"), "d": memref([n, k // 256], "f16")}
         elif self.scheme in SIXTEEN_PLANE:
             planes = {"q": memref([n, k], "i8"), "d": memref([n, k // 16], "f32")}
         elif self.int_dot is not None:           # Q4_K's qs, sc, m bytes, d, dmin
@@ -239,6 +261,8 @@ class Kernel:
         16 lanes of a 128-weight chunk, its 4 group scales S, and the M of 8 groups."""
         if self.scheme in BYTE_PLANE:
             return [32, 1]
+        if self.q6_k_packed:
+            return [16, 16, 8, 1]
         if self.scheme in SIXTEEN_PLANE:
             return [32, 2]
         return [16, 4, 8] if self.int_dot is None else [32, 2, 8, 1, 1]   # q8: see gemv_q8
@@ -251,9 +275,11 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
                ) -> Kernel | None:
     """The kernel for a dequant_matmul of ``m`` rows of ``x`` (None: dynamic), or None (not
     llvm-cpu, disabled, not a decode GEMV of a covered scheme (``1 <= m <= MAX_BATCH``), a
-    row count that is not a multiple of 4, or a Q5_0 / Q4_0 / Q6_K weight too large for its
-    widened repacking to be hoisted). With ``options.activation_quant == "q8"``, ``M = 1``
-    and ``K <= MAX_Q8_K``, the kernel's ``q8`` form (:mod:`.gemv_q8`)."""
+    row count that is not a multiple of 4, or a Q5_0 / Q4_0 weight (Q6_K at ``M > 1``) too
+    large for its widened repacking to be hoisted). With ``options.activation_quant ==
+    "q8"``, ``M = 1``, ``K <= MAX_Q8_K`` and (Q5_0 / Q4_0 / Q6_K) a widening that is
+    hoisted, the kernel's ``q8`` form (:mod:`.gemv_q8`); a Q6_K GEMV too large for that
+    runs the packed exact kernel (``Kernel.q6_k_packed``)."""
     if not options.gemv_kernels or scheme not in SCHEMES:
         return None
     if m is None or not 1 <= m <= MAX_BATCH or n % ROWS_PER_TILE:
@@ -267,11 +293,15 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
     # IREE hoisted it at every size tried up to 4096 x 4096: for Q5_0 the bound is
     # conservative.
     # Q6_K's widening (SIXTEEN_PLANE) grows its quants alike; Q8_0's repacking shrinks.
-    if scheme in I8_PLANE and n * (k - QUANT_SCHEMES[scheme].row_bytes(k)) > (
-            options.hoist_growth):
-        return None
+    # Q6_K at M = 1 in the exact mode reads planes of the file's size (Kernel.q6_k_packed):
+    # no growth, any size; so a Q6_K weight too large for its widened q8 plane runs that
+    # exact kernel rather than the fused form.
+    grows = scheme in I8_PLANE and n * (
+        k - QUANT_SCHEMES[scheme].row_bytes(k)) > options.hoist_growth
     q8 = (options.activation_quant == "q8" and m == 1 and scheme in Q8_SCHEMES
-          and k <= MAX_Q8_K)
+          and k <= MAX_Q8_K and not grows)
+    if grows and not (scheme == "gguf_q6_k" and m == 1):
+        return None
     return Kernel(scheme, n, k, workgroup_rows(n, k), batch=m,
                   int_dot=options.int_dot if q8 else None)
 
@@ -400,6 +430,73 @@ def _q4_k_row(t: Text, kern: Kernel, i: int) -> None:
         prev = f"%A{i}_{g}"
 
 
+Q6_K_HIGH_SHIFTS = {j: 2 * j - 4 for j in range(8)}
+"""Per 16-weight group ``j`` of a 128-weight chunk: the right shift (negative: left) that
+moves its 2-bit high field (bits ``2j`` of the ``qh`` lanes) to bits 4-5 of the quant."""
+
+
+def _q6_k_body(t: Text, kern: Kernel) -> None:
+    """Q6_K at ``M = 1`` from planes of the file's size: per row and chunk ``c`` of 128
+    weights, ``Σ_j (d · sc[8c + j]) · Σ_l (q - 32) · x`` over its eight groups of 16, with
+    ``q = lo | hi << 4`` taken from lane ``l`` of the chunk's nibble word (nibble ``j`` at
+    bits ``4j``) and 2-bit word (field ``j`` at bits ``2j``); ``d · sc`` (an f16 times a
+    signed byte: exact in f32) formed once a chunk for its eight groups."""
+    k = kern.k
+    mem = kern.bindings
+    i32v = I16                                   # vector<16xi32>
+    t(f"%nc = arith.constant {k // 128} : index")
+    t(f"%m15 = arith.constant dense<15> : {i32v}")
+    t(f"%m48 = arith.constant dense<48> : {i32v}")
+    t(f"%b32 = arith.constant dense<32> : {i32v}")
+    shifts = {abs(v) for v in Q6_K_HIGH_SHIFTS.values()} | {4 * j for j in range(8)}
+    for v in sorted(shifts - {0}):
+        t(f"%s{v} = arith.constant dense<{v}> : {i32v}")
+    rows_loop(t, kern.rows)
+    reduction(t, "acc", "c", "%nc", "%c1", "a", V16)
+    t(f"%k0 = {at('%c', 128, 0)}")
+    for j in range(8):
+        t(f"%kx{j} = affine.apply affine_map<()[s0] -> (s0 + {16 * j})>()[%k0]")
+        t(f"%x{j} = vector.load %x[%kx{j}] : {memref([k], 'f32')}, {V16}")
+    tile = ROWS_PER_TILE
+    for i in range(tile):
+        t(f"%kq{i} = {at('%c', 16 * tile, 16 * i)}")
+        t(f"%w{i} = vector.load %ql[%tile, %kq{i}] : {mem['ql']}, {i32v}")
+        t(f"%hh{i} = vector.load %qh[%tile, %kq{i}] : {mem['qh']}, vector<16xi16>")
+        t(f"%h{i} = arith.extui %hh{i} : vector<16xi16> to {i32v}")
+        t(f"%ks{i} = {at('%c', 8 * tile, 8 * i)}")
+        t(f"%sb{i} = vector.load %sc[%tile, %ks{i}] : {mem['sc']}, vector<8xi8>")
+        t(f"%sf{i} = arith.sitofp %sb{i} : vector<8xi8> to {V8}")
+        t(f"%kd{i} = affine.apply affine_map<()[s0] -> ((s0 floordiv 2) * {tile} + {i})>"
+          f"()[%c]")
+        t(f"%dh{i} = memref.load %d[%tile, %kd{i}] : {mem['d']}")
+        t(f"%de{i} = arith.extf %dh{i} : f16 to f32")
+        t(f"%dv{i} = vector.broadcast %de{i} : f32 to {V8}")
+        t(f"%sv{i} = arith.mulf %sf{i}, %dv{i} : {V8}")
+        prev = f"%a{i}"
+        for j in range(8):
+            lo = f"%w{i}"
+            if j:
+                lo = f"%ls{i}_{j}"
+                t(f"{lo} = arith.shrui %w{i}, %s{4 * j} : {i32v}")
+            t(f"%lo{i}_{j} = arith.andi {lo}, %m15 : {i32v}")
+            hi, sh = f"%h{i}", Q6_K_HIGH_SHIFTS[j]
+            if sh:
+                hi = f"%hs{i}_{j}"
+                t(f"{hi} = arith.{'shrui' if sh > 0 else 'shli'} %h{i}, %s{abs(sh)} : {i32v}")
+            t(f"%hi{i}_{j} = arith.andi {hi}, %m48 : {i32v}")
+            t(f"%q{i}_{j} = arith.ori %lo{i}_{j}, %hi{i}_{j} : {i32v}")
+            t(f"%qc{i}_{j} = arith.subi %q{i}_{j}, %b32 : {i32v}")
+            t(f"%f{i}_{j} = arith.sitofp %qc{i}_{j} : {i32v} to {V16}")
+            t(f"%p{i}_{j} = arith.mulf %f{i}_{j}, %x{j} : {V16}")
+            t(f"%e{i}_{j} = vector.extract %sv{i}[{j}] : f32 from {V8}")
+            t(f"%v{i}_{j} = vector.broadcast %e{i}_{j} : f32 to {V16}")
+            t(f"%A{i}_{j} = vector.fma %p{i}_{j}, %v{i}_{j}, {prev} : {V16}")
+            prev = f"%A{i}_{j}"
+    close_reduction(t, [f"%A{i}_7" for i in range(tile)], V16)
+    _store_rows(t, kern, [f"%acc#{i}" for i in range(tile)])
+    t.end()
+
+
 def kernel_text(kern: Kernel) -> str:
     """The ``stream.executable`` of one kernel (one per scheme and shape)."""
     args = []
@@ -422,6 +519,9 @@ def kernel_text(kern: Kernel) -> str:
             return
         if kern.int_dot is not None:
             q8_body(t, kern)
+            return
+        if kern.q6_k_packed:
+            _q6_k_body(t, kern)
             return
         (_byte_body if kern.scheme in I8_PLANE else _q4_k_body)(t, kern)
 

@@ -66,6 +66,8 @@ def kernel_planes(kern: gemv_kernels.Kernel, w: ir.Value) -> list[ir.Value]:
     info = QUANT_SCHEMES[kern.scheme]
     n, g = kern.n, kern.k // info.block_elems
     raw3 = emit.expand(w, [[0], [1, 2]], [n, g, info.block_bytes])
+    if kern.q6_k_packed:
+        return _q6_k_planes(kern, raw3)
     if kern.scheme not in gemv_kernels.I8_PLANE and kern.int_dot is not None:
         return _q4_k_q8_planes(kern, raw3)
     if kern.scheme not in gemv_kernels.I8_PLANE:
@@ -105,6 +107,53 @@ def _q4_k_planes(kern: gemv_kernels.Kernel, raw3: ir.Value) -> list[ir.Value]:
     mins = emit.map_elementwise([a, b], emit.f32(),
                                 lambda v, u: arith.addf(arith.mulf(v, sixteen), u), [n, 8 * g])
     return interleave_tiles(kern, [q, s, mins])
+
+
+def _q6_k_planes(kern: gemv_kernels.Kernel, raw3: ir.Value) -> list[ir.Value]:
+    """Q6_K for the packed kernel (``Kernel.q6_k_packed``) from ``raw3 [N, G, 210]``, 210
+    bytes a superblock as in the file: per chunk ``hc`` of 128 weights and lane ``l``, an
+    i32 of the eight low nibbles of weights ``128hc + 16j + l`` (nibble ``j`` at bits ``4j``)
+    and an i16 of their 2-bit highs (field ``j`` at bits ``2j``); the 16 signed scale bytes
+    in group order; ``d`` (f16)."""
+    n, g, _ = emit.static_shape(raw3)
+    assert n is not None
+    assert g is not None
+
+    def packed(width: int, field: Callable[[int], tuple[int, int, int]]) -> Callable[
+            [Loops], ir.Value]:
+        """Lane ``l`` of chunk ``hc``: weight ``128hc + 16j + l``'s field ``j`` at bits
+        ``width · j``; ``field(j)`` = (byte offset past ``64hc`` / ``32hc`` + ``l``, the
+        chunk stride, the shift within the byte) as ggml stores it (element ``32p + l32``
+        of a 128-half: low nibble ``p / 2`` of ql[32(p % 2) + l32], high pair ``p`` of
+        qh[l32])."""
+        def body(idx: Loops) -> ir.Value:
+            out = None
+            for j in range(8):
+                offset, stride, shift = field(j)
+                byte = emit.d(2) * stride + emit.d(3) + offset
+                v = bits(gather(raw3, byte, idx), i8(shift), (1 << width) - 1)
+                v = arith.extui(int_type(32 if width == 4 else 16), v)
+                part = arith.shli(v, arith.constant(v.type, width * j)) if j else v
+                out = part if out is None else arith.ori(out, part)
+            assert out is not None
+            return out
+        return body
+
+    def low(j: int) -> tuple[int, int, int]:
+        p = j // 2                              # the 32-weight quarter of the half
+        return 16 * (j % 2) + 32 * (p % 2), 64, 4 * (p // 2)
+
+    def high(j: int) -> tuple[int, int, int]:
+        return 128 + 16 * (j % 2), 32, 2 * (j // 2)
+
+    ql = emit.collapse(repack(raw3, n, [2, 16], int_type(32), packed(4, low)),
+                       [[0], [1, 2, 3]])
+    qh = emit.collapse(repack(raw3, n, [2, 16], int_type(16), packed(2, high)),
+                       [[0], [1, 2, 3]])
+    sc = emit.collapse(repack(raw3, n, [16], int_type(8),
+                              lambda idx: gather(raw3, emit.d(2) + 192, idx)), [[0], [1, 2]])
+    d = repack_field(raw3, n, f16_at(208), [256])
+    return interleave_tiles(kern, [ql, qh, sc, d])
 
 
 def _q4_k_q8_planes(kern: gemv_kernels.Kernel, raw3: ir.Value) -> list[ir.Value]:
