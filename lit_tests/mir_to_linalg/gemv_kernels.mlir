@@ -93,21 +93,25 @@ module @q8_0 {
 
 // -----
 
-// Q6_K through the per-16 variant of the Q8_0 kernel: its quants widened to signed bytes
-// ((ql | qh << 4) - 32) and d * sc per 16 weights as f32, read with a memref.load per 16.
+// Q6_K (M = 1) from planes of the file's size: per chunk of 128 weights the low nibbles as 16
+// i32 lanes and the 2-bit highs as 16 i16 lanes, the 8 signed scale bytes of the chunk as
+// f32 times the superblock's f16 d, extracted per 16 weights.
 // CHECK-LABEL: module @q6_k
 // CHECK:       stream.executable private @rlx_gemv_q6_k_8x256
-// CHECK:           vector.load %{{.*}} : memref<2x1024xi8>, vector<16xi8>
-// CHECK:           arith.sitofp %{{.*}} : vector<16xi8> to vector<16xf32>
-// CHECK:           memref.load %{{.*}} : memref<2x64xf32>
+// CHECK:           vector.load %{{.*}} : memref<2x128xi32>, vector<16xi32>
+// CHECK:           vector.load %{{.*}} : memref<2x128xi16>, vector<16xi16>
+// CHECK:           vector.load %{{.*}} : memref<2x64xi8>, vector<8xi8>
+// CHECK:           arith.sitofp %{{.*}} : vector<8xi8> to vector<8xf32>
+// CHECK:           memref.load %{{.*}} : memref<2x4xf16>
+// CHECK:           arith.sitofp %{{.*}} : vector<16xi32> to vector<16xf32>
+// CHECK:           vector.extract %{{.*}}[0] : f32 from vector<8xf32>
 // CHECK:       func.func @main(
 // CHECK:         %[[RAW:.*]] = tensor.expand_shape %{{.*}} : tensor<8x210xi8> into tensor<8x1x210xi8>
-// CHECK:         linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<8x1x2x2x2x16xi8>, tensor<8x1x2x2x16xi8>) outs(%{{.*}} : tensor<8x1x2x2x2x2x16xi8>)
-// CHECK:           arith.trunci %{{.*}} : i32 to i8
-// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<8x1x16xf32>)
-// CHECK:           arith.bitcast %{{.*}} : i16 to f16
-// CHECK:           arith.sitofp %{{.*}} : i8 to f32
-// CHECK:         flow.dispatch @rlx_gemv_q6_k_8x256::@rlx_gemv_q6_k_8x256[%c8](%{{.*}}) : (tensor<256xf32>, tensor<2x1024xi8>, tensor<2x64xf32>) -> tensor<8xf32>
+// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<8x1x2x16xi32>)
+// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<8x1x2x16xi16>)
+// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<8x1x16xi8>)
+// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<8x1xf16>)
+// CHECK:         flow.dispatch @rlx_gemv_q6_k_8x256::@rlx_gemv_q6_k_8x256[%c8](%{{.*}}) : (tensor<256xf32>, tensor<2x128xi32>, tensor<2x128xi16>, tensor<2x64xi8>, tensor<2x4xf16>) -> tensor<8xf32>
 // OFF-LABEL:   module @q6_k
 // OFF-NOT:     flow.dispatch
 // OFF:         return
