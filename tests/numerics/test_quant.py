@@ -643,7 +643,7 @@ def test_prefill_compiles_for_vulkan_and_cuda() -> None:
 # --- activation_quant="q8": 8-bit activations, integer dot products (gemv_q8) ---------------
 
 Q8_CASES = (("gguf_q8_0", 48, 576), ("gguf_q4_k", 48, 512), ("gguf_q5_0", 16, 576),
-            ("gguf_q4_0", 8, 512), ("gguf_q6_k", 16, 512))
+            ("gguf_q4_0", 8, 512), ("gguf_q6_k", 48, 512))
 """Plain GEMVs of the q8 test module; then a residual epilogue (Q4_K 48 x 512), an RMSNorm
 prologue (Q8_0 16 x 576) and a SwiGLU prologue (Q4_K 16 x 512)."""
 Q8_FORMS = {"host": {}, "portable": {"cpu": "generic"}}
@@ -766,7 +766,8 @@ def assert_within_q8_bound(got: np.ndarray, want: np.ndarray, x: np.ndarray, w: 
 @pytest.mark.parametrize("form", list(Q8_FORMS))
 def test_gemv_kernels_q8(q8_runs: dict[str, object], form: str) -> None:
     """activation_quant="q8": each kernel (Q8_0 with every byte, -128 included; Q4_K, its mins
-    through the activation block sums; Q5_0 / Q4_0 / Q6_K widened; a residual epilogue;
+    through the activation block sums; Q5_0 / Q4_0 widened; Q6_K from the file's bytes,
+    every bit of them set somewhere; a residual epilogue;
     RMSNorm and SwiGLU prologues) is what ran, in the CPU's dot-product form, and equals
     ``W x̃`` (x̃: x quantized as ggml's q8_0 in numpy) within the f32 tolerance, and the exact
     float64 ``W x`` within the derived bound ``Σ_b amax_b / 254 Σ |w|`` plus the f32
@@ -849,12 +850,12 @@ def test_activation_quant_options() -> None:
     assert kernel_for("gguf_q4_k", 1, 64, 512, q8).int_dot == q8.int_dot   # type: ignore[union-attr]
     assert kernel_for("gguf_q4_k", 3, 64, 512, q8).int_dot is None         # type: ignore[union-attr]
     assert kernel_for("gguf_q6_k", 1, 64, 512, q8).int_dot == q8.int_dot   # type: ignore[union-attr]
-    big = hoisted_rows("gguf_q6_k", 2048) + 4       # its widened q8 plane would not be hoisted
-    for options in (exact, q8):                     # the packed exact kernel, in either mode
+    big = hoisted_rows("gguf_q6_k", 2048) + 4       # too large for a widened plane
+    for options in (exact, q8):                     # M = 1: planes of the file's size
         kern = kernel_for("gguf_q6_k", 1, big, 2048, options)
         assert kern is not None
-        assert kern.q6_k_packed
-        assert kern.int_dot is None
+        assert kern.int_dot == (q8.int_dot if options is q8 else None)
+        assert kern.q6_k_packed == (options is exact)
     assert kernel_for("gguf_q6_k", 2, big, 2048, exact) is None   # batched: widened only
     assert kernel_for("gguf_q5_k", 1, 64, 512, q8) is None
     for bad in ({"target": "vulkan"}, {"gemv_kernels": False}):

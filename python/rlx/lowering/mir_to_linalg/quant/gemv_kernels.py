@@ -1,7 +1,7 @@
 """Hand-written decode GEMV kernels (``M = 1``; batched, ``M <= 8``) for llvm-cpu: Q8_0 (also
 running Q5_0 and Q4_0, their quants widened to bytes at load: :data:`BYTE_PLANE`), its
-per-16-scale variant (Q6_K widened, batched and ``q8``: :data:`SIXTEEN_PLANE`), Q6_K from
-planes of the file's size (``M = 1``) and Q4_K.
+per-16-scale variant (Q6_K widened, batched: :data:`SIXTEEN_PLANE`), Q6_K from planes of
+the file's size (``M = 1``) and Q4_K.
 
 IREE 3.13 compiles rlx's fused dequant + matvec (:func:`.rule.fused_matmul`) into code that
 reduces each 32-weight block horizontally into a scalar accumulator, which caps Q8_0 at ~50%
@@ -221,8 +221,9 @@ class Kernel:
     def q6_k_packed(self) -> bool:
         """Q6_K at ``M = 1`` in the exact mode reads planes of the file's own size (its
         nibbles, 2-bit highs, byte scales and f16 ``d``: :func:`_q6_k_body`), so that it
-        needs no growth to be hoisted and runs at any size; the batched and ``q8`` bodies
-        read the widened i8 plane (``SIXTEEN_PLANE``, within ``hoist_growth``)."""
+        needs no growth to be hoisted and runs at any size; so does the ``q8`` body (the
+        file's bytes, :func:`.gemv_q8.q6_k_body`); the batched body reads the widened i8
+        plane (``SIXTEEN_PLANE``, within ``hoist_growth``)."""
         return self.scheme == "gguf_q6_k" and self.batch == 1 and self.int_dot is None
 
     @property
@@ -233,6 +234,9 @@ class Kernel:
         n, k = self.n // ROWS_PER_TILE, self.k * ROWS_PER_TILE
         if self.scheme in BYTE_PLANE:
             planes = {"q": memref([n, k], "i8"), "d": memref([n, k // 32], "f16")}
+        elif self.scheme == "gguf_q6_k" and self.int_dot is not None:   # the file's bytes
+            planes = {"ql": memref([n, k // 2], "i8"), "qh": memref([n, k // 4], "i8"),
+                      "sc": memref([n, k // 16], "i8"), "d": memref([n, k // 256], "f16")}
         elif self.q6_k_packed:                   # Q6_K's low nibbles, high pairs, sc, d
             planes = {"ql": memref([n, k // 8], "i32"), "qh": memref([n, k // 8], "i16"),
                       "sc": memref([n, k // 16], "i8"), "d": memref([n, k // 256], "f16")}
@@ -263,6 +267,8 @@ class Kernel:
             return [32, 1]
         if self.q6_k_packed:
             return [16, 16, 8, 1]
+        if self.scheme == "gguf_q6_k" and self.int_dot is not None:   # q8: see gemv_q8
+            return [64, 32, 8, 1]
         if self.scheme in SIXTEEN_PLANE:
             return [32, 2]
         return [16, 4, 8] if self.int_dot is None else [32, 2, 8, 1, 1]   # q8: see gemv_q8
@@ -277,9 +283,7 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
     llvm-cpu, disabled, not a decode GEMV of a covered scheme (``1 <= m <= MAX_BATCH``), a
     row count that is not a multiple of 4, or a Q5_0 / Q4_0 weight (Q6_K at ``M > 1``) too
     large for its widened repacking to be hoisted). With ``options.activation_quant ==
-    "q8"``, ``M = 1``, ``K <= MAX_Q8_K`` and (Q5_0 / Q4_0 / Q6_K) a widening that is
-    hoisted, the kernel's ``q8`` form (:mod:`.gemv_q8`); a Q6_K GEMV too large for that
-    runs the packed exact kernel (``Kernel.q6_k_packed``)."""
+    "q8"``, ``M = 1`` and ``K <= MAX_Q8_K``, the kernel's ``q8`` form (:mod:`.gemv_q8`)."""
     if not options.gemv_kernels or scheme not in SCHEMES:
         return None
     if m is None or not 1 <= m <= MAX_BATCH or n % ROWS_PER_TILE:
@@ -292,16 +296,16 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
     # widening now reads its LAYOUTS planes, two repacks each smaller than the raw bytes, and
     # IREE hoisted it at every size tried up to 4096 x 4096: for Q5_0 the bound is
     # conservative.
-    # Q6_K's widening (SIXTEEN_PLANE) grows its quants alike; Q8_0's repacking shrinks.
-    # Q6_K at M = 1 in the exact mode reads planes of the file's size (Kernel.q6_k_packed):
-    # no growth, any size; so a Q6_K weight too large for its widened q8 plane runs that
-    # exact kernel rather than the fused form.
+    # Q6_K's widening (SIXTEEN_PLANE, its batched form) grows its quants alike; Q8_0's
+    # repacking shrinks.
+    # At M = 1 Q6_K reads planes of the file's size in either mode (Kernel.q6_k_packed; the
+    # q8 body the file's bytes, gemv_q8.q6_k_body): no growth, any size.
     grows = scheme in I8_PLANE and n * (
         k - QUANT_SCHEMES[scheme].row_bytes(k)) > options.hoist_growth
-    q8 = (options.activation_quant == "q8" and m == 1 and scheme in Q8_SCHEMES
-          and k <= MAX_Q8_K and not grows)
     if grows and not (scheme == "gguf_q6_k" and m == 1):
         return None
+    q8 = (options.activation_quant == "q8" and m == 1 and scheme in Q8_SCHEMES
+          and k <= MAX_Q8_K)
     return Kernel(scheme, n, k, workgroup_rows(n, k), batch=m,
                   int_dot=options.int_dot if q8 else None)
 
@@ -332,10 +336,9 @@ def _store_rows(t: Text, kern: Kernel, total: list[str]) -> None:
 
 
 def _byte_body(t: Text, kern: Kernel) -> None:
-    """The i8-plane kernels: Q8_0's (an f16 scale per 32 weights: per 32 weights of a row a
-    multiply and an FMA with ``x``, one FMA applying the scale) and its per-16 variant (an
-    f32 scale per 16: two multiplies, two scaled FMAs)."""
-    sixteen = kern.scheme in SIXTEEN_PLANE
+    """The i8-plane kernel (Q8_0; Q5_0 / Q4_0 widened): an f16 scale per 32 weights; per
+    32 weights of a row a multiply and an FMA with ``x``, one FMA applying the scale. (Q6_K's
+    widened plane is read by the batched body only: at ``M = 1`` it is :func:`_q6_k_body`.)"""
     mem = kern.bindings
     x, q, d = memref([kern.k], "f32"), mem["q"], mem["d"]
     t("%c16 = arith.constant 16 : index")
@@ -353,16 +356,6 @@ def _byte_body(t: Text, kern: Kernel) -> None:
             t(f"%qk{i}_{h} = {at('%b', 32 * tile, 32 * i + 16 * h)}")
             t(f"%q{i}_{h} = vector.load %q[%tile, %qk{i}_{h}] : {q}, vector<16xi8>")
             t(f"%f{i}_{h} = arith.sitofp %q{i}_{h} : vector<16xi8> to {V16}")
-        if sixteen:
-            prev = f"%a{i}"
-            for h in range(2):
-                t(f"%p{i}_{h} = arith.mulf %f{i}_{h}, %x{h} : {V16}")
-                t(f"%dk{i}_{h} = {at('%b', 2 * tile, 2 * i + h)}")
-                t(f"%e{i}_{h} = memref.load %d[%tile, %dk{i}_{h}] : {d}")
-                t(f"%v{i}_{h} = vector.broadcast %e{i}_{h} : f32 to {V16}")
-                t(f"%n{i}_{h} = vector.fma %p{i}_{h}, %v{i}_{h}, {prev} : {V16}")
-                prev = f"%n{i}_{h}"
-            continue
         t(f"%p{i} = arith.mulf %f{i}_0, %x0 : {V16}")
         t(f"%s{i} = vector.fma %f{i}_1, %x1, %p{i} : {V16}")
         t(f"%dk{i} = {at('%b', tile, i)}")
@@ -370,7 +363,7 @@ def _byte_body(t: Text, kern: Kernel) -> None:
         t(f"%e{i} = arith.extf %h{i} : f16 to f32")
         t(f"%v{i} = vector.broadcast %e{i} : f32 to {V16}")
         t(f"%n{i} = vector.fma %s{i}, %v{i}, %a{i} : {V16}")
-    close_reduction(t, [f"%n{i}_1" if sixteen else f"%n{i}" for i in range(ROWS_PER_TILE)], V16)
+    close_reduction(t, [f"%n{i}" for i in range(ROWS_PER_TILE)], V16)
     _store_rows(t, kern, [f"%acc#{i}" for i in range(ROWS_PER_TILE)])
     t.end()
 

@@ -68,6 +68,8 @@ def kernel_planes(kern: gemv_kernels.Kernel, w: ir.Value) -> list[ir.Value]:
     raw3 = emit.expand(w, [[0], [1, 2]], [n, g, info.block_bytes])
     if kern.q6_k_packed:
         return _q6_k_planes(kern, raw3)
+    if kern.scheme == "gguf_q6_k" and kern.int_dot is not None:
+        return _q6_k_q8_planes(kern, raw3)
     if kern.scheme not in gemv_kernels.I8_PLANE and kern.int_dot is not None:
         return _q4_k_q8_planes(kern, raw3)
     if kern.scheme not in gemv_kernels.I8_PLANE:
@@ -152,6 +154,19 @@ def _q6_k_planes(kern: gemv_kernels.Kernel, raw3: ir.Value) -> list[ir.Value]:
                        [[0], [1, 2, 3]])
     sc = emit.collapse(repack(raw3, n, [16], int_type(8),
                               lambda idx: gather(raw3, emit.d(2) + 192, idx)), [[0], [1, 2]])
+    d = repack_field(raw3, n, f16_at(208), [256])
+    return interleave_tiles(kern, [ql, qh, sc, d])
+
+
+def _q6_k_q8_planes(kern: gemv_kernels.Kernel, raw3: ir.Value) -> list[ir.Value]:
+    """Q6_K for the ``q8`` kernel (:func:`.gemv_q8.q6_k_body`) from ``raw3 [N, G, 210]``:
+    the file's ``ql`` ``[N, K / 2]``, ``qh`` ``[N, K / 4]`` and signed scale bytes ``[N, K /
+    16]`` as they are, and ``d`` (f16) per superblock: 0.82 bytes a weight, the file's."""
+    n, g, _ = emit.static_shape(raw3)
+    assert n is not None
+    assert g is not None
+    ql, qh, sc = (emit.collapse(emit.extract_slice(raw3, [0, 0, at], [n, g, size]),
+                                [[0], [1, 2]]) for at, size in ((0, 128), (128, 64), (192, 16)))
     d = repack_field(raw3, n, f16_at(208), [256])
     return interleave_tiles(kern, [ql, qh, sc, d])
 

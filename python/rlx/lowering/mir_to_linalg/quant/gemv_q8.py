@@ -55,9 +55,11 @@ in f32: 11 x 6 significant bits), the mins through ``X`` one superblock (8 group
 time.
 
 **Planes** (:mod:`.gemv_planes`; tile-interleaved,
-:meth:`.gemv_kernels.Kernel.interleave_widths`): Q8_0 / Q5_0 / Q4_0 / Q6_K the exact
-kernel's (i8 ``q``; f16 ``d`` per 32, Q6_K's f32 ``d · sc`` per 16, whose block dot's lanes
-0-3 and 4-7 take one scale each); Q4_K the file's ``qs`` bytes as they are (byte ``32p +
+:meth:`.gemv_kernels.Kernel.interleave_widths`): Q8_0 / Q5_0 / Q4_0 the exact kernel's
+(i8 ``q``, f16 ``d`` per 32); Q6_K the file's ``ql``, ``qh`` and signed scale bytes as they
+are and ``d`` per superblock (0.82 bytes a weight, the file's: :func:`q6_k_body` forms the
+signed bytes ``q - 32`` in the kernel, five byte operations a block of 32, and its block
+dot's lanes 0-3 and 4-7 take one scale each); Q4_K the file's ``qs`` bytes as they are (byte ``32p +
 l`` of a row holds weight ``64p + l`` in its low nibble and ``64p + 32 + l`` in its high
 one: ggml's order, one 32-byte load feeds two groups), ``sc`` and ``m`` unpacked to a byte
 per group, ``d`` and ``dmin`` per superblock: 0.58 bytes a weight (the file's 0.5625; the
@@ -75,8 +77,11 @@ K / 64`` reads ``q [N / 4, 2 K]`` at ``128 p + 32 i + [0, 32) < 2 K``, ``sc [N /
 at ``8 p + [0, 8) < K / 8``, ``d [N / 4, K / 64]`` at ``4 (p / 4) + [0, 4) < K / 64``, ``xq``
 at ``64 p + [0, 64) < K``, ``xd`` at ``2 p + [0, 2) < K / 32``; the mins, superblock ``g /
 8`` (``g = 0, 8, .. < K / 32``), ``xs`` at ``g + [0, 8)``, ``mn [N / 4, K / 8]`` at ``4 g + 8
-i + [0, 8) < K / 8`` and ``dmin [N / 4, K / 64]`` at ``g / 2 + i < K / 64``. Q6_K's ``d [N
-/ 4, K / 4]`` at ``8 b + [0, 8) < K / 4``.
+i + [0, 8) < K / 8`` and ``dmin [N / 4, K / 64]`` at ``g / 2 + i < K / 64``.
+Q6_K: half ``h < K / 128`` reads ``ql [N / 4, 2 K]`` at ``256 h + 64 i + [0, 64) < 2 K``,
+``qh [N / 4, K]`` at ``128 h + 32 i + [0, 32) < K``, ``sc [N / 4, K / 4]`` at ``32 h + 8 i +
+[0, 8) < K / 4``, ``d [N / 4, K / 64]`` at ``4 (h / 2) + i < K / 64``, ``xq`` at ``128 h +
+[0, 128) < K`` and ``xd`` at ``4 h + [0, 4) < K / 32``.
 """
 
 from __future__ import annotations
@@ -228,12 +233,9 @@ def _finish(t: Text, kern: Shape) -> None:
 
 
 def q8_0_body(t: Text, kern: Shape) -> None:
-    """Q8_0 (Q5_0 / Q4_0 widened): per block ``y += (d_w · d_x) · Σ q_w q_x``; Q6_K
-    (widened, an f32 scale per 16 weights): the same with lanes 0-3 of the block's dot (its
-    first 16 weights) scaled by ``s_0 · d_x`` and lanes 4-7 by ``s_1 · d_x``."""
+    """Q8_0 (Q5_0 / Q4_0 widened): per block ``y += (d_w · d_x) · Σ q_w q_x``."""
     assert kern.int_dot is not None
     k, q, d = kern.k, kern.bindings["q"], kern.bindings["d"]
-    sixteen = kern.scheme == "gguf_q6_k"
     quantize_x(t, k, sums=False, int_dot=kern.int_dot)
     dot_constants(t, kern.int_dot)
     rows_loop(t, kern.rows)
@@ -241,30 +243,97 @@ def q8_0_body(t: Text, kern: Shape) -> None:
     t("%kb = arith.muli %b, %q8_c32 : index")
     t(f"%xv = vector.load %xq[%kb] : {memref([k], 'i8')}, {V32B}")
     t(f"%dxb = memref.load %xd[%b] : {memref([k // 32], 'f32')}")
-    if sixteen:                                  # s[tile, 8 b + 2 i + h]: 8 at once
-        t(f"%dk = {at('%b', 2 * ROWS_PER_TILE, 0)}")
-        t(f"%dw = vector.load %d[%tile, %dk] : {d}, {V8}")
-        t(f"%dxv = vector.broadcast %dxb : f32 to {V8}")
-        t(f"%dwx = arith.mulf %dw, %dxv : {V8}")
-    else:                                        # d[tile, 4 b + i]: 4 at once
-        t(f"%dk = {at('%b', ROWS_PER_TILE, 0)}")
-        t(f"%dh = vector.load %d[%tile, %dk] : {d}, vector<4xf16>")
-        t("%dw = arith.extf %dh : vector<4xf16> to vector<4xf32>")
-        t("%dxv = vector.broadcast %dxb : f32 to vector<4xf32>")
-        t("%dwx = arith.mulf %dw, %dxv : vector<4xf32>")
+    t(f"%dk = {at('%b', ROWS_PER_TILE, 0)}")     # d[tile, 4 b + i]: 4 at once
+    t(f"%dh = vector.load %d[%tile, %dk] : {d}, vector<4xf16>")
+    t("%dw = arith.extf %dh : vector<4xf16> to vector<4xf32>")
+    t("%dxv = vector.broadcast %dxb : f32 to vector<4xf32>")
+    t("%dwx = arith.mulf %dw, %dxv : vector<4xf32>")
     for i in range(ROWS_PER_TILE):
         t(f"%qk{i} = {at('%b', 32 * ROWS_PER_TILE, 32 * i)}")
         t(f"%w{i} = vector.load %q[%tile, %qk{i}] : {q}, {V32B}")
         u, s = _signed_operands(t, kern.int_dot, f"%w{i}", "%xv", str(i))
         dot = block_dot(t, kern.int_dot, u, s, str(i))
         t(f"%df{i} = arith.sitofp {dot} : {I8L} to {V8}")
-        if sixteen:
-            lanes = ", ".join([str(2 * i)] * 4 + [str(2 * i + 1)] * 4)
-            t(f"%v{i} = vector.shuffle %dwx, %dwx [{lanes}] : {V8}, {V8}")
-        else:
-            t(f"%sc{i} = vector.extract %dwx[{i}] : f32 from vector<4xf32>")
-            t(f"%v{i} = vector.broadcast %sc{i} : f32 to {V8}")
+        t(f"%sc{i} = vector.extract %dwx[{i}] : f32 from vector<4xf32>")
+        t(f"%v{i} = vector.broadcast %sc{i} : f32 to {V8}")
         t(f"%n{i} = vector.fma %df{i}, %v{i}, %a{i} : {V8}")
+    _finish(t, kern)
+
+
+Q6_K_HIGH = {0: ("shli", 4), 1: ("shli", 2), 2: (None, 0), 3: ("shrui", 2)}
+"""Per quarter ``p`` of a 128-weight half: the shift that moves its 2-bit high field (bits
+``2p`` of the ``qh`` byte) to bits 4-5, before the mask with 48."""
+
+
+def q6_k_body(t: Text, kern: Shape) -> None:
+    """Q6_K from the file's bytes: per half ``h`` of a superblock (128 weights; a 32-byte
+    ``qh`` load and two 32-byte ``ql`` loads a row) and quarter ``p``, the signed bytes
+    ``w = (lo | hi << 4) - 32`` of weights ``32p + [0, 32)`` (``lo``: the low nibble of
+    ``ql[32 (p % 2) + l]`` for ``p < 2``, its high nibble for ``p >= 2``; ``hi``: bits
+    ``2p`` of ``qh[l]``: ggml's order), and ``y += (d · sc_g · d_x) · dot`` with lanes 0-3
+    of the block's dot (its first 16 weights) scaled by group ``2p``'s ``sc`` and lanes 4-7
+    by group ``2p + 1``'s (``d · sc``: an f16 times a signed byte, exact in f32)."""
+    assert kern.int_dot is not None
+    k, mem = kern.k, kern.bindings
+    xq, xd = memref([k], "i8"), memref([k // 32], "f32")
+    quantize_x(t, k, sums=False, int_dot=kern.int_dot)
+    dot_constants(t, kern.int_dot)
+    t(f"%nh = arith.constant {k // 128} : index")
+    t(f"%lo4 = arith.constant dense<15> : {V32B}")
+    t(f"%hi2 = arith.constant dense<48> : {V32B}")
+    t(f"%b32 = arith.constant dense<32> : {V32B}")
+    for v in (2, 4):
+        t(f"%sh{v} = arith.constant dense<{v}> : {V32B}")
+    rows_loop(t, kern.rows)
+    reduction(t, "acc", "h", "%nh", "%c1", "a", V8)
+    for p in range(4):                           # x's four blocks of the half
+        t(f"%kx{p} = {at('%h', 128, 32 * p)}")
+        t(f"%x{p} = vector.load %xq[%kx{p}] : {xq}, {V32B}")
+    t(f"%kdx = {at('%h', 4, 0)}")
+    t(f"%dx4 = vector.load %xd[%kdx] : {xd}, vector<4xf32>")
+    t("%dx8 = vector.shuffle %dx4, %dx4 [0, 0, 1, 1, 2, 2, 3, 3] : vector<4xf32>, "
+      "vector<4xf32>")
+    tile = ROWS_PER_TILE
+    for i in range(tile):
+        for half in range(2):
+            t(f"%kl{i}_{half} = {at('%h', 64 * tile, 64 * i + 32 * half)}")
+            t(f"%ql{i}_{half} = vector.load %ql[%tile, %kl{i}_{half}] : {mem['ql']}, {V32B}")
+        t(f"%kh{i} = {at('%h', 32 * tile, 32 * i)}")
+        t(f"%qh{i} = vector.load %qh[%tile, %kh{i}] : {mem['qh']}, {V32B}")
+        t(f"%ks{i} = {at('%h', 8 * tile, 8 * i)}")
+        t(f"%sb{i} = vector.load %sc[%tile, %ks{i}] : {mem['sc']}, vector<8xi8>")
+        t(f"%sf{i} = arith.sitofp %sb{i} : vector<8xi8> to {V8}")
+        t(f"%kd{i} = affine.apply affine_map<()[s0] -> ((s0 floordiv 2) * {tile} + {i})>"
+          f"()[%h]")
+        t(f"%dh{i} = memref.load %d[%tile, %kd{i}] : {mem['d']}")
+        t(f"%de{i} = arith.extf %dh{i} : f16 to f32")
+        t(f"%dv{i} = vector.broadcast %de{i} : f32 to {V8}")
+        t(f"%ds{i} = arith.mulf %sf{i}, %dv{i} : {V8}")
+        t(f"%ax{i} = arith.mulf %ds{i}, %dx8 : {V8}")   # lane g: d · sc_g · d_x of its block
+        prev = f"%a{i}"
+        for p in range(4):
+            tag = f"{i}_{p}"
+            src = f"%ql{i}_{p % 2}"
+            if p < 2:
+                t(f"%lo{tag} = arith.andi {src}, %lo4 : {V32B}")
+            else:
+                t(f"%lo{tag} = arith.shrui {src}, %sh4 : {V32B}")
+            op, sh = Q6_K_HIGH[p]
+            hi = f"%qh{i}"
+            if op is not None:
+                hi = f"%hs{tag}"
+                t(f"{hi} = arith.{op} %qh{i}, %sh{sh} : {V32B}")
+            t(f"%hi{tag} = arith.andi {hi}, %hi2 : {V32B}")
+            t(f"%q{tag} = arith.ori %lo{tag}, %hi{tag} : {V32B}")
+            t(f"%w{tag} = arith.subi %q{tag}, %b32 : {V32B}")
+            u, s = _signed_operands(t, kern.int_dot, f"%w{tag}", f"%x{p}", tag)
+            dot = block_dot(t, kern.int_dot, u, s, tag)
+            t(f"%df{tag} = arith.sitofp {dot} : {I8L} to {V8}")
+            lanes = ", ".join([str(2 * p)] * 4 + [str(2 * p + 1)] * 4)
+            t(f"%v{tag} = vector.shuffle %ax{i}, %ax{i} [{lanes}] : {V8}, {V8}")
+            out = f"%n{i}" if p == 3 else f"%n{tag}"   # %n{i}: the row's new partials
+            t(f"{out} = vector.fma %df{tag}, %v{tag}, {prev} : {V8}")
+            prev = out
     _finish(t, kern)
 
 
@@ -342,8 +411,9 @@ def _q4_k_mins(t: Text, k: int, mem: dict[str, str]) -> None:
 
 
 def q8_body(t: Text, kern: Shape) -> None:
-    """The ``q8`` body of ``kern`` (Q4_K or an i8 plane of 32-weight blocks)."""
-    (q4_k_body if kern.scheme == "gguf_q4_k" else q8_0_body)(t, kern)
+    """The ``q8`` body of ``kern`` (Q4_K, Q6_K or an i8 plane of 32-weight blocks)."""
+    body = {"gguf_q4_k": q4_k_body, "gguf_q6_k": q6_k_body}.get(kern.scheme, q8_0_body)
+    body(t, kern)
 
 
 __all__ = ["MAX_Q8_K", "block_dot", "q8_body", "quantize_x"]
