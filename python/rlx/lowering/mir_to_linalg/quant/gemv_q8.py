@@ -274,7 +274,7 @@ def q6_k_body(t: Text, kern: Shape) -> None:
     of the block's dot (its first 16 weights) scaled by group ``2p``'s ``sc`` and lanes 4-7
     by group ``2p + 1``'s (``d · sc``: an f16 times a signed byte, exact in f32)."""
     assert kern.int_dot is not None
-    k, mem = kern.k, kern.bindings
+    k = kern.k
     xq, xd = memref([k], "i8"), memref([k // 32], "f32")
     quantize_x(t, k, sums=False, int_dot=kern.int_dot)
     dot_constants(t, kern.int_dot)
@@ -293,47 +293,8 @@ def q6_k_body(t: Text, kern: Shape) -> None:
     t(f"%dx4 = vector.load %xd[%kdx] : {xd}, vector<4xf32>")
     t("%dx8 = vector.shuffle %dx4, %dx4 [0, 0, 1, 1, 2, 2, 3, 3] : vector<4xf32>, "
       "vector<4xf32>")
-    tile = ROWS_PER_TILE
-    for i in range(tile):
-        for half in range(2):
-            t(f"%kl{i}_{half} = {at('%h', 64 * tile, 64 * i + 32 * half)}")
-            t(f"%ql{i}_{half} = vector.load %ql[%tile, %kl{i}_{half}] : {mem['ql']}, {V32B}")
-        t(f"%kh{i} = {at('%h', 32 * tile, 32 * i)}")
-        t(f"%qh{i} = vector.load %qh[%tile, %kh{i}] : {mem['qh']}, {V32B}")
-        t(f"%ks{i} = {at('%h', 8 * tile, 8 * i)}")
-        t(f"%sb{i} = vector.load %sc[%tile, %ks{i}] : {mem['sc']}, vector<8xi8>")
-        t(f"%sf{i} = arith.sitofp %sb{i} : vector<8xi8> to {V8}")
-        t(f"%kd{i} = affine.apply affine_map<()[s0] -> ((s0 floordiv 2) * {tile} + {i})>"
-          f"()[%h]")
-        t(f"%dh{i} = memref.load %d[%tile, %kd{i}] : {mem['d']}")
-        t(f"%de{i} = arith.extf %dh{i} : f16 to f32")
-        t(f"%dv{i} = vector.broadcast %de{i} : f32 to {V8}")
-        t(f"%ds{i} = arith.mulf %sf{i}, %dv{i} : {V8}")
-        t(f"%ax{i} = arith.mulf %ds{i}, %dx8 : {V8}")   # lane g: d · sc_g · d_x of its block
-        prev = f"%a{i}"
-        for p in range(4):
-            tag = f"{i}_{p}"
-            src = f"%ql{i}_{p % 2}"
-            if p < 2:
-                t(f"%lo{tag} = arith.andi {src}, %lo4 : {V32B}")
-            else:
-                t(f"%lo{tag} = arith.shrui {src}, %sh4 : {V32B}")
-            op, sh = Q6_K_HIGH[p]
-            hi = f"%qh{i}"
-            if op is not None:
-                hi = f"%hs{tag}"
-                t(f"{hi} = arith.{op} %qh{i}, %sh{sh} : {V32B}")
-            t(f"%hi{tag} = arith.andi {hi}, %hi2 : {V32B}")
-            t(f"%q{tag} = arith.ori %lo{tag}, %hi{tag} : {V32B}")
-            t(f"%w{tag} = arith.subi %q{tag}, %b32 : {V32B}")
-            u, s = _signed_operands(t, kern.int_dot, f"%w{tag}", f"%x{p}", tag)
-            dot = block_dot(t, kern.int_dot, u, s, tag)
-            t(f"%df{tag} = arith.sitofp {dot} : {I8L} to {V8}")
-            lanes = ", ".join([str(2 * p)] * 4 + [str(2 * p + 1)] * 4)
-            t(f"%v{tag} = vector.shuffle %ax{i}, %ax{i} [{lanes}] : {V8}, {V8}")
-            out = f"%n{i}" if p == 3 else f"%n{tag}"   # %n{i}: the row's new partials
-            t(f"{out} = vector.fma %df{tag}, %v{tag}, {prev} : {V8}")
-            prev = out
+    for i in range(ROWS_PER_TILE):
+        _q6_k_row(t, kern, i)
     _finish(t, kern)
 
 
@@ -408,6 +369,52 @@ def _q4_k_mins(t: Text, k: int, mem: dict[str, str]) -> None:
         t(f"%mv{i} = arith.mulf %mf{i}, %db{i} : {V8}")
 
     q4_k_mins(t, k, mem["mn"], load_m)
+
+
+def _q6_k_row(t: Text, kern: Shape, i: int) -> None:
+    """Row ``%r{i}`` of the tile, half ``%h``: ``%n{i}`` = ``%a{i}`` plus its four blocks'
+    scaled dot products (:func:`q6_k_body`)."""
+    assert kern.int_dot is not None
+    mem, tile = kern.bindings, ROWS_PER_TILE
+    for half in range(2):
+        t(f"%kl{i}_{half} = {at('%h', 64 * tile, 64 * i + 32 * half)}")
+        t(f"%ql{i}_{half} = vector.load %ql[%tile, %kl{i}_{half}] : {mem['ql']}, {V32B}")
+    t(f"%kh{i} = {at('%h', 32 * tile, 32 * i)}")
+    t(f"%qh{i} = vector.load %qh[%tile, %kh{i}] : {mem['qh']}, {V32B}")
+    t(f"%ks{i} = {at('%h', 8 * tile, 8 * i)}")
+    t(f"%sb{i} = vector.load %sc[%tile, %ks{i}] : {mem['sc']}, vector<8xi8>")
+    t(f"%sf{i} = arith.sitofp %sb{i} : vector<8xi8> to {V8}")
+    t(f"%kd{i} = affine.apply affine_map<()[s0] -> ((s0 floordiv 2) * {tile} + {i})>"
+      f"()[%h]")
+    t(f"%dh{i} = memref.load %d[%tile, %kd{i}] : {mem['d']}")
+    t(f"%de{i} = arith.extf %dh{i} : f16 to f32")
+    t(f"%dv{i} = vector.broadcast %de{i} : f32 to {V8}")
+    t(f"%ds{i} = arith.mulf %sf{i}, %dv{i} : {V8}")
+    t(f"%ax{i} = arith.mulf %ds{i}, %dx8 : {V8}")   # lane g: d · sc_g · d_x of its block
+    prev = f"%a{i}"
+    for p in range(4):
+        tag = f"{i}_{p}"
+        src = f"%ql{i}_{p % 2}"
+        if p < 2:
+            t(f"%lo{tag} = arith.andi {src}, %lo4 : {V32B}")
+        else:
+            t(f"%lo{tag} = arith.shrui {src}, %sh4 : {V32B}")
+        op, sh = Q6_K_HIGH[p]
+        hi = f"%qh{i}"
+        if op is not None:
+            hi = f"%hs{tag}"
+            t(f"{hi} = arith.{op} %qh{i}, %sh{sh} : {V32B}")
+        t(f"%hi{tag} = arith.andi {hi}, %hi2 : {V32B}")
+        t(f"%q{tag} = arith.ori %lo{tag}, %hi{tag} : {V32B}")
+        t(f"%w{tag} = arith.subi %q{tag}, %b32 : {V32B}")
+        u, s = _signed_operands(t, kern.int_dot, f"%w{tag}", f"%x{p}", tag)
+        dot = block_dot(t, kern.int_dot, u, s, tag)
+        t(f"%df{tag} = arith.sitofp {dot} : {I8L} to {V8}")
+        lanes = ", ".join([str(2 * p)] * 4 + [str(2 * p + 1)] * 4)
+        t(f"%v{tag} = vector.shuffle %ax{i}, %ax{i} [{lanes}] : {V8}, {V8}")
+        out = f"%n{i}" if p == 3 else f"%n{tag}"   # %n{i}: the row's new partials
+        t(f"{out} = vector.fma %df{tag}, %v{tag}, {prev} : {V8}")
+        prev = out
 
 
 def q8_body(t: Text, kern: Shape) -> None:
