@@ -122,6 +122,7 @@ from rlx.lowering.mir_to_linalg.quant.gemv_text import (
     q4_k_mins,
     q4_k_nibble,
     q4_k_store,
+    q6_k_scales,
     reduction,
     rows_loop,
     store_row,
@@ -456,15 +457,7 @@ def _q6_k_body(t: Text, kern: Kernel) -> None:
         t(f"%w{i} = vector.load %ql[%tile, %kq{i}] : {mem['ql']}, {i32v}")
         t(f"%hh{i} = vector.load %qh[%tile, %kq{i}] : {mem['qh']}, vector<16xi16>")
         t(f"%h{i} = arith.extui %hh{i} : vector<16xi16> to {i32v}")
-        t(f"%ks{i} = {at('%c', 8 * tile, 8 * i)}")
-        t(f"%sb{i} = vector.load %sc[%tile, %ks{i}] : {mem['sc']}, vector<8xi8>")
-        t(f"%sf{i} = arith.sitofp %sb{i} : vector<8xi8> to {V8}")
-        t(f"%kd{i} = affine.apply affine_map<()[s0] -> ((s0 floordiv 2) * {tile} + {i})>"
-          f"()[%c]")
-        t(f"%dh{i} = memref.load %d[%tile, %kd{i}] : {mem['d']}")
-        t(f"%de{i} = arith.extf %dh{i} : f16 to f32")
-        t(f"%dv{i} = vector.broadcast %de{i} : f32 to {V8}")
-        t(f"%sv{i} = arith.mulf %sf{i}, %dv{i} : {V8}")
+        scales = q6_k_scales(t, mem, "%c", i)
         prev = f"%a{i}"
         for j in range(8):
             lo = f"%w{i}"
@@ -481,7 +474,7 @@ def _q6_k_body(t: Text, kern: Kernel) -> None:
             t(f"%qc{i}_{j} = arith.subi %q{i}_{j}, %b32 : {i32v}")
             t(f"%f{i}_{j} = arith.sitofp %qc{i}_{j} : {i32v} to {V16}")
             t(f"%p{i}_{j} = arith.mulf %f{i}_{j}, %x{j} : {V16}")
-            t(f"%e{i}_{j} = vector.extract %sv{i}[{j}] : f32 from {V8}")
+            t(f"%e{i}_{j} = vector.extract {scales}[{j}] : f32 from {V8}")
             t(f"%v{i}_{j} = vector.broadcast %e{i}_{j} : f32 to {V16}")
             t(f"%A{i}_{j} = vector.fma %p{i}_{j}, %v{i}_{j}, {prev} : {V16}")
             prev = f"%A{i}_{j}"

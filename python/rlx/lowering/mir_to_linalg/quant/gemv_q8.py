@@ -96,6 +96,7 @@ from rlx.lowering.mir_to_linalg.quant.gemv_text import (
     close_reduction,
     q4_k_mins,
     q4_k_store,
+    q6_k_scales,
     reduction,
     rows_loop,
     store_row,
@@ -381,16 +382,8 @@ def _q6_k_row(t: Text, kern: Shape, i: int) -> None:
         t(f"%ql{i}_{half} = vector.load %ql[%tile, %kl{i}_{half}] : {mem['ql']}, {V32B}")
     t(f"%kh{i} = {at('%h', 32 * tile, 32 * i)}")
     t(f"%qh{i} = vector.load %qh[%tile, %kh{i}] : {mem['qh']}, {V32B}")
-    t(f"%ks{i} = {at('%h', 8 * tile, 8 * i)}")
-    t(f"%sb{i} = vector.load %sc[%tile, %ks{i}] : {mem['sc']}, vector<8xi8>")
-    t(f"%sf{i} = arith.sitofp %sb{i} : vector<8xi8> to {V8}")
-    t(f"%kd{i} = affine.apply affine_map<()[s0] -> ((s0 floordiv 2) * {tile} + {i})>"
-      f"()[%h]")
-    t(f"%dh{i} = memref.load %d[%tile, %kd{i}] : {mem['d']}")
-    t(f"%de{i} = arith.extf %dh{i} : f16 to f32")
-    t(f"%dv{i} = vector.broadcast %de{i} : f32 to {V8}")
-    t(f"%ds{i} = arith.mulf %sf{i}, %dv{i} : {V8}")
-    t(f"%ax{i} = arith.mulf %ds{i}, %dx8 : {V8}")   # lane g: d · sc_g · d_x of its block
+    scales = q6_k_scales(t, mem, "%h", i)
+    t(f"%ax{i} = arith.mulf {scales}, %dx8 : {V8}")   # lane g: d · sc_g · d_x of its block
     prev = f"%a{i}"
     for p in range(4):
         tag = f"{i}_{p}"

@@ -59,6 +59,23 @@ def q4_k_nibble(t: Text, word: str, tag: str, j: int) -> str:
     return f"%f{tag}_{j}"
 
 
+def q6_k_scales(t: Text, bindings: dict[str, str], iv: str, i: int) -> str:
+    """``%ds{i}`` (8 f32 lanes): ``d · sc`` of the eight 16-weight groups of row ``%r{i}``'s
+    128-weight unit ``iv`` in a Q6_K kernel (``sc [N / 4, K / 4]`` i8 at ``8 iv``, ``d [N /
+    4, K / 64]`` f16 per superblock, tile-interleaved; an f16 times a signed byte: exact in
+    f32); returns its name."""
+    t(f"%ks{i} = {at(iv, 8 * ROWS_PER_TILE, 8 * i)}")
+    t(f"%sb{i} = vector.load %sc[%tile, %ks{i}] : {bindings['sc']}, vector<8xi8>")
+    t(f"%sf{i} = arith.sitofp %sb{i} : vector<8xi8> to {V8}")
+    t(f"%kd{i} = affine.apply affine_map<()[s0] -> ((s0 floordiv 2) * {ROWS_PER_TILE} + "
+      f"{i})>()[{iv}]")
+    t(f"%dh{i} = memref.load %d[%tile, %kd{i}] : {bindings['d']}")
+    t(f"%de{i} = arith.extf %dh{i} : f16 to f32")
+    t(f"%dv{i} = vector.broadcast %de{i} : f32 to {V8}")
+    t(f"%ds{i} = arith.mulf %sf{i}, %dv{i} : {V8}")
+    return f"%ds{i}"
+
+
 def reduction(t: Text, result: str, iv: str, upper: str, step: str, acc: str,
               acc_type: str) -> None:
     """Open ``%{result}:4 = scf.for %{iv} = 0 to upper step step`` carrying one zero-started
@@ -118,4 +135,4 @@ def store_row(t: Text, bindings: dict[str, str], i: int, value: str) -> None:
 
 
 __all__ = ["ROWS_PER_TILE", "V8", "at", "close_reduction", "q4_k_constants", "q4_k_mins",
-           "q4_k_nibble", "reduction", "rows_loop", "store_row"]
+           "q4_k_nibble", "q6_k_scales", "reduction", "rows_loop", "store_row"]
