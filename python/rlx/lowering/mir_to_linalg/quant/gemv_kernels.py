@@ -228,6 +228,11 @@ class Kernel:
         return self.scheme == "gguf_q6_k" and self.batch == 1 and self.int_dot is None
 
     @property
+    def q6_k_q8(self) -> bool:
+        """Q6_K's ``q8`` body (:func:`.gemv_q8.q6_k_body`), on the file's own bytes."""
+        return self.scheme == "gguf_q6_k" and self.int_dot is not None
+
+    @property
     def bindings(self) -> dict[str, str]:
         """The kernel's operands in dispatch order (``x``, the weight planes of
         :func:`.gemv_planes.kernel_planes`, the result ``y``): name -> memref type. The planes
@@ -235,7 +240,7 @@ class Kernel:
         n, k = self.n // ROWS_PER_TILE, self.k * ROWS_PER_TILE
         if self.scheme in BYTE_PLANE:
             planes = {"q": memref([n, k], "i8"), "d": memref([n, k // 32], "f16")}
-        elif self.scheme == "gguf_q6_k" and self.int_dot is not None:   # the file's bytes
+        elif self.q6_k_q8:                       # the file's bytes
             planes = {"ql": memref([n, k // 2], "i8"), "qh": memref([n, k // 4], "i8"),
                       "sc": memref([n, k // 16], "i8"), "d": memref([n, k // 256], "f16")}
         elif self.q6_k_packed:                   # Q6_K's low nibbles, high pairs, sc, d
@@ -268,7 +273,7 @@ class Kernel:
             return [32, 1]
         if self.q6_k_packed:
             return [16, 16, 8, 1]
-        if self.scheme == "gguf_q6_k" and self.int_dot is not None:   # q8: see gemv_q8
+        if self.q6_k_q8:                         # see gemv_q8
             return [64, 32, 8, 1]
         if self.scheme in SIXTEEN_PLANE:
             return [32, 2]

@@ -68,7 +68,7 @@ def kernel_planes(kern: gemv_kernels.Kernel, w: ir.Value) -> list[ir.Value]:
     raw3 = emit.expand(w, [[0], [1, 2]], [n, g, info.block_bytes])
     if kern.q6_k_packed:
         return _q6_k_planes(kern, raw3)
-    if kern.scheme == "gguf_q6_k" and kern.int_dot is not None:
+    if kern.q6_k_q8:
         return _q6_k_q8_planes(kern, raw3)
     if kern.scheme not in gemv_kernels.I8_PLANE and kern.int_dot is not None:
         return _q4_k_q8_planes(kern, raw3)
@@ -81,27 +81,41 @@ def kernel_planes(kern: gemv_kernels.Kernel, w: ir.Value) -> list[ir.Value]:
     return interleave_tiles(kern, [q, scales])
 
 
+def lane_fields(raw3: ir.Value, width: int, bits_out: int,
+                field: Callable[[int], tuple[int, int, int]]) -> Callable[[Loops], ir.Value]:
+    """A :func:`.dequant.repack` body over ``[N, G, 2, 16]`` (loops ``hc``, ``l``): an
+    unsigned ``bits_out``-bit lane holding the ``width``-bit fields of the eight weights
+    ``128hc + 16j + l`` of block ``(n, g)``, field ``j`` at bits ``width · j``. ``field(j)``
+    = (the byte's offset past ``stride · hc + l``, ``stride``, the field's shift within the
+    byte): where the block stores weight ``j``'s bits (Q4_K's nibbles, Q6_K's low nibbles
+    and 2-bit highs)."""
+    def body(idx: Loops) -> ir.Value:
+        out = None
+        for j in range(8):
+            offset, stride, shift = field(j)
+            byte = emit.d(2) * stride + emit.d(3) + offset
+            v = arith.extui(int_type(bits_out),
+                            bits(gather(raw3, byte, idx), i8(shift), (1 << width) - 1))
+            part = arith.shli(v, arith.constant(v.type, width * j)) if j else v
+            out = part if out is None else arith.ori(out, part)
+        assert out is not None
+        return out
+    return body
+
+
 def _q4_k_planes(kern: gemv_kernels.Kernel, raw3: ir.Value) -> list[ir.Value]:
     """Q4_K's nibble lanes, ``S`` and ``M`` of ``raw3 [N, G, 144]``."""
     n, g, _ = emit.static_shape(raw3)
     assert n is not None
     assert g is not None
 
-    def nibbles(idx: Loops) -> ir.Value:
-        """Lane ``l`` of half ``hc`` of superblock ``g``: nibble j of weight
-        ``128hc + 16j + l`` at bits 4j; that weight is nibble ``(j % 4) / 2`` of qs byte
-        ``32(2hc + j / 4) + 16(j % 2) + l`` (ggml: element 64p + 32h + l is nibble h of
-        qs[32p + l])."""
-        out = None
-        for j in range(8):
-            byte = emit.d(2) * 64 + emit.d(3) + (16 + 32 * (j // 4) + 16 * (j % 2))
-            nib = bits(gather(raw3, byte, idx), i8(4 * ((j % 4) // 2)), 15)
-            part = arith.shli(u32(nib), i32(4 * j)) if j else u32(nib)
-            out = part if out is None else arith.ori(out, part)
-        assert out is not None
-        return out
+    def nibble(j: int) -> tuple[int, int, int]:
+        """Weight ``128hc + 16j + l`` is nibble ``(j % 4) / 2`` of qs byte ``32(2hc + j / 4)
+        + 16(j % 2) + l`` (ggml: element 64p + 32h + l is nibble h of qs[32p + l])."""
+        return 16 + 32 * (j // 4) + 16 * (j % 2), 64, 4 * ((j % 4) // 2)
 
-    q = emit.collapse(repack(raw3, n, [2, 16], int_type(32), nibbles), [[0], [1, 2, 3]])
+    q = emit.collapse(repack(raw3, n, [2, 16], int_type(32), lane_fields(raw3, 4, 32, nibble)),
+                      [[0], [1, 2, 3]])
     a, b = (emit.collapse(repack_field(raw3, n, K_PRODUCTS[f], [4, 2, 32]), [[0], [1, 2, 3]])
             for f in ("A", "B"))
     sixteen = emit.scalar(16.0, emit.f32())
@@ -121,36 +135,18 @@ def _q6_k_planes(kern: gemv_kernels.Kernel, raw3: ir.Value) -> list[ir.Value]:
     assert n is not None
     assert g is not None
 
-    def packed(width: int, field: Callable[[int], tuple[int, int, int]]) -> Callable[
-            [Loops], ir.Value]:
-        """Lane ``l`` of chunk ``hc``: weight ``128hc + 16j + l``'s field ``j`` at bits
-        ``width · j``; ``field(j)`` = (byte offset past ``64hc`` / ``32hc`` + ``l``, the
-        chunk stride, the shift within the byte) as ggml stores it (element ``32p + l32``
-        of a 128-half: low nibble ``p / 2`` of ql[32(p % 2) + l32], high pair ``p`` of
-        qh[l32])."""
-        def body(idx: Loops) -> ir.Value:
-            out = None
-            for j in range(8):
-                offset, stride, shift = field(j)
-                byte = emit.d(2) * stride + emit.d(3) + offset
-                v = bits(gather(raw3, byte, idx), i8(shift), (1 << width) - 1)
-                v = arith.extui(int_type(32 if width == 4 else 16), v)
-                part = arith.shli(v, arith.constant(v.type, width * j)) if j else v
-                out = part if out is None else arith.ori(out, part)
-            assert out is not None
-            return out
-        return body
-
     def low(j: int) -> tuple[int, int, int]:
+        """ggml: element ``32p + l32`` of a 128-half is low nibble ``p / 2`` of
+        ql[32(p % 2) + l32] and high pair ``p`` of qh[l32]."""
         p = j // 2                              # the 32-weight quarter of the half
         return 16 * (j % 2) + 32 * (p % 2), 64, 4 * (p // 2)
 
     def high(j: int) -> tuple[int, int, int]:
         return 128 + 16 * (j % 2), 32, 2 * (j // 2)
 
-    ql = emit.collapse(repack(raw3, n, [2, 16], int_type(32), packed(4, low)),
+    ql = emit.collapse(repack(raw3, n, [2, 16], int_type(32), lane_fields(raw3, 4, 32, low)),
                        [[0], [1, 2, 3]])
-    qh = emit.collapse(repack(raw3, n, [2, 16], int_type(16), packed(2, high)),
+    qh = emit.collapse(repack(raw3, n, [2, 16], int_type(16), lane_fields(raw3, 2, 16, high)),
                        [[0], [1, 2, 3]])
     sc = emit.collapse(repack(raw3, n, [16], int_type(8),
                               lambda idx: gather(raw3, emit.d(2) + 192, idx)), [[0], [1, 2]])
