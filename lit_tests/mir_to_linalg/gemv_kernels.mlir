@@ -10,6 +10,7 @@
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg %s | FileCheck %s
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --no-gemv-kernels %s | FileCheck %s --check-prefix=OFF
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --target=vulkan %s | FileCheck %s --check-prefix=OFF
+// RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --activation-quant q8 %s | FileCheck %s --check-prefix=Q8
 
 // Q4_K: nibbles repacked so that lane l of i32 vector c holds nibble j of weight 128c + 16j + l
 // at bits 4j; each becomes the f32 1 + q/16 by integer ops and a bitcast (no conversion);
@@ -112,6 +113,14 @@ module @q8_0 {
 // CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<8x1x16xi8>)
 // CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<8x1xf16>)
 // CHECK:         flow.dispatch @rlx_gemv_q6_k_8x256::@rlx_gemv_q6_k_8x256[%c8](%{{.*}}) : (tensor<256xf32>, tensor<2x128xi32>, tensor<2x128xi16>, tensor<2x64xi8>, tensor<2x4xf16>) -> tensor<8xf32>
+// The q8 mode's Q6_K body reads the file's bytes: ql [N / 4, 2 K], qh [N / 4, K], the scale
+// bytes and d, and forms q - 32 as signed bytes (the dot form is the host CPU's).
+// Q8-LABEL:    module @q6_k
+// Q8:          stream.executable private @rlx_gemv_q6_k_8x256_q8{{[a-z0-9]+}}
+// Q8:              vector.load %{{.*}} : memref<2x512xi8>, vector<32xi8>
+// Q8:              vector.load %{{.*}} : memref<2x256xi8>, vector<32xi8>
+// Q8:              arith.subi %{{.*}} : vector<32xi8>
+// Q8:          flow.dispatch @rlx_gemv_q6_k_8x256_q8{{[a-z0-9]+}}::{{.*}} : (tensor<256xf32>, tensor<2x512xi8>, tensor<2x256xi8>, tensor<2x64xi8>, tensor<2x4xf16>) -> tensor<8xf32>
 // OFF-LABEL:   module @q6_k
 // OFF-NOT:     flow.dispatch
 // OFF:         return
