@@ -6,7 +6,7 @@ the zero-centred ``1 + w`` fold is exercised): prefill logits within the f32 tol
 32 greedy tokens identical on llvm-cpu and Vulkan; prefill in two chunks equals one call;
 the same checkpoint as llama.cpp's converter writes it (F32, F16, Q8_0); speculative
 decoding with the (random) MTP head, a replayed always-right draft and a replay with
-mistakes gives plain greedy's tokens for K = 1..4, prompts of several lengths, an end token
+mistakes gives plain greedy's tokens for K = 1 and 3, prompts of several lengths, an end token
 inside an accepted run; broken checkpoints are one clear error."""
 
 from __future__ import annotations
@@ -176,9 +176,11 @@ def test_matches_transformers_on_vulkan(hf: dict) -> None:
 
 @pytest.fixture(scope="module")
 def spec_program(hf: dict) -> tuple[qwen35.Qwen35Model, object]:
-    """One module serving K = 1..4 (verify_1 .. verify_4)."""
+    """One module serving K = 1 and 3 (verify_1, verify_3): a single draft, and a round
+    with drafts either side of its middle (2 and 4 are the same code at other sizes; each
+    K adds a verify function's executables to this, CI's largest compile)."""
     model = qwen35.from_hf(hf["path"])
-    return model, spec.load(model, [1, 2, 3, 4])
+    return model, spec.load(model, [1, 3])
 
 
 class Mistaken(spec.ReplayDrafter):
@@ -190,7 +192,7 @@ class Mistaken(spec.ReplayDrafter):
         return [(t + 1) % 128 if (self.done + i) % 3 == 2 else t for i, t in enumerate(out)]
 
 
-@pytest.mark.parametrize("k", [1, 2, 3, 4])
+@pytest.mark.parametrize("k", [1, 3])
 def test_speculative_decoding_is_plain_greedy(k: int, hf: dict, spec_program: tuple) -> None:
     model, program = spec_program
     for prompt in (PROMPT[:1], PROMPT, [7, 3, 100, 2, 9, 9, 64, 1, 0, 31, 5]):
@@ -237,8 +239,8 @@ def test_speculative_refuses_past_the_context(spec_program: tuple) -> None:
     tokens and the last verify call's drafts, or the generation is refused up front (the
     write would clamp onto the last row)."""
     model, program = spec_program
-    with pytest.raises(RunError, match=f"need {6 + 4096 + 2} positions.*context 4096"):
-        spec.decoder(model, program, 2).generate(PROMPT, 4096)
+    with pytest.raises(RunError, match=f"need {6 + 4096 + 3} positions.*context 4096"):
+        spec.decoder(model, program, 3).generate(PROMPT, 4096)
 
 
 @pytest.fixture(scope="module")
