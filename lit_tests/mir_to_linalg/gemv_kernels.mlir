@@ -1,5 +1,5 @@
-// mir-to-linalg on llvm-cpu: a decode (M = 1) dequant_matmul of Q4_K, Q8_0, Q6_K, Q5_0 or Q4_0
-// weights becomes a flow.dispatch to rlx's hand-written kernel (a stream.executable in vector /
+// mir-to-linalg on llvm-cpu: a decode (M = 1) dequant_matmul of Q4_K, Q8_0, Q6_K, Q5_0, Q4_0,
+// F16 or BF16 weights becomes a flow.dispatch to rlx's hand-written kernel (a stream.executable in vector /
 // scf / memref, one per scheme and shape, its body only in the workgroups it was written for),
 // fed by repacking generics that read only the parameter; so does a batched decode step's
 // (M = 2 .. 8 rows of x: x [M, K], y [M, N]). Prefill (M > 8 or dynamic), row counts not a
@@ -89,6 +89,46 @@ module @q8_0 {
     %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q8_0"} : (tensor<1x576xf16>, tensor<40x612xi8>) -> tensor<1x40xf16>
     %z = "rlx_mir.dequant_matmul"(%x, %v) {scheme = "gguf_q8_0"} : (tensor<1x576xf16>, tensor<40x612xi8>) -> tensor<1x40xf16>
     return %y, %z : tensor<1x40xf16>, tensor<1x40xf16>
+  }
+}
+
+// -----
+
+// F16 / BF16 (M = 1): the file's 16-bit values viewed as f16 / i16 (flow.tensor.bitcast, no
+// copy) and tile-interleaved every 32 values; in the kernel F16 is widened by extf, BF16's
+// bits by a zero extension and a 16-bit shift into the top of an f32. No q8 form: the q8
+// mode keeps these exact kernels. A batched step (M = 2) keeps IREE's contraction.
+// CHECK-LABEL: module @half
+// CHECK:       stream.executable private @rlx_gemv_bf16_40x64
+// CHECK:           vector.load %{{.*}} : memref<10x256xi16>, vector<16xi16>
+// CHECK:           arith.extui %{{.*}} : vector<16xi16> to vector<16xi32>
+// CHECK:           arith.shli
+// CHECK:           arith.bitcast %{{.*}} : vector<16xi32> to vector<16xf32>
+// CHECK:       stream.executable private @rlx_gemv_f16_40x64
+// CHECK:           vector.load %{{.*}} : memref<10x256xf16>, vector<16xf16>
+// CHECK:           arith.extf %{{.*}} : vector<16xf16> to vector<16xf32>
+// CHECK-NOT:   stream.executable
+// CHECK:       func.func @main(
+// CHECK:         flow.tensor.bitcast %{{.*}} : tensor<40x128xi8> -> tensor<40x64xf16>
+// CHECK:         flow.dispatch @rlx_gemv_f16_40x64::@rlx_gemv_f16_40x64[%c40](%{{.*}}) : (tensor<64xf32>, tensor<10x256xf16>) -> tensor<40xf32>
+// CHECK:         flow.dispatch @rlx_gemv_bf16_40x64::@rlx_gemv_bf16_40x64[%c40](%{{.*}}) : (tensor<64xf32>, tensor<10x256xi16>) -> tensor<40xf32>
+// CHECK-NOT:     flow.dispatch
+// CHECK:         return
+// OFF-LABEL:   module @half
+// OFF-NOT:     flow.dispatch
+// OFF:         return
+// Q8-LABEL:    module @half
+// Q8:          stream.executable private @rlx_gemv_bf16_40x64 {
+// Q8:          stream.executable private @rlx_gemv_f16_40x64 {
+// Q8:          func.func @main(
+module @half {
+  func.func @main(%x: tensor<1x64xf32>, %x2: tensor<2x64xf32>) -> (tensor<1x40xf32>, tensor<1x40xf32>, tensor<2x40xf32>) {
+    %w = "rlx_mir.param"() {name = "w"} : () -> tensor<40x128xi8>
+    %v = "rlx_mir.param"() {name = "v"} : () -> tensor<40x128xi8>
+    %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_f16"} : (tensor<1x64xf32>, tensor<40x128xi8>) -> tensor<1x40xf32>
+    %z = "rlx_mir.dequant_matmul"(%x, %v) {scheme = "gguf_bf16"} : (tensor<1x64xf32>, tensor<40x128xi8>) -> tensor<1x40xf32>
+    %b = "rlx_mir.dequant_matmul"(%x2, %w) {scheme = "gguf_f16"} : (tensor<2x64xf32>, tensor<40x128xi8>) -> tensor<2x40xf32>
+    return %y, %z, %b : tensor<1x40xf32>, tensor<1x40xf32>, tensor<2x40xf32>
   }
 }
 

@@ -298,13 +298,16 @@ def flow_exports(h: rlx.HirModule, target: str) -> list[str]:
     return [e for e in exports if e.startswith("main$async_")]  # the body: main calls it
 
 
-KERNEL_SCHEMES = ("gguf_q8_0", "gguf_q4_k", "gguf_q5_0", "gguf_q4_0", "gguf_q6_k")
+KERNEL_SCHEMES = ("gguf_q8_0", "gguf_q4_k", "gguf_q5_0", "gguf_q4_0", "gguf_q6_k", "gguf_f16",
+                  "gguf_bf16")
+HALF = ("gguf_f16", "gguf_bf16")
 
 
 def test_gemv_kernels() -> None:
     """llvm-cpu's hand-written decode GEMVs (Q8_0, Q4_K; Q5_0 and Q4_0 through the Q8_0
-    kernel, widened to bytes; Q6_K from planes of the file's size) against the float64
-    reference on blocks in which every bit is set and clear somewhere, at row counts that
+    kernel, widened to bytes; Q6_K from planes of the file's size; F16 and BF16 values as
+    in the file) against the float64 reference on blocks in which every bit is set and
+    clear somewhere (F16 / BF16: random finite values), at row counts that
     give workgroups of 4, 8, 12, 20, 24 and 32 rows (gemv_kernels.workgroup_rows: any
     multiple of 4), K from one to four Q4_K superblocks and Q8_0 / Q5_0 at a 135M model's
     K = 576; the kernels are checked to be what ran."""
@@ -314,7 +317,9 @@ def test_gemv_kernels() -> None:
               "gguf_q4_k": ((4, 256), (48, 512), (80, 1024), (128, 768)),
               "gguf_q5_0": ((4, 576), (48, 576), (96, 1536)),
               "gguf_q4_0": ((8, 512), (48, 1536)),
-              "gguf_q6_k": ((4, 256), (48, 512), (96, 1536))}
+              "gguf_q6_k": ((4, 256), (48, 512), (96, 1536)),
+              "gguf_f16": ((4, 576), (48, 1536)),
+              "gguf_bf16": ((8, 512), (48, 576))}
     xs = {k: h.input(f"x{k}", (1, k)) for k in (256, 512, 576, 768, 1024, 1536, 2048)}
     weights = {}
     outs = []
@@ -322,7 +327,7 @@ def test_gemv_kernels() -> None:
         for rows, k in shapes[s]:
             name = f"{s}.{rows}x{k}"
             weights[name] = random_blocks(s, rows, k, rng)
-            if rows >= 40:                       # enough blocks to cover every bit
+            if rows >= 40 and s not in HALF:     # enough blocks to cover every bit
                 random_bits_cover(s, weights[name])
             outs.append(h.dequant_matmul(xs[k], h.param(name, weights[name].shape, "i8"),
                                          scheme=s))
@@ -380,14 +385,16 @@ def hoisted_rows(scheme: str, k: int) -> int:
 def test_gemv_kernels_smallest_and_large_shapes() -> None:
     """Every kernel at its smallest legal shape (N = 4 rows, one workgroup of one tile; K =
     one block: 32 for Q8_0 / Q5_0 / Q4_0, 256 for Q4_K / Q6_K) and at K = 4096 with many
-    workgroups (Q8_0 / Q4_K / Q6_K: 4096 rows; Q5_0 / Q4_0: the most rows still hoisted),
+    workgroups (Q8_0 / Q4_K / Q6_K / F16: 4096 rows, BF16 1024; Q5_0 / Q4_0: the most rows
+    still hoisted),
     against the float64 reference; the kernels are checked to be what ran."""
     rng = np.random.default_rng(17)
     h = rlx.HirModule("kernel_bounds")
     xs = {k: h.input(f"x{k}", (1, k)) for k in (32, 256, 4096)}
     shapes = [(s, 4, 256 if s in ("gguf_q4_k", "gguf_q6_k") else 32) for s in KERNEL_SCHEMES]
-    shapes += [(s, 4096 if s in ("gguf_q8_0", "gguf_q4_k", "gguf_q6_k") else
-                hoisted_rows(s, 4096), 4096) for s in KERNEL_SCHEMES]
+    shapes += [(s, 4096 if s in ("gguf_q8_0", "gguf_q4_k", "gguf_q6_k", "gguf_f16") else
+                1024 if s == "gguf_bf16" else hoisted_rows(s, 4096), 4096)
+               for s in KERNEL_SCHEMES]
     weights, outs = {}, []
     for s, rows, k in shapes:
         name = f"{s}.{rows}x{k}"
@@ -482,7 +489,7 @@ def test_gemv_residual_epilogue() -> None:
         weights[name] = random_blocks(scheme, 64, 256, rng)
         return h.dequant_matmul(inp, h.param(name, weights[name].shape, "i8"), scheme=scheme)
 
-    a = add(r, gemv("a", "gguf_q8_0", x))                    # r + W x
+    a = add(r, gemv("a", "gguf_bf16", x))                    # r + W x
     b = add(gemv("b", "gguf_q4_k", x), a)                    # W x + (a fused sum)
     y = gemv("c", "gguf_q8_0", x)
     later = add(y, h.mir("binary", [r, r], kind="mul"))      # residual defined after the GEMV
@@ -493,7 +500,7 @@ def test_gemv_residual_epilogue() -> None:
     h.set_outputs([b, later, both, twice, half])
     linalg = rlx.compile(h, "llvm-cpu", emit="linalg")
     fused = re.findall(r"flow\.dispatch @(rlx_gemv_\w+_add)::", linalg)
-    assert fused == ["rlx_gemv_q8_0_64x256_add", "rlx_gemv_q4_k_64x256_add"], fused
+    assert fused == ["rlx_gemv_bf16_64x256_add", "rlx_gemv_q4_k_64x256_add"], fused
     check_module(h, "llvm-cpu", params=weights)
 
 
@@ -515,7 +522,7 @@ def test_gemv_rms_norm_prologue() -> None:
         return h.rms_norm(v, h.param(f"g{i}", (k,)), h.param(f"b{i}", (k,)), eps)
 
     n = norm(x)
-    a = gemv("a", "gguf_q8_0", n)
+    a = gemv("a", "gguf_f16", n)
     b = gemv("b", "gguf_q4_k", n)                            # the same norm, twice
     r = h.input("r", (1, 1, 64))
     c = h.mir("binary", [r, gemv("c", "gguf_q4_k", norm(x, eps=1e-6))], kind="add")
@@ -529,7 +536,7 @@ def test_gemv_rms_norm_prologue() -> None:
     h.set_outputs([a, b, c, d, shared, e, f])
     linalg = rlx.compile(h, "llvm-cpu", emit="linalg")
     kernels = re.findall(r"flow\.dispatch @(rlx_gemv_\w+)::", linalg)
-    assert kernels == ["rlx_gemv_q8_0_64x256_rms3727c5ac", "rlx_gemv_q4_k_64x256_rms3727c5ac",
+    assert kernels == ["rlx_gemv_f16_64x256_rms3727c5ac", "rlx_gemv_q4_k_64x256_rms3727c5ac",
                        "rlx_gemv_q4_k_64x256_rms358637bd_add",
                        "rlx_gemv_q8_0_64x256_rms3dcccccd", "rlx_gemv_q8_0_64x8192",
                        "rlx_gemv_q8_0_64x256"], kernels
@@ -561,7 +568,7 @@ def test_gemv_swiglu_prologue() -> None:
     a = gemv("a", "gguf_q4_k", glu(half(gu, 0, 256), half(gu, 1, 256)), 64, 256)
     act = glu(half(gu, 0, 256), half(gu, 1, 256))
     r = h.input("r", (1, 1, 64))
-    b = h.mir("binary", [gemv("b", "gguf_q8_0", act, 64, 256), r], kind="add")
+    b = h.mir("binary", [gemv("b", "gguf_f16", act, 64, 256), r], kind="add")
     swapped = gemv("c", "gguf_q8_0", glu(half(gu, 1, 256), half(gu, 0, 256)), 64, 256)
     other = h.input("other", (1, 1, 512))
     mixed = gemv("d", "gguf_q8_0", glu(half(gu, 0, 256), half(other, 1, 256)), 64, 256)
@@ -573,7 +580,7 @@ def test_gemv_swiglu_prologue() -> None:
     linalg = rlx.compile(h, "llvm-cpu", emit="linalg")
     kernels = re.findall(r"flow\.dispatch @(rlx_gemv_\w+)::", linalg)
     assert kernels == ["rlx_gemv_q8_0_512x256", "rlx_gemv_q4_k_64x256_glu",
-                       "rlx_gemv_q8_0_64x256_glu_add", "rlx_gemv_q8_0_64x256",
+                       "rlx_gemv_f16_64x256_glu_add", "rlx_gemv_q8_0_64x256",
                        "rlx_gemv_q8_0_64x256", "rlx_gemv_q8_0_64x8192",
                        "rlx_gemv_q8_0_64x256"], kernels
     big_gu = 4 * rng.standard_normal((1, 1, 16384)).astype(np.float32)
@@ -584,16 +591,20 @@ def test_gemv_swiglu_prologue() -> None:
 def test_one_dispatch_per_decode_gemv(target: str) -> None:
     """Each M = 1 dequant_matmul is one dispatch of @main (the repacking is in initializers):
     a matvec with the dequant fused in, or on llvm-cpu one of rlx's GEMV kernels (Q8_0,
-    Q4_K, Q6_K from planes of the file's size; not Q4_0 / Q5_0 widened to bytes: the growth
-    threshold is 0 here)."""
+    Q4_K, Q6_K from planes of the file's size, F16 / BF16 values as in the file; not Q4_0 /
+    Q5_0 widened to bytes: the growth threshold is 0 here)."""
     h = all_schemes_module(512, 64, 1)
     main = flow_exports(h, target)
     kernels = []
     if target == "llvm-cpu":
         kernels = re.findall(r"flow\.dispatch @rlx_gemv_(\w+)::", rlx.compile(
             h, target, emit="linalg", extra_flags=NO_HOIST))
-        assert kernels == ["q8_0_64x512", "q4_k_64x512", "q6_k_64x512"], kernels  # no widening
+        assert kernels == ["f16_64x512", "q8_0_64x512", "q4_k_64x512", "q6_k_64x512",
+                           "bf16_64x512"], kernels  # no widening
     assert len(main) + len(kernels) == len(h.outputs), main
+    if target == "llvm-cpu":
+        assert all("matvec_like" in e for e in main), main
+        return
     # BF16 is converted in the contraction body (integer ops), which IREE files as a
     # "reduction"; every other scheme is a matvec with its dequant fused in.
     assert sorted("matvec_like" in e for e in main) == [False] + [True] * (len(main) - 1), main

@@ -1,7 +1,7 @@
 """Hand-written decode GEMV kernels (``M = 1``; batched, ``M <= 8``) for llvm-cpu: Q8_0 (also
 running Q5_0 and Q4_0, their quants widened to bytes at load: :data:`BYTE_PLANE`), its
 per-16-scale variant (Q6_K widened, batched: :data:`SIXTEEN_PLANE`), Q6_K from planes of
-the file's size (``M = 1``) and Q4_K.
+the file's size (``M = 1``), Q4_K, and F16 / BF16 (``M = 1``: :data:`HALF_PLANE`).
 
 IREE 3.13 compiles rlx's fused dequant + matvec (:func:`.rule.fused_matmul`) into code that
 reduces each 32-weight block horizontally into a scalar accumulator, which caps Q8_0 at ~50%
@@ -26,6 +26,10 @@ the dequantize-then-multiply form, never bit-identical to it):
   and an FMA by ``d · sc`` (formed once a chunk). Batched and ``q8``: an i8 ``q`` widened at
   load and f32 ``s`` (1.25 bytes per weight held, within ``hoist_growth``); per 32 weights
   two conversions, two multiplies and two FMAs.
+- **F16 / BF16** ``y[n] = Σ_i w[n, i] · x[i]``: the file's 16-bit values, tile-interleaved
+  (2 bytes a weight, as in the file: hoisted at any size), per 32 weights of a row two
+  conversions to f32 and two FMAs (:func:`_half_body`; ``M = 1``: a batched step keeps
+  IREE's matmul). Exact products; only the summation order differs.
 - **Q4_K** ``y[n] = Σ_g S[n, g] · F[n, g] - Σ_g M[n, g] · X[g]``, with ``X[g]`` the sum of
   ``x`` over group ``g`` (computed once per workgroup) and, per weight ``q`` (4 bits),
   ``f = 1 + q / 16`` built as f32 bits (``0x3F800000 | q << 19``: an integer shift, mask and
@@ -150,7 +154,11 @@ against Q6_K's 0.82, for a kernel that streams ~3x faster than the fused form.""
 I8_PLANE = (*BYTE_PLANE, *SIXTEEN_PLANE)
 """Schemes whose kernel reads an i8 plane of quants (:func:`_byte_body`); but for Q8_0's
 own, repacking them at load grows the weight (``LoweringOptions.hoist_growth``)."""
-SCHEMES = (*I8_PLANE, "gguf_q4_k")
+HALF_PLANE = ("gguf_f16", "gguf_bf16")
+"""Schemes run by the half-precision kernel (:func:`_half_body`, ``M = 1``): the weight's
+16-bit values as in the file (2 bytes a weight, tile-interleaved at load: no growth, any
+size), converted to f32 in registers (F16 by ``extf``, BF16 bits by a 16-bit shift)."""
+SCHEMES = (*I8_PLANE, "gguf_q4_k", *HALF_PLANE)
 Q8_SCHEMES = (*I8_PLANE, "gguf_q4_k")
 """Schemes with an ``activation_quant="q8"`` kernel (:mod:`.gemv_q8`, ``M = 1``)."""
 MAX_BATCH = 8
@@ -187,7 +195,7 @@ class Kernel:
         if self.scheme not in SCHEMES:
             raise LoweringError(f"error: GEMV kernel: expected a scheme of {', '.join(SCHEMES)},"
                                 f" found {self.scheme!r}")
-        block = 32 if self.scheme in BYTE_PLANE else 256
+        block = 32 if self.scheme in (*BYTE_PLANE, *HALF_PLANE) else 256
         if self.k <= 0 or self.k % block:
             raise LoweringError(f"error: GEMV kernel {self.symbol}: expected K a positive "
                                 f"multiple of {block}, found {self.k}")
@@ -198,6 +206,10 @@ class Kernel:
         if not 1 <= self.batch <= MAX_BATCH:
             raise LoweringError(f"error: GEMV kernel {self.symbol}: expected 1 to {MAX_BATCH}"
                                 f" rows of x, found {self.batch}")
+        if self.batch > 1 and self.scheme in HALF_PLANE:
+            raise LoweringError(f"error: GEMV kernel {self.symbol}: expected M = 1 for "
+                                f"{self.scheme} (no batched half-precision body), found "
+                                f"M = {self.batch}")
         if self.batch > 1 and (self.norm_eps is not None or self.glu):
             raise LoweringError(f"error: GEMV kernel {self.symbol}: expected no RMSNorm or "
                                 f"SwiGLU prologue with {self.batch} rows of x (M = 1 only)")
@@ -240,6 +252,8 @@ class Kernel:
         n, k = self.n // ROWS_PER_TILE, self.k * ROWS_PER_TILE
         if self.scheme in BYTE_PLANE:
             planes = {"q": memref([n, k], "i8"), "d": memref([n, k // 32], "f16")}
+        elif self.scheme in HALF_PLANE:          # F16 values; BF16 bits as i16
+            planes = {"w": memref([n, k], "f16" if self.scheme == "gguf_f16" else "i16")}
         elif self.q6_k_q8:                       # the file's bytes
             planes = {"ql": memref([n, k // 2], "i8"), "qh": memref([n, k // 4], "i8"),
                       "sc": memref([n, k // 16], "i8"), "d": memref([n, k // 256], "f16")}
@@ -271,6 +285,8 @@ class Kernel:
         16 lanes of a 128-weight chunk, its 4 group scales S, and the M of 8 groups."""
         if self.scheme in BYTE_PLANE:
             return [32, 1]
+        if self.scheme in HALF_PLANE:
+            return [32]
         if self.q6_k_packed:
             return [16, 16, 8, 1]
         if self.q6_k_q8:                         # see gemv_q8
@@ -293,6 +309,8 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
     if not options.gemv_kernels or scheme not in SCHEMES:
         return None
     if m is None or not 1 <= m <= MAX_BATCH or n % ROWS_PER_TILE:
+        return None
+    if scheme in HALF_PLANE and (m > 1 or k % 32):    # M = 1 only; 32 weights a step
         return None
     # Q5_0 / Q4_0 widened to bytes grow by N K minus their raw bytes (Q8_0 shrinks), and IREE
     # hoists that repacking into initializers only within LoweringOptions.hoist_growth (1 MiB
@@ -371,6 +389,44 @@ def _byte_body(t: Text, kern: Kernel) -> None:
         t(f"%n{i} = vector.fma %s{i}, %v{i}, %a{i} : {V16}")
     close_reduction(t, [f"%n{i}" for i in range(ROWS_PER_TILE)], V16)
     _store_rows(t, kern, [f"%acc#{i}" for i in range(ROWS_PER_TILE)])
+    t.end()
+
+
+def _half_body(t: Text, kern: Kernel) -> None:
+    """The half-precision kernel (:data:`HALF_PLANE`): per 32 weights of a row two 16-lane
+    loads, two conversions to f32 (F16: ``extf``; BF16: its bits widened and shifted into
+    the top half of an f32, exact) and two FMAs with ``x`` into the row's partials. Bounds:
+    as :func:`_byte_body`'s (the plane ``[N / 4, 4 K]``; ``b < K / 32``, a load at
+    ``32 · 4 b + 32 i + 16 h + 15 < 4 K``)."""
+    mem = kern.bindings
+    x, w = memref([kern.k], "f32"), mem["w"]
+    half = "f16" if kern.scheme == "gguf_f16" else "i16"
+    t("%c16 = arith.constant 16 : index")
+    t("%c32 = arith.constant 32 : index")
+    if half == "i16":
+        t("%sh16 = arith.constant dense<16> : vector<16xi32>")
+    t(f"%nb = arith.constant {kern.k // 32} : index")
+    rows_loop(t, kern.rows)
+    reduction(t, "acc", "b", "%nb", "%c1", "a", V16)
+    t("%k0 = arith.muli %b, %c32 : index")
+    t("%k1 = arith.addi %k0, %c16 : index")
+    t(f"%x0 = vector.load %x[%k0] : {x}, {V16}")
+    t(f"%x1 = vector.load %x[%k1] : {x}, {V16}")
+    tile = ROWS_PER_TILE
+    for i in range(tile):
+        for h in range(2):
+            t(f"%wk{i}_{h} = {at('%b', 32 * tile, 32 * i + 16 * h)}")
+            t(f"%w{i}_{h} = vector.load %w[%tile, %wk{i}_{h}] : {w}, vector<16x{half}>")
+            if half == "f16":
+                t(f"%f{i}_{h} = arith.extf %w{i}_{h} : vector<16xf16> to {V16}")
+            else:
+                t(f"%u{i}_{h} = arith.extui %w{i}_{h} : vector<16xi16> to vector<16xi32>")
+                t(f"%t{i}_{h} = arith.shli %u{i}_{h}, %sh16 : vector<16xi32>")
+                t(f"%f{i}_{h} = arith.bitcast %t{i}_{h} : vector<16xi32> to {V16}")
+        t(f"%p{i} = vector.fma %f{i}_0, %x0, %a{i} : {V16}")
+        t(f"%n{i} = vector.fma %f{i}_1, %x1, %p{i} : {V16}")
+    close_reduction(t, [f"%n{i}" for i in range(tile)], V16)
+    _store_rows(t, kern, [f"%acc#{i}" for i in range(tile)])
     t.end()
 
 
@@ -514,6 +570,9 @@ def kernel_text(kern: Kernel) -> str:
         if kern.q6_k_packed:
             _q6_k_body(t, kern)
             return
+        if kern.scheme in HALF_PLANE:
+            _half_body(t, kern)
+            return
         (_byte_body if kern.scheme in I8_PLANE else _q4_k_body)(t, kern)
 
     return executable_text(kern.symbol, args, body, kern.n // kern.rows, kern.rows)
@@ -535,6 +594,6 @@ def dispatch(ctx: LoweringContext, kern: Kernel, x: ir.Value, planes: list[ir.Va
                            [], []).results[0]
 
 
-__all__ = ["BYTE_PLANE", "I8_PLANE", "MAX_BATCH", "MAX_NORM_K", "Q8_SCHEMES", "ROWS_PER_TILE",
+__all__ = ["BYTE_PLANE", "HALF_PLANE", "I8_PLANE", "MAX_BATCH", "MAX_NORM_K", "Q8_SCHEMES", "ROWS_PER_TILE",
            "SCHEMES",
            "SIXTEEN_PLANE", "Kernel", "dispatch", "kernel_for", "kernel_text", "workgroup_rows"]

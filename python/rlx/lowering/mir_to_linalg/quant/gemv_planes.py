@@ -29,6 +29,7 @@ from rlx.lowering.mir_to_linalg.quant import gemv_kernels
 from rlx.lowering.mir_to_linalg.quant.dequant import (
     dequantize,
     gather,
+    half_weight,
     layout_operands,
     repack,
     repack_field,
@@ -63,6 +64,8 @@ from rlx.lowering.mir_to_linalg.quant.scalars import (
 def kernel_planes(kern: gemv_kernels.Kernel, w: ir.Value) -> list[ir.Value]:
     """The operands of a :mod:`.gemv_kernels` kernel, repacked from the raw bytes
     ``[N, ROWBYTES]`` (generics over the parameter only: hoisted into initializers)."""
+    if kern.scheme in gemv_kernels.HALF_PLANE:         # the file's 16-bit values
+        return interleave_tiles(kern, [half_weight(w, kern.scheme)])
     info = QUANT_SCHEMES[kern.scheme]
     n, g = kern.n, kern.k // info.block_elems
     raw3 = emit.expand(w, [[0], [1, 2]], [n, g, info.block_bytes])
