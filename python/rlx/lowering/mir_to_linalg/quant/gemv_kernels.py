@@ -594,6 +594,6 @@ def dispatch(ctx: LoweringContext, kern: Kernel, x: ir.Value, planes: list[ir.Va
                            [], []).results[0]
 
 
-__all__ = ["BYTE_PLANE", "HALF_PLANE", "I8_PLANE", "MAX_BATCH", "MAX_NORM_K", "Q8_SCHEMES", "ROWS_PER_TILE",
-           "SCHEMES",
-           "SIXTEEN_PLANE", "Kernel", "dispatch", "kernel_for", "kernel_text", "workgroup_rows"]
+__all__ = ["BYTE_PLANE", "HALF_PLANE", "I8_PLANE", "MAX_BATCH", "MAX_NORM_K", "Q8_SCHEMES",
+           "ROWS_PER_TILE", "SCHEMES", "SIXTEEN_PLANE", "Kernel", "dispatch", "kernel_for",
+           "kernel_text", "workgroup_rows"]
