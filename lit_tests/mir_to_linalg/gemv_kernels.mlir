@@ -1,5 +1,5 @@
-// mir-to-linalg on llvm-cpu: a decode (M = 1) dequant_matmul of Q4_K, Q8_0, Q6_K, Q5_0, Q4_0,
-// F16 or BF16 weights becomes a flow.dispatch to rlx's hand-written kernel (a stream.executable in vector /
+// mir-to-linalg on llvm-cpu: a decode (M = 1) dequant_matmul of Q4_K, Q5_K, Q8_0, Q6_K, Q5_0,
+// Q4_0, F16 or BF16 weights becomes a flow.dispatch to rlx's hand-written kernel (a stream.executable in vector /
 // scf / memref, one per scheme and shape, its body only in the workgroups it was written for),
 // fed by repacking generics that read only the parameter; so does a batched decode step's
 // (M = 2 .. 8 rows of x: x [M, K], y [M, N]). Prefill (M > 8 or dynamic), row counts not a
@@ -89,6 +89,36 @@ module @q8_0 {
     %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q8_0"} : (tensor<1x576xf16>, tensor<40x612xi8>) -> tensor<1x40xf16>
     %z = "rlx_mir.dequant_matmul"(%x, %v) {scheme = "gguf_q8_0"} : (tensor<1x576xf16>, tensor<40x612xi8>) -> tensor<1x40xf16>
     return %y, %z : tensor<1x40xf16>, tensor<1x40xf16>
+  }
+}
+
+// -----
+
+// Q5_K (M = 1): Q4_K's kernel with a fifth bit. The nibble lanes as Q4_K's (qs at byte 48),
+// a byte a lane of high bits (qh at byte 16: bit j of lane l is weight 128c + 16j + l's),
+// S = 32 d sc and M = 32 d sc + dmin m; each weight is the f32 bits 0x3F800000 | q << 18
+// (nibble masked at bits 18..21: 3932160, high bit at bit 22: 4194304). No q8 form.
+// CHECK-LABEL: module @q5_k
+// CHECK:       stream.executable private @rlx_gemv_q5_k_8x256
+// CHECK-DAG:       arith.constant dense<3932160> : vector<16xi32>
+// CHECK-DAG:       arith.constant dense<4194304> : vector<16xi32>
+// CHECK:           vector.load %{{.*}} : memref<2x128xi32>, vector<16xi32>
+// CHECK:           vector.load %{{.*}} : memref<2x128xi8>, vector<16xi8>
+// CHECK:           arith.extui %{{.*}} : vector<16xi8> to vector<16xi32>
+// CHECK:           arith.bitcast %{{.*}} : vector<16xi32> to vector<16xf32>
+// CHECK:       func.func @main(
+// CHECK:         arith.constant 3.200000e+01 : f32
+// CHECK:         flow.dispatch @rlx_gemv_q5_k_8x256::@rlx_gemv_q5_k_8x256[%c8](%{{.*}}) : (tensor<256xf32>, tensor<2x128xi32>, tensor<2x128xi8>, tensor<2x32xf32>, tensor<2x32xf32>) -> tensor<8xf32>
+// OFF-LABEL:   module @q5_k
+// OFF-NOT:     flow.dispatch
+// OFF:         return
+// Q8-LABEL:    module @q5_k
+// Q8:          stream.executable private @rlx_gemv_q5_k_8x256 {
+module @q5_k {
+  func.func @main(%x: tensor<1x256xf32>) -> tensor<1x8xf32> {
+    %w = "rlx_mir.param"() {name = "w"} : () -> tensor<8x176xi8>
+    %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q5_k"} : (tensor<1x256xf32>, tensor<8x176xi8>) -> tensor<1x8xf32>
+    return %y : tensor<1x8xf32>
   }
 }
 
@@ -271,8 +301,8 @@ module @fused {
     %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q8_0"} : (tensor<9x64xf32>, tensor<40x68xi8>) -> tensor<9x40xf32>
     %v = "rlx_mir.param"() {name = "v"} : () -> tensor<6x144xi8>
     %z = "rlx_mir.dequant_matmul"(%x2, %v) {scheme = "gguf_q4_k"} : (tensor<1x256xf32>, tensor<6x144xi8>) -> tensor<1x6xf32>
-    %u = "rlx_mir.param"() {name = "u"} : () -> tensor<40x176xi8>
-    %t = "rlx_mir.dequant_matmul"(%x2, %u) {scheme = "gguf_q5_k"} : (tensor<1x256xf32>, tensor<40x176xi8>) -> tensor<1x40xf32>
+    %u = "rlx_mir.param"() {name = "u"} : () -> tensor<40x110xi8>
+    %t = "rlx_mir.dequant_matmul"(%x2, %u) {scheme = "gguf_q3_k"} : (tensor<1x256xf32>, tensor<40x110xi8>) -> tensor<1x40xf32>
     return %y, %z, %t : tensor<9x40xf32>, tensor<1x6xf32>, tensor<1x40xf32>
   }
 }

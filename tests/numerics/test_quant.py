@@ -298,19 +298,20 @@ def flow_exports(h: rlx.HirModule, target: str) -> list[str]:
     return [e for e in exports if e.startswith("main$async_")]  # the body: main calls it
 
 
-KERNEL_SCHEMES = ("gguf_q8_0", "gguf_q4_k", "gguf_q5_0", "gguf_q4_0", "gguf_q6_k", "gguf_f16",
-                  "gguf_bf16")
+KERNEL_SCHEMES = ("gguf_q8_0", "gguf_q4_k", "gguf_q5_0", "gguf_q4_0", "gguf_q6_k", "gguf_q5_k",
+                  "gguf_f16", "gguf_bf16")
+SUPERBLOCK = ("gguf_q4_k", "gguf_q5_k", "gguf_q6_k")
 HALF = ("gguf_f16", "gguf_bf16")
 
 
 def test_gemv_kernels() -> None:
     """llvm-cpu's hand-written decode GEMVs (Q8_0, Q4_K; Q5_0 and Q4_0 through the Q8_0
-    kernel, widened to bytes; Q6_K from planes of the file's size; F16 and BF16 values as
-    in the file) against the float64 reference on blocks in which every bit is set and
-    clear somewhere (F16 / BF16: random finite values), at row counts that
-    give workgroups of 4, 8, 12, 20, 24 and 32 rows (gemv_kernels.workgroup_rows: any
-    multiple of 4), K from one to four Q4_K superblocks and Q8_0 / Q5_0 at a 135M model's
-    K = 576; the kernels are checked to be what ran."""
+    kernel, widened to bytes; Q6_K from planes of the file's size; Q5_K through the Q4_K
+    kernel with a fifth bit; F16 and BF16 values as in the file) against the float64
+    reference on blocks in which every bit is set and clear somewhere (F16 / BF16: random
+    finite values), at row counts that give workgroups of 4, 8, 12, 20, 24 and 32 rows
+    (gemv_kernels.workgroup_rows: any multiple of 4), K from one to four Q4_K superblocks
+    and Q8_0 / Q5_0 at a 135M model's K = 576; the kernels are checked to be what ran."""
     rng = np.random.default_rng(7)
     h = rlx.HirModule("kernels")
     shapes = {"gguf_q8_0": ((4, 576), (48, 1536), (96, 1536), (128, 2048)),
@@ -318,6 +319,7 @@ def test_gemv_kernels() -> None:
               "gguf_q5_0": ((4, 576), (48, 576), (96, 1536)),
               "gguf_q4_0": ((8, 512), (48, 1536)),
               "gguf_q6_k": ((4, 256), (48, 512), (96, 1536)),
+              "gguf_q5_k": ((4, 256), (48, 512), (80, 1024)),
               "gguf_f16": ((4, 576), (48, 1536)),
               "gguf_bf16": ((8, 512), (48, 576))}
     xs = {k: h.input(f"x{k}", (1, k)) for k in (256, 512, 576, 768, 1024, 1536, 2048)}
@@ -384,15 +386,15 @@ def hoisted_rows(scheme: str, k: int) -> int:
 
 def test_gemv_kernels_smallest_and_large_shapes() -> None:
     """Every kernel at its smallest legal shape (N = 4 rows, one workgroup of one tile; K =
-    one block: 32 for Q8_0 / Q5_0 / Q4_0, 256 for Q4_K / Q6_K) and at K = 4096 with many
-    workgroups (Q8_0 / Q4_K / Q6_K / F16: 4096 rows, BF16 1024; Q5_0 / Q4_0: the most rows
-    still hoisted),
-    against the float64 reference; the kernels are checked to be what ran."""
+    one block: 32 for Q8_0 / Q5_0 / Q4_0 / F16 / BF16, 256 for Q4_K / Q5_K / Q6_K) and at
+    K = 4096 with many workgroups (Q8_0 / Q4_K / Q5_K / Q6_K / F16: 4096 rows, BF16 1024;
+    Q5_0 / Q4_0: the most rows still hoisted), against the float64 reference; the kernels
+    are checked to be what ran."""
     rng = np.random.default_rng(17)
     h = rlx.HirModule("kernel_bounds")
     xs = {k: h.input(f"x{k}", (1, k)) for k in (32, 256, 4096)}
-    shapes = [(s, 4, 256 if s in ("gguf_q4_k", "gguf_q6_k") else 32) for s in KERNEL_SCHEMES]
-    shapes += [(s, 4096 if s in ("gguf_q8_0", "gguf_q4_k", "gguf_q6_k", "gguf_f16") else
+    shapes = [(s, 4, 256 if s in SUPERBLOCK else 32) for s in KERNEL_SCHEMES]
+    shapes += [(s, 4096 if s in (*SUPERBLOCK, "gguf_q8_0", "gguf_f16") else
                 1024 if s == "gguf_bf16" else hoisted_rows(s, 4096), 4096)
                for s in KERNEL_SCHEMES]
     weights, outs = {}, []
@@ -591,7 +593,7 @@ def test_gemv_swiglu_prologue() -> None:
 def test_one_dispatch_per_decode_gemv(target: str) -> None:
     """Each M = 1 dequant_matmul is one dispatch of @main (the repacking is in initializers):
     a matvec with the dequant fused in, or on llvm-cpu one of rlx's GEMV kernels (Q8_0,
-    Q4_K, Q6_K from planes of the file's size, F16 / BF16 values as in the file; not Q4_0 /
+    Q4_K, Q5_K, Q6_K from planes of the file's size, F16 / BF16 values as in the file; not Q4_0 /
     Q5_0 widened to bytes: the growth threshold is 0 here)."""
     h = all_schemes_module(512, 64, 1)
     main = flow_exports(h, target)
@@ -599,8 +601,8 @@ def test_one_dispatch_per_decode_gemv(target: str) -> None:
     if target == "llvm-cpu":
         kernels = re.findall(r"flow\.dispatch @rlx_gemv_(\w+)::", rlx.compile(
             h, target, emit="linalg", extra_flags=NO_HOIST))
-        assert kernels == ["f16_64x512", "q8_0_64x512", "q4_k_64x512", "q6_k_64x512",
-                           "bf16_64x512"], kernels  # no widening
+        assert kernels == ["f16_64x512", "q8_0_64x512", "q4_k_64x512", "q5_k_64x512",
+                           "q6_k_64x512", "bf16_64x512"], kernels  # no widening
     assert len(main) + len(kernels) == len(h.outputs), main
     if target == "llvm-cpu":
         assert all("matvec_like" in e for e in main), main
@@ -868,7 +870,11 @@ def test_activation_quant_options() -> None:
         assert kern.int_dot == (q8.int_dot if options is q8 else None)
         assert kern.q6_k_packed == (options is exact)
     assert kernel_for("gguf_q6_k", 2, big, 2048, exact) is None   # batched: widened only
-    assert kernel_for("gguf_q5_k", 1, 64, 512, q8) is None
+    five = kernel_for("gguf_q5_k", 1, 64, 512, q8)  # no q8 body: the exact kernel
+    assert five is not None
+    assert five.int_dot is None
+    assert kernel_for("gguf_q5_k", 2, 64, 512, q8) is None   # no batched body
+    assert kernel_for("gguf_q3_k", 1, 64, 512, q8) is None   # no kernel
     for bad in ({"target": "vulkan"}, {"gemv_kernels": False}):
         with pytest.raises(CompileError, match="activation_quant"):
             TargetConfig(activation_quant="q8", **bad)  # type: ignore[arg-type]

@@ -1,7 +1,8 @@
 """Hand-written decode GEMV kernels (``M = 1``; batched, ``M <= 8``) for llvm-cpu: Q8_0 (also
 running Q5_0 and Q4_0, their quants widened to bytes at load: :data:`BYTE_PLANE`), its
 per-16-scale variant (Q6_K widened, batched: :data:`SIXTEEN_PLANE`), Q6_K from planes of
-the file's size (``M = 1``), Q4_K, and F16 / BF16 (``M = 1``: :data:`HALF_PLANE`).
+the file's size (``M = 1``), Q4_K, Q5_K (``M = 1``) and F16 / BF16 (``M = 1``:
+:data:`HALF_PLANE`).
 
 IREE 3.13 compiles rlx's fused dequant + matvec (:func:`.rule.fused_matmul`) into code that
 reduces each 32-weight block horizontally into a scalar accumulator, which caps Q8_0 at ~50%
@@ -20,15 +21,18 @@ the dequantize-then-multiply form, never bit-identical to it):
   sign extensions, two conversions, two multiplies and two FMAs into the row's partials.
 - **Q6_K** ``y[n] = Σ_j s[n, j] · Σ_i q[n, 16j + i] · x[16j + i]`` with ``q = (ql | qh <<
   4) - 32`` and ``s = d · sc`` per 16 weights. At ``M = 1`` (exact mode) from planes of the
-  file's size (0.82 bytes a weight: :func:`_q6_k_body`): the low nibbles of 128 weights as
-  16 i32 lanes (as Q4_K's), their 2-bit highs as 16 i16 lanes, the signed scale bytes and
-  ``d``; per 16 weights two shifts, two masks, an or, a subtract, a conversion, a multiply
-  and an FMA by ``d · sc`` (formed once a chunk). Batched and ``q8``: an i8 ``q`` widened at
-  load and f32 ``s`` (1.25 bytes per weight held, within ``hoist_growth``); per 32 weights
-  two conversions, two multiplies and two FMAs.
+  file's size (0.82 bytes a weight: :func:`.gemv_exact.q6_k_body`): the low nibbles of
+  128 weights as 16 i32 lanes (as Q4_K's), their 2-bit highs as 16 i16 lanes, the signed
+  scale bytes and ``d``; per 16 weights two shifts, two masks, an or, a subtract, a
+  conversion, a multiply and an FMA by ``d · sc`` (formed once a chunk). Batched and
+  ``q8``: an i8 ``q`` widened at load and f32 ``s`` (1.25 bytes per weight held, within
+  ``hoist_growth``); per 32 weights two conversions, two multiplies and two FMAs.
+- **Q5_K** as Q4_K with ``q`` 5 bits: ``f = 1 + q / 32 = 0x3F800000 | q << 18`` (the nibble
+  from Q4_K's lanes, the fifth bit from a byte a lane: bit ``j`` of lane ``l`` is weight
+  ``128c + 16j + l``'s), ``S = 32 · d · sc``, ``M = 32 · d · sc + dmin · m``; ``M = 1``.
 - **F16 / BF16** ``y[n] = Σ_i w[n, i] · x[i]``: the file's 16-bit values, tile-interleaved
   (2 bytes a weight, as in the file: hoisted at any size), per 32 weights of a row two
-  conversions to f32 and two FMAs (:func:`_half_body`; ``M = 1``: a batched step keeps
+  conversions to f32 and two FMAs (:func:`.gemv_exact.half_body`; ``M = 1``: a batched step keeps
   IREE's matmul). Exact products; only the summation order differs.
 - **Q4_K** ``y[n] = Σ_g S[n, g] · F[n, g] - Σ_g M[n, g] · X[g]``, with ``X[g]`` the sum of
   ``x`` over group ``g`` (computed once per workgroup) and, per weight ``q`` (4 bits),
@@ -105,8 +109,6 @@ from rlx.dialects.enums import QUANT_SCHEMES
 from rlx.ir.diagnostics import LoweringError
 from rlx.lowering import emit
 from rlx.lowering.mir_to_linalg.executable import (
-    I16,
-    V16,
     Binding,
     Text,
     executable_text,
@@ -114,22 +116,12 @@ from rlx.lowering.mir_to_linalg.executable import (
     memref,
     record,
 )
+from rlx.lowering.mir_to_linalg.quant import gemv_exact
 from rlx.lowering.mir_to_linalg.quant.gemv_batched import batched_body
 from rlx.lowering.mir_to_linalg.quant.gemv_prologues import glu_prologue, norm_prologue
 from rlx.lowering.mir_to_linalg.quant.gemv_q8 import MAX_Q8_K, q8_body
 from rlx.lowering.mir_to_linalg.quant.gemv_text import (
     ROWS_PER_TILE,
-    V8,
-    at,
-    close_reduction,
-    q4_k_constants,
-    q4_k_mins,
-    q4_k_nibble,
-    q4_k_store,
-    q6_k_scales,
-    reduction,
-    rows_loop,
-    store_row,
 )
 from rlx.lowering.registry import LoweringContext, LoweringOptions
 
@@ -152,13 +144,20 @@ SIXTEEN_PLANE = ("gguf_q6_k",)
 11 x 8 significant bits), widened at load like Q5_0: 1.25 bytes a weight held and read,
 against Q6_K's 0.82, for a kernel that streams ~3x faster than the fused form."""
 I8_PLANE = (*BYTE_PLANE, *SIXTEEN_PLANE)
-"""Schemes whose kernel reads an i8 plane of quants (:func:`_byte_body`); but for Q8_0's
-own, repacking them at load grows the weight (``LoweringOptions.hoist_growth``)."""
+"""Schemes whose kernel reads an i8 plane of quants (:func:`.gemv_exact.byte_body`); but for
+Q8_0's own, repacking them at load grows the weight (``LoweringOptions.hoist_growth``)."""
 HALF_PLANE = ("gguf_f16", "gguf_bf16")
-"""Schemes run by the half-precision kernel (:func:`_half_body`, ``M = 1``): the weight's
-16-bit values as in the file (2 bytes a weight, tile-interleaved at load: no growth, any
+"""Schemes run by the half-precision kernel (:func:`.gemv_exact.half_body`, ``M = 1``): the
+weight's 16-bit values as in the file (2 bytes a weight, tile-interleaved at load: no growth, any
 size), converted to f32 in registers (F16 by ``extf``, BF16 bits by a 16-bit shift)."""
-SCHEMES = (*I8_PLANE, "gguf_q4_k", *HALF_PLANE)
+Q5_K = "gguf_q5_k"
+"""Run by the Q4_K kernel with a fifth bit (:func:`.gemv_exact.q4_k_body`, ``M = 1``): the
+nibble lanes as Q4_K's, plus a byte a lane of high bits (bit ``j``: weight ``128c + 16j +
+l``); ``f = 1 + q / 32``, ``S = 32 · d · sc``, ``M = 32 · d · sc + dmin · m`` (0.69 bytes a
+weight, the file's 0.69: hoisted at any size)."""
+M1_ONLY = (*HALF_PLANE, Q5_K)
+"""Schemes with no batched body: a batched step (``M > 1``) keeps IREE's matmul."""
+SCHEMES = (*I8_PLANE, "gguf_q4_k", Q5_K, *HALF_PLANE)
 Q8_SCHEMES = (*I8_PLANE, "gguf_q4_k")
 """Schemes with an ``activation_quant="q8"`` kernel (:mod:`.gemv_q8`, ``M = 1``)."""
 MAX_BATCH = 8
@@ -206,10 +205,9 @@ class Kernel:
         if not 1 <= self.batch <= MAX_BATCH:
             raise LoweringError(f"error: GEMV kernel {self.symbol}: expected 1 to {MAX_BATCH}"
                                 f" rows of x, found {self.batch}")
-        if self.batch > 1 and self.scheme in HALF_PLANE:
+        if self.batch > 1 and self.scheme in M1_ONLY:
             raise LoweringError(f"error: GEMV kernel {self.symbol}: expected M = 1 for "
-                                f"{self.scheme} (no batched half-precision body), found "
-                                f"M = {self.batch}")
+                                f"{self.scheme} (no batched body), found M = {self.batch}")
         if self.batch > 1 and (self.norm_eps is not None or self.glu):
             raise LoweringError(f"error: GEMV kernel {self.symbol}: expected no RMSNorm or "
                                 f"SwiGLU prologue with {self.batch} rows of x (M = 1 only)")
@@ -233,7 +231,7 @@ class Kernel:
     @property
     def q6_k_packed(self) -> bool:
         """Q6_K at ``M = 1`` in the exact mode reads planes of the file's own size (its
-        nibbles, 2-bit highs, byte scales and f16 ``d``: :func:`_q6_k_body`), so that it
+        nibbles, 2-bit highs, byte scales and f16 ``d``: :func:`.gemv_exact.q6_k_body`), so that it
         needs no growth to be hoisted and runs at any size; so does the ``q8`` body (the
         file's bytes, :func:`.gemv_q8.q6_k_body`); the batched body reads the widened i8
         plane (``SIXTEEN_PLANE``, within ``hoist_growth``)."""
@@ -262,6 +260,9 @@ class Kernel:
                       "sc": memref([n, k // 16], "i8"), "d": memref([n, k // 256], "f16")}
         elif self.scheme in SIXTEEN_PLANE:
             planes = {"q": memref([n, k], "i8"), "d": memref([n, k // 16], "f32")}
+        elif self.scheme == Q5_K:                # nibble lanes, high-bit bytes, S, M
+            planes = {"q": memref([n, k // 8], "i32"), "h": memref([n, k // 8], "i8"),
+                      "s": memref([n, k // 32], "f32"), "m": memref([n, k // 32], "f32")}
         elif self.int_dot is not None:           # Q4_K's qs, sc, m bytes, d, dmin
             planes = {"q": memref([n, k // 2], "i8"), "sc": memref([n, k // 32], "i8"),
                       "mn": memref([n, k // 32], "i8"), "d": memref([n, k // 256], "f16"),
@@ -287,6 +288,8 @@ class Kernel:
             return [32, 1]
         if self.scheme in HALF_PLANE:
             return [32]
+        if self.scheme == Q5_K:
+            return [16, 16, 4, 8]
         if self.q6_k_packed:
             return [16, 16, 8, 1]
         if self.q6_k_q8:                         # see gemv_q8
@@ -310,7 +313,9 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
         return None
     if m is None or not 1 <= m <= MAX_BATCH or n % ROWS_PER_TILE:
         return None
-    if scheme in HALF_PLANE and (m > 1 or k % 32):    # M = 1 only; 32 weights a step
+    if scheme in M1_ONLY and (m > 1 or k % 32):       # M = 1 only; 32 weights a step
+        return None
+    if k % QUANT_SCHEMES[scheme].block_elems:         # not whole blocks: not a GGUF weight
         return None
     # Q5_0 / Q4_0 widened to bytes grow by N K minus their raw bytes (Q8_0 shrinks), and IREE
     # hoists that repacking into initializers only within LoweringOptions.hoist_growth (1 MiB
@@ -353,197 +358,6 @@ MAX_NORM_K = 4096
 IREE's llvm-cpu stack limit is 32 KiB and the Q4_K kernel has group sums there too)."""
 
 
-def _store_rows(t: Text, kern: Kernel, total: list[str]) -> None:
-    for i, v in enumerate(total):
-        t(f"%y{i} = vector.reduction <add>, {v} : {V16} into f32")
-        store_row(t, kern.bindings, i, f"%y{i}")
-
-
-def _byte_body(t: Text, kern: Kernel) -> None:
-    """The i8-plane kernel (Q8_0; Q5_0 / Q4_0 widened): an f16 scale per 32 weights; per
-    32 weights of a row a multiply and an FMA with ``x``, one FMA applying the scale. (Q6_K's
-    widened plane is read by the batched body only: at ``M = 1`` it is :func:`_q6_k_body`.)"""
-    mem = kern.bindings
-    x, q, d = memref([kern.k], "f32"), mem["q"], mem["d"]
-    t("%c16 = arith.constant 16 : index")
-    t("%c32 = arith.constant 32 : index")
-    t(f"%nb = arith.constant {kern.k // 32} : index")
-    rows_loop(t, kern.rows)
-    reduction(t, "acc", "b", "%nb", "%c1", "a", V16)
-    t("%k0 = arith.muli %b, %c32 : index")
-    t("%k1 = arith.addi %k0, %c16 : index")
-    t(f"%x0 = vector.load %x[%k0] : {x}, {V16}")
-    t(f"%x1 = vector.load %x[%k1] : {x}, {V16}")
-    tile = ROWS_PER_TILE
-    for i in range(ROWS_PER_TILE):
-        for h in range(2):
-            t(f"%qk{i}_{h} = {at('%b', 32 * tile, 32 * i + 16 * h)}")
-            t(f"%q{i}_{h} = vector.load %q[%tile, %qk{i}_{h}] : {q}, vector<16xi8>")
-            t(f"%f{i}_{h} = arith.sitofp %q{i}_{h} : vector<16xi8> to {V16}")
-        t(f"%p{i} = arith.mulf %f{i}_0, %x0 : {V16}")
-        t(f"%s{i} = vector.fma %f{i}_1, %x1, %p{i} : {V16}")
-        t(f"%dk{i} = {at('%b', tile, i)}")
-        t(f"%h{i} = memref.load %d[%tile, %dk{i}] : {d}")
-        t(f"%e{i} = arith.extf %h{i} : f16 to f32")
-        t(f"%v{i} = vector.broadcast %e{i} : f32 to {V16}")
-        t(f"%n{i} = vector.fma %s{i}, %v{i}, %a{i} : {V16}")
-    close_reduction(t, [f"%n{i}" for i in range(ROWS_PER_TILE)], V16)
-    _store_rows(t, kern, [f"%acc#{i}" for i in range(ROWS_PER_TILE)])
-    t.end()
-
-
-def _half_body(t: Text, kern: Kernel) -> None:
-    """The half-precision kernel (:data:`HALF_PLANE`): per 32 weights of a row two 16-lane
-    loads, two conversions to f32 (F16: ``extf``; BF16: its bits widened and shifted into
-    the top half of an f32, exact) and two FMAs with ``x`` into the row's partials. Bounds:
-    as :func:`_byte_body`'s (the plane ``[N / 4, 4 K]``; ``b < K / 32``, a load at
-    ``32 · 4 b + 32 i + 16 h + 15 < 4 K``)."""
-    mem = kern.bindings
-    x, w = memref([kern.k], "f32"), mem["w"]
-    half = "f16" if kern.scheme == "gguf_f16" else "i16"
-    t("%c16 = arith.constant 16 : index")
-    t("%c32 = arith.constant 32 : index")
-    if half == "i16":
-        t("%sh16 = arith.constant dense<16> : vector<16xi32>")
-    t(f"%nb = arith.constant {kern.k // 32} : index")
-    rows_loop(t, kern.rows)
-    reduction(t, "acc", "b", "%nb", "%c1", "a", V16)
-    t("%k0 = arith.muli %b, %c32 : index")
-    t("%k1 = arith.addi %k0, %c16 : index")
-    t(f"%x0 = vector.load %x[%k0] : {x}, {V16}")
-    t(f"%x1 = vector.load %x[%k1] : {x}, {V16}")
-    tile = ROWS_PER_TILE
-    for i in range(tile):
-        for h in range(2):
-            t(f"%wk{i}_{h} = {at('%b', 32 * tile, 32 * i + 16 * h)}")
-            t(f"%w{i}_{h} = vector.load %w[%tile, %wk{i}_{h}] : {w}, vector<16x{half}>")
-            if half == "f16":
-                t(f"%f{i}_{h} = arith.extf %w{i}_{h} : vector<16xf16> to {V16}")
-            else:
-                t(f"%u{i}_{h} = arith.extui %w{i}_{h} : vector<16xi16> to vector<16xi32>")
-                t(f"%t{i}_{h} = arith.shli %u{i}_{h}, %sh16 : vector<16xi32>")
-                t(f"%f{i}_{h} = arith.bitcast %t{i}_{h} : vector<16xi32> to {V16}")
-        t(f"%p{i} = vector.fma %f{i}_0, %x0, %a{i} : {V16}")
-        t(f"%n{i} = vector.fma %f{i}_1, %x1, %p{i} : {V16}")
-    close_reduction(t, [f"%n{i}" for i in range(tile)], V16)
-    _store_rows(t, kern, [f"%acc#{i}" for i in range(tile)])
-    t.end()
-
-
-def _q4_k_body(t: Text, kern: Kernel) -> None:
-    """The Q4_K kernel: per row ``Σ_g S · F - Σ_g M · X`` (see the module docstring)."""
-    k, nb = kern.k, kern.k // 32
-    for c in (8, 32, 128):
-        t(f"%c{c} = arith.constant {c} : index")
-    t(f"%nb = arith.constant {nb} : index")
-    t(f"%nc = arith.constant {k // 128} : index")
-    _group_sums(t, kern)
-    q4_k_constants(t)
-    rows_loop(t, kern.rows)
-    reduction(t, "acc", "c", "%nc", "%c1", "a", V16)
-    t("%k0 = arith.muli %c, %c128 : index")
-    for j in range(8):
-        t(f"%kx{j} = affine.apply affine_map<()[s0] -> (s0 + {16 * j})>()[%k0]")
-        t(f"%x{j} = vector.load %x[%kx{j}] : {memref([k], 'f32')}, {V16}")
-    for i in range(ROWS_PER_TILE):
-        _q4_k_row(t, kern, i)
-    close_reduction(t, [f"%A{i}_3" for i in range(ROWS_PER_TILE)], V16)
-    q4_k_mins(t, kern.k, kern.bindings["m"])
-    q4_k_store(t, kern.bindings, V16)
-
-
-def _group_sums(t: Text, kern: Kernel) -> None:
-    """``%xs`` = X[g]: the sum of x over each group of 32, once per workgroup."""
-    nb = kern.k // 32
-    xs = memref([nb], "f32")
-    t(f"%xs = memref.alloca() : {xs}")
-    t.block("scf.for %g = %c0 to %nb step %c1")
-    t("%kg = arith.muli %g, %c32 : index")
-    t(f"%xg = vector.load %x[%kg] : {memref([kern.k], 'f32')}, vector<32xf32>")
-    t("%sg = vector.reduction <add>, %xg : vector<32xf32> into f32")
-    t(f"memref.store %sg, %xs[%g] : {xs}")
-    t.end()
-
-
-def _q4_k_row(t: Text, kern: Kernel, i: int) -> None:
-    """Row ``%r{i}`` of the tile, chunk ``%c`` (128 weights): ``%A{i}_3`` = ``%a{i}`` plus
-    ``Σ_g S · F`` over its four groups."""
-    q, s = kern.bindings["q"], kern.bindings["s"]
-    tile = ROWS_PER_TILE
-    t(f"%kq{i} = {at('%c', 16 * tile, 16 * i)}")
-    t(f"%w{i} = vector.load %q[%tile, %kq{i}] : {q}, {I16}")
-    for j in range(8):
-        q4_k_nibble(t, f"%w{i}", str(i), j)
-    prev = f"%a{i}"
-    for g in range(4):
-        t(f"%p{i}_{g} = arith.mulf %f{i}_{2 * g}, %x{2 * g} : {V16}")
-        t(f"%F{i}_{g} = vector.fma %f{i}_{2 * g + 1}, %x{2 * g + 1}, %p{i}_{g} : {V16}")
-        t(f"%ks{i}_{g} = {at('%c', 4 * tile, 4 * i + g)}")
-        t(f"%S{i}_{g} = memref.load %s[%tile, %ks{i}_{g}] : {s}")
-        t(f"%B{i}_{g} = vector.broadcast %S{i}_{g} : f32 to {V16}")
-        t(f"%A{i}_{g} = vector.fma %F{i}_{g}, %B{i}_{g}, {prev} : {V16}")
-        prev = f"%A{i}_{g}"
-
-
-Q6_K_HIGH_SHIFTS = {j: 2 * j - 4 for j in range(8)}
-"""Per 16-weight group ``j`` of a 128-weight chunk: the right shift (negative: left) that
-moves its 2-bit high field (bits ``2j`` of the ``qh`` lanes) to bits 4-5 of the quant."""
-
-
-def _q6_k_body(t: Text, kern: Kernel) -> None:
-    """Q6_K at ``M = 1`` from planes of the file's size: per row and chunk ``c`` of 128
-    weights, ``Σ_j (d · sc[8c + j]) · Σ_l (q - 32) · x`` over its eight groups of 16, with
-    ``q = lo | hi << 4`` taken from lane ``l`` of the chunk's nibble word (nibble ``j`` at
-    bits ``4j``) and 2-bit word (field ``j`` at bits ``2j``); ``d · sc`` (an f16 times a
-    signed byte: exact in f32) formed once a chunk for its eight groups."""
-    k = kern.k
-    mem = kern.bindings
-    i32v = I16                                   # vector<16xi32>
-    t(f"%nc = arith.constant {k // 128} : index")
-    t(f"%m15 = arith.constant dense<15> : {i32v}")
-    t(f"%m48 = arith.constant dense<48> : {i32v}")
-    t(f"%b32 = arith.constant dense<32> : {i32v}")
-    shifts = {abs(v) for v in Q6_K_HIGH_SHIFTS.values()} | {4 * j for j in range(8)}
-    for v in sorted(shifts - {0}):
-        t(f"%s{v} = arith.constant dense<{v}> : {i32v}")
-    rows_loop(t, kern.rows)
-    reduction(t, "acc", "c", "%nc", "%c1", "a", V16)
-    t(f"%k0 = {at('%c', 128, 0)}")
-    for j in range(8):
-        t(f"%kx{j} = affine.apply affine_map<()[s0] -> (s0 + {16 * j})>()[%k0]")
-        t(f"%x{j} = vector.load %x[%kx{j}] : {memref([k], 'f32')}, {V16}")
-    tile = ROWS_PER_TILE
-    for i in range(tile):
-        t(f"%kq{i} = {at('%c', 16 * tile, 16 * i)}")
-        t(f"%w{i} = vector.load %ql[%tile, %kq{i}] : {mem['ql']}, {i32v}")
-        t(f"%hh{i} = vector.load %qh[%tile, %kq{i}] : {mem['qh']}, vector<16xi16>")
-        t(f"%h{i} = arith.extui %hh{i} : vector<16xi16> to {i32v}")
-        scales = q6_k_scales(t, mem, "%c", i)
-        prev = f"%a{i}"
-        for j in range(8):
-            lo = f"%w{i}"
-            if j:
-                lo = f"%ls{i}_{j}"
-                t(f"{lo} = arith.shrui %w{i}, %s{4 * j} : {i32v}")
-            t(f"%lo{i}_{j} = arith.andi {lo}, %m15 : {i32v}")
-            hi, sh = f"%h{i}", Q6_K_HIGH_SHIFTS[j]
-            if sh:
-                hi = f"%hs{i}_{j}"
-                t(f"{hi} = arith.{'shrui' if sh > 0 else 'shli'} %h{i}, %s{abs(sh)} : {i32v}")
-            t(f"%hi{i}_{j} = arith.andi {hi}, %m48 : {i32v}")
-            t(f"%q{i}_{j} = arith.ori %lo{i}_{j}, %hi{i}_{j} : {i32v}")
-            t(f"%qc{i}_{j} = arith.subi %q{i}_{j}, %b32 : {i32v}")
-            t(f"%f{i}_{j} = arith.sitofp %qc{i}_{j} : {i32v} to {V16}")
-            t(f"%p{i}_{j} = arith.mulf %f{i}_{j}, %x{j} : {V16}")
-            t(f"%e{i}_{j} = vector.extract {scales}[{j}] : f32 from {V8}")
-            t(f"%v{i}_{j} = vector.broadcast %e{i}_{j} : f32 to {V16}")
-            t(f"%A{i}_{j} = vector.fma %p{i}_{j}, %v{i}_{j}, {prev} : {V16}")
-            prev = f"%A{i}_{j}"
-    close_reduction(t, [f"%A{i}_7" for i in range(tile)], V16)
-    _store_rows(t, kern, [f"%acc#{i}" for i in range(tile)])
-    t.end()
-
-
 def kernel_text(kern: Kernel) -> str:
     """The ``stream.executable`` of one kernel (one per scheme and shape)."""
     args = []
@@ -568,12 +382,12 @@ def kernel_text(kern: Kernel) -> str:
             q8_body(t, kern)
             return
         if kern.q6_k_packed:
-            _q6_k_body(t, kern)
+            gemv_exact.q6_k_body(t, kern)
             return
         if kern.scheme in HALF_PLANE:
-            _half_body(t, kern)
+            gemv_exact.half_body(t, kern)
             return
-        (_byte_body if kern.scheme in I8_PLANE else _q4_k_body)(t, kern)
+        (gemv_exact.byte_body if kern.scheme in I8_PLANE else gemv_exact.q4_k_body)(t, kern)
 
     return executable_text(kern.symbol, args, body, kern.n // kern.rows, kern.rows)
 
@@ -594,6 +408,6 @@ def dispatch(ctx: LoweringContext, kern: Kernel, x: ir.Value, planes: list[ir.Va
                            [], []).results[0]
 
 
-__all__ = ["BYTE_PLANE", "HALF_PLANE", "I8_PLANE", "MAX_BATCH", "MAX_NORM_K", "Q8_SCHEMES",
-           "ROWS_PER_TILE", "SCHEMES", "SIXTEEN_PLANE", "Kernel", "dispatch", "kernel_for",
-           "kernel_text", "workgroup_rows"]
+__all__ = ["BYTE_PLANE", "HALF_PLANE", "I8_PLANE", "M1_ONLY", "MAX_BATCH", "MAX_NORM_K", "Q5_K",
+           "Q8_SCHEMES", "ROWS_PER_TILE", "SCHEMES", "SIXTEEN_PLANE", "Kernel", "dispatch",
+           "kernel_for", "kernel_text", "workgroup_rows"]

@@ -53,6 +53,7 @@ from rlx.lowering.mir_to_linalg.quant.scalars import (
     const,
     f32_of,
     i8,
+    i8_at,
     i32,
     int_type,
     mulf,
@@ -107,25 +108,51 @@ def lane_fields(raw3: ir.Value, width: int, bits_out: int,
 
 
 def _q4_k_planes(kern: gemv_kernels.Kernel, raw3: ir.Value) -> list[ir.Value]:
-    """Q4_K's nibble lanes, ``S`` and ``M`` of ``raw3 [N, G, 144]``."""
+    """Q4_K's nibble lanes, ``S`` and ``M`` of ``raw3 [N, G, 144]``; Q5_K's (``[N, G,
+    176]``: ``qs`` at byte 48, ``qh`` at 16; the same ``d``, ``dmin`` and scales) with its
+    high-bit bytes between, and 32 for Q4_K's 16 in ``S`` and ``M``."""
     n, g, _ = emit.static_shape(raw3)
     assert n is not None
     assert g is not None
+    five = kern.scheme == gemv_kernels.Q5_K
+    qs = 48 if five else 16
 
     def nibble(j: int) -> tuple[int, int, int]:
         """Weight ``128hc + 16j + l`` is nibble ``(j % 4) / 2`` of qs byte ``32(2hc + j / 4)
         + 16(j % 2) + l`` (ggml: element 64p + 32h + l is nibble h of qs[32p + l])."""
-        return 16 + 32 * (j // 4) + 16 * (j % 2), 64, 4 * ((j % 4) // 2)
+        return qs + 32 * (j // 4) + 16 * (j % 2), 64, 4 * ((j % 4) // 2)
 
     q = emit.collapse(repack(raw3, n, [2, 16], int_type(32), lane_fields(raw3, 4, 32, nibble)),
                       [[0], [1, 2, 3]])
     a, b = (emit.collapse(repack_field(raw3, n, K_PRODUCTS[f], [4, 2, 32]), [[0], [1, 2, 3]])
             for f in ("A", "B"))
-    sixteen = emit.scalar(16.0, emit.f32())
-    s = emit.map_elementwise([a], emit.f32(), lambda v: arith.mulf(v, sixteen), [n, 8 * g])
+    scale = emit.scalar(32.0 if five else 16.0, emit.f32())
+    s = emit.map_elementwise([a], emit.f32(), lambda v: arith.mulf(v, scale), [n, 8 * g])
     mins = emit.map_elementwise([a, b], emit.f32(),
-                                lambda v, u: arith.addf(arith.mulf(v, sixteen), u), [n, 8 * g])
-    return interleave_tiles(kern, [q, s, mins])
+                                lambda v, u: arith.addf(arith.mulf(v, scale), u), [n, 8 * g])
+    if not five:
+        return interleave_tiles(kern, [q, s, mins])
+    h = emit.collapse(repack(raw3, n, [2, 16], int_type(8), _q5_k_high_bits(raw3)),
+                      [[0], [1, 2, 3]])
+    return interleave_tiles(kern, [q, h, s, mins])
+
+
+def _q5_k_high_bits(raw3: ir.Value) -> Callable[[Loops], ir.Value]:
+    """A :func:`.dequant.repack` body over ``[N, G, 2, 16]`` (loops ``hc``, ``l``): the byte
+    whose bit ``j`` is the fifth bit of weight ``128hc + 16j + l`` (ggml: element ``64p + 32h
+    + l`` has it at bit ``2p + h`` of ``qh[l]``, ``qh`` at byte 16 of the block; here ``p =
+    2hc + j / 4``, ``h = (j % 4) / 2``, ``l`` of the 32 = ``16(j % 2) + l``)."""
+    def body(idx: Loops) -> ir.Value:
+        out = None
+        for j in range(8):
+            byte = gather(raw3, emit.d(3) + 16 + 16 * (j % 2), idx)
+            shift = i8_at(emit.d(2) * 4 + (2 * (j // 4) + (j % 4) // 2), idx)
+            bit = bits(byte, shift, 1)
+            part = arith.shli(bit, i8(j)) if j else bit
+            out = part if out is None else arith.ori(out, part)
+        assert out is not None
+        return out
+    return body
 
 
 def _q6_k_planes(kern: gemv_kernels.Kernel, raw3: ir.Value) -> list[ir.Value]:

@@ -1,0 +1,264 @@
+"""The exact-mode ``M = 1`` bodies of :mod:`.gemv_kernels` (the Q8_0 / widened i8 plane, F16
+/ BF16, Q4_K and Q5_K, Q6_K from planes of the file's size): the ``vector`` / ``scf`` /
+``memref`` text inside one kernel's workgroup, after its prologue. What each computes and
+the bounds it rests on: the :mod:`.gemv_kernels` module docstring; the planes:
+:mod:`.gemv_planes`."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from rlx.lowering.mir_to_linalg.executable import I16, V16, Text, memref
+from rlx.lowering.mir_to_linalg.quant.gemv_text import (
+    ROWS_PER_TILE,
+    V8,
+    at,
+    close_reduction,
+    q4_k_constants,
+    q4_k_mins,
+    q4_k_nibble,
+    q4_k_store,
+    q6_k_scales,
+    reduction,
+    rows_loop,
+    store_row,
+)
+
+
+class ExactKernel(Protocol):
+    """What these bodies read of a :class:`.gemv_kernels.Kernel`."""
+
+    scheme: str
+    k: int
+    rows: int
+
+    @property
+    def bindings(self) -> dict[str, str]: ...
+
+
+def _store_rows(t: Text, kern: ExactKernel, total: list[str]) -> None:
+    for i, v in enumerate(total):
+        t(f"%y{i} = vector.reduction <add>, {v} : {V16} into f32")
+        store_row(t, kern.bindings, i, f"%y{i}")
+
+
+def byte_body(t: Text, kern: ExactKernel) -> None:
+    """The i8-plane kernel (Q8_0; Q5_0 / Q4_0 widened): an f16 scale per 32 weights; per
+    32 weights of a row a multiply and an FMA with ``x``, one FMA applying the scale. (Q6_K's
+    widened plane is read by the batched body only: at ``M = 1`` it is :func:`q6_k_body`.)"""
+    mem = kern.bindings
+    x, q, d = memref([kern.k], "f32"), mem["q"], mem["d"]
+    t("%c16 = arith.constant 16 : index")
+    t("%c32 = arith.constant 32 : index")
+    t(f"%nb = arith.constant {kern.k // 32} : index")
+    rows_loop(t, kern.rows)
+    reduction(t, "acc", "b", "%nb", "%c1", "a", V16)
+    t("%k0 = arith.muli %b, %c32 : index")
+    t("%k1 = arith.addi %k0, %c16 : index")
+    t(f"%x0 = vector.load %x[%k0] : {x}, {V16}")
+    t(f"%x1 = vector.load %x[%k1] : {x}, {V16}")
+    tile = ROWS_PER_TILE
+    for i in range(ROWS_PER_TILE):
+        for h in range(2):
+            t(f"%qk{i}_{h} = {at('%b', 32 * tile, 32 * i + 16 * h)}")
+            t(f"%q{i}_{h} = vector.load %q[%tile, %qk{i}_{h}] : {q}, vector<16xi8>")
+            t(f"%f{i}_{h} = arith.sitofp %q{i}_{h} : vector<16xi8> to {V16}")
+        t(f"%p{i} = arith.mulf %f{i}_0, %x0 : {V16}")
+        t(f"%s{i} = vector.fma %f{i}_1, %x1, %p{i} : {V16}")
+        t(f"%dk{i} = {at('%b', tile, i)}")
+        t(f"%h{i} = memref.load %d[%tile, %dk{i}] : {d}")
+        t(f"%e{i} = arith.extf %h{i} : f16 to f32")
+        t(f"%v{i} = vector.broadcast %e{i} : f32 to {V16}")
+        t(f"%n{i} = vector.fma %s{i}, %v{i}, %a{i} : {V16}")
+    close_reduction(t, [f"%n{i}" for i in range(ROWS_PER_TILE)], V16)
+    _store_rows(t, kern, [f"%acc#{i}" for i in range(ROWS_PER_TILE)])
+    t.end()
+
+
+def half_body(t: Text, kern: ExactKernel) -> None:
+    """The half-precision kernel (``gguf_f16``, ``gguf_bf16``): per 32 weights of a row two 16-lane
+    loads, two conversions to f32 (F16: ``extf``; BF16: its bits widened and shifted into
+    the top half of an f32, exact) and two FMAs with ``x`` into the row's partials. Bounds:
+    as :func:`byte_body`'s (the plane ``[N / 4, 4 K]``; ``b < K / 32``, a load at
+    ``32 · 4 b + 32 i + 16 h + 15 < 4 K``)."""
+    mem = kern.bindings
+    x, w = memref([kern.k], "f32"), mem["w"]
+    half = "f16" if kern.scheme == "gguf_f16" else "i16"
+    t("%c16 = arith.constant 16 : index")
+    t("%c32 = arith.constant 32 : index")
+    if half == "i16":
+        t("%sh16 = arith.constant dense<16> : vector<16xi32>")
+    t(f"%nb = arith.constant {kern.k // 32} : index")
+    rows_loop(t, kern.rows)
+    reduction(t, "acc", "b", "%nb", "%c1", "a", V16)
+    t("%k0 = arith.muli %b, %c32 : index")
+    t("%k1 = arith.addi %k0, %c16 : index")
+    t(f"%x0 = vector.load %x[%k0] : {x}, {V16}")
+    t(f"%x1 = vector.load %x[%k1] : {x}, {V16}")
+    tile = ROWS_PER_TILE
+    for i in range(tile):
+        for h in range(2):
+            t(f"%wk{i}_{h} = {at('%b', 32 * tile, 32 * i + 16 * h)}")
+            t(f"%w{i}_{h} = vector.load %w[%tile, %wk{i}_{h}] : {w}, vector<16x{half}>")
+            if half == "f16":
+                t(f"%f{i}_{h} = arith.extf %w{i}_{h} : vector<16xf16> to {V16}")
+            else:
+                t(f"%u{i}_{h} = arith.extui %w{i}_{h} : vector<16xi16> to vector<16xi32>")
+                t(f"%t{i}_{h} = arith.shli %u{i}_{h}, %sh16 : vector<16xi32>")
+                t(f"%f{i}_{h} = arith.bitcast %t{i}_{h} : vector<16xi32> to {V16}")
+        t(f"%p{i} = vector.fma %f{i}_0, %x0, %a{i} : {V16}")
+        t(f"%n{i} = vector.fma %f{i}_1, %x1, %p{i} : {V16}")
+    close_reduction(t, [f"%n{i}" for i in range(tile)], V16)
+    _store_rows(t, kern, [f"%acc#{i}" for i in range(tile)])
+    t.end()
+
+
+def q4_k_body(t: Text, kern: ExactKernel) -> None:
+    """The Q4_K kernel (and Q5_K's): per row ``Σ_g S · F - Σ_g M · X`` (see the module
+    docstring)."""
+    k, nb = kern.k, kern.k // 32
+    for c in (8, 32, 128):
+        t(f"%c{c} = arith.constant {c} : index")
+    t(f"%nb = arith.constant {nb} : index")
+    t(f"%nc = arith.constant {k // 128} : index")
+    _group_sums(t, kern)
+    q4_k_constants(t)
+    if kern.scheme == "gguf_q5_k":
+        _q5_k_constants(t)
+    rows_loop(t, kern.rows)
+    reduction(t, "acc", "c", "%nc", "%c1", "a", V16)
+    t("%k0 = arith.muli %c, %c128 : index")
+    for j in range(8):
+        t(f"%kx{j} = affine.apply affine_map<()[s0] -> (s0 + {16 * j})>()[%k0]")
+        t(f"%x{j} = vector.load %x[%kx{j}] : {memref([k], 'f32')}, {V16}")
+    for i in range(ROWS_PER_TILE):
+        _q4_k_row(t, kern, i)
+    close_reduction(t, [f"%A{i}_3" for i in range(ROWS_PER_TILE)], V16)
+    q4_k_mins(t, kern.k, kern.bindings["m"])
+    q4_k_store(t, kern.bindings, V16)
+
+
+def _group_sums(t: Text, kern: ExactKernel) -> None:
+    """``%xs`` = X[g]: the sum of x over each group of 32, once per workgroup."""
+    nb = kern.k // 32
+    xs = memref([nb], "f32")
+    t(f"%xs = memref.alloca() : {xs}")
+    t.block("scf.for %g = %c0 to %nb step %c1")
+    t("%kg = arith.muli %g, %c32 : index")
+    t(f"%xg = vector.load %x[%kg] : {memref([kern.k], 'f32')}, vector<32xf32>")
+    t("%sg = vector.reduction <add>, %xg : vector<32xf32> into f32")
+    t(f"memref.store %sg, %xs[%g] : {xs}")
+    t.end()
+
+
+def _q4_k_row(t: Text, kern: ExactKernel, i: int) -> None:
+    """Row ``%r{i}`` of the tile, chunk ``%c`` (128 weights): ``%A{i}_3`` = ``%a{i}`` plus
+    ``Σ_g S · F`` over its four groups."""
+    q, s = kern.bindings["q"], kern.bindings["s"]
+    tile = ROWS_PER_TILE
+    t(f"%kq{i} = {at('%c', 16 * tile, 16 * i)}")
+    t(f"%w{i} = vector.load %q[%tile, %kq{i}] : {q}, {I16}")
+    if kern.scheme == "gguf_q5_k":                      # the chunk's high bits: a byte a lane
+        t(f"%hb{i} = vector.load %h[%tile, %kq{i}] : {kern.bindings['h']}, vector<16xi8>")
+        t(f"%he{i} = arith.extui %hb{i} : vector<16xi8> to {I16}")
+    for j in range(8):
+        if kern.scheme == "gguf_q5_k":
+            _q5_k_value(t, f"%w{i}", f"%he{i}", str(i), j)
+        else:
+            q4_k_nibble(t, f"%w{i}", str(i), j)
+    prev = f"%a{i}"
+    for g in range(4):
+        t(f"%p{i}_{g} = arith.mulf %f{i}_{2 * g}, %x{2 * g} : {V16}")
+        t(f"%F{i}_{g} = vector.fma %f{i}_{2 * g + 1}, %x{2 * g + 1}, %p{i}_{g} : {V16}")
+        t(f"%ks{i}_{g} = {at('%c', 4 * tile, 4 * i + g)}")
+        t(f"%S{i}_{g} = memref.load %s[%tile, %ks{i}_{g}] : {s}")
+        t(f"%B{i}_{g} = vector.broadcast %S{i}_{g} : f32 to {V16}")
+        t(f"%A{i}_{g} = vector.fma %F{i}_{g}, %B{i}_{g}, {prev} : {V16}")
+        prev = f"%A{i}_{g}"
+
+
+def _q5_k_constants(t: Text) -> None:
+    """What :func:`_q5_k_value` reads besides :func:`.gemv_text.q4_k_constants`' ``%one``:
+    the masks of bits 18..21 and of bit 22, and the shifts that move nibble ``j`` (bits
+    ``4j``) to bit 18 and high bit ``j`` (bit ``j``) to bit 22."""
+    t(f"%mask5 = arith.constant dense<{0x003C0000}> : {I16}")
+    t(f"%hbit = arith.constant dense<{0x00400000}> : {I16}")
+    for v in sorted({abs(18 - 4 * j) for j in range(8)} | {22 - j for j in range(8)}):
+        t(f"%q5s{v} = arith.constant dense<{v}> : {I16}")
+
+
+def _q5_k_value(t: Text, word: str, high: str, tag: str, j: int) -> None:
+    """``%f{tag}_{j}`` = ``1 + q / 32`` for the 5-bit ``q`` of each lane: nibble ``j`` of
+    ``word`` (bits ``4j``) and bit ``j`` of ``high``, built as the f32 bits ``0x3F800000 | q
+    << 18`` (shifts, masks and ors; no conversion)."""
+    sh = 18 - 4 * j
+    op = "shli" if sh > 0 else "shrui"
+    t(f"%t{tag}_{j} = arith.{op} {word}, %q5s{abs(sh)} : {I16}")
+    t(f"%u{tag}_{j} = arith.andi %t{tag}_{j}, %mask5 : {I16}")
+    t(f"%g{tag}_{j} = arith.shli {high}, %q5s{22 - j} : {I16}")
+    t(f"%v{tag}_{j} = arith.andi %g{tag}_{j}, %hbit : {I16}")
+    t(f"%e{tag}_{j} = arith.ori %u{tag}_{j}, %v{tag}_{j} : {I16}")
+    t(f"%o{tag}_{j} = arith.ori %e{tag}_{j}, %one : {I16}")
+    t(f"%f{tag}_{j} = arith.bitcast %o{tag}_{j} : {I16} to {V16}")
+
+
+Q6_K_HIGH_SHIFTS = {j: 2 * j - 4 for j in range(8)}
+"""Per 16-weight group ``j`` of a 128-weight chunk: the right shift (negative: left) that
+moves its 2-bit high field (bits ``2j`` of the ``qh`` lanes) to bits 4-5 of the quant."""
+
+
+def q6_k_body(t: Text, kern: ExactKernel) -> None:
+    """Q6_K at ``M = 1`` from planes of the file's size: per row and chunk ``c`` of 128
+    weights, ``Σ_j (d · sc[8c + j]) · Σ_l (q - 32) · x`` over its eight groups of 16, with
+    ``q = lo | hi << 4`` taken from lane ``l`` of the chunk's nibble word (nibble ``j`` at
+    bits ``4j``) and 2-bit word (field ``j`` at bits ``2j``); ``d · sc`` (an f16 times a
+    signed byte: exact in f32) formed once a chunk for its eight groups."""
+    k = kern.k
+    mem = kern.bindings
+    i32v = I16                                   # vector<16xi32>
+    t(f"%nc = arith.constant {k // 128} : index")
+    t(f"%m15 = arith.constant dense<15> : {i32v}")
+    t(f"%m48 = arith.constant dense<48> : {i32v}")
+    t(f"%b32 = arith.constant dense<32> : {i32v}")
+    shifts = {abs(v) for v in Q6_K_HIGH_SHIFTS.values()} | {4 * j for j in range(8)}
+    for v in sorted(shifts - {0}):
+        t(f"%s{v} = arith.constant dense<{v}> : {i32v}")
+    rows_loop(t, kern.rows)
+    reduction(t, "acc", "c", "%nc", "%c1", "a", V16)
+    t(f"%k0 = {at('%c', 128, 0)}")
+    for j in range(8):
+        t(f"%kx{j} = affine.apply affine_map<()[s0] -> (s0 + {16 * j})>()[%k0]")
+        t(f"%x{j} = vector.load %x[%kx{j}] : {memref([k], 'f32')}, {V16}")
+    tile = ROWS_PER_TILE
+    for i in range(tile):
+        t(f"%kq{i} = {at('%c', 16 * tile, 16 * i)}")
+        t(f"%w{i} = vector.load %ql[%tile, %kq{i}] : {mem['ql']}, {i32v}")
+        t(f"%hh{i} = vector.load %qh[%tile, %kq{i}] : {mem['qh']}, vector<16xi16>")
+        t(f"%h{i} = arith.extui %hh{i} : vector<16xi16> to {i32v}")
+        scales = q6_k_scales(t, mem, "%c", i)
+        prev = f"%a{i}"
+        for j in range(8):
+            lo = f"%w{i}"
+            if j:
+                lo = f"%ls{i}_{j}"
+                t(f"{lo} = arith.shrui %w{i}, %s{4 * j} : {i32v}")
+            t(f"%lo{i}_{j} = arith.andi {lo}, %m15 : {i32v}")
+            hi, sh = f"%h{i}", Q6_K_HIGH_SHIFTS[j]
+            if sh:
+                hi = f"%hs{i}_{j}"
+                t(f"{hi} = arith.{'shrui' if sh > 0 else 'shli'} %h{i}, %s{abs(sh)} : {i32v}")
+            t(f"%hi{i}_{j} = arith.andi {hi}, %m48 : {i32v}")
+            t(f"%q{i}_{j} = arith.ori %lo{i}_{j}, %hi{i}_{j} : {i32v}")
+            t(f"%qc{i}_{j} = arith.subi %q{i}_{j}, %b32 : {i32v}")
+            t(f"%f{i}_{j} = arith.sitofp %qc{i}_{j} : {i32v} to {V16}")
+            t(f"%p{i}_{j} = arith.mulf %f{i}_{j}, %x{j} : {V16}")
+            t(f"%e{i}_{j} = vector.extract {scales}[{j}] : f32 from {V8}")
+            t(f"%v{i}_{j} = vector.broadcast %e{i}_{j} : f32 to {V16}")
+            t(f"%A{i}_{j} = vector.fma %p{i}_{j}, %v{i}_{j}, {prev} : {V16}")
+            prev = f"%A{i}_{j}"
+    close_reduction(t, [f"%A{i}_7" for i in range(tile)], V16)
+    _store_rows(t, kern, [f"%acc#{i}" for i in range(tile)])
+    t.end()
+
+
+__all__ = ["Q6_K_HIGH_SHIFTS", "ExactKernel", "byte_body", "half_body", "q4_k_body", "q6_k_body"]
