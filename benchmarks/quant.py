@@ -45,8 +45,10 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "python"))
+sys.path.insert(0, str(ROOT))
 
 import rlx  # noqa: E402
+from benchmarks.machine import cpu_model  # noqa: E402
 from rlx.compiler import TargetConfig  # noqa: E402
 from rlx.dialects.enums import QUANT_SCHEMES  # noqa: E402
 from rlx.lowering.mir_to_linalg.quant.gemv_kernels import kernel_for  # noqa: E402
@@ -163,16 +165,6 @@ def bench_torch(scheme: str, n: int, k: int, x: np.ndarray, raw: np.ndarray, rep
 
     with torch.inference_mode():
         return best_of(run, reps) / copies
-
-
-def cpu_model() -> str:
-    """``model name`` of /proc/cpuinfo (empty where there is none)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            return next((line.split(":", 1)[1].strip() for line in f
-                         if line.startswith("model name")), "")
-    except OSError:
-        return ""
 
 
 def forms(scheme: str, shape: str, m: int) -> tuple[str, ...]:
