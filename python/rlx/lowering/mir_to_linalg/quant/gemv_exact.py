@@ -6,6 +6,7 @@ the bounds it rests on: the :mod:`.gemv_kernels` module docstring; the planes:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from rlx.lowering.mir_to_linalg.executable import I16, V16, Text, memref
@@ -23,6 +24,9 @@ from rlx.lowering.mir_to_linalg.quant.gemv_text import (
     rows_loop,
     store_row,
 )
+
+Q5_K = "gguf_q5_k"
+"""Run by :func:`q4_k_body` with a fifth bit (:func:`_q4_k_row`)."""
 
 
 class ExactKernel(Protocol):
@@ -42,12 +46,12 @@ def _store_rows(t: Text, kern: ExactKernel, total: list[str]) -> None:
         store_row(t, kern.bindings, i, f"%y{i}")
 
 
-def byte_body(t: Text, kern: ExactKernel) -> None:
-    """The i8-plane kernel (Q8_0; Q5_0 / Q4_0 widened): an f16 scale per 32 weights; per
-    32 weights of a row a multiply and an FMA with ``x``, one FMA applying the scale. (Q6_K's
-    widened plane is read by the batched body only: at ``M = 1`` it is :func:`q6_k_body`.)"""
-    mem = kern.bindings
-    x, q, d = memref([kern.k], "f32"), mem["q"], mem["d"]
+def _blocks_of_32(t: Text, kern: ExactKernel, row: Callable[[int], str]) -> None:
+    """The loop the byte and half-precision bodies share: rows in tiles, blocks ``%b`` of 32
+    weights (``%k0``, ``%k1``: its two halves, ``%x0``, ``%x1``: their ``x``) with 16-lane
+    partials ``%a{i}`` a row; ``row(i)`` emits row ``i``'s block and names its new partials.
+    Each row's sum is reduced and stored once."""
+    x = memref([kern.k], "f32")
     t("%c16 = arith.constant 16 : index")
     t("%c32 = arith.constant 32 : index")
     t(f"%nb = arith.constant {kern.k // 32} : index")
@@ -57,8 +61,19 @@ def byte_body(t: Text, kern: ExactKernel) -> None:
     t("%k1 = arith.addi %k0, %c16 : index")
     t(f"%x0 = vector.load %x[%k0] : {x}, {V16}")
     t(f"%x1 = vector.load %x[%k1] : {x}, {V16}")
+    close_reduction(t, [row(i) for i in range(ROWS_PER_TILE)], V16)
+    _store_rows(t, kern, [f"%acc#{i}" for i in range(ROWS_PER_TILE)])
+    t.end()
+
+
+def byte_body(t: Text, kern: ExactKernel) -> None:
+    """The i8-plane kernel (Q8_0; Q5_0 / Q4_0 widened): an f16 scale per 32 weights; per
+    32 weights of a row a multiply and an FMA with ``x``, one FMA applying the scale. (Q6_K's
+    widened plane is read by the batched body only: at ``M = 1`` it is :func:`q6_k_body`.)"""
+    q, d = kern.bindings["q"], kern.bindings["d"]
     tile = ROWS_PER_TILE
-    for i in range(ROWS_PER_TILE):
+
+    def row(i: int) -> str:
         for h in range(2):
             t(f"%qk{i}_{h} = {at('%b', 32 * tile, 32 * i + 16 * h)}")
             t(f"%q{i}_{h} = vector.load %q[%tile, %qk{i}_{h}] : {q}, vector<16xi8>")
@@ -70,33 +85,24 @@ def byte_body(t: Text, kern: ExactKernel) -> None:
         t(f"%e{i} = arith.extf %h{i} : f16 to f32")
         t(f"%v{i} = vector.broadcast %e{i} : f32 to {V16}")
         t(f"%n{i} = vector.fma %s{i}, %v{i}, %a{i} : {V16}")
-    close_reduction(t, [f"%n{i}" for i in range(ROWS_PER_TILE)], V16)
-    _store_rows(t, kern, [f"%acc#{i}" for i in range(ROWS_PER_TILE)])
-    t.end()
+        return f"%n{i}"
+
+    _blocks_of_32(t, kern, row)
 
 
 def half_body(t: Text, kern: ExactKernel) -> None:
-    """The half-precision kernel (``gguf_f16``, ``gguf_bf16``): per 32 weights of a row two 16-lane
-    loads, two conversions to f32 (F16: ``extf``; BF16: its bits widened and shifted into
-    the top half of an f32, exact) and two FMAs with ``x`` into the row's partials. Bounds:
-    as :func:`byte_body`'s (the plane ``[N / 4, 4 K]``; ``b < K / 32``, a load at
+    """The half-precision kernel (``gguf_f16``, ``gguf_bf16``): per 32 weights of a row two
+    16-lane loads, two conversions to f32 (F16: ``extf``; BF16: its bits widened and shifted
+    into the top half of an f32, exact) and two FMAs with ``x`` into the row's partials.
+    Bounds: as :func:`byte_body`'s (the plane ``[N / 4, 4 K]``; ``b < K / 32``, a load at
     ``32 · 4 b + 32 i + 16 h + 15 < 4 K``)."""
-    mem = kern.bindings
-    x, w = memref([kern.k], "f32"), mem["w"]
+    w = kern.bindings["w"]
     half = "f16" if kern.scheme == "gguf_f16" else "i16"
-    t("%c16 = arith.constant 16 : index")
-    t("%c32 = arith.constant 32 : index")
+    tile = ROWS_PER_TILE
     if half == "i16":
         t("%sh16 = arith.constant dense<16> : vector<16xi32>")
-    t(f"%nb = arith.constant {kern.k // 32} : index")
-    rows_loop(t, kern.rows)
-    reduction(t, "acc", "b", "%nb", "%c1", "a", V16)
-    t("%k0 = arith.muli %b, %c32 : index")
-    t("%k1 = arith.addi %k0, %c16 : index")
-    t(f"%x0 = vector.load %x[%k0] : {x}, {V16}")
-    t(f"%x1 = vector.load %x[%k1] : {x}, {V16}")
-    tile = ROWS_PER_TILE
-    for i in range(tile):
+
+    def row(i: int) -> str:
         for h in range(2):
             t(f"%wk{i}_{h} = {at('%b', 32 * tile, 32 * i + 16 * h)}")
             t(f"%w{i}_{h} = vector.load %w[%tile, %wk{i}_{h}] : {w}, vector<16x{half}>")
@@ -108,9 +114,9 @@ def half_body(t: Text, kern: ExactKernel) -> None:
                 t(f"%f{i}_{h} = arith.bitcast %t{i}_{h} : vector<16xi32> to {V16}")
         t(f"%p{i} = vector.fma %f{i}_0, %x0, %a{i} : {V16}")
         t(f"%n{i} = vector.fma %f{i}_1, %x1, %p{i} : {V16}")
-    close_reduction(t, [f"%n{i}" for i in range(tile)], V16)
-    _store_rows(t, kern, [f"%acc#{i}" for i in range(tile)])
-    t.end()
+        return f"%n{i}"
+
+    _blocks_of_32(t, kern, row)
 
 
 def q4_k_body(t: Text, kern: ExactKernel) -> None:
@@ -123,7 +129,7 @@ def q4_k_body(t: Text, kern: ExactKernel) -> None:
     t(f"%nc = arith.constant {k // 128} : index")
     _group_sums(t, kern)
     q4_k_constants(t)
-    if kern.scheme == "gguf_q5_k":
+    if kern.scheme == Q5_K:
         _q5_k_constants(t)
     rows_loop(t, kern.rows)
     reduction(t, "acc", "c", "%nc", "%c1", "a", V16)
@@ -158,11 +164,11 @@ def _q4_k_row(t: Text, kern: ExactKernel, i: int) -> None:
     tile = ROWS_PER_TILE
     t(f"%kq{i} = {at('%c', 16 * tile, 16 * i)}")
     t(f"%w{i} = vector.load %q[%tile, %kq{i}] : {q}, {I16}")
-    if kern.scheme == "gguf_q5_k":                      # the chunk's high bits: a byte a lane
+    if kern.scheme == Q5_K:                      # the chunk's high bits: a byte a lane
         t(f"%hb{i} = vector.load %h[%tile, %kq{i}] : {kern.bindings['h']}, vector<16xi8>")
         t(f"%he{i} = arith.extui %hb{i} : vector<16xi8> to {I16}")
     for j in range(8):
-        if kern.scheme == "gguf_q5_k":
+        if kern.scheme == Q5_K:
             _q5_k_value(t, f"%w{i}", f"%he{i}", str(i), j)
         else:
             q4_k_nibble(t, f"%w{i}", str(i), j)

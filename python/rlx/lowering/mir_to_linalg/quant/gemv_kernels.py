@@ -150,7 +150,7 @@ HALF_PLANE = ("gguf_f16", "gguf_bf16")
 """Schemes run by the half-precision kernel (:func:`.gemv_exact.half_body`, ``M = 1``): the
 weight's 16-bit values as in the file (2 bytes a weight, tile-interleaved at load: no growth, any
 size), converted to f32 in registers (F16 by ``extf``, BF16 bits by a 16-bit shift)."""
-Q5_K = "gguf_q5_k"
+Q5_K = gemv_exact.Q5_K
 """Run by the Q4_K kernel with a fifth bit (:func:`.gemv_exact.q4_k_body`, ``M = 1``): the
 nibble lanes as Q4_K's, plus a byte a lane of high bits (bit ``j``: weight ``128c + 16j +
 l``); ``f = 1 + q / 32``, ``S = 32 · d · sc``, ``M = 32 · d · sc + dmin · m`` (0.69 bytes a
