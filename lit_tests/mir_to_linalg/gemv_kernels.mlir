@@ -97,7 +97,9 @@ module @q8_0 {
 // Q5_K (M = 1): Q4_K's kernel with a fifth bit. The nibble lanes as Q4_K's (qs at byte 48),
 // a byte a lane of high bits (qh at byte 16: bit j of lane l is weight 128c + 16j + l's),
 // S = 32 d sc and M = 32 d sc + dmin m; each weight is the f32 bits 0x3F800000 | q << 18
-// (nibble masked at bits 18..21: 3932160, high bit at bit 22: 4194304). No q8 form.
+// (nibble masked at bits 18..21: 3932160, high bit at bit 22: 4194304). q8: Q4_K's q8 body on
+// the file's qs and qh bytes, the pair's fifth bits shifted down by 2 (p mod 4), masked to bit
+// 4 (16) and or'ed into the nibbles (unsigned 0..31).
 // CHECK-LABEL: module @q5_k
 // CHECK:       stream.executable private @rlx_gemv_q5_k_8x256
 // CHECK-DAG:       arith.constant dense<3932160> : vector<16xi32>
@@ -113,7 +115,14 @@ module @q8_0 {
 // OFF-NOT:     flow.dispatch
 // OFF:         return
 // Q8-LABEL:    module @q5_k
-// Q8:          stream.executable private @rlx_gemv_q5_k_8x256 {
+// Q8:          stream.executable private @rlx_gemv_q5_k_8x256_q8{{[a-z0-9]+}}
+// Q8-DAG:          arith.constant dense<16> : vector<32xi8>
+// Q8-DAG:          affine.apply affine_map<()[s0] -> ((s0 mod 4) * 2)>
+// Q8:              vector.load %{{.*}} : memref<2x512xi8>, vector<32xi8>
+// Q8:              vector.load %{{.*}} : memref<2x128xi8>, vector<32xi8>
+// Q8:              arith.shrui %{{.*}} : vector<32xi8>
+// Q8:              arith.ori %{{.*}} : vector<32xi8>
+// Q8:          flow.dispatch @rlx_gemv_q5_k_8x256_q8{{[a-z0-9]+}}::{{.*}} : (tensor<256xf32>, tensor<2x512xi8>, tensor<2x128xi8>, tensor<2x32xi8>, tensor<2x32xi8>, tensor<2x4xf16>, tensor<2x4xf16>) -> tensor<8xf32>
 module @q5_k {
   func.func @main(%x: tensor<1x256xf32>) -> tensor<1x8xf32> {
     %w = "rlx_mir.param"() {name = "w"} : () -> tensor<8x176xi8>

@@ -656,7 +656,7 @@ def test_prefill_compiles_for_vulkan_and_cuda() -> None:
 # --- activation_quant="q8": 8-bit activations, integer dot products (gemv_q8) ---------------
 
 Q8_CASES = (("gguf_q8_0", 48, 576), ("gguf_q4_k", 48, 512), ("gguf_q5_0", 16, 576),
-            ("gguf_q4_0", 8, 512), ("gguf_q6_k", 48, 512))
+            ("gguf_q4_0", 8, 512), ("gguf_q6_k", 48, 512), ("gguf_q5_k", 48, 768))
 """Plain GEMVs of the q8 test module; then a residual epilogue (Q4_K 48 x 512), an RMSNorm
 prologue (Q8_0 16 x 576) and a SwiGLU prologue (Q4_K 16 x 512)."""
 Q8_FORMS = {"host": {}, "portable": {"cpu": "generic"}}
@@ -701,7 +701,7 @@ def q8_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     rng = np.random.default_rng(13)
     h = rlx.HirModule("q8")
     weights: dict[str, np.ndarray] = {}
-    xs = {k: h.input(f"x{k}", (1, k)) for k in (512, 576)}
+    xs = {k: h.input(f"x{k}", (1, k)) for k in (512, 576, 768)}
 
     def gemv(name: str, scheme: str, x: HirValue, n: int, k: int) -> HirValue:
         weights[name] = random_blocks(scheme, n, k, rng)
@@ -724,6 +724,7 @@ def q8_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     weights["beta"] = (0.1 * rng.standard_normal(576)).astype(np.float32)
     feeds = {"x512": rng.standard_normal((1, 512)).astype(np.float32),
              "x576": rng.standard_normal((1, 576)).astype(np.float32),
+             "x768": rng.standard_normal((1, 768)).astype(np.float32),
              "r": rng.standard_normal((1, 48)).astype(np.float32),
              "gu": rng.standard_normal((1, 1, 1024)).astype(np.float32)}
     feeds["x576"][0, :32] = 0.0                          # d = 0: q = 0
@@ -779,8 +780,8 @@ def assert_within_q8_bound(got: np.ndarray, want: np.ndarray, x: np.ndarray, w: 
 @pytest.mark.parametrize("form", list(Q8_FORMS))
 def test_gemv_kernels_q8(q8_runs: dict[str, object], form: str) -> None:
     """activation_quant="q8": each kernel (Q8_0 with every byte, -128 included; Q4_K, its mins
-    through the activation block sums; Q5_0 / Q4_0 widened; Q6_K from the file's bytes,
-    every bit of them set somewhere; a residual epilogue;
+    through the activation block sums; Q5_0 / Q4_0 widened; Q6_K and Q5_K from the file's
+    bytes, every bit of them set somewhere; a residual epilogue;
     RMSNorm and SwiGLU prologues) is what ran, in the CPU's dot-product form, and equals
     ``W x̃`` (x̃: x quantized as ggml's q8_0 in numpy) within the f32 tolerance, and the exact
     float64 ``W x`` within the derived bound ``Σ_b amax_b / 254 Σ |w|`` plus the f32

@@ -29,7 +29,8 @@ the dequantize-then-multiply form, never bit-identical to it):
   ``hoist_growth``); per 32 weights two conversions, two multiplies and two FMAs.
 - **Q5_K** as Q4_K with ``q`` 5 bits: ``f = 1 + q / 32 = 0x3F800000 | q << 18`` (the nibble
   from Q4_K's lanes, the fifth bit from a byte a lane: bit ``j`` of lane ``l`` is weight
-  ``128c + 16j + l``'s), ``S = 32 · d · sc``, ``M = 32 · d · sc + dmin · m``; ``M = 1``.
+  ``128c + 16j + l``'s), ``S = 32 · d · sc``, ``M = 32 · d · sc + dmin · m``; ``M = 1``. Its
+  ``q8`` form is Q4_K's with the file's ``qh`` bytes (:mod:`.gemv_q8`).
 - **F16 / BF16** ``y[n] = Σ_i w[n, i] · x[i]``: the file's 16-bit values, tile-interleaved
   (2 bytes a weight, as in the file: hoisted at any size), per 32 weights of a row two
   conversions to f32 and two FMAs (:func:`.gemv_exact.half_body`; ``M = 1``: a batched step keeps
@@ -158,8 +159,9 @@ weight, the file's 0.69: hoisted at any size)."""
 M1_ONLY = (*HALF_PLANE, Q5_K)
 """Schemes with no batched body: a batched step (``M > 1``) keeps IREE's matmul."""
 SCHEMES = (*I8_PLANE, "gguf_q4_k", Q5_K, *HALF_PLANE)
-Q8_SCHEMES = (*I8_PLANE, "gguf_q4_k")
-"""Schemes with an ``activation_quant="q8"`` kernel (:mod:`.gemv_q8`, ``M = 1``)."""
+Q8_SCHEMES = (*I8_PLANE, "gguf_q4_k", Q5_K)
+"""Schemes with an ``activation_quant="q8"`` kernel (:mod:`.gemv_q8`, ``M = 1``); the rest
+(F16 / BF16) run their exact kernel in the ``q8`` mode."""
 MAX_BATCH = 8
 """The most rows ``M`` of ``x`` a kernel takes (the sequences of a batched decode step,
 :mod:`rlx.models.llama_batch`; a speculative step's tokens): ``x [M, K]``, ``y [M, N]``.
@@ -260,6 +262,10 @@ class Kernel:
                       "sc": memref([n, k // 16], "i8"), "d": memref([n, k // 256], "f16")}
         elif self.scheme in SIXTEEN_PLANE:
             planes = {"q": memref([n, k], "i8"), "d": memref([n, k // 16], "f32")}
+        elif self.scheme == Q5_K and self.int_dot is not None:   # Q4_K's q8 planes + qh
+            planes = {"q": memref([n, k // 2], "i8"), "qh": memref([n, k // 8], "i8"),
+                      "sc": memref([n, k // 32], "i8"), "mn": memref([n, k // 32], "i8"),
+                      "d": memref([n, k // 256], "f16"), "dmin": memref([n, k // 256], "f16")}
         elif self.scheme == Q5_K:                # nibble lanes, high-bit bytes, S, M
             planes = {"q": memref([n, k // 8], "i32"), "h": memref([n, k // 8], "i8"),
                       "s": memref([n, k // 32], "f32"), "m": memref([n, k // 32], "f32")}
@@ -288,8 +294,8 @@ class Kernel:
             return [32, 1]
         if self.scheme in HALF_PLANE:
             return [32]
-        if self.scheme == Q5_K:
-            return [16, 16, 4, 8]
+        if self.scheme == Q5_K:                  # q8: gemv_q8, qh 32 bytes a superblock
+            return [16, 16, 4, 8] if self.int_dot is None else [32, 32, 2, 8, 1, 1]
         if self.q6_k_packed:
             return [16, 16, 8, 1]
         if self.q6_k_q8:                         # see gemv_q8

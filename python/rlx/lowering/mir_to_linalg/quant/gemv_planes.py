@@ -201,15 +201,19 @@ def _q4_k_q8_planes(kern: gemv_kernels.Kernel, raw3: ir.Value) -> list[ir.Value]
     """Q4_K for the ``q8`` kernel (:mod:`.gemv_q8`) from ``raw3 [N, G, 144]``: the ``qs``
     bytes as in the file ``[N, K / 2]``, the 6-bit ``sc`` and ``m`` as bytes per group
     ``[N, K / 32]``, the f16 ``d`` and ``dmin`` per 256 ``[N, K / 256]`` (0.58 bytes a
-    weight; the file's 0.5625)."""
+    weight; the file's 0.5625). Q5_K (``[N, G, 176]``, the same header, ``qh`` at byte 16,
+    ``qs`` at 48): its ``qh`` bytes as in the file ``[N, K / 8]`` after ``qs`` (0.70 bytes
+    a weight; the file's 0.6875)."""
     n, g, _ = emit.static_shape(raw3)
     assert n is not None
     assert g is not None
-    qs = emit.collapse(emit.extract_slice(raw3, [0, 0, 16], [n, g, 128]), [[0], [1, 2]])
+    five = kern.scheme == gemv_kernels.Q5_K
+    qs, *qh = (emit.collapse(emit.extract_slice(raw3, [0, 0, at], [n, g, size]), [[0], [1, 2]])
+               for at, size in (((48, 128), (16, 32)) if five else ((16, 128),)))
     sc, mn = (emit.collapse(repack_field(raw3, n, k_scale(is_min), [4, 2, 32]),
                             [[0], [1, 2, 3]]) for is_min in (False, True))
     d, dmin = (repack_field(raw3, n, f16_at(at), [4, 2, 32]) for at in (0, 2))
-    return interleave_tiles(kern, [qs, sc, mn, d, dmin])
+    return interleave_tiles(kern, [qs, *qh, sc, mn, d, dmin])
 
 
 BYTE_QUANTS: dict[str, Callable[[Scalars], ir.Value]] = {

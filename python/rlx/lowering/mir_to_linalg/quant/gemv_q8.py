@@ -45,14 +45,15 @@ for ``w = -128``).
 ``vpmaddwd`` / ``vpdpbusd`` lane ``4 · 128 · 127 = 65024`` and a block's sum ``32 · 128 · 127
 = 520192 < 2^24``: exact in i32 and in its f32 conversion (Q5_0 / Q4_0 / Q6_K's ``|w| <= 32``
 are further inside). Q4_K: ``15 · 127 = 1905`` a
-product, a block ``60960``. The portable form's products and sums are i32, no closer.
+product, a block ``60960``; Q5_K: ``31 · 127 = 3937``, a ``vpmaddubsw`` lane ``7874``, a block
+``125984``. The portable form's products and sums are i32, no closer.
 
 **Scaling**: per block, ``y += (d_w · d_x) · dot`` in 8-lane f32 partial sums per row (Q8_0:
 the tile's four f16 ``d_w`` of a block loaded and converted together); Q4_K: ``y = Σ_g
 (A_g · d_x,g) · dot_g - Σ_g B_g · X_g`` with ``A = d · sc``, ``B = dmin · m`` per group,
 formed in the kernel from the 6-bit ``sc`` / ``m`` bytes and the f16 ``d`` / ``dmin`` (exact
 in f32: 11 x 6 significant bits), the mins through ``X`` one superblock (8 groups) at a
-time.
+time. Q5_K as Q4_K, its ``q`` 5 bits (``0 .. 31``).
 
 **Planes** (:mod:`.gemv_planes`; tile-interleaved,
 :meth:`.gemv_kernels.Kernel.interleave_widths`): Q8_0 / Q5_0 / Q4_0 the exact kernel's
@@ -66,7 +67,10 @@ per group, ``d`` and ``dmin`` per superblock: 0.58 bytes a weight (the file's 0.
 exact kernel's f32 ``S`` / ``M`` planes make 0.81, and f32 ``A`` / ``B`` planes here 0.75):
 forming ``A`` in the kernel costs 5 instructions per 256 weights of a tile (78 against 73 in
 the AVX2 inner loop), well under what the integer dot leaves before memory binds, for 22%
-fewer bytes read and held.
+fewer bytes read and held. Q5_K: Q4_K's planes (its ``qs`` at byte 48) and the file's ``qh``
+bytes ``[N, K / 8]`` as they are (0.70 bytes a weight; the file's 0.6875): per pair a
+32-byte ``qh`` load a row (the superblock's, from cache after the first pair), one shift by
+``2 (p % 4)`` and two shift-mask-or steps (:func:`_q5_k_high`).
 
 **Bounds** (shapes as :class:`.gemv_kernels.Kernel` checks them; ``tile < N / 4``, ``r_i <
 N`` as there): the stack ``xq [K]`` i8, ``xd``, ``xs [K / 32]`` f32 (``K <= MAX_Q8_K``: with
@@ -77,7 +81,9 @@ K / 64`` reads ``q [N / 4, 2 K]`` at ``128 p + 32 i + [0, 32) < 2 K``, ``sc [N /
 at ``8 p + [0, 8) < K / 8``, ``d [N / 4, K / 64]`` at ``4 (p / 4) + [0, 4) < K / 64``, ``xq``
 at ``64 p + [0, 64) < K``, ``xd`` at ``2 p + [0, 2) < K / 32``; the mins, superblock ``g /
 8`` (``g = 0, 8, .. < K / 32``), ``xs`` at ``g + [0, 8)``, ``mn [N / 4, K / 8]`` at ``4 g + 8
-i + [0, 8) < K / 8`` and ``dmin [N / 4, K / 64]`` at ``g / 2 + i < K / 64``.
+i + [0, 8) < K / 8`` and ``dmin [N / 4, K / 64]`` at ``g / 2 + i < K / 64``. Q5_K as Q4_K,
+and ``qh [N / 4, K / 2]`` at ``128 (p / 4) + 32 i + [0, 32) < 128 (K / 256) = K / 2`` (``p /
+4 < K / 256``).
 Q6_K: half ``h < K / 128`` reads ``ql [N / 4, 2 K]`` at ``256 h + 64 i + [0, 64) < 2 K``,
 ``qh [N / 4, K]`` at ``128 h + 32 i + [0, 32) < K``, ``sc [N / 4, K / 4]`` at ``32 h + 8 i +
 [0, 8) < K / 4``, ``d [N / 4, K / 64]`` at ``4 (h / 2) + i < K / 64``, ``xq`` at ``128 h +
@@ -303,9 +309,13 @@ def q4_k_body(t: Text, kern: Shape) -> None:
     """Q4_K: per pair of groups (64 weights, one 32-byte load a row) ``y += (d · sc · d_x)
     · Σ q_w q_x`` for both, then ``y -= Σ_g dmin · m_g · X_g``: the scales from the byte
     planes ``sc``, ``mn`` and the f16 ``d``, ``dmin`` per 256 (``d · sc`` and ``dmin · m``
-    are exact in f32)."""
+    are exact in f32). Q5_K the same with ``q`` 5 bits (``0 .. 31``, still an unsigned
+    operand): the fifth bits from the file's ``qh`` bytes, pair ``p``'s two groups at bits
+    ``2 (p % 4)`` and ``2 (p % 4) + 1`` of ``qh[l]`` (ggml's order), moved to bit 4 of the
+    nibble's byte by a shift by ``2 (p % 4)`` and one more by a constant."""
     assert kern.int_dot is not None
     k, mem = kern.k, kern.bindings
+    five = "qh" in mem
     xq, xd = memref([k], "i8"), memref([k // 32], "f32")
     quantize_x(t, k, sums=True, int_dot=kern.int_dot)
     dot_constants(t, kern.int_dot)
@@ -314,8 +324,15 @@ def q4_k_body(t: Text, kern: Shape) -> None:
     t(f"%np = arith.constant {k // 64} : index")
     t(f"%lo4 = arith.constant dense<15> : {V32B}")
     t(f"%sh4 = arith.constant dense<4> : {V32B}")
+    if five:
+        t(f"%sh3 = arith.constant dense<3> : {V32B}")
+        t(f"%bit4 = arith.constant dense<16> : {V32B}")
     rows_loop(t, kern.rows)
     reduction(t, "acc", "p", "%np", "%c1", "a", V8)
+    if five:                                     # the pair's fifth bits: 2 (p % 4) up
+        t("%pq = affine.apply affine_map<()[s0] -> ((s0 mod 4) * 2)>()[%p]")
+        t("%pqi = arith.index_cast %pq : index to i8")
+        t(f"%pqv = vector.broadcast %pqi : i8 to {V32B}")
     t(f"%kp = {at('%p', 64, 0)}")
     t(f"%kp1 = {at('%p', 64, 32)}")
     t(f"%x0 = vector.load %xq[%kp] : {xq}, {V32B}")
@@ -338,8 +355,11 @@ def q4_k_body(t: Text, kern: Shape) -> None:
     for i in range(ROWS_PER_TILE):
         t(f"%qk{i} = {at('%p', 32 * ROWS_PER_TILE, 32 * i)}")
         t(f"%w{i} = vector.load %q[%tile, %qk{i}] : {mem['q']}, {V32B}")
-        t(f"%u{i}_0 = arith.andi %w{i}, %lo4 : {V32B}")
-        t(f"%u{i}_1 = arith.shrui %w{i}, %sh4 : {V32B}")
+        lo, hi = (f"%u{i}_0", f"%u{i}_1") if not five else (f"%l{i}_0", f"%l{i}_1")
+        t(f"{lo} = arith.andi %w{i}, %lo4 : {V32B}")
+        t(f"{hi} = arith.shrui %w{i}, %sh4 : {V32B}")
+        if five:
+            _q5_k_high(t, mem, i)
         prev = f"%a{i}"
         for h in range(2):
             tag = f"{i}_{h}"
@@ -352,6 +372,19 @@ def q4_k_body(t: Text, kern: Shape) -> None:
     close_reduction(t, [f"%e{i}_1" for i in range(ROWS_PER_TILE)], V8)
     _q4_k_mins(t, k, mem)
     q4_k_store(t, kern.bindings, V8)
+
+
+def _q5_k_high(t: Text, mem: dict[str, str], i: int) -> None:
+    """Row ``i``'s 5-bit ``%u{i}_0``, ``%u{i}_1`` of pair ``%p`` from its nibbles
+    ``%l{i}_h``: ``qh[tile, 128 (p / 4) + 32 i + l]`` shifted down by ``2 (p % 4)``
+    (``%pqv``), bit 0 (group ``2p``) moved to bit 4 and bit 1 (group ``2p + 1``) too."""
+    t(f"%kh{i} = affine.apply affine_map<()[s0] -> ((s0 floordiv 4) * 128 + {32 * i})>()[%p]")
+    t(f"%qh{i} = vector.load %qh[%tile, %kh{i}] : {mem['qh']}, {V32B}")
+    t(f"%hp{i} = arith.shrui %qh{i}, %pqv : {V32B}")
+    for h, shift in ((0, "%sh4"), (1, "%sh3")):
+        t(f"%hs{i}_{h} = arith.shli %hp{i}, {shift} : {V32B}")
+        t(f"%hb{i}_{h} = arith.andi %hs{i}_{h}, %bit4 : {V32B}")
+        t(f"%u{i}_{h} = arith.ori %l{i}_{h}, %hb{i}_{h} : {V32B}")
 
 
 def _q4_k_mins(t: Text, k: int, mem: dict[str, str]) -> None:
@@ -411,8 +444,9 @@ def _q6_k_row(t: Text, kern: Shape, i: int) -> None:
 
 
 def q8_body(t: Text, kern: Shape) -> None:
-    """The ``q8`` body of ``kern`` (Q4_K, Q6_K or an i8 plane of 32-weight blocks)."""
-    body = {"gguf_q4_k": q4_k_body, "gguf_q6_k": q6_k_body}.get(kern.scheme, q8_0_body)
+    """The ``q8`` body of ``kern`` (Q4_K, Q5_K, Q6_K or an i8 plane of 32-weight blocks)."""
+    body = {"gguf_q4_k": q4_k_body, "gguf_q5_k": q4_k_body,
+            "gguf_q6_k": q6_k_body}.get(kern.scheme, q8_0_body)
     body(t, kern)
 
 
