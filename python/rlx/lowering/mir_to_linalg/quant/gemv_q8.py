@@ -316,7 +316,6 @@ def q4_k_body(t: Text, kern: Shape) -> None:
     assert kern.int_dot is not None
     k, mem = kern.k, kern.bindings
     five = "qh" in mem
-    xq, xd = memref([k], "i8"), memref([k // 32], "f32")
     quantize_x(t, k, sums=True, int_dot=kern.int_dot)
     dot_constants(t, kern.int_dot)
     t("%c8 = arith.constant 8 : index")
@@ -333,25 +332,7 @@ def q4_k_body(t: Text, kern: Shape) -> None:
         t("%pq = affine.apply affine_map<()[s0] -> ((s0 mod 4) * 2)>()[%p]")
         t("%pqi = arith.index_cast %pq : index to i8")
         t(f"%pqv = vector.broadcast %pqi : i8 to {V32B}")
-    t(f"%kp = {at('%p', 64, 0)}")
-    t(f"%kp1 = {at('%p', 64, 32)}")
-    t(f"%x0 = vector.load %xq[%kp] : {xq}, {V32B}")
-    t(f"%x1 = vector.load %xq[%kp1] : {xq}, {V32B}")
-    t(f"%g0 = {at('%p', 2, 0)}")
-    t(f"%dx2 = vector.load %xd[%g0] : {xd}, vector<2xf32>")
-    t("%dx8 = vector.shuffle %dx2, %dx2 [0, 1, 0, 1, 0, 1, 0, 1] : vector<2xf32>, "
-      "vector<2xf32>")
-    t(f"%ks = {at('%p', 2 * ROWS_PER_TILE, 0)}")           # sc[tile, 8 p + 2 i + h]
-    t(f"%scb = vector.load %sc[%tile, %ks] : {mem['sc']}, vector<8xi8>")
-    t("%sci = arith.extui %scb : vector<8xi8> to vector<8xi32>")
-    t(f"%scf = arith.uitofp %sci : vector<8xi32> to {V8}")
-    t("%kd = affine.apply affine_map<()[s0] -> ((s0 floordiv 4) * 4)>()[%p]")
-    t(f"%dh = vector.load %d[%tile, %kd] : {mem['d']}, vector<4xf16>")   # d[tile, 4 s + i]
-    t("%d4 = arith.extf %dh : vector<4xf16> to vector<4xf32>")
-    t("%d8 = vector.shuffle %d4, %d4 [0, 0, 1, 1, 2, 2, 3, 3] : vector<4xf32>, "
-      "vector<4xf32>")
-    t(f"%av = arith.mulf %scf, %d8 : {V8}")
-    t(f"%ax = arith.mulf %av, %dx8 : {V8}")
+    _q4_k_pair_scales(t, k, mem)
     for i in range(ROWS_PER_TILE):
         t(f"%qk{i} = {at('%p', 32 * ROWS_PER_TILE, 32 * i)}")
         t(f"%w{i} = vector.load %q[%tile, %qk{i}] : {mem['q']}, {V32B}")
@@ -372,6 +353,32 @@ def q4_k_body(t: Text, kern: Shape) -> None:
     close_reduction(t, [f"%e{i}_1" for i in range(ROWS_PER_TILE)], V8)
     _q4_k_mins(t, k, mem)
     q4_k_store(t, kern.bindings, V8)
+
+
+def _q4_k_pair_scales(t: Text, k: int, mem: dict[str, str]) -> None:
+    """Pair ``%p``'s quantized ``x`` blocks ``%x0``, ``%x1`` and ``%ax``: lane ``2 i + h`` =
+    ``d · sc · d_x`` of row ``i``'s group ``2p + h`` (the ``sc`` bytes of the tile's four
+    rows, their superblock's f16 ``d``, the two blocks' ``d_x``)."""
+    xq, xd = memref([k], "i8"), memref([k // 32], "f32")
+    t(f"%kp = {at('%p', 64, 0)}")
+    t(f"%kp1 = {at('%p', 64, 32)}")
+    t(f"%x0 = vector.load %xq[%kp] : {xq}, {V32B}")
+    t(f"%x1 = vector.load %xq[%kp1] : {xq}, {V32B}")
+    t(f"%g0 = {at('%p', 2, 0)}")
+    t(f"%dx2 = vector.load %xd[%g0] : {xd}, vector<2xf32>")
+    t("%dx8 = vector.shuffle %dx2, %dx2 [0, 1, 0, 1, 0, 1, 0, 1] : vector<2xf32>, "
+      "vector<2xf32>")
+    t(f"%ks = {at('%p', 2 * ROWS_PER_TILE, 0)}")           # sc[tile, 8 p + 2 i + h]
+    t(f"%scb = vector.load %sc[%tile, %ks] : {mem['sc']}, vector<8xi8>")
+    t("%sci = arith.extui %scb : vector<8xi8> to vector<8xi32>")
+    t(f"%scf = arith.uitofp %sci : vector<8xi32> to {V8}")
+    t("%kd = affine.apply affine_map<()[s0] -> ((s0 floordiv 4) * 4)>()[%p]")
+    t(f"%dh = vector.load %d[%tile, %kd] : {mem['d']}, vector<4xf16>")   # d[tile, 4 s + i]
+    t("%d4 = arith.extf %dh : vector<4xf16> to vector<4xf32>")
+    t("%d8 = vector.shuffle %d4, %d4 [0, 0, 1, 1, 2, 2, 3, 3] : vector<4xf32>, "
+      "vector<4xf32>")
+    t(f"%av = arith.mulf %scf, %d8 : {V8}")
+    t(f"%ax = arith.mulf %av, %dx8 : {V8}")
 
 
 def _q5_k_high(t: Text, mem: dict[str, str], i: int) -> None:
