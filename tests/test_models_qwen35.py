@@ -28,6 +28,7 @@ from rlx.generate import Generator, Sampling
 from rlx.ir.diagnostics import RunError
 from rlx.models import qwen35
 from rlx.models.llama import ModelError
+from rlx.models.llama_cache import start_state
 from rlx.reference.tolerance import assert_close
 from sampling_chain import host_chain
 
@@ -142,13 +143,36 @@ def test_prefill_in_two_chunks_equals_one_call(gen: Generator) -> None:
         return prefill(ids[:, lo:hi], cos, sin, *state)
 
     whole = call(0, 6, model.initial_state())
-    first = call(0, 4, model.initial_state())
+    first = call(0, 4, start_state(gen.program, model))   # the state made on the device
     second = call(4, 6, list(first[2:]))
     assert_close(second[0], whole[0][:, 4:], "f32", "second chunk's logits")
     for name, a, b in zip(qwen35.state_names(model.config, model.context), second[2:],
                           whole[2:], strict=True):
         assert a.shape == b.shape, name
         assert_close(a, b, "f32", f"state {name}")
+
+
+def test_state_function_is_the_initial_state(gen: Generator,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The module's ``state()`` returns the host's ``initial_state()`` (shapes, dtypes, all
+    zero), and generation starts from it, never uploading the host's zeros."""
+    model = gen.model
+    assert model.context is not None
+    host = model.initial_state()
+    made = start_state(gen.program, model)
+    assert len(made) == len(host) == len(qwen35.state_names(model.config, model.context))
+    for name, a, b in zip(qwen35.state_names(model.config, model.context), made, host,
+                          strict=True):
+        got = a.numpy()
+        assert (got.shape, got.dtype) == (b.shape, b.dtype), name
+        assert not got.any(), name
+    want = gen.generate(PROMPT, 4)
+
+    def no_upload() -> list:
+        raise AssertionError("the host's initial_state was used")
+
+    monkeypatch.setattr(model, "initial_state", no_upload)
+    assert gen.generate(PROMPT, 4) == want
 
 
 @pytest.mark.parametrize("sampling", [

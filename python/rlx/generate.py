@@ -37,7 +37,7 @@ from rlx.dialects.builder import HirModule
 from rlx.ir.diagnostics import RlxError, RunError
 from rlx.models import qwen35
 from rlx.models.llama import DEFAULT_CONTEXT, LlamaModel, ModelError, from_gguf, from_hf
-from rlx.models.llama_cache import fits_context
+from rlx.models.llama_cache import fits_context, start_state
 from rlx.tokenizer import Tokenizer, TokenizerError
 from rlx.tokenizer import load as load_tokenizer
 
@@ -179,7 +179,7 @@ class Generator:
         inputs = [tokens, cos, sin]
         if "last" in self.program.prefill.input_names:
             inputs.append(np.array([[len(ids) - 1]], np.int32))
-        out = self.program.prefill.on_device(*inputs, *self.model.initial_state())
+        out = self.program.prefill.on_device(*inputs, *start_state(self.program, self.model))
         return out[0].numpy()[0, -1], out[2:]
 
     def _fits(self, positions: int, what: str) -> None:

@@ -35,7 +35,7 @@ from rlx.cache import CompileCache
 from rlx.compiler import TargetConfig, compile
 from rlx.ir.diagnostics import RunError
 from rlx.models import qwen35
-from rlx.models.llama_cache import fits_context
+from rlx.models.llama_cache import fits_context, start_state
 from rlx.models.qwen35 import FULL, Qwen35Model, require_mtp
 
 
@@ -156,7 +156,7 @@ class SpeculativeDecoder:
         cos, sin = self.model.rope_tables(range(len(prompt)))
         out = self.program.prefill.on_device(
             np.array([list(prompt)], np.int32), cos, sin,
-            np.array([[len(prompt) - 1]], np.int32), *self.model.initial_state())
+            np.array([[len(prompt) - 1]], np.int32), *start_state(self.program, self.model))
         return int(out[1].numpy().reshape(-1)[0]), list(out[2:-1]), out[-1]
 
     def generate(self, prompt: Sequence[int], max_new_tokens: int,

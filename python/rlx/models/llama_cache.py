@@ -24,6 +24,19 @@ from rlx.ir.diagnostics import RunError
 from rlx.models.llama import LlamaConfig, _Ctx, _head
 
 
+def start_state(program: Any, model: Any) -> list[Any]:
+    """What ``prefill`` takes after its inputs for a new sequence: the module's ``state``
+    results where it has that function (made on the device: Qwen3.5's zeroed caches and
+    states, :func:`rlx.models.qwen35_hir`'s ``state``, no host upload), else
+    ``model.initial_state()`` (host arrays; LLaMA's prefill takes none)."""
+    if "state" not in program.functions:
+        return list(model.initial_state())
+    state = program.state
+    (shape, _), = state.input_types
+    out = state.on_device(np.zeros(shape, np.float32))
+    return list(out) if isinstance(out, tuple) else [out]
+
+
 def fits_context(model: Any, positions: int, what: str) -> None:
     """A model whose KV cache is preallocated (``context``) holds that many positions:
     more would land on its last row (the write clamps), so they are refused here."""
@@ -134,4 +147,4 @@ def prompt_cache(h: HirModule, c: LlamaConfig, ids: HirValue, fresh: list[HirVal
 
 
 __all__ = ["cache_inputs", "cache_layer", "context_decode", "decode_rows", "fits_context",
-           "prompt_cache", "token_count", "write_prompt"]
+           "prompt_cache", "start_state", "token_count", "write_prompt"]

@@ -14,7 +14,11 @@
   the T positions (a rejected draft rolls back by picking one of them);
 - ``mtp(h, rows, ids, cos, sin, k, v)``: the ``qwen35_mtp_head`` draft with its own KV cache;
 - ``mtp_rollback(keep, k, v)``: the MTP head's KV cache cut to ``keep``; with a growing
-  cache (``context=None``) also ``rollback(keep, ...)`` for the model's.
+  cache (``context=None``) also ``rollback(keep, ...)`` for the model's;
+- ``state(zeros)`` (with a preallocated cache): the state before the first token, made on
+  the device (:func:`rlx.models.llama_cache.start_state`; ``zeros`` a small f32 vector of zeros that
+  keeps each cache a buffer of its own), where :func:`initial_state`'s host zeros would be
+  uploaded (~120 MB for a 0.8B model at 4096 positions).
 
 The state, in order: with a KV cache preallocated to ``context`` rows (the default of
 ``from_hf`` / ``from_gguf``: :data:`DEFAULT_CONTEXT`), first ``filled [1] i32``, the rows

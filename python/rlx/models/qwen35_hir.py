@@ -24,7 +24,7 @@ from rlx.models.qwen35 import (
     param_shapes,
 )
 
-FUNCTIONS = ("prefill", "decode", "sample", "mtp", "rollback", "mtp_rollback")
+FUNCTIONS = ("prefill", "decode", "sample", "mtp", "rollback", "mtp_rollback", "state")
 """Entry points besides ``verify_K`` (K draft tokens: K + 1 positions)."""
 
 
@@ -356,6 +356,31 @@ def _verify(ctx: _Ctx, steps: int) -> None:
     h.set_outputs([nxt, normed, *state])
 
 
+def _initial_state(ctx: _Ctx) -> None:
+    """``state(zeros [n])``: the state before the first token
+    (:func:`rlx.models.qwen35.initial_state`) made on the device, ``filled = 0``, zeroed
+    KV caches of ``context`` rows and zero conv / delta states, where uploading the host's
+    zeros moved ~120 MB for a 0.8B model at 4096 positions. ``zeros`` (``n`` = the state's
+    tensors but ``filled``; the caller passes zeros) gives each tensor a value of its own
+    to broadcast: a splat of a constant would be one value, CSE'd into one buffer returned
+    for every cache of its shape, and the next call updates each cache in place
+    (``write_rows``), so those caches would all be written through one buffer."""
+    h, c = ctx.h, ctx.c
+    assert ctx.context is not None
+    d = c.linear_head_dim
+    shapes: list[list[int]] = []
+    for kind in c.layer_types:
+        shapes += ([[1, ctx.context, c.kv_dim]] * 2 if kind == FULL else
+                   [[1, c.conv_kernel - 1, c.conv_dim], [1, c.linear_v_heads, d, d]])
+    seed = h.input("zeros", (len(shapes),))
+    out = [h.constant(np.zeros(1, np.int32), "i32")]
+    for i, shape in enumerate(shapes):
+        one = h.mir("slice", [seed], starts=[i], sizes=[1], strides=[1])
+        one = h.mir("reshape", [one], new_shape=[1] * len(shape))
+        out.append(h.mir("expand", [one], target_shape=shape))
+    h.set_outputs(out)
+
+
 def _rollback(ctx: _Ctx, names: Sequence[str]) -> None:
     """KV caches cut to their first ``len(keep)`` rows (``keep = [0, 1, ...]``)."""
     h, c = ctx.h, ctx.c
@@ -378,8 +403,9 @@ def build_module(c: Qwen35Config, logits: str, functions: Sequence[str] | None,
         mtp = ("mtp", "mtp_rollback") if c.mtp else ()
         # a preallocated cache rolls back by its filled count alone (no rollback call)
         rollback = ("rollback",) if context is None else ()
-        functions = (("prefill", "decode", *verifies, *rollback, *mtp) if ks
-                     else ("prefill", "decode", "sample"))
+        state = ("state",) if context is not None else ()
+        functions = (("prefill", "decode", *verifies, *rollback, *mtp, *state) if ks
+                     else ("prefill", "decode", "sample", *state))
     known = (*FUNCTIONS, *verifies)
     unknown = [f for f in functions if f not in known]
     if unknown or not functions:
@@ -388,6 +414,10 @@ def build_module(c: Qwen35Config, logits: str, functions: Sequence[str] | None,
     if "rollback" in functions and context is not None:
         raise ModelError("error: functions: 'rollback' cuts a growing KV cache; with a "
                          "preallocated one (context) the filled count is the rollback")
+    if "state" in functions and context is None:
+        raise ModelError("error: functions: 'state' makes a preallocated cache on the "
+                         "device; a growing one (no context) starts from the host's "
+                         "initial_state()")
     if context is not None and context < 1:
         raise ModelError(f"error: context: expected at least 1 position, found {context}")
     if "mtp" in functions and not c.mtp:
@@ -416,6 +446,8 @@ def _function(ctx: _Ctx, fn: str, logits: str, speculative: bool) -> None:
         _verify(ctx, int(fn.removeprefix("verify_")) + 1)
     elif fn == "rollback":
         _rollback(ctx, [n for i in full for n in (f"k_{i}", f"v_{i}")])
+    elif fn == "state":
+        _initial_state(ctx)
     elif fn == "mtp_rollback":
         _rollback(ctx, ["k", "v"])
     else:
