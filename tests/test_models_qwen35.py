@@ -324,6 +324,42 @@ def test_gguf_matches_transformers(fmt: str, hf: dict, tmp_path: Path) -> None:
         assert tokens == hf["tokens"]
 
 
+def test_mtp_drafts_with_the_files_lm_head(hf: dict, tmp_path: Path) -> None:
+    """A GGUF whose LM head is quantized (Q8_0): the MTP head's draft is the argmax of the
+    trunk's head in the file's format on the head's normed state (``out``): the gguf
+    package's dequantized ``output.weight`` times ``out``, in float64; no widened f32 copy
+    of the head is held (``mtp.lm_head``)."""
+    import gguf
+
+    import rlx
+
+    tensors = {k: v.float().numpy() for k, v in
+               load_file(str(hf["path"] / "model.safetensors")).items()}
+    file = write_gguf(hf["model"], tmp_path / "tiny-Q8_0.gguf", "Q8_0", tensors=tensors)
+    model = qwen35.from_gguf(file)
+    c = model.config
+    assert c.weight_schemes["lm_head"] == "gguf_q8_0"
+    assert not [n for n in model.weights if n.startswith("mtp.lm")]
+    built = qwen35.build(c, functions=("mtp",), context=model.context)
+    program = rlx.runtime.load(rlx.compile(built, "llvm-cpu"), "local-task", model.weights)
+    reader = gguf.GGUFReader(file)
+    head = next(t for t in reader.tensors if t.name == "output.weight")
+    w = np.asarray(gguf.quants.dequantize(head.data, head.tensor_type), np.float64)
+    w = w.reshape(c.vocab_size, c.hidden_size)
+    rng = np.random.default_rng(3)
+    kv = np.zeros((1, 0, c.kv_dim), np.float32)
+    for s in (1, 3):
+        hidden = rng.standard_normal((1, s, c.hidden_size)).astype(np.float32)
+        cos, sin = model.rope_tables(range(s))
+        nxt, out, _, _ = program.mtp(hidden, np.arange(s, dtype=np.int32)[None],
+                                     np.asarray([PROMPT[:s]], np.int32), cos, sin,
+                                     np.array([s - 1], np.int32), kv, kv)
+        logits = w @ out.reshape(-1).astype(np.float64)
+        top = np.sort(logits)[-2:]
+        assert top[1] - top[0] > 1e-3 * np.abs(logits).max(), "a near tie: pick another seed"
+        assert int(nxt.reshape(-1)[0]) == int(np.argmax(logits))
+
+
 def test_rlx_generate_cli_gguf_speculative(hf: dict, gguf_f32: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "rlx.tools.generate", str(gguf_f32),
                            "--prompt-ids", ",".join(map(str, PROMPT)), "--max-new-tokens", "8",

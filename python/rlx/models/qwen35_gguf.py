@@ -17,8 +17,8 @@ heads permuted, which ``ssm_out``'s columns (reordered alike) undo. Linear weigh
 file's format (``dequant_matmul`` on the raw bytes; F32 ones transposed); projections of
 one input in one format are packed into one matmul. The embedding, norms and the small
 per-head vectors are f32 on the host. The MTP head (``blk.{L}.nextn.*`` and its layer's
-tensors) is read in f32 (one layer; its op takes f32 weights), its LM head too when the
-trunk's is quantized (``mtp.lm_head``: ``E x V`` f32 more memory).
+tensors) is read in f32 (one layer; its op takes f32 weights); its drafts' logits are the
+trunk's LM head in the file's format (:mod:`rlx.models.qwen35_mtp`).
 
 Anything rlx cannot honour (another architecture, a MoE file, a missing tensor or metadata
 key, a mis-shaped tensor, a GGML type it cannot dequantize) is one ModelError naming the
@@ -163,9 +163,6 @@ def _model(f: Any, c: Qwen35Config, logits: str, context: int | None) -> Qwen35M
         t = f.tensors[EMBED]
         schemes["lm_head"], weights["lm_head"] = t.scheme or "", f.raw(EMBED)
         c = replace(c, tie_word_embeddings=False)
-    if "lm_head" in schemes and c.mtp:
-        tname = EMBED if OUTPUT not in f.tensors else OUTPUT
-        weights["mtp.lm_head"] = np.ascontiguousarray(_dequantized(f, f.tensors[tname]).T)
     if schemes.get("lm_head") == "":
         raise ModelError(f"{f.path}: error: tensor '{EMBED}' is "
                          f"{f.tensors[EMBED].type_name}: a tied LM head must be F32, F16, "

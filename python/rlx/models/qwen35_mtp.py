@@ -15,18 +15,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from rlx.dialects.builder import HirValue
+from rlx.models.qwen35_hir import _head
 
 if TYPE_CHECKING:
     from rlx.models.qwen35_hir import _Ctx
 
 
-def _lm_head(ctx: _Ctx) -> HirValue:
-    """The head's ``[E, V]`` f32 projection: the trunk's LM head, the transposed embedding
-    (tied), or ``mtp.lm_head`` (the file's quantized head, widened for this op)."""
+def _lm_head_operand(ctx: _Ctx) -> HirValue:
+    """The op's ``lm_head_w [E, V]`` operand, whose logits :func:`mtp_function` does not
+    use: the trunk's f32 head where the model has one (HF's ``lm_head``, or the tied f32
+    embedding transposed), else (a head kept in a GGUF file's format) a broadcast zero that
+    nothing reads (the dead matmul is removed by IREE), where a widened f32 copy of the
+    head used to be held (1 GB for a 0.8B model's 248320 x 1024) and read every draft."""
     c, h = ctx.c, ctx.h
     if "lm_head" in c.weight_schemes:
-        return h.param("mtp.lm_head", (c.hidden_size, c.vocab_size))
+        zero = h.constant(np.zeros((1, 1), np.float32))
+        return h.mir("expand", [zero], target_shape=[c.hidden_size, c.vocab_size])
     if c.tie_word_embeddings:
         return h.mir("transpose", [ctx.p("embed")], perm=[1, 0])
     return ctx.p("lm_head")
@@ -50,12 +57,15 @@ def mtp_function(ctx: _Ctx) -> None:
     operands = [hidden, ids, cos, sin, last, ctx.p("embed"), p("hnorm"), ze, p("enorm"), ze,
                 p("eh"), p("ln1"), ze, p("q"), p("k"), p("v"), p("q_norm"), zd, p("k_norm"),
                 zd, p("o"), p("ln2"), ze, p("gate"), p("up"), p("down"), p("head_norm"), ze,
-                _lm_head(ctx)]
+                _lm_head_operand(ctx)]
     start = len(h)
-    logits, out, k, v = h.qwen35_mtp_head_carry(
+    _, out, k, v = h.qwen35_mtp_head_carry(
         *operands, *past, num_heads=c.num_heads, num_kv_heads=c.num_kv_heads, head_dim=hd,
         n_rot=c.n_rot, n_embd=e, n_ff=c.intermediate_size, mtp_vocab=c.vocab_size,
         eps=c.rms_norm_eps)
+    # the draft's logits: spec 2.16's RmsNorm(last; head_norm) @ lm_head_w, with `out` that
+    # normed row and the head the trunk's own, in the file's format (its GEMV kernel)
+    logits = _head(ctx, out)
     h.label_nodes_since(start, "mtp")
     nxt = h.named("next", lambda h: h.mir("argmax", [logits], axis=-1, keep_dim=False))
     h.set_outputs([nxt, out, k, v])
