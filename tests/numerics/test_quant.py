@@ -871,9 +871,12 @@ def test_activation_quant_options() -> None:
         assert kern.int_dot == (q8.int_dot if options is q8 else None)
         assert kern.q6_k_packed == (options is exact)
     assert kernel_for("gguf_q6_k", 2, big, 2048, exact) is None   # batched: widened only
-    five = kernel_for("gguf_q5_k", 1, 64, 512, q8)  # no q8 body: the exact kernel
+    five = kernel_for("gguf_q5_k", 1, 64, 512, q8)  # Q4_K's q8 body with the qh bytes
     assert five is not None
-    assert five.int_dot is None
+    assert five.int_dot == q8.int_dot
+    half = kernel_for("gguf_f16", 1, 64, 512, q8)   # no q8 body: the exact kernel
+    assert half is not None
+    assert half.int_dot is None
     assert kernel_for("gguf_q5_k", 2, 64, 512, q8) is None   # no batched body
     assert kernel_for("gguf_q3_k", 1, 64, 512, q8) is None   # no kernel
     for bad in ({"target": "vulkan"}, {"gemv_kernels": False}):
