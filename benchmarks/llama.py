@@ -3,7 +3,7 @@ llama.cpp, prefill and decode tokens/s, in one run on the same files and thread 
 
 For each model shape (random weights, std 0.02, fixed seed) the script builds the HF model,
 writes it as an F16 GGUF the way llama.cpp's converter does (``tests/hf_gguf.py``, with
-a byte-level tokenizer so that llama.cpp loads it), and derives Q8_0 and Q4_K_M files from
+a byte-level tokenizer so that llama.cpp loads it), and derives Q8_0, Q4_K_M and Q5_K_M files from
 it with llama.cpp's ``llama-quantize`` (without llama.cpp: Q8_0 written by the ``gguf``
 package, no Q4_K). Then, per format:
 
@@ -30,7 +30,7 @@ weight as stored in the file, the LM head included; the embedding row and the KV
 negligible here) x tokens/s, and the dispatches one decode token runs (IREE stream
 dispatches of the ``decode`` function).
 
-Usage: ``python benchmarks/llama.py [--models tiny,135m,1b] [--formats F16,Q8_0,Q4_K]
+Usage: ``python benchmarks/llama.py [--models tiny,135m,1b] [--formats F16,Q8_0,Q4_K(,Q5_K)]
 [--modes exact,q8] [--llama-cpp DIR] [--threads 2] [--json out.json]``. ``DIR`` holds
 ``llama-bench`` and ``llama-quantize`` (default ``$RLX_LLAMA_CPP`` or
 ``benchmarks/.cache/llama.cpp/build/bin``; ``benchmarks/build_llama_cpp.sh`` builds them).
@@ -74,7 +74,7 @@ SHAPES = {
     "135m": (576, 30, 9, 3, 1536, 49152, True),   # SmolLM-135M
     "1b": (2048, 22, 32, 4, 5632, 32000, False),  # TinyLlama-1.1B
 }
-QUANTIZE_TYPES = {"Q8_0": "Q8_0", "Q4_K": "Q4_K_M"}
+QUANTIZE_TYPES = {"Q8_0": "Q8_0", "Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M"}
 
 
 def hf_model(shape: str, seed: int = 0) -> transformers.PreTrainedModel:
