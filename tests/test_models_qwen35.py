@@ -166,6 +166,8 @@ def test_state_function_is_the_initial_state(gen: Generator,
         got = a.numpy()
         assert (got.shape, got.dtype) == (b.shape, b.dtype), name
         assert not got.any(), name
+    with pytest.raises(ModelError, match="'state' makes a preallocated cache on the device"):
+        qwen35.build(model.config, functions=("state",), context=None)
     want = gen.generate(PROMPT, 4)
 
     def no_upload() -> list:

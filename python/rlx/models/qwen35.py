@@ -346,18 +346,23 @@ def state_names(c: Qwen35Config, context: int | None = None) -> list[str]:
     return out
 
 
+def state_shapes(c: Qwen35Config, rows: int | str) -> list[tuple[int | str, ...]]:
+    """The state's tensors but ``filled``, in order (:func:`state_names`): per layer a
+    full-attention layer's K / V caches of ``rows`` rows, a linear layer's conv frames and
+    delta-rule state."""
+    d = c.linear_head_dim
+    out: list[tuple[int | str, ...]] = []
+    for kind in c.layer_types:
+        out += ([(1, rows, c.kv_dim)] * 2 if kind == FULL else
+                [(1, c.conv_kernel - 1, c.conv_dim), (1, c.linear_v_heads, d, d)])
+    return out
+
+
 def initial_state(c: Qwen35Config, context: int | None = None) -> list[np.ndarray]:
     """The state before the first token: empty KV caches (none filled of ``context`` rows,
     or no rows), zero conv and delta states."""
-    d = c.linear_head_dim
-    out: list[np.ndarray] = [] if context is None else [np.zeros(1, np.int32)]
-    for kind in c.layer_types:
-        if kind == FULL:
-            out += [np.zeros((1, context or 0, c.kv_dim), np.float32)] * 2
-        else:
-            out += [np.zeros((1, c.conv_kernel - 1, c.conv_dim), np.float32),
-                    np.zeros((1, c.linear_v_heads, d, d), np.float32)]
-    return out
+    filled = [] if context is None else [np.zeros(1, np.int32)]
+    return filled + [np.zeros(s, np.float32) for s in state_shapes(c, context or 0)]
 
 
 def build(c: Qwen35Config, logits: str = "last", functions: Sequence[str] | None = None,
@@ -517,4 +522,4 @@ def l2_norm_weight(c: Qwen35Config) -> np.ndarray:
 __all__ = ["DEFAULT_CONTEXT", "FULL", "LAYER_NAMES", "LINEAR", "MTP_NAMES", "TOP_NAMES",
            "Qwen35Config", "Qwen35Model", "build", "convert_hf_weights", "from_gguf", "from_hf",
            "initial_state", "names", "pack", "param_shapes", "require_mtp", "rope_tables",
-           "speculative", "state_names"]
+           "speculative", "state_names", "state_shapes"]

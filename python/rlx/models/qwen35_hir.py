@@ -22,6 +22,8 @@ from rlx.models.qwen35 import (
     l2_norm_eps,
     l2_norm_weight,
     param_shapes,
+    state_names,
+    state_shapes,
 )
 
 FUNCTIONS = ("prefill", "decode", "sample", "mtp", "rollback", "mtp_rollback", "state")
@@ -268,17 +270,10 @@ def _state_inputs(ctx: _Ctx) -> list[HirValue]:
     """The state's inputs (:func:`rlx.models.qwen35.state_names`): with a preallocated
     cache, ``filled [1] i32`` first."""
     h, c = ctx.h, ctx.c
-    d = c.linear_head_dim
     rows = "past" if ctx.context is None else ctx.context
-    out = [] if ctx.context is None else [h.input("filled", (1,), "i32")]
-    for i, kind in enumerate(c.layer_types):
-        if kind == FULL:
-            out += [h.input(f"k_{i}", (1, rows, c.kv_dim)),
-                    h.input(f"v_{i}", (1, rows, c.kv_dim))]
-        else:
-            out += [h.input(f"conv_{i}", (1, c.conv_kernel - 1, c.conv_dim)),
-                    h.input(f"ssm_{i}", (1, c.linear_v_heads, d, d))]
-    return out
+    names = state_names(c, ctx.context)
+    out = [] if ctx.context is None else [h.input(names.pop(0), (1,), "i32")]
+    return out + [h.input(n, s) for n, s in zip(names, state_shapes(c, rows), strict=True)]
 
 
 def _head(ctx: _Ctx, x: HirValue) -> HirValue:
@@ -365,19 +360,15 @@ def _initial_state(ctx: _Ctx) -> None:
     to broadcast: a splat of a constant would be one value, CSE'd into one buffer returned
     for every cache of its shape, and the next call updates each cache in place
     (``write_rows``), so those caches would all be written through one buffer."""
-    h, c = ctx.h, ctx.c
+    h = ctx.h
     assert ctx.context is not None
-    d = c.linear_head_dim
-    shapes: list[list[int]] = []
-    for kind in c.layer_types:
-        shapes += ([[1, ctx.context, c.kv_dim]] * 2 if kind == FULL else
-                   [[1, c.conv_kernel - 1, c.conv_dim], [1, c.linear_v_heads, d, d]])
+    shapes = state_shapes(ctx.c, ctx.context)
     seed = h.input("zeros", (len(shapes),))
     out = [h.constant(np.zeros(1, np.int32), "i32")]
     for i, shape in enumerate(shapes):
         one = h.mir("slice", [seed], starts=[i], sizes=[1], strides=[1])
         one = h.mir("reshape", [one], new_shape=[1] * len(shape))
-        out.append(h.mir("expand", [one], target_shape=shape))
+        out.append(h.mir("expand", [one], target_shape=list(shape)))
     h.set_outputs(out)
 
 
