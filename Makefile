@@ -9,10 +9,13 @@ BIN := $(VENV)/bin
 VK_DRIVER_FILES ?= $(firstword $(wildcard /usr/share/vulkan/icd.d/lvp_icd.*.json))
 export VK_DRIVER_FILES
 
-# pytest workers (pytest-xdist), one per file group (--dist loadfile keeps a file's
-# module-scoped compiled fixtures in one worker): an IREE compile and the Python that builds
-# a module each keep about one core busy, so 2 workers on CI's 2 cores halve the wall time.
-PYTEST_WORKERS ?= 2
+# pytest workers (pytest-xdist; 0: the tests run in the pytest process, one at a time).
+# IREE's compiler, its local-task runtime and lavapipe each use every core, so on CI's 2
+# cores two workers only fight over them: the whole suite took 1299 s in one process
+# against 1341-1608 s with -n 2 on the same 2-vCPU machine (2026-12-02; every test 2.8x
+# slower beside another). On a larger machine, PYTEST_WORKERS=N (--dist loadfile keeps a
+# file's module-scoped compiled fixtures in one worker).
+PYTEST_WORKERS ?= 0
 
 .PHONY: help venv lint lit vulkan-check pytest test demo clean
 
