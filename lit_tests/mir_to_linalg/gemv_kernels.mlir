@@ -1,5 +1,5 @@
 // mir-to-linalg on llvm-cpu: a decode (M = 1) dequant_matmul of Q4_K, Q5_K, Q8_0, Q6_K, Q5_0,
-// Q4_0, F16 or BF16 weights becomes a flow.dispatch to rlx's hand-written kernel (a stream.executable in vector /
+// Q4_0, Q5_1, Q4_1, F16 or BF16 weights becomes a flow.dispatch to rlx's hand-written kernel (a stream.executable in vector /
 // scf / memref, one per scheme and shape, its body only in the workgroups it was written for),
 // fed by repacking generics that read only the parameter; so does a batched decode step's
 // (M = 2 .. 8 rows of x: x [M, K], y [M, N]). Prefill (M > 8 or dynamic), row counts not a
@@ -238,6 +238,44 @@ module @q5_0_q4_0 {
     %v = "rlx_mir.param"() {name = "v"} : () -> tensor<8x36xi8>
     %z = "rlx_mir.dequant_matmul"(%x, %v) {scheme = "gguf_q4_0"} : (tensor<1x64xf32>, tensor<8x36xi8>) -> tensor<1x8xf32>
     return %y, %z : tensor<1x8xf32>, tensor<1x8xf32>
+  }
+}
+
+// -----
+
+// Q5_1 and Q4_1 (w = d q + m) through the Q8_0 kernel with a min: their quants widened to
+// unsigned bytes at load (q5, q4) beside the f16 d and m of each 32 weights; the kernel
+// converts them unsigned and adds m times the block's x0 + x1. M = 1 only: a batched step
+// (x [2, K]) keeps the fused form.
+// CHECK-LABEL: module @q5_1_q4_1
+// CHECK:       stream.executable private @rlx_gemv_q4_1_8x64
+// CHECK:       stream.executable private @rlx_gemv_q5_1_8x64
+// CHECK-NOT:       arith.sitofp
+// CHECK:           arith.addf %{{.*}}, %{{.*}} : vector<16xf32>
+// CHECK:           arith.uitofp %{{.*}} : vector<16xi8> to vector<16xf32>
+// CHECK:           vector.fma
+// CHECK:       func.func @main(
+// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<8x2x2x16xi8>)
+// CHECK:           arith.ori %{{.*}} : i32
+// CHECK-NOT:       arith.subi
+// CHECK:           arith.trunci %{{.*}} : i32 to i8
+// CHECK:         flow.dispatch @rlx_gemv_q5_1_8x64::@rlx_gemv_q5_1_8x64[%c8](%{{.*}}) : (tensor<64xf32>, tensor<2x256xi8>, tensor<2x8xf16>, tensor<2x8xf16>) -> tensor<8xf32>
+// CHECK:         flow.dispatch @rlx_gemv_q4_1_8x64::@rlx_gemv_q4_1_8x64[%c8](%{{.*}}) : (tensor<64xf32>, tensor<2x256xi8>, tensor<2x8xf16>, tensor<2x8xf16>) -> tensor<8xf32>
+// CHECK-NOT:     flow.dispatch
+// CHECK:         return
+// Q8:          flow.dispatch @rlx_gemv_q5_1_8x64::
+// Q8:          flow.dispatch @rlx_gemv_q4_1_8x64::
+// OFF-LABEL:   module @q5_1_q4_1
+// OFF-NOT:     flow.dispatch
+// OFF:         return
+module @q5_1_q4_1 {
+  func.func @main(%x: tensor<1x64xf32>, %x2: tensor<2x64xf32>) -> (tensor<1x8xf32>, tensor<1x8xf32>, tensor<2x8xf32>) {
+    %w = "rlx_mir.param"() {name = "w"} : () -> tensor<8x48xi8>
+    %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q5_1"} : (tensor<1x64xf32>, tensor<8x48xi8>) -> tensor<1x8xf32>
+    %v = "rlx_mir.param"() {name = "v"} : () -> tensor<8x40xi8>
+    %z = "rlx_mir.dequant_matmul"(%x, %v) {scheme = "gguf_q4_1"} : (tensor<1x64xf32>, tensor<8x40xi8>) -> tensor<1x8xf32>
+    %b = "rlx_mir.dequant_matmul"(%x2, %w) {scheme = "gguf_q5_1"} : (tensor<2x64xf32>, tensor<8x48xi8>) -> tensor<2x8xf32>
+    return %y, %z, %b : tensor<1x8xf32>, tensor<1x8xf32>, tensor<2x8xf32>
   }
 }
 

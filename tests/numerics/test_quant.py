@@ -43,6 +43,7 @@ from rlx.dialects.enums import QUANT_SCHEMES
 from rlx.ir.diagnostics import CompileError, LoweringError
 from rlx.ir.types import DType
 from rlx.lowering.mir_to_linalg.quant.gemv_kernels import (
+    M1_ONLY,
     MAX_BATCH,
     Kernel,
     kernel_for,
@@ -299,7 +300,7 @@ def flow_exports(h: rlx.HirModule, target: str) -> list[str]:
 
 
 KERNEL_SCHEMES = ("gguf_q8_0", "gguf_q4_k", "gguf_q5_0", "gguf_q4_0", "gguf_q6_k", "gguf_q5_k",
-                  "gguf_f16", "gguf_bf16")
+                  "gguf_f16", "gguf_bf16", "gguf_q5_1", "gguf_q4_1")
 SUPERBLOCK = ("gguf_q4_k", "gguf_q5_k", "gguf_q6_k")
 HALF = ("gguf_f16", "gguf_bf16")
 
@@ -307,7 +308,8 @@ HALF = ("gguf_f16", "gguf_bf16")
 def test_gemv_kernels() -> None:
     """llvm-cpu's hand-written decode GEMVs (Q8_0, Q4_K; Q5_0 and Q4_0 through the Q8_0
     kernel, widened to bytes; Q6_K from planes of the file's size; Q5_K through the Q4_K
-    kernel with a fifth bit; F16 and BF16 values as in the file) against the float64
+    kernel with a fifth bit; F16 and BF16 values as in the file; Q5_1 and Q4_1 through the
+    Q8_0 kernel with a min, widened to unsigned bytes) against the float64
     reference on blocks in which every bit is set and clear somewhere (F16 / BF16: random
     finite values), at row counts that give workgroups of 4, 8, 12, 20, 24 and 32 rows
     (gemv_kernels.workgroup_rows: any multiple of 4), K from one to four Q4_K superblocks
@@ -321,7 +323,9 @@ def test_gemv_kernels() -> None:
               "gguf_q6_k": ((4, 256), (48, 512), (96, 1536)),
               "gguf_q5_k": ((4, 256), (48, 512), (80, 1024)),
               "gguf_f16": ((4, 576), (48, 1536)),
-              "gguf_bf16": ((8, 512), (48, 576))}
+              "gguf_bf16": ((8, 512), (48, 576)),
+              "gguf_q5_1": ((4, 576), (48, 576)),
+              "gguf_q4_1": ((48, 512),)}
     xs = {k: h.input(f"x{k}", (1, k)) for k in (256, 512, 576, 768, 1024, 1536, 2048)}
     weights = {}
     outs = []
@@ -410,7 +414,7 @@ def test_gemv_kernels_smallest_and_large_shapes() -> None:
 
 
 @pytest.mark.parametrize(("scheme", "n", "k", "rows", "message"), [
-    ("gguf_q4_1", 8, 32, 4, "expected a scheme of gguf_q8_0, .*found 'gguf_q4_1'"),
+    ("gguf_q2_k", 8, 256, 4, "expected a scheme of gguf_q8_0, .*found 'gguf_q2_k'"),
     ("gguf_q8_0", 8, 48, 4, "rlx_gemv_q8_0_8x48: expected K a positive multiple of 32, found 48"),
     ("gguf_q4_k", 8, 128, 4, "expected K a positive multiple of 256, found 128"),
     ("gguf_q6_k", 12, 256, 8, "expected rows per workgroup a multiple of 4 dividing N = 12, "
@@ -442,16 +446,23 @@ def test_batched_kernel_rows_the_bounds_rest_on() -> None:
     assert {m: k and (k.batch, k.symbol) for m, k in picked.items()} == {
         1: (1, "rlx_gemv_q8_0_64x576"), 2: (2, "rlx_gemv_q8_0_64x576_m2"),
         8: (8, "rlx_gemv_q8_0_64x576_m8"), 9: None, None: None}
+    for scheme in M1_ONLY:                       # no batched body: M > 1 keeps the fused form
+        k = 256 if scheme == "gguf_q5_k" else 576
+        assert kernel_for(scheme, 1, 64, k, options) is not None, scheme
+        assert kernel_for(scheme, 2, 64, k, options) is None, scheme
+        with pytest.raises(LoweringError, match=f"expected M = 1 for {scheme}"):
+            Kernel(scheme, 64, k, 16, batch=2)
 
 
-@pytest.mark.parametrize("scheme", ["gguf_q5_0", "gguf_q4_0", "gguf_q6_k"])
+@pytest.mark.parametrize("scheme", ["gguf_q5_0", "gguf_q4_0", "gguf_q6_k", "gguf_q5_1"])
 def test_widened_kernel_only_where_hoisted(scheme: str) -> None:
-    """Q5_0 / Q4_0 run the Q8_0 kernel only where their widening to bytes (which grows the
-    weight) is still hoisted into initializers by IREE: the decode GEMV is then one
-    dispatch per call. Just over the bound, or under a threshold lowered by the user's
-    flags, they keep the fused form, also one dispatch; a kernel there would re-widen the
-    weight on every call (two dispatches). Q6_K at M = 1 reads planes of the file's size
-    (no growth): its kernel runs on either side of the bound, still one dispatch."""
+    """Q5_0 / Q4_0 (Q5_1 / Q4_1 alike) run the Q8_0 kernel only where their widening to
+    bytes (which grows the weight) is still hoisted into initializers by IREE: the decode
+    GEMV is then one dispatch per call. Just over the bound, or under a threshold lowered
+    by the user's flags, they keep the fused form, also one dispatch; a kernel there would
+    re-widen the weight on every call (two dispatches). Q6_K at M = 1 reads planes of the
+    file's size (no growth): its kernel runs on either side of the bound, still one
+    dispatch."""
     def module(n: int, k: int) -> rlx.HirModule:
         h = rlx.HirModule("g")
         x = h.input("x", (1, k))

@@ -68,24 +68,37 @@ def _blocks_of_32(t: Text, kern: ExactKernel, row: Callable[[int], str]) -> None
 
 def byte_body(t: Text, kern: ExactKernel) -> None:
     """The i8-plane kernel (Q8_0; Q5_0 / Q4_0 widened): an f16 scale per 32 weights; per
-    32 weights of a row a multiply and an FMA with ``x``, one FMA applying the scale. (Q6_K's
-    widened plane is read by the batched body only: at ``M = 1`` it is :func:`q6_k_body`.)"""
+    32 weights of a row a multiply and an FMA with ``x``, one FMA applying the scale. Q5_1 /
+    Q4_1 (an ``m`` plane; ``q`` unsigned, ``0..31``): one more FMA, ``m`` times the block's
+    ``x0 + x1``. (Q6_K's widened plane is read by the batched body only: at ``M = 1`` it is
+    :func:`q6_k_body`.) Bounds: ``m [N / 4, K / 8]`` is read where ``d`` is."""
     q, d = kern.bindings["q"], kern.bindings["d"]
+    mins = kern.bindings.get("m")               # Q5_1 / Q4_1: w = d q + m, q unsigned
+    tofp = "arith.uitofp" if mins else "arith.sitofp"
     tile = ROWS_PER_TILE
 
+    def scale(plane: str, mem: str, i: int) -> str:
+        """Row ``i``'s f16 ``plane`` value of block ``%b``, broadcast to 16 f32 lanes."""
+        t(f"%{plane}k{i} = {at('%b', tile, i)}")
+        t(f"%{plane}h{i} = memref.load %{plane}[%tile, %{plane}k{i}] : {mem}")
+        t(f"%{plane}e{i} = arith.extf %{plane}h{i} : f16 to f32")
+        t(f"%{plane}v{i} = vector.broadcast %{plane}e{i} : f32 to {V16}")
+        return f"%{plane}v{i}"
+
     def row(i: int) -> str:
+        if mins and i == 0:                     # the block's x, summed in its lanes
+            t(f"%xs = arith.addf %x0, %x1 : {V16}")
         for h in range(2):
             t(f"%qk{i}_{h} = {at('%b', 32 * tile, 32 * i + 16 * h)}")
             t(f"%q{i}_{h} = vector.load %q[%tile, %qk{i}_{h}] : {q}, vector<16xi8>")
-            t(f"%f{i}_{h} = arith.sitofp %q{i}_{h} : vector<16xi8> to {V16}")
+            t(f"%f{i}_{h} = {tofp} %q{i}_{h} : vector<16xi8> to {V16}")
         t(f"%p{i} = arith.mulf %f{i}_0, %x0 : {V16}")
         t(f"%s{i} = vector.fma %f{i}_1, %x1, %p{i} : {V16}")
-        t(f"%dk{i} = {at('%b', tile, i)}")
-        t(f"%h{i} = memref.load %d[%tile, %dk{i}] : {d}")
-        t(f"%e{i} = arith.extf %h{i} : f16 to f32")
-        t(f"%v{i} = vector.broadcast %e{i} : f32 to {V16}")
-        t(f"%n{i} = vector.fma %s{i}, %v{i}, %a{i} : {V16}")
-        return f"%n{i}"
+        t(f"%n{i} = vector.fma %s{i}, {scale('d', d, i)}, %a{i} : {V16}")
+        if not mins:
+            return f"%n{i}"
+        t(f"%o{i} = vector.fma %xs, {scale('m', mins, i)}, %n{i} : {V16}")
+        return f"%o{i}"
 
     _blocks_of_32(t, kern, row)
 

@@ -1,5 +1,6 @@
 """Hand-written decode GEMV kernels (``M = 1``; batched, ``M <= 8``) for llvm-cpu: Q8_0 (also
-running Q5_0 and Q4_0, their quants widened to bytes at load: :data:`BYTE_PLANE`), its
+running Q5_0 and Q4_0, their quants widened to bytes at load: :data:`BYTE_PLANE`; and, with
+a min per block, Q5_1 and Q4_1, ``M = 1``: :data:`MIN_PLANE`), its
 per-16-scale variant (Q6_K widened, batched: :data:`SIXTEEN_PLANE`), Q6_K from planes of
 the file's size (``M = 1``), Q4_K, Q5_K (``M = 1``) and F16 / BF16 (``M = 1``:
 :data:`HALF_PLANE`).
@@ -19,6 +20,9 @@ the dequantize-then-multiply form, never bit-identical to it):
 - **Q8_0** ``y[n] = Σ_b d[n, b] · Σ_i q[n, 32b + i] · x[32b + i]``: the i8 ``q`` and f16
   ``d`` planes (1.0625 bytes per weight, as in the file); per 32 weights of a row two
   sign extensions, two conversions, two multiplies and two FMAs into the row's partials.
+  **Q5_1 / Q4_1** ``y[n] = Σ_b (d[n, b] · Σ_i q x + m[n, b] · Σ_i x[32b + i])``: the same
+  with the unsigned ``q`` and one more FMA a block, ``m`` times the block's ``x0 + x1``
+  (formed once a tile; its 16 lanes sum to ``Σ_i x`` when the row is reduced).
 - **Q6_K** ``y[n] = Σ_j s[n, j] · Σ_i q[n, 16j + i] · x[16j + i]`` with ``q = (ql | qh <<
   4) - 32`` and ``s = d · sc`` per 16 weights. At ``M = 1`` (exact mode) from planes of the
   file's size (0.82 bytes a weight: :func:`.gemv_exact.q6_k_body`): the low nibbles of
@@ -139,12 +143,19 @@ BYTE_PLANE = ("gguf_q8_0", "gguf_q5_0", "gguf_q4_0")
 integer ``q`` that fits an i8 (Q5_0's ``q5 - 16``, Q4_0's ``q4 - 8``, widened to bytes when
 the weight is repacked at load: 1.0625 bytes per weight held and read, against Q5_0's 0.6875
 and Q4_0's 0.5625, for a kernel that streams 3x faster than IREE's fused form)."""
+MIN_PLANE = ("gguf_q5_1", "gguf_q4_1")
+"""Schemes run by the Q8_0 kernel with a min (:func:`.gemv_exact.byte_body`, ``M = 1``):
+``w = d · q + m`` with f16 ``d`` and ``m`` per 32 weights and the unsigned ``q`` (Q5_1's
+``0..31``, Q4_1's ``0..15``) widened to bytes at load (1.125 bytes a weight held and read,
+against Q5_1's 0.75 and Q4_1's 0.625, within ``hoist_growth``); per block the row adds
+``m · Σ x``, with ``Σ x`` of the block formed once for the four rows of a tile. The
+135M model's Q5_K_M file is mostly Q5_1 (its 576-wide rows are not whole superblocks)."""
 SIXTEEN_PLANE = ("gguf_q6_k",)
 """Schemes run by the per-16 variant of the Q8_0 kernel: ``w = s · q`` with an f32 ``s`` per
 16 weights and an i8 ``q`` (Q6_K's ``(ql | qh << 4) - 32`` and ``s = d · sc``, exact in f32:
 11 x 8 significant bits), widened at load like Q5_0: 1.25 bytes a weight held and read,
 against Q6_K's 0.82, for a kernel that streams ~3x faster than the fused form."""
-I8_PLANE = (*BYTE_PLANE, *SIXTEEN_PLANE)
+I8_PLANE = (*BYTE_PLANE, *MIN_PLANE, *SIXTEEN_PLANE)
 """Schemes whose kernel reads an i8 plane of quants (:func:`.gemv_exact.byte_body`); but for
 Q8_0's own, repacking them at load grows the weight (``LoweringOptions.hoist_growth``)."""
 HALF_PLANE = ("gguf_f16", "gguf_bf16")
@@ -156,12 +167,12 @@ Q5_K = gemv_exact.Q5_K
 nibble lanes as Q4_K's, plus a byte a lane of high bits (bit ``j``: weight ``128c + 16j +
 l``); ``f = 1 + q / 32``, ``S = 32 · d · sc``, ``M = 32 · d · sc + dmin · m`` (0.69 bytes a
 weight, the file's 0.69: hoisted at any size)."""
-M1_ONLY = (*HALF_PLANE, Q5_K)
+M1_ONLY = (*HALF_PLANE, *MIN_PLANE, Q5_K)
 """Schemes with no batched body: a batched step (``M > 1``) keeps IREE's matmul."""
 SCHEMES = (*I8_PLANE, "gguf_q4_k", Q5_K, *HALF_PLANE)
-Q8_SCHEMES = (*I8_PLANE, "gguf_q4_k", Q5_K)
+Q8_SCHEMES = (*BYTE_PLANE, *SIXTEEN_PLANE, "gguf_q4_k", Q5_K)
 """Schemes with an ``activation_quant="q8"`` kernel (:mod:`.gemv_q8`, ``M = 1``); the rest
-(F16 / BF16) run their exact kernel in the ``q8`` mode."""
+(F16 / BF16, Q5_1 / Q4_1) run their exact kernel in the ``q8`` mode."""
 MAX_BATCH = 8
 """The most rows ``M`` of ``x`` a kernel takes (the sequences of a batched decode step,
 :mod:`rlx.models.llama_batch`; a speculative step's tokens): ``x [M, K]``, ``y [M, N]``.
@@ -196,7 +207,7 @@ class Kernel:
         if self.scheme not in SCHEMES:
             raise LoweringError(f"error: GEMV kernel: expected a scheme of {', '.join(SCHEMES)},"
                                 f" found {self.scheme!r}")
-        block = 32 if self.scheme in (*BYTE_PLANE, *HALF_PLANE) else 256
+        block = 32 if self.scheme in (*BYTE_PLANE, *MIN_PLANE, *HALF_PLANE) else 256
         if self.k <= 0 or self.k % block:
             raise LoweringError(f"error: GEMV kernel {self.symbol}: expected K a positive "
                                 f"multiple of {block}, found {self.k}")
@@ -252,6 +263,9 @@ class Kernel:
         n, k = self.n // ROWS_PER_TILE, self.k * ROWS_PER_TILE
         if self.scheme in BYTE_PLANE:
             planes = {"q": memref([n, k], "i8"), "d": memref([n, k // 32], "f16")}
+        elif self.scheme in MIN_PLANE:           # unsigned q as bytes, d and m
+            planes = {"q": memref([n, k], "i8"), "d": memref([n, k // 32], "f16"),
+                      "m": memref([n, k // 32], "f16")}
         elif self.scheme in HALF_PLANE:          # F16 values; BF16 bits as i16
             planes = {"w": memref([n, k], "f16" if self.scheme == "gguf_f16" else "i16")}
         elif self.q6_k_q8:                       # the file's bytes
@@ -292,6 +306,8 @@ class Kernel:
         16 lanes of a 128-weight chunk, its 4 group scales S, and the M of 8 groups."""
         if self.scheme in BYTE_PLANE:
             return [32, 1]
+        if self.scheme in MIN_PLANE:
+            return [32, 1, 1]
         if self.scheme in HALF_PLANE:
             return [32]
         if self.scheme == Q5_K:                  # q8: gemv_q8, qh 32 bytes a superblock
@@ -312,7 +328,8 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
                ) -> Kernel | None:
     """The kernel for a dequant_matmul of ``m`` rows of ``x`` (None: dynamic), or None (not
     llvm-cpu, disabled, not a decode GEMV of a covered scheme (``1 <= m <= MAX_BATCH``), a
-    row count that is not a multiple of 4, or a Q5_0 / Q4_0 weight (Q6_K at ``M > 1``) too
+    row count that is not a multiple of 4, or a Q5_0 / Q4_0 / Q5_1 / Q4_1 weight (Q6_K at
+    ``M > 1``) too
     large for its widened repacking to be hoisted). With ``options.activation_quant ==
     "q8"``, ``M = 1`` and ``K <= MAX_Q8_K``, the kernel's ``q8`` form (:mod:`.gemv_q8`)."""
     if not options.gemv_kernels or scheme not in SCHEMES:
@@ -331,8 +348,8 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
     # widening now reads its LAYOUTS planes, two repacks each smaller than the raw bytes, and
     # IREE hoisted it at every size tried up to 4096 x 4096: for Q5_0 the bound is
     # conservative.
-    # Q6_K's widening (SIXTEEN_PLANE, its batched form) grows its quants alike; Q8_0's
-    # repacking shrinks.
+    # Q6_K's widening (SIXTEEN_PLANE, its batched form) and Q5_1 / Q4_1's (MIN_PLANE) grow
+    # their quants alike; Q8_0's repacking shrinks.
     # At M = 1 Q6_K reads planes of the file's size in either mode (Kernel.q6_k_packed; the
     # q8 body the file's bytes, gemv_q8.q6_k_body): no growth, any size.
     grows = scheme in I8_PLANE and n * (
@@ -414,6 +431,6 @@ def dispatch(ctx: LoweringContext, kern: Kernel, x: ir.Value, planes: list[ir.Va
                            [], []).results[0]
 
 
-__all__ = ["BYTE_PLANE", "HALF_PLANE", "I8_PLANE", "M1_ONLY", "MAX_BATCH", "MAX_NORM_K", "Q5_K",
-           "Q8_SCHEMES", "ROWS_PER_TILE", "SCHEMES", "SIXTEEN_PLANE", "Kernel", "dispatch",
-           "kernel_for", "kernel_text", "workgroup_rows"]
+__all__ = ["BYTE_PLANE", "HALF_PLANE", "I8_PLANE", "M1_ONLY", "MAX_BATCH", "MAX_NORM_K",
+           "MIN_PLANE", "Q5_K", "Q8_SCHEMES", "ROWS_PER_TILE", "SCHEMES", "SIXTEEN_PLANE",
+           "Kernel", "dispatch", "kernel_for", "kernel_text", "workgroup_rows"]

@@ -8,7 +8,8 @@ dequant uses (:mod:`.layouts`):
 - **i8 planes** (:data:`~.gemv_kernels.I8_PLANE`): the signed integer ``q`` of ``w = d · q``
   per weight (Q8_0's bytes as they are; Q5_0 / Q4_0 / Q6_K widened to bytes,
   :data:`BYTE_QUANTS`) and its scale: Q8_0's f16 ``d`` per 32 weights, or Q6_K's f32
-  ``d · sc`` per 16.
+  ``d · sc`` per 16; Q5_1 / Q4_1's unsigned ``q`` of ``w = d · q + m``, widened, and their
+  f16 ``d`` and ``m`` per 32.
 - **Q4_K**: the nibbles of 128 weights as 16 i32 lanes (nibble ``j`` of weight
   ``128c + 16j + l`` at bits ``4j`` of lane ``l``), ``S = 16 · d · sc`` and
   ``M = 16 · d · sc + dmin · m`` per group of 32.
@@ -79,6 +80,9 @@ def kernel_planes(kern: gemv_kernels.Kernel, w: ir.Value) -> list[ir.Value]:
     if kern.scheme not in gemv_kernels.I8_PLANE:
         return _q4_k_planes(kern, raw3)
     q = emit.collapse(byte_quants(raw3, n, kern.scheme), [[0], [1, 2]])
+    if kern.scheme in gemv_kernels.MIN_PLANE:          # d, m: the block's f16s at 0, 2
+        return interleave_tiles(kern, [q, *(repack_field(raw3, n, f16_at(at), [32])
+                                            for at in (0, 2))])
     scales = (repack_field(raw3, n, f16_at(0), [32]) if kern.scheme in
               gemv_kernels.BYTE_PLANE else
               emit.collapse(repack_field(raw3, n, _Q6_K_PRODUCTS, [16]), [[0], [1, 2]]))
@@ -219,12 +223,14 @@ def _q4_k_q8_planes(kern: gemv_kernels.Kernel, raw3: ir.Value) -> list[ir.Value]
 BYTE_QUANTS: dict[str, Callable[[Scalars], ir.Value]] = {
     "gguf_q4_0": lambda s: arith.subi(s["q"], i8(8)),
     "gguf_q5_0": lambda s: arith.trunci(int_type(8), arith.subi(q5(s), i32(16))),
+    "gguf_q4_1": lambda s: s["q"],
+    "gguf_q5_1": lambda s: arith.trunci(int_type(8), q5(s)),
     "gguf_q6_k": lambda s: arith.trunci(int_type(8), arith.subi(
         arith.ori(u32(s["q"]), arith.shli(u32(s["h"]), i32(4))), i32(32))),
 }
-"""The signed integer ``q`` of ``w = d · q`` (an i8) from the plane values of
+"""The integer ``q`` of ``w = d · q`` (an i8) from the plane values of
 :data:`~.layouts.LAYOUTS`, for the schemes the Q8_0 kernel (or its per-16 variant) runs
-widened."""
+widened; of ``w = d · q + m`` for Q5_1 / Q4_1 (unsigned, ``0..31``: read by ``uitofp``)."""
 
 
 def _q6_k_product_body(b: list[ir.Value], i: Exprs, e: Callable[[Expr], ir.Value]
