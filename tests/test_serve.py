@@ -23,12 +23,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import openai
 import pytest
 import transformers
 
+from rlx.generate import Sampling, load_model
+from rlx.serve.engine import BatchModel
 from rlx.tokenizer import load as load_tokenizer
-from serve_fixtures import CONTEXT, ServerProcess, hf_greedy, write_model
+from serve_fixtures import BATCH, CONTEXT, ServerProcess, hf_greedy, write_model
 
 PROMPT = "Hello world, the quick brown fox"
 SHUTDOWN_S = 20.0
@@ -181,6 +184,36 @@ def test_batched_greedy_equals_alone(server: ServerProcess, client: openai.OpenA
     assert status == 200
     assert health["peak_batch"] >= 2  # sequences did share decode calls
     assert health["slots_busy"] == 0
+
+
+def test_steps_run_the_rows_of_their_busy_slots(model_dir: Path) -> None:
+    """The batched model (4 slots: ``decode_1``, ``decode_2`` and the 4-row ``decode``) runs
+    each step with the fewest rows that cover its last busy slot, and every sequence gets
+    HF's greedy tokens of its prompt alone whichever function advanced it: slot 0 alone (1
+    row), slots 0 and 1 (2), slot 3 joining (4), slot 3 alone after 0 and 1 leave (4: the
+    rows cover the last busy slot). The server's module (the same batch and context): one
+    compile."""
+    model = BatchModel(load_model(model_dir), BATCH, CONTEXT)
+    assert model.rows == [1, 2, 4]
+    greedy = Sampling()
+    prompts = {0: [5, 17, 42, 9], 1: [77, 3, 120, 64, 31, 8], 3: [200, 11]}
+    got: dict[int, list[int]] = {}
+    schedule = [({0}, 3), ({0, 1}, 3), ({0, 1, 3}, 3), ({3}, 3)]
+    for busy, steps in schedule:
+        for slot in sorted(busy - set(got)):
+            got[slot] = [model.prefill(slot, prompts[slot], greedy)]
+        for _ in range(steps):
+            tokens, positions = np.zeros(BATCH, np.int64), np.zeros(BATCH, np.int64)
+            for slot in busy:
+                tokens[slot] = got[slot][-1]
+                positions[slot] = len(prompts[slot]) + len(got[slot]) - 1
+            nxt = model.step(tokens, positions,
+                             [greedy if b in busy else None for b in range(BATCH)])
+            for slot in busy:
+                got[slot].append(int(nxt[slot]))
+    assert model.calls == {1: 3, 2: 3, 4: 3 + 3}
+    for slot, ids in prompts.items():
+        assert got[slot] == hf_greedy(model_dir, ids, len(got[slot])), f"slot {slot}"
 
 
 def test_bad_requests_get_openai_errors(server: ServerProcess, client: openai.OpenAI) -> None:

@@ -18,6 +18,13 @@ between calls without the cache changing shape. Entry points:
   computed; a free slot's row is ignored by the caller (and overwritten when the slot is
   prefilled again). A ``pos[b]`` outside ``0 .. context - 1`` is clamped by the write (it
   never writes outside the cache); the caller keeps positions below the context.
+- ``decode_R`` for each ``R`` of ``rows`` below ``batch`` (by default the powers of two:
+  1, 2, 4 for 8 slots): ``decode`` for tokens in slots ``0 .. R - 1`` only (``ids [1, R]``,
+  ``cos`` / ``sin`` ``[R, hd/2]``, ``pos [R]``, the whole cache; attention reads those
+  slots), the others left as they are: a step costs what its busy slots need (a caller
+  keeps busy sequences in the lowest slots: :class:`rlx.serve.engine.Engine` admits into
+  the lowest free one). At 1B a batch-8 step's GEMVs cost ~7x a 1-row step's
+  (benchmarks/results/serve.md).
 - ``sample``: :mod:`rlx.models.sampling`, one row: the token after a prompt, and each
   sampled row of a decode step (the engine calls it once per such row): a 4-row sample
   function alone (700 logits) had not compiled after a minute of CPU here (load ~25).
@@ -33,12 +40,15 @@ layer and K / V instead of rewriting every slot's whole cache.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rlx.dialects.builder import HirModule, HirValue
 from rlx.models.llama import LlamaConfig, ModelError, _Ctx, _head, _layer
 from rlx.models.llama_cache import cache_inputs, decode_rows, write_prompt
 from rlx.models.sampling import add_sample_function
 
 FUNCTIONS = ("prefill", "decode", "sample")
+"""The functions of every batched module (beside ``decode_R``, see the docstring)."""
 
 
 def _prefill(h: HirModule, c: LlamaConfig, batch: int, context: int) -> None:
@@ -60,23 +70,42 @@ def _prefill(h: HirModule, c: LlamaConfig, batch: int, context: int) -> None:
     h.set_outputs([logits, nxt, *write_prompt(h, fresh, cache, slot)])
 
 
-def _decode(h: HirModule, c: LlamaConfig, batch: int, context: int) -> None:
-    logits, nxt, _, out = decode_rows(h, c, batch, context, "pos")
+def _decode(h: HirModule, c: LlamaConfig, rows: int, batch: int, context: int) -> None:
+    logits, nxt, _, out = decode_rows(h, c, rows, context, "pos", slots=batch)
     h.set_outputs([logits, nxt, *out])
 
 
-def build(c: LlamaConfig, batch: int, context: int, name: str = "llama_batch") -> HirModule:
+def step_rows(batch: int, rows: Sequence[int] | None = None) -> list[int]:
+    """The row counts of the decode functions, ascending, ``batch`` last (``decode``; each
+    other ``R`` is ``decode_R``): ``rows`` (default the powers of two below ``batch``)."""
+    if rows is None:
+        rows = [1 << i for i in range(batch.bit_length()) if 1 << i < batch]
+    bad = [r for r in rows if not 1 <= r <= batch]
+    if bad:
+        raise ModelError(f"error: rows: expected decode row counts 1 .. {batch} (the slots), "
+                         f"found {bad}")
+    return sorted({*rows, batch})
+
+
+def decode_function(rows: int, batch: int) -> str:
+    """The decode function of ``rows`` rows in a module of ``batch`` slots."""
+    return "decode" if rows == batch else f"decode_{rows}"
+
+
+def build(c: LlamaConfig, batch: int, context: int, name: str = "llama_batch",
+          rows: Sequence[int] | None = None) -> HirModule:
     """The batched module (see the module docstring): ``batch`` slots of ``context``
-    positions each."""
+    positions each, a decode function for each of :func:`step_rows`."""
     if batch < 1 or context < 2:
         raise ModelError(f"error: batch / context: expected batch >= 1 and context >= 2, "
                          f"found batch {batch}, context {context}")
     h = HirModule(name, function="prefill")
     _prefill(h, c, batch, context)
-    h.function("decode")
-    _decode(h, c, batch, context)
+    for r in reversed(step_rows(batch, rows)):
+        h.function(decode_function(r, batch))
+        _decode(h, c, r, batch, context)
     add_sample_function(h, c.vocab_size, "sample")
     return h
 
 
-__all__ = ["FUNCTIONS", "build"]
+__all__ = ["FUNCTIONS", "build", "decode_function", "step_rows"]

@@ -21,7 +21,7 @@ import numpy as np
 
 from rlx.dialects.builder import HirModule, HirValue
 from rlx.ir.diagnostics import RunError
-from rlx.models.llama import LlamaConfig, _Ctx, _head
+from rlx.models.llama import LlamaConfig, ModelError, _Ctx, _head
 
 
 def start_state(program: Any, model: Any) -> list[Any]:
@@ -49,11 +49,13 @@ def fits_context(model: Any, positions: int, what: str) -> None:
 
 def cache_layer(ctx: _Ctx, i: int, x: HirValue, cos: HirValue, sin: HirValue,
                 cache: tuple[HirValue, HirValue], at: tuple[HirValue, HirValue],
-                filled: HirValue) -> tuple[HirValue, HirValue, HirValue]:
+                filled: HirValue, rows: int | None = None) -> tuple[HirValue, HirValue, HirValue]:
     """One layer of ``B`` tokens (``x [1, B, E]``), token b the next one of cache row
     ``at = (slot [B], pos [B])``: its K / V written at that row in place
     (``write_rows``), and it attends to the row's first ``filled[b]`` keys (``pos + 1``; a
-    ``causal_lengths`` mask the kernels read on the device)."""
+    ``causal_lengths`` mask the kernels read on the device). ``rows``: the cache has more
+    slots than the ``rows`` tokens, token b is slot b's (``slot = 0 .. rows - 1``), and
+    attention reads those slots only (a static slice of the cache's leading dim)."""
     h, c = ctx.h, ctx.c
     pre = f"layers.{i}."
     start = len(h)
@@ -62,8 +64,12 @@ def cache_layer(ctx: _Ctx, i: int, x: HirValue, cos: HirValue, sin: HirValue,
     k_all, v_all = (h.mir("write_rows", [old, h.mir("reshape", [t], new_shape=[-1, 1, c.kv_dim]),
                                          *at])
                     for t, old in ((k, cache[0]), (v, cache[1])))
+    k_att, v_att = k_all, v_all
+    if rows is not None:
+        k_att, v_att = (h.mir("slice", [t], starts=[0, 0, 0], sizes=[rows, -1, -1],
+                              strides=[1, 1, 1]) for t in (k_all, v_all))
     q = h.mir("reshape", [q], new_shape=[-1, 1, c.num_heads * c.head_dim])
-    a = h.attention(q, k_all, v_all, filled, num_heads=c.num_heads, head_dim=c.head_dim,
+    a = h.attention(q, k_att, v_att, filled, num_heads=c.num_heads, head_dim=c.head_dim,
                     mask_kind="causal_lengths")
     a = h.mir("reshape", [a], new_shape=[1, -1, c.num_heads * c.head_dim])
     x1 = h.mir("binary", [x, ctx.linear(a, pre + "o")], kind="add")
@@ -93,18 +99,23 @@ def cache_inputs(h: HirModule, c: LlamaConfig, batch: int, context: int
             for i in range(c.num_layers) for kv in ("k", "v")]
 
 
-def decode_rows(h: HirModule, c: LlamaConfig, batch: int, context: int, position: str
-                ) -> tuple[HirValue, HirValue, HirValue, list[HirValue]]:
+def decode_rows(h: HirModule, c: LlamaConfig, batch: int, context: int, position: str,
+                slots: int | None = None) -> tuple[HirValue, HirValue, HirValue, list[HirValue]]:
     """The inputs and body of a decode step of ``batch`` tokens, token b the next one of
     cache slot b: ``ids [1, B] i32, cos [B, hd/2], sin [B, hd/2], <position> [B] i32`` (the
-    row each token is written at: the keys before it) and the cache. Returns ``logits
-    [1, B, V]``, ``next [1, B]``, the keys filled after the step (``position + 1``) and
-    the cache updated in place."""
+    row each token is written at: the keys before it) and the cache (``slots`` slots,
+    ``batch`` by default; more: the step runs slots ``0 .. B - 1`` and leaves the others as
+    they are). Returns ``logits [1, B, V]``, ``next [1, B]``, the keys filled after the
+    step (``position + 1``) and the cache updated in place."""
     hd2 = c.head_dim // 2
+    slots = batch if slots is None else slots
+    if not 1 <= batch <= slots:
+        raise ModelError(f"error: a decode step of {batch} rows over a cache of {slots} "
+                         f"slots: expected 1 <= rows <= slots")
     ids = h.input("ids", (1, batch), "i32")
     cos, sin = h.input("cos", (batch, hd2)), h.input("sin", (batch, hd2))
     pos = h.input(position, (batch,), "i32")
-    cache = cache_inputs(h, c, batch, context)
+    cache = cache_inputs(h, c, slots, context)
     ctx = _Ctx.of(h, c)
     start = len(h)
     at = (h.constant(np.arange(batch, dtype=np.int32), "i32"), pos)
@@ -113,7 +124,8 @@ def decode_rows(h: HirModule, c: LlamaConfig, batch: int, context: int, position
     x = h.named("embed", lambda h: h.mir("gather", [ctx.p("embed"), ids], axis=0))
     out: list[HirValue] = []
     for i in range(c.num_layers):
-        x, k, v = cache_layer(ctx, i, x, cos, sin, (cache[2 * i], cache[2 * i + 1]), at, seen)
+        x, k, v = cache_layer(ctx, i, x, cos, sin, (cache[2 * i], cache[2 * i + 1]), at, seen,
+                              batch if batch < slots else None)
         out += [k, v]
     logits = _head(ctx, x, None)
     nxt = h.named("next", lambda h: h.mir("argmax", [logits], axis=-1, keep_dim=False))

@@ -86,10 +86,15 @@ class BatchModel:
     """The batched module compiled and loaded: ``prefill`` into a slot, ``step`` all slots."""
 
     def __init__(self, model: LlamaModel, batch: int, context: int, target: str = "llvm-cpu",
-                 cache: CompileCache | bool | str | None = True, **options: Any) -> None:
+                 cache: CompileCache | bool | str | None = True,
+                 rows: Sequence[int] | None = None, **options: Any) -> None:
         self.config = c = model.config
         self.batch, self.context = batch, context
-        module = llama_batch.build(c, batch, context)
+        self.rows = llama_batch.step_rows(batch, rows)
+        """The row counts of the decode functions (:func:`.llama_batch.step_rows`)."""
+        self.calls = {r: 0 for r in self.rows}
+        """Decode calls made, per row count."""
+        module = llama_batch.build(c, batch, context, rows=rows)
         self.vmfb = compile(module, target, cache=resolve_cache(cache), **options)
         self.program = runtime.load(self.vmfb, TargetConfig(target).runtime_device,
                                     model.weights)
@@ -115,12 +120,19 @@ class BatchModel:
     def step(self, tokens: np.ndarray, positions: np.ndarray,
              sampling: Sequence[Sampling | None]) -> np.ndarray:
         """One decode call: slot b's ``tokens[b]`` at ``positions[b]``; the next tokens
-        ``[B]``. ``sampling[b]`` None (a free slot) or greedy takes the argmax."""
-        cos, sin = rope_tables(self.config, positions)
-        out = self.program.decode.on_device(tokens[None].astype(np.int32), cos, sin,
-                                            positions.astype(np.int32), *self.cache)
+        ``[B]``. ``sampling[b]`` None (a free slot) or greedy takes the argmax. The call
+        runs the fewest rows that cover the last busy slot (``decode_R``); the slots past
+        them are left as they are (their tokens come back 0)."""
+        busy = [b for b, s in enumerate(sampling) if s is not None]
+        rows = next(r for r in self.rows if r > (busy[-1] if busy else 0))
+        fn = self.program[llama_batch.decode_function(rows, self.batch)]
+        self.calls[rows] += 1
+        cos, sin = rope_tables(self.config, positions[:rows])
+        out = fn.on_device(tokens[None, :rows].astype(np.int32), cos, sin,
+                           positions[:rows].astype(np.int32), *self.cache)
         self.cache = out[2:]
-        greedy = out[1].numpy().reshape(-1)
+        greedy = np.zeros(self.batch, np.int64)
+        greedy[:rows] = out[1].numpy().reshape(-1)
         hot = [b for b, s in enumerate(sampling) if s is not None and not s.greedy]
         if not hot:
             return greedy
