@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Build llama.cpp's llama-bench and llama-quantize (CPU only) for benchmarks/llama.py, from
+# Build llama.cpp's llama-bench, llama-quantize (CPU only) for benchmarks/llama.py and
+# llama-server for benchmarks/serve.py, from
 # the llama.cpp source that the npm package node-llama-cpp ships (a git bundle), into
-# benchmarks/.cache/llama.cpp (git-ignored). About 5 minutes on 2 cores.
+# benchmarks/.cache/llama.cpp (git-ignored). About 7 minutes on 2 cores.
 set -euo pipefail
 dir="$(cd "$(dirname "$0")" && pwd)/.cache/llama.cpp"
 mkdir -p "$dir"
@@ -10,6 +11,7 @@ cd "$dir"
 NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm install --no-audit --no-fund node-llama-cpp@3.22.1
 [ -d src ] || git clone -q node_modules/node-llama-cpp/llama/gitRelease.bundle src
 cmake -S src -B build -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
-  -DGGML_OPENMP=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF
-cmake --build build --config Release -j"$(nproc)" --target llama-bench llama-quantize
+  -DGGML_OPENMP=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON
+cmake --build build --config Release -j"$(nproc)" --target llama-bench llama-quantize \
+  llama-server
 echo "built: $dir/build/bin/llama-bench"
