@@ -29,6 +29,8 @@ import pytest
 import transformers
 
 from rlx.generate import Sampling, load_model
+from rlx.models import llama_batch
+from rlx.models.llama import ModelError
 from rlx.serve.engine import BatchModel
 from rlx.tokenizer import load as load_tokenizer
 from serve_fixtures import BATCH, CONTEXT, ServerProcess, hf_greedy, write_model
@@ -184,6 +186,18 @@ def test_batched_greedy_equals_alone(server: ServerProcess, client: openai.OpenA
     assert status == 200
     assert health["peak_batch"] >= 2  # sequences did share decode calls
     assert health["slots_busy"] == 0
+
+
+def test_step_rows() -> None:
+    """The decode functions' row counts: the powers of two below the slots and the slots;
+    row counts outside 1 .. slots are refused naming them."""
+    assert llama_batch.step_rows(8) == [1, 2, 4, 8]
+    assert llama_batch.step_rows(6) == [1, 2, 4, 6]
+    assert llama_batch.step_rows(1) == [1]
+    assert llama_batch.step_rows(4, [3]) == [3, 4]
+    with pytest.raises(ModelError, match=r"rows: expected decode row counts 1 \.\. 4 \(the "
+                                         r"slots\), found \[0, 5\]"):
+        llama_batch.step_rows(4, [2, 0, 5])
 
 
 def test_steps_run_the_rows_of_their_busy_slots(model_dir: Path) -> None:

@@ -21,7 +21,7 @@ import numpy as np
 
 from rlx.dialects.builder import HirModule, HirValue
 from rlx.ir.diagnostics import RunError
-from rlx.models.llama import LlamaConfig, ModelError, _Ctx, _head
+from rlx.models.llama import LlamaConfig, _Ctx, _head
 
 
 def start_state(program: Any, model: Any) -> list[Any]:
@@ -108,10 +108,7 @@ def decode_rows(h: HirModule, c: LlamaConfig, batch: int, context: int, position
     they are). Returns ``logits [1, B, V]``, ``next [1, B]``, the keys filled after the
     step (``position + 1``) and the cache updated in place."""
     hd2 = c.head_dim // 2
-    slots = batch if slots is None else slots
-    if not 1 <= batch <= slots:
-        raise ModelError(f"error: a decode step of {batch} rows over a cache of {slots} "
-                         f"slots: expected 1 <= rows <= slots")
+    slots = batch if slots is None else slots     # rows <= slots: llama_batch.step_rows
     ids = h.input("ids", (1, batch), "i32")
     cos, sin = h.input("cos", (batch, hd2)), h.input("sin", (batch, hd2))
     pos = h.input(position, (batch,), "i32")

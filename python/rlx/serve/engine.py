@@ -83,7 +83,8 @@ class _Running:
 
 
 class BatchModel:
-    """The batched module compiled and loaded: ``prefill`` into a slot, ``step`` all slots."""
+    """The batched module compiled and loaded: ``prefill`` into a slot, ``step`` the busy
+    slots (with the decode function of the fewest rows that covers them)."""
 
     def __init__(self, model: LlamaModel, batch: int, context: int, target: str = "llvm-cpu",
                  cache: CompileCache | bool | str | None = True,
@@ -94,7 +95,7 @@ class BatchModel:
         """The row counts of the decode functions (:func:`.llama_batch.step_rows`)."""
         self.calls = {r: 0 for r in self.rows}
         """Decode calls made, per row count."""
-        module = llama_batch.build(c, batch, context, rows=rows)
+        module = llama_batch.build(c, batch, context, rows=self.rows)
         self.vmfb = compile(module, target, cache=resolve_cache(cache), **options)
         self.program = runtime.load(self.vmfb, TargetConfig(target).runtime_device,
                                     model.weights)

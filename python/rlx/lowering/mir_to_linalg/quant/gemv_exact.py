@@ -46,11 +46,13 @@ def _store_rows(t: Text, kern: ExactKernel, total: list[str]) -> None:
         store_row(t, kern.bindings, i, f"%y{i}")
 
 
-def _blocks_of_32(t: Text, kern: ExactKernel, row: Callable[[int], str]) -> None:
+def _blocks_of_32(t: Text, kern: ExactKernel, row: Callable[[int], str],
+                  block: Callable[[], None] | None = None) -> None:
     """The loop the byte and half-precision bodies share: rows in tiles, blocks ``%b`` of 32
     weights (``%k0``, ``%k1``: its two halves, ``%x0``, ``%x1``: their ``x``) with 16-lane
-    partials ``%a{i}`` a row; ``row(i)`` emits row ``i``'s block and names its new partials.
-    Each row's sum is reduced and stored once."""
+    partials ``%a{i}`` a row; ``block()`` emits what the tile's rows share of a block,
+    ``row(i)`` row ``i``'s block and names its new partials. Each row's sum is reduced and
+    stored once."""
     x = memref([kern.k], "f32")
     t("%c16 = arith.constant 16 : index")
     t("%c32 = arith.constant 32 : index")
@@ -61,6 +63,8 @@ def _blocks_of_32(t: Text, kern: ExactKernel, row: Callable[[int], str]) -> None
     t("%k1 = arith.addi %k0, %c16 : index")
     t(f"%x0 = vector.load %x[%k0] : {x}, {V16}")
     t(f"%x1 = vector.load %x[%k1] : {x}, {V16}")
+    if block is not None:
+        block()
     close_reduction(t, [row(i) for i in range(ROWS_PER_TILE)], V16)
     _store_rows(t, kern, [f"%acc#{i}" for i in range(ROWS_PER_TILE)])
     t.end()
@@ -86,8 +90,6 @@ def byte_body(t: Text, kern: ExactKernel) -> None:
         return f"%{plane}v{i}"
 
     def row(i: int) -> str:
-        if mins and i == 0:                     # the block's x, summed in its lanes
-            t(f"%xs = arith.addf %x0, %x1 : {V16}")
         for h in range(2):
             t(f"%qk{i}_{h} = {at('%b', 32 * tile, 32 * i + 16 * h)}")
             t(f"%q{i}_{h} = vector.load %q[%tile, %qk{i}_{h}] : {q}, vector<16xi8>")
@@ -100,7 +102,10 @@ def byte_body(t: Text, kern: ExactKernel) -> None:
         t(f"%o{i} = vector.fma %xs, {scale('m', mins, i)}, %n{i} : {V16}")
         return f"%o{i}"
 
-    _blocks_of_32(t, kern, row)
+    def x_sum() -> None:                        # the block's x, summed in its lanes
+        t(f"%xs = arith.addf %x0, %x1 : {V16}")
+
+    _blocks_of_32(t, kern, row, x_sum if mins else None)
 
 
 def half_body(t: Text, kern: ExactKernel) -> None:
