@@ -459,3 +459,33 @@ def test_plain_iree_call_on_vulkan(tmp_path: Path) -> None:
                                    rtol=1e-5, atol=1e-6)
     prog = rlx.runtime.load(vmfb, "vulkan", WEIGHTS)
     np.testing.assert_allclose(prog.main.submit(X).numpy(), WANT, rtol=1e-5, atol=1e-6)
+
+
+def test_a_lost_device_is_replaced_at_load(linear_vmfb: bytes,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cached device that reports itself lost (lavapipe's VK_ERROR_DEVICE_LOST) is
+    forgotten and the module loads once more on a new device, instead of every later load
+    in the process failing; lost again, the load is one RunError naming the device."""
+    import iree.runtime as rt
+    from iree.runtime import system_setup
+
+    real = rt.SystemContext
+    lost = RuntimeError("DATA_LOSS; [vkSignalSemaphore] VK_ERROR_DEVICE_LOST; while invoking "
+                        "native function io_parameters.load")
+    failures = iter([lost])
+
+    def context(**kwargs: Any) -> Any:
+        for error in failures:
+            raise error
+        return real(**kwargs)
+
+    rlx.runtime.load(linear_vmfb, "local-task", WEIGHTS)   # the device cached
+    before = system_setup._GLOBAL_DEVICES_BY_URI["local-task"]
+    monkeypatch.setattr(rt, "SystemContext", context)
+    prog = rlx.runtime.load(linear_vmfb, "local-task", WEIGHTS)
+    assert system_setup._GLOBAL_DEVICES_BY_URI["local-task"] is not before
+    np.testing.assert_allclose(prog.main(x=X), WANT, rtol=1e-6, atol=1e-6)
+    failures = iter([lost, lost])
+    with pytest.raises(rlx.RunError, match=r"cannot load the module on local-task: "
+                                           r"DATA_LOSS.*VK_ERROR_DEVICE_LOST"):
+        rlx.runtime.load(linear_vmfb, "local-task", WEIGHTS)

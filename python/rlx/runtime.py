@@ -320,30 +320,25 @@ class Program:
 
     def __init__(self, vmfb: bytes | str | Path, device: str = "local-task",
                  params: ParamSource = None) -> None:
-        import iree.runtime as rt
 
         if device not in DEVICES:
             raise RunError(f"error: unknown device {device!r} (expected one of "
                            f"{', '.join(DEVICES)})")
         self.device_name = device
         data = Path(vmfb).read_bytes() if isinstance(vmfb, str | Path) else bytes(vmfb)
-        self._config = _config(device)
-        try:
-            self._vm = rt.VmModule.copy_buffer(self._config.vm_instance, data)
-        except (RuntimeError, ValueError) as e:
-            raise RunError(f"error: cannot load the module on {device}: {e}") from None
-        self._keep: list[Any] = []
         self._calls = 0  # calls queued (``Function._queue``), to tell how to wait
-        modules = [self._vm]
-        specs = self.param_specs()
-        if specs or params is not None:
-            index = parameter_index(params, specs, self._keep)
-            modules.insert(0, rt.create_io_parameters_module(
-                self._config.vm_instance, index.create_provider(scope=PARAM_SCOPE)))
         try:
-            self._ctx = rt.SystemContext(vm_modules=modules, config=self._config)
-        except (RuntimeError, ValueError) as e:
-            raise RunError(_context_error(str(e), device)) from None
+            self._load(data, params)
+        except _DeviceLost:
+            # IREE caches one device per URI; a Vulkan device that reported
+            # VK_ERROR_DEVICE_LOST (lavapipe has, intermittently, after many loads) fails
+            # every later call, so one lost device would fail every later load in the
+            # process. A module cannot load on it: forget it and load once on a new one.
+            _forget_device(device)
+            try:
+                self._load(data, params)
+            except _DeviceLost as e:
+                raise RunError(_context_error(str(e), device)) from None
         self._device = self._config.device
         bound = getattr(self._ctx.modules, self._vm.name)
         self._functions: dict[str, Function] = {}
@@ -356,6 +351,31 @@ class Program:
             self._functions[name] = Function(
                 self, name, getattr(bound, name), self._vm.lookup_function(name),
                 self._vm.lookup_function(twin) if twin in names else None)
+
+    def _load(self, data: bytes, params: ParamSource) -> None:
+        """The device's config, the module and its parameters in a new context; a lost
+        device is :class:`_DeviceLost`, any other refusal a RunError."""
+        import iree.runtime as rt
+
+        device = self.device_name
+        self._config = _config(device)
+        try:
+            self._vm = rt.VmModule.copy_buffer(self._config.vm_instance, data)
+        except (RuntimeError, ValueError) as e:
+            raise RunError(f"error: cannot load the module on {device}: {e}") from None
+        self._keep: list[Any] = []
+        modules = [self._vm]
+        specs = self.param_specs()
+        if specs or params is not None:
+            index = parameter_index(params, specs, self._keep)
+            modules.insert(0, rt.create_io_parameters_module(
+                self._config.vm_instance, index.create_provider(scope=PARAM_SCOPE)))
+        try:
+            self._ctx = rt.SystemContext(vm_modules=modules, config=self._config)
+        except (RuntimeError, ValueError) as e:
+            if "DEVICE_LOST" in str(e):
+                raise _DeviceLost(str(e)) from None
+            raise RunError(_context_error(str(e), device)) from None
 
     def param_specs(self) -> list[ParamSpec]:
         return _param_specs(self._vm)
@@ -424,6 +444,19 @@ def _status_line(text: str) -> str:
     """The first line of IREE's status text, without the C source position."""
     first = text.strip().splitlines()[0] if text.strip() else "unknown error"
     return _STATUS_PREFIX.sub("", first).rstrip(": ")
+
+
+class _DeviceLost(Exception):
+    """IREE's cached device reported itself lost (``VK_ERROR_DEVICE_LOST``)."""
+
+
+def _forget_device(device: str) -> None:
+    """Drop iree.runtime's cached device for ``device`` (``system_setup`` keeps one per
+    URI, which :func:`_config` gets), so that the next config creates a new one."""
+    from iree.runtime import system_setup
+
+    with system_setup._LOCK:
+        system_setup._GLOBAL_DEVICES_BY_URI.pop(device, None)
 
 
 def _config(device: str) -> Any:
