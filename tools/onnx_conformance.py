@@ -61,9 +61,11 @@ TARGET_OPS = (
     "Softmax LogSoftmax ReduceMean ReduceSum ReduceMax Transpose Reshape Flatten Squeeze "
     "Unsqueeze Concat Split Slice Gather Expand Where Equal Less Greater Cast Shape "
     "ConstantOfShape Range Conv MaxPool AveragePool GlobalAveragePool BatchNormalization "
-    "LayerNormalization Einsum CumSum Clip").split()
-"""The ops transformer and CNN inference needs (issue 9): every test of these must pass or
-be explained."""
+    "LayerNormalization Einsum CumSum Clip ReduceL1 ReduceL2 ReduceSumSquare ReduceLogSum"
+).split()
+"""The ops transformer and CNN inference needs (issue 9), and the sum-based reductions a
+sentence embedder's pooling exports to (ReduceL2 for the unit norm): every test of these
+must pass or be explained."""
 EXPLAINED = {
     "test_averagepool_2d_ceil_last_window_starts_on_pad":
         "the expected output is written to 4 decimals (0.1511 for (0.8580 + 0.0786 + 0.2692 "

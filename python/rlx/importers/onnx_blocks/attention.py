@@ -327,6 +327,17 @@ def _shape_entries(g: GraphView, name: str, of: str, rank: int) -> list[int | st
     return out
 
 
+def _static_kt_shapes(g: GraphView, k: str, inner: str, outer: str) -> bool:
+    """The same Kᵀ reshapes with constant targets (an export with static sizes):
+    ``[-1 or B H, S, hd]`` then ``[B, H, hd, S]`` of a ``[B, H, S, hd]`` K."""
+    shape, first, second = g.shape(k), g.const(inner), g.const(outer)
+    if shape is None or len(shape) != 4 or None in shape or first is None or second is None:
+        return False
+    b, h, s, hd = shape
+    return first.reshape(-1).tolist() in ([-1, s, hd], [b * h, s, hd]) and \
+        second.reshape(-1).tolist() == [b, h, hd, s]
+
+
 def _transposed_k(g: GraphView, name: str, nodes: set[int]) -> tuple[str, bool] | None:
     """Kᵀ of a ``[B, H, S, hd]`` K: ``Transpose(perm [0, 1, 3, 2])``, torch.onnx's
     ``Reshape(Transpose(Reshape(K, [-1, S, hd]), [0, 2, 1]), [B, H, hd, S])`` whose shapes
@@ -344,7 +355,8 @@ def _transposed_k(g: GraphView, name: str, nodes: set[int]) -> tuple[str, bool] 
     k = inner.proto.input[0]
     if _shape_entries(g, inner.proto.input[1], k, 4) != [-1, "d2", "d3"] or _shape_entries(
             g, outer.proto.input[1], k, 4) != ["d0", "d1", "d3", "d2"]:
-        return None
+        if not _static_kt_shapes(g, k, inner.proto.input[1], outer.proto.input[1]):
+            return None
     nodes |= {outer.index, tr.index, inner.index}
     return k, False
 

@@ -16,6 +16,7 @@ from rlx.dialects.builder import HirValue
 from rlx.importers.dims import SymDim, is_static, normalize, shape_vector, symbol, tidy
 from rlx.importers.onnx_ops import FOLDERS, Node, Value, is_symbolic
 from rlx.importers.onnx_ops.shape import clamp_range
+from rlx.importers.onnx_sizes import SAME_SHAPE
 from rlx.ir.diagnostics import RlxError
 
 if TYPE_CHECKING:
@@ -47,6 +48,9 @@ class GraphView:
     outputs: set[str] = field(default_factory=set)
     taken: set[int] = field(default_factory=set)
 
+    carried: dict[str, list[SymDim | None]] = field(default_factory=dict)
+    """Sizes shape inference leaves unknown, carried exactly from the one runtime input of
+    a node that keeps its sizes (see :meth:`_carry`)."""
     ahead: dict[str, np.ndarray] = field(default_factory=dict)
     """Values the walk will fold that the pre-pass could not: computed from ``Shape`` of
     tensors whose sizes the annotations and shape inference know (symbolic where dynamic),
@@ -63,7 +67,38 @@ class GraphView:
                     self.consumers[i].append(node.index)
         self.outputs = {o.name for o in self.imp.graph.output}
         for node in self.imp.nodes:
+            self._carry(node)
             self._fold_ahead(node)
+
+    def _carry(self, node: Node) -> None:
+        """Sizes of ``node``'s result that shape inference does not know, taken from the
+        input they are the sizes of: an elementwise op, norm or softmax whose other
+        operands are constants that broadcast into that input (so the result has the
+        input's sizes), a ``MatMul`` by a constant matrix (the input's leading sizes), a
+        ``Transpose``. Exact, not a guess: the TorchScript exporter's head reshapes take
+        ``Shape(h)[0]`` of the hidden state ``h`` while they reshape ``h W + b``, and one
+        unknown size of ``h`` must be the same size in both."""
+        out = node.proto.output[0] if node.proto.output else ""
+        known = self.imp.inferred.get(out)
+        if not out or known is None or None not in known:
+            return
+        runtime = [n for n in node.proto.input if n and self._value(n) is None]
+        consts = [self._value(n) for n in node.proto.input if n and n not in runtime]
+        x = self._sizes(runtime[0]) if len(runtime) == 1 else None
+        if x is None:
+            return
+        dims: list[SymDim] | None = None
+        if node.op_type in SAME_SHAPE and all(_broadcasts_into(c, x) for c in consts):
+            dims = x
+        elif node.op_type == "MatMul" and runtime[0] == node.proto.input[0] and len(
+                consts) == 1 and consts[0].ndim == 2 and len(x) >= 2:  # type: ignore[union-attr]
+            dims = [*x[:-1], int(consts[0].shape[-1])]  # type: ignore[union-attr]
+        elif node.op_type == "Transpose":
+            perm = node.ints("perm") or list(range(len(x)))[::-1]
+            dims = [x[p] for p in perm] if len(perm) == len(x) else None
+        if dims is not None and len(dims) == len(known):
+            self.carried[out] = [k if k is not None else d for k, d in zip(known, dims,
+                                                                          strict=True)]
 
     def _fold_ahead(self, node: Node) -> None:
         outputs = [o for o in node.proto.output if o]
@@ -92,7 +127,7 @@ class GraphView:
     def _sizes(self, name: str) -> list[SymDim] | None:
         """The inferred sizes of ``name``, a size nothing knows as a symbol of its own
         (only the static entries of what is computed from them matter to the matchers)."""
-        dims = self.imp.inferred.get(name)
+        dims = self.carried.get(name) or self.imp.inferred.get(name)
         return None if dims is None else [symbol(f"{name}[{a}]?") if d is None else d
                                           for a, d in enumerate(dims)]
 
@@ -187,6 +222,13 @@ def other_input(node: Node, name: str) -> str:
 def tensor_of(imp: GraphImporter, node: Node, name: str) -> HirValue:
     v = imp.values[name]
     return node.as_tensor(v, name)
+
+
+def _broadcasts_into(c: np.ndarray | None, x: list[SymDim]) -> bool:
+    """Whether the constant ``c`` broadcasts into sizes ``x`` without changing them."""
+    return c is not None and c.ndim <= len(x) and all(
+        int(d) == 1 or (is_static(e) and int(e) == int(d))
+        for d, e in zip(c.shape[::-1], x[::-1], strict=False))
 
 
 def const_tensor(imp: GraphImporter, node: Node, arr: np.ndarray, name: str) -> HirValue:

@@ -1,4 +1,5 @@
-"""ONNX reductions: ReduceMean / Sum / Max / Min / Prod, Softmax, LogSoftmax, CumSum."""
+"""ONNX reductions: ReduceMean / Sum / Max / Min / Prod, the norms and log-sums built on a
+sum (ReduceL1 / L2 / SumSquare / LogSum / LogSumExp), Softmax, LogSoftmax, CumSum."""
 
 from __future__ import annotations
 
@@ -21,6 +22,10 @@ from rlx.ir.types import DType
 
 REDUCE = {"ReduceMean": "mean", "ReduceSum": "sum", "ReduceMax": "max", "ReduceMin": "min",
           "ReduceProd": "prod"}
+SUM_BASED = {"ReduceL1": ("abs", None), "ReduceL2": ("square", "sqrt"),
+             "ReduceSumSquare": ("square", None), "ReduceLogSum": (None, "log"),
+             "ReduceLogSumExp": ("exp", "log")}
+"""Reductions that are a sum between an elementwise map and a map of the result."""
 AXES_INPUT_SINCE = {"ReduceSum": 13}
 """The opset version from which the axes are input 1 (an attribute before): 18 for the
 other reductions."""
@@ -75,6 +80,35 @@ def convert_reduce(node: Node) -> list[Value]:
             x.shape[a] is None for a in axes):
         node.fail("the integer mean over a dynamic dim")
     return [reduce(node, x, REDUCE[node.op_type], axes, bool(node.attr("keepdims", 1)))]
+
+
+def _unary(node: Node, x: HirValue, kind: str) -> HirValue:
+    if kind == "square":
+        return node.mir("binary", [x, x], kind="mul")
+    return node.mir("activation", [x], kind=kind)
+
+
+@converter(*SUM_BASED, const_inputs=(1,))
+def convert_sum_based(node: Node) -> list[Value]:
+    """``post(Σ pre(x))`` over the axes (with no axes and ``noop_with_empty_axes``, the
+    maps alone, as ONNX's reference computes it). ReduceLogSumExp subtracts the max
+    first: ``m + log(Σ exp(x - m))``, no overflow for large x."""
+    x = node.tensor(0)
+    pre, post = SUM_BASED[node.op_type]
+    if not x.dtype.is_float and (post is not None or pre == "exp"):
+        node.fail(f"input 0 is {x.dtype}; {node.op_type} takes a float tensor")
+    axes = reduce_axes(node, len(x.shape), _given_axes(node)) or []
+    keep = bool(node.attr("keepdims", 1))
+    if node.op_type == "ReduceLogSumExp":
+        if not axes:
+            return [x]
+        m = node.mir("reduce", [x], kind="max", axes=axes, keep_dim=True)
+        x = node.mir("binary", [x, m], kind="sub")
+        shift = m if keep else node.mir("reduce", [m], kind="max", axes=axes, keep_dim=False)
+    y = reduce(node, x if pre is None else _unary(node, x, pre), "sum", axes, keep)
+    if node.op_type == "ReduceLogSumExp":
+        return [node.mir("binary", [_unary(node, y, "log"), shift], kind="add")]
+    return [y if post is None else _unary(node, y, post)]
 
 
 @folder(*REDUCE)
