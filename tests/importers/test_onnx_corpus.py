@@ -1,10 +1,10 @@
 """Real exports, continued (issue 22, point 1): the tiny HF ViT of test_onnx_exports, a
-Whisper-style encoder (the conv1d front
-end and transformer encoder of transformers' WhisperModel, tiny config, random weights)
-and a GPT-2 decoding step with past-key-values inputs (transformers' GPT2LMHeadModel over
-a DynamicCache), exported by both torch.onnx exporters with a dynamic batch (and, for
-GPT-2, dynamic new and past lengths). All imported into one module, compiled once for
-llvm-cpu and run at several sizes against ONNX Runtime on the same files."""
+Whisper-style encoder (the conv1d front end and transformer encoder of transformers'
+WhisperModel, tiny config, random weights), a GPT-2 decoding step with past-key-values
+inputs (transformers' GPT2LMHeadModel over a DynamicCache) and the same for LLaMA (GQA,
+position ids), exported by both torch.onnx exporters with a dynamic batch (and, for the
+decoding steps, dynamic new and past lengths). All imported into one module, compiled
+once for llvm-cpu and run at several sizes against ONNX Runtime on the same files."""
 
 from __future__ import annotations
 
@@ -100,13 +100,58 @@ def _gpt2(path: Path, dynamo: bool) -> Path:
                    axes, dynamo)
 
 
+LLAMA_HEADS, LLAMA_KV = 4, 2  # GQA
+
+
+def _llama(path: Path, dynamo: bool) -> Path:
+    """A LLaMA step over a KV cache (transformers' LlamaForCausalLM, GQA, RoPE from the
+    position ids at run time): logits and the grown cache from new ids, the mask over
+    past + new, the positions, the past."""
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=100, hidden_size=LLAMA_HEADS * HEAD_DIM, intermediate_size=96,
+        num_hidden_layers=LAYERS, num_attention_heads=LLAMA_HEADS,
+        num_key_value_heads=LLAMA_KV, max_position_embeddings=64, tie_word_embeddings=False)
+    llama = transformers.LlamaForCausalLM(config).eval()
+
+    class Step(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.m = llama
+
+        def forward(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
+                    k0: torch.Tensor, v0: torch.Tensor, k1: torch.Tensor, v1: torch.Tensor
+                    ) -> tuple[torch.Tensor, ...]:
+            cache = transformers.DynamicCache(ddp_cache_data=[(k0, v0), (k1, v1)],
+                                              config=config)
+            out = self.m(input_ids=ids, attention_mask=mask, position_ids=positions,
+                         past_key_values=cache, use_cache=True)
+            grown = out.past_key_values.layers
+            return out.logits, *(t for layer in grown for t in (layer.keys, layer.values))
+
+    b, s, p = 2, 3, 5
+    args = (torch.randint(0, 100, (b, s)), torch.ones(b, p + s, dtype=torch.int64),
+            torch.arange(p, p + s)[None].repeat(b, 1),
+            *(torch.randn(b, LLAMA_KV, p, HEAD_DIM) for _ in PAST))
+    axes = {"input_ids": {0: "b", 1: "s"}, "attention_mask": {0: "b", 1: "t"},
+            "position_ids": {0: "b", 1: "s"}, **{n: {0: "b", 2: "p"} for n in PAST}}
+    outputs = ["logits", *(n.replace("past", "present") for n in PAST)]
+    return _export(Step().eval(), args, path,
+                   ["input_ids", "attention_mask", "position_ids", *PAST], outputs, axes,
+                   dynamo)
+
+
 def _vit_at(path: Path, dynamo: bool) -> Path:
     return _vit(path.parent, dynamo)
 
 
 CASES = {"vit_dynamo": (_vit_at, True), "whisper_dynamo": (_whisper, True),
          "whisper_torchscript": (_whisper, False), "gpt2_dynamo": (_gpt2, True),
-         "gpt2_torchscript": (_gpt2, False)}
+         "gpt2_torchscript": (_gpt2, False), "llama_dynamo": (_llama, True),
+         "llama_torchscript": (_llama, False)}
 
 Compiled = tuple[dict[str, Path], dict[str, OnnxImport], object]
 
@@ -119,14 +164,16 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> Compiled:
     return paths, results, program
 
 
-def _step_feeds(rng: np.random.Generator, b: int, s: int, p: int, pad: int = 0
-                ) -> dict[str, np.ndarray]:
+def _step_feeds(rng: np.random.Generator, b: int, s: int, p: int, pad: int = 0,
+                kv_heads: int = HEADS, positions: bool = False) -> dict[str, np.ndarray]:
     """New ids, a mask over past + new (the first ``pad`` past positions of row 0 masked
-    out), and a random past."""
+    out), the new positions where the model takes them, and a random past."""
     mask = np.ones((b, p + s), np.int64)
     mask[0, :pad] = 0
     feeds = {"input_ids": rng.integers(0, 100, (b, s)), "attention_mask": mask}
-    feeds |= {n: rng.standard_normal((b, HEADS, p, HEAD_DIM)).astype(np.float32)
+    if positions:
+        feeds["position_ids"] = np.repeat(np.arange(p, p + s)[None], b, 0)
+    feeds |= {n: rng.standard_normal((b, kv_heads, p, HEAD_DIM)).astype(np.float32)
               for n in PAST}
     return feeds
 
@@ -139,7 +186,9 @@ def _feeds(name: str) -> list[dict[str, np.ndarray]]:
     if name.startswith("whisper"):
         return [{"input_features": rng.standard_normal((b, MELS, FRAMES)).astype(np.float32)}
                 for b in (1, 3)]
-    return [_step_feeds(rng, 2, 3, 5), _step_feeds(rng, 1, 1, 9), _step_feeds(rng, 3, 4, 2, 1)]
+    kw = {"kv_heads": LLAMA_KV, "positions": True} if name.startswith("llama") else {}
+    return [_step_feeds(rng, 2, 3, 5, **kw), _step_feeds(rng, 1, 1, 9, **kw),
+            _step_feeds(rng, 3, 4, 2, 1, **kw)]
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -157,13 +206,20 @@ def test_matches_onnxruntime_at_several_sizes(name: str, compiled: Compiled) -> 
 
 @pytest.mark.parametrize(("name", "attention", "linear"), [
     ("vit_dynamo", 2, 12), ("whisper_dynamo", 2, 12), ("whisper_torchscript", 2, 12),
-    ("gpt2_dynamo", 2, 9), ("gpt2_torchscript", 2, 9)])
+    ("gpt2_dynamo", 2, 9), ("gpt2_torchscript", 2, 9), ("llama_dynamo", 2, 9),
+    ("llama_torchscript", 2, 9)])
 def test_blocks(name: str, attention: int, linear: int, compiled: Compiled) -> None:
     """Each encoder / decoder layer's attention is one ``attention`` block (the GPT-2
     step's over the concatenated past, its padding-and-causal mask a bias); q / k / v /
-    out and the MLP projections (and GPT-2's head) are ``linear`` blocks."""
+    out and the MLP projections (and GPT-2's head) are ``linear`` blocks. The LLaMA
+    step's MLP is a ``swiglu`` block a layer, its norms ``rms_norm`` blocks; the
+    TorchScript exporter's q (RoPE of a reshape over ``Shape(h)``, with run-time tables)
+    has its head count only by carrying sizes through the rotation."""
     _, results, _ = compiled
     counts = results[name].report.block_counts()
     assert counts["attention"] == attention
     assert counts["linear"] == linear
     assert "Softmax" not in results[name].report.converted
+    if name.startswith("llama"):
+        assert counts["swiglu"] == LAYERS
+        assert counts["rms_norm"] == 2 * LAYERS + 1

@@ -72,30 +72,44 @@ class GraphView:
 
     def _carry(self, node: Node) -> None:
         """Sizes of ``node``'s result that shape inference does not know, taken from the
-        input they are the sizes of: an elementwise op, norm or softmax whose other
-        operands are constants that broadcast into that input (so the result has the
-        input's sizes), a ``MatMul`` by a constant matrix (the input's leading sizes), a
-        ``Transpose``. Exact, not a guess: the TorchScript exporter's head reshapes take
-        ``Shape(h)[0]`` of the hidden state ``h`` while they reshape ``h W + b``, and one
-        unknown size of ``h`` must be the same size in both."""
+        inputs they are the sizes of: the broadcast of an elementwise op's, norm's or
+        softmax's operands (per axis, a static size other than 1, else the one size all
+        others share; constants count by their shapes), a ``MatMul`` by a constant matrix
+        (the input's leading sizes), a ``Transpose``. Exact, not a guess: the TorchScript
+        exporter's head reshapes take ``Shape(h)[0]`` of the hidden state ``h`` while they
+        reshape ``h W + b``, and one unknown size of ``h`` must be the same size in both;
+        RoPE's ``q cos + rotate(q) sin`` keeps q's head count."""
         out = node.proto.output[0] if node.proto.output else ""
         known = self.imp.inferred.get(out)
         if not out or known is None or None not in known:
             return
         runtime = [n for n in node.proto.input if n and self._value(n) is None]
         consts = [self._value(n) for n in node.proto.input if n and n not in runtime]
-        x = self._sizes(runtime[0]) if len(runtime) == 1 else None
-        if x is None:
+        ins = [self._sizes(n) for n in runtime]
+        if not ins or any(x is None for x in ins):
             return
-        dims: list[SymDim] | None = None
-        if node.op_type in SAME_SHAPE and all(_broadcasts_into(c, x) for c in consts):
-            dims = x
-        elif node.op_type == "MatMul" and runtime[0] == node.proto.input[0] and len(
-                consts) == 1 and consts[0].ndim == 2 and len(x) >= 2:  # type: ignore[union-attr]
-            dims = [*x[:-1], int(consts[0].shape[-1])]  # type: ignore[union-attr]
+        x = ins[0]
+        dims: list[SymDim | None] | None = None
+        if node.op_type in SAME_SHAPE:
+            dims = _broadcast([*ins, *([int(d) for d in c.shape] for c in consts)])  # type: ignore[union-attr]
+        elif node.op_type == "MatMul" and len(runtime) == 1 and runtime[0] == node.proto.input[
+                0] and len(consts) == 1 and consts[0].ndim == 2 and len(x) >= 2:  # type: ignore[union-attr,arg-type]
+            dims = [*x[:-1], int(consts[0].shape[-1])]  # type: ignore[union-attr,index]
+        elif node.op_type == "Slice" and node.version >= 10 and runtime == [
+                node.proto.input[0]]:
+            names = [*node.proto.input[1:], "", ""][:4]
+            args = [self.const(n) if n else None for n in names]
+            if all(a is not None for a, n in zip(args, names, strict=True) if n):
+                dims = _sliced(x, args)  # type: ignore[arg-type]
+        elif node.op_type == "Concat" and len({len(d) for d in ins}) == 1 and not consts:  # type: ignore[arg-type]
+            axis = node.attr("axis") % len(x)  # type: ignore[arg-type]
+            dims = _broadcast([[*d[:axis], 1, *d[axis + 1:]] for d in ins])  # type: ignore[index,misc]
+            sizes = [d[axis] for d in ins]  # type: ignore[index]
+            dims[axis] = sum(int(d) for d in sizes) if all(is_static(d) for d in sizes) \
+                else None
         elif node.op_type == "Transpose":
-            perm = node.ints("perm") or list(range(len(x)))[::-1]
-            dims = [x[p] for p in perm] if len(perm) == len(x) else None
+            perm = node.ints("perm") or list(range(len(x)))[::-1]  # type: ignore[arg-type]
+            dims = [x[p] for p in perm] if len(perm) == len(x) else None  # type: ignore[index,arg-type]
         if dims is not None and len(dims) == len(known):
             self.carried[out] = [k if k is not None else d for k, d in zip(known, dims,
                                                                           strict=True)]
@@ -128,8 +142,12 @@ class GraphView:
         """The inferred sizes of ``name``, a size nothing knows as a symbol of its own
         (only the static entries of what is computed from them matter to the matchers)."""
         dims = self.carried.get(name) or self.imp.inferred.get(name)
-        return None if dims is None else [symbol(f"{name}[{a}]?") if d is None else d
-                                          for a, d in enumerate(dims)]
+        if dims is None:
+            return None
+        found = self._reshaped(name) if None in dims else None
+        if found is not None and len(found) == len(dims):
+            dims = tuple(d if d is not None else f for d, f in zip(dims, found, strict=True))
+        return [symbol(f"{name}[{a}]?") if d is None else d for a, d in enumerate(dims)]
 
     def _value(self, name: str) -> np.ndarray | None:
         v = self.imp.values.get(name)
@@ -154,6 +172,10 @@ class GraphView:
         if isinstance(v, np.ndarray):
             return tuple(v.shape)
         inferred = self.imp.shapes.get(name)
+        carried = self.carried.get(name)
+        if carried is not None:
+            inferred = tuple(int(d) if d is not None and is_static(d) else None
+                             for d in carried)
         if inferred is not None and None not in inferred:
             return inferred
         found = self._reshaped(name)
@@ -224,11 +246,40 @@ def tensor_of(imp: GraphImporter, node: Node, name: str) -> HirValue:
     return node.as_tensor(v, name)
 
 
-def _broadcasts_into(c: np.ndarray | None, x: list[SymDim]) -> bool:
-    """Whether the constant ``c`` broadcasts into sizes ``x`` without changing them."""
-    return c is not None and c.ndim <= len(x) and all(
-        int(d) == 1 or (is_static(e) and int(e) == int(d))
-        for d, e in zip(c.shape[::-1], x[::-1], strict=False))
+def _sliced(x: list[SymDim], args: list[np.ndarray | None]) -> list[SymDim | None] | None:
+    """Sizes of a Slice of sizes ``x`` by constant starts / ends / axes / steps: a static
+    axis as Python's slice gives it, a dynamic one kept when taken whole, else None."""
+    starts, ends, axes, steps = args
+    if starts is None or ends is None:
+        return None
+    rank = len(x)
+    axes_list = list(range(starts.size)) if axes is None else [int(a) % rank
+                                                                for a in axes.reshape(-1)]
+    step_list = [1] * len(axes_list) if steps is None else [int(v) for v in steps.reshape(-1)]
+    out: list[SymDim | None] = list(x)
+    for a, lo, hi, step in zip(axes_list, starts.reshape(-1).tolist(),
+                               ends.reshape(-1).tolist(), step_list, strict=False):
+        if is_static(x[a]):
+            out[a] = len(range(*slice(int(lo), int(hi), step).indices(int(x[a]))))
+        elif not (lo == 0 and hi >= 2**31 - 1 and step == 1):
+            out[a] = None
+    return out
+
+
+def _broadcast(shapes: list[list[SymDim]]) -> list[SymDim | None]:
+    """numpy's broadcast of sizes: per axis, a static size other than 1 where one input has
+    it, else the size every input that is not 1 there shares; None where they differ."""
+    rank = max(len(x) for x in shapes)
+    out: list[SymDim | None] = []
+    for axis in range(rank):
+        sizes = {x[axis - rank + len(x)] for x in shapes if axis - rank + len(x) >= 0}
+        static = {int(d) for d in sizes if is_static(d) and int(d) != 1}
+        dynamic = {d for d in sizes if not is_static(d)}
+        if static:
+            out.append(static.pop() if len(static) == 1 else None)
+        else:
+            out.append(dynamic.pop() if len(dynamic) == 1 else None if dynamic else 1)
+    return out
 
 
 def const_tensor(imp: GraphImporter, node: Node, arr: np.ndarray, name: str) -> HirValue:
