@@ -127,3 +127,33 @@ def test_chunk_along_a_dynamic_axis_names_the_node(tmp_path: Path) -> None:
 
     with pytest.raises(ModelImportError, match=r"node '/Slice[_0-9]*' \(Slice, opset 18\)"):
         import_model(_export(Thirds().eval(), tmp_path / "thirds.onnx", False))
+
+
+def test_static_windows_of_a_dynamic_axis() -> None:
+    """Slices of a dynamic axis with static bounds: an end of 10**9 (tf2onnx's "to the
+    end", as Magika's model writes it) is the whole axis, where it had been a gather of
+    10**9 rows (an allocation that failed at run time); a window ``[1:4]`` is read when the
+    axis reaches 4 and is a run-time error naming the Slice when it does not (ONNX would
+    clamp it; rlx does not hand back a shorter result than it compiled)."""
+    from onnx import helper
+
+    import rlx
+    from onnx_models import init, model, vi
+
+    nodes = [helper.make_node("Slice", ["x", "s0", "e0", "a32"], ["whole"], name="to_end"),
+             helper.make_node("Slice", ["x", "s1", "e1", "a0"], ["y"], name="window"),
+             helper.make_node("Add", ["whole", "whole"], ["z"], name="twice")]
+    inits = [init("s0", np.array([0], np.int32)), init("e0", np.array([10**9], np.int32)),
+             init("a32", np.array([0], np.int32)), init("a0", np.array([0], np.int64)),
+             init("s1", np.array([1], np.int64)),
+             init("e1", np.array([4], np.int64))]
+    m = model(nodes, [vi("x", ["n", 3])], [vi("z", ["n", 3]), vi("y", [3, 3])], inits)
+    result = import_model(m)
+    program = rlx.runtime.load(rlx.compile(result.module, "llvm-cpu"), "local-task",
+                               result.params)
+    for n in (4, 7):
+        x = np.arange(n * 3, dtype=np.float32).reshape(n, 3)
+        for got, want in zip(program.main(x=x), ort_run(m, {"x": x}), strict=True):
+            assert_close(got, want, "f32")
+    with pytest.raises(rlx.runtime.RunError, match="window"):
+        program.main(x=np.zeros((3, 3), np.float32))

@@ -67,7 +67,10 @@ def _slice_args(node: Node, rank: int, inputs: Sequence[np.ndarray | None] | Non
     return starts, ends, normalize_axes(node, axes, rank), steps
 
 
-BIG = 1 << 62
+TO_THE_END = 10**9
+"""A static Slice end at or past this, on a dynamic axis, is the axis' end: what exporters
+write for "to the end" (torch 2**63 - 1, tf2onnx 10**9 or 2**31 - 1). The slice differs
+from ``x[start:]`` only on an axis of more than 10**9 entries."""
 
 
 def gather(node: Node, table: Value, index: Value, *, axis: int, batch_dims: int = 0
@@ -128,7 +131,7 @@ def _dynamic_slice(node: Node, x: HirValue, axis: int, start: SymDim, end: SymDi
         node.fail(f"a slice with step {step} over a dynamic size ({d})")
     if is_static(start) and int(start) < 0:
         start = normalize(d + int(start))
-    if is_static(end) and int(end) >= BIG // 2:
+    if is_static(end) and int(end) >= TO_THE_END:
         end = d
     elif is_static(end) and int(end) < 0:
         end = normalize(d + int(end))
@@ -143,6 +146,13 @@ def _dynamic_slice(node: Node, x: HirValue, axis: int, start: SymDim, end: SymDi
         y = node.mir("slice", [x], starts=starts, sizes=sizes, strides=[1] * rank)
         return node.known(y, [normalize(d - start - before_end) if a == axis else dims[a]
                               for a in range(rank)])
+    if x.shape[axis] is None and is_static(start) and is_static(end) and 0 <= int(
+            start) <= int(end):
+        # a static window of a dynamic axis: narrow checks at run time that the axis
+        # reaches the end (ONNX would clamp a shorter axis; the call fails instead)
+        y = node.mir("narrow", [x], axis=axis, start=int(start), len=int(end) - int(start))
+        return node.known(y, [int(end) - int(start) if a == axis else dims[a]
+                              for a in range(len(dims))])
     count = _buildable(node, normalize(sympy.simplify(sympy.sympify(end) - start)))
     index = node.sizes.iota(count, DType.I64, node.fail)
     if not (is_static(start) and int(start) == 0):
