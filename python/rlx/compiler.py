@@ -15,7 +15,7 @@ import re
 import shlex
 import subprocess
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -321,6 +321,25 @@ def load(module_or_path: HirModule | ir.Module | str | Path) -> Lowered:
     return Lowered(module, text, source, positions)
 
 
+F64_TYPE = re.compile(r"[<x]f64>")  # a tensor of f64 (not a float attribute, typed f64)
+KEEP_F64_FLAG = "--iree-input-demote-f64-to-f32=false"
+
+
+def keep_f64(config: TargetConfig, lowered: Lowered) -> TargetConfig:
+    """A module with f64 tensors computes in f64 on llvm-cpu: IREE demotes f64 to f32 by
+    default, which would leave the module's f64 inputs and results read as f32 buffers of
+    half their size. The GPU targets keep the demotion, so f64 is refused there."""
+    if not F64_TYPE.search(lowered.hir_text):
+        return config
+    if config.target != "llvm-cpu":
+        raise CompileError(f"error: {lowered.source}: f64 tensors compile for llvm-cpu only "
+                           f"(IREE demotes f64 to f32 for {config.target}); cast the model's "
+                           "f64 values to f32 for this target")
+    if KEEP_F64_FLAG in config.extra_flags:
+        return config
+    return replace(config, extra_flags=(*config.extra_flags, KEEP_F64_FLAG))
+
+
 def lower(lowered: Lowered, config: TargetConfig, stop: str = "linalg") -> None:
     """Run the passes up to ``stop`` (``"hir"``, ``"mir"`` or ``"linalg"``) in place."""
     if stop == "hir":
@@ -491,6 +510,19 @@ def dispatch_counts(module_or_path: HirModule | ir.Module | str | Path,
                           stream=counts["stream"].count("stream.cmd.dispatch"))
 
 
+def _config(target: str, extra_flags: tuple[str, ...], options: dict[str, Any]
+            ) -> TargetConfig:
+    """The target configuration ``compile``'s keyword options ask for, checked."""
+    known = set(TargetConfig.__dataclass_fields__) - {"target", "extra_flags"}
+    unknown = set(options) - known
+    if unknown:
+        raise CompileError(f"error: unknown compile option(s) {', '.join(sorted(unknown))} "
+                           f"(known: {', '.join(sorted(known))})")
+    config = TargetConfig(target=target, extra_flags=extra_flags, **options)
+    check_gpu_target(config)
+    return config
+
+
 def compile(
     module_or_path: HirModule | ir.Module | str | Path,
     target: str = "llvm-cpu",
@@ -521,13 +553,7 @@ def compile(
     if emit not in EMITS:
         raise CompileError(f"error: unknown emit stage {emit!r} (expected one of "
                            f"{', '.join(EMITS)})")
-    known = set(TargetConfig.__dataclass_fields__) - {"target", "extra_flags"}
-    unknown = set(options) - known
-    if unknown:
-        raise CompileError(f"error: unknown compile option(s) {', '.join(sorted(unknown))} "
-                           f"(known: {', '.join(sorted(known))})")
-    config = TargetConfig(target=target, extra_flags=tuple(extra_flags), **options)
-    check_gpu_target(config)
+    config = _config(target, tuple(extra_flags), options)
     lowered = load(module_or_path)
     out = Path(output) if output is not None else None
     if emit != "vmfb":
@@ -537,6 +563,7 @@ def compile(
         if out is not None:
             _write_atomic(out, text.encode())
         return text
+    config = keep_f64(config, lowered)
     store = resolve_cache(cache)
     key = None if store is None else store.key(lowered.hir_text, config.flags(),
                                                vars(config.lowering))

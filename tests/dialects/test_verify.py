@@ -73,7 +73,7 @@ CASES = {
                            "operand 'weight': expected rank 2, found rank 3"),
     "rms_norm_int": ("rlx_hir.rms_norm", ["tensor<4x16xi32>", V16, V16],
                      "{eps = 1.0e-05 : f32}", ["tensor<4x16xi32>"],
-                     "operand 'x': expected element type bf16/f16/f32, found i32"),
+                     "operand 'x': expected element type bf16/f16/f32/f64, found i32"),
     "mixed_dtypes": ("rlx_hir.rms_norm", [X, "tensor<16xf16>", V16], "{eps = 1.0e-05 : f32}",
                      [X], "operand 'gamma': expected element type f32 (as 'x'), found f16"),
     "non_tensor": ("rlx_hir.rms_norm", ["f32", V16, V16], "{eps = 1.0e-05 : f32}", [X],

@@ -14,9 +14,9 @@ import onnx_conformance as conformance
 from rlx.importers.onnx_ops import ONNX_DTYPES, RUNTIME_DTYPES
 
 PER_OP = 2
-OUT_OF_SCOPE = {"test_cast_FLOAT_to_DOUBLE", "test_maxpool_with_argmax_2d_precomputed_pads",
+OUT_OF_SCOPE = {"test_maxpool_with_argmax_2d_precomputed_pads",
                 "test_maxpool_with_argmax_2d_precomputed_strides"}
-"""Cases the importer refuses by design (f64 results, MaxPool's Indices output); the table
+"""Cases the importer refuses by design (MaxPool's Indices output); the table
 lists them as unsupported, and ``test_unsupported_cases_say_why`` checks the reasons."""
 
 
@@ -65,14 +65,15 @@ def test_node_tests_pass(results: dict[str, conformance.Result], op: str) -> Non
 
 def test_unsupported_cases_say_why(cases: list[conformance.Case]) -> None:
     by_name = {c.name: c for c in cases}
-    picks = ["test_add_uint8", "test_cast_FLOAT_to_DOUBLE",
+    picks = ["test_add_uint8", "test_cast_FLOAT_to_FLOAT8E4M3FN",
              "test_maxpool_with_argmax_2d_precomputed_pads"]
     results = conformance._run_op("refused", [by_name[n] for n in picks])
     reasons = {r.case: (r.status, r.reason) for r in results}
     assert reasons["test_add_uint8"] == (
         "unsupported", "input 'x' is uint8: rlx has no unsigned integer types")
-    assert reasons["test_cast_FLOAT_to_DOUBLE"][0] == "unsupported"
-    assert "cast to float64" in reasons["test_cast_FLOAT_to_DOUBLE"][1]
+    assert reasons["test_cast_FLOAT_to_FLOAT8E4M3FN"][0] == "unsupported"
+    assert "cast to float8_e4m3fn: rlx has no such element type" in reasons[
+        "test_cast_FLOAT_to_FLOAT8E4M3FN"][1]
     assert reasons["test_maxpool_with_argmax_2d_precomputed_pads"][0] == "unsupported"
 
 

@@ -112,8 +112,9 @@ ERRORS = {
                           "node 'the_node' (Add, opset 6): opset 6 is not supported"),
     "old op version": (lambda: single("Gelu", ["x"], opset=18),
                        "node 'the_node' (Gelu, opset 18): no such op in ai.onnx opset 18"),
-    "unsupported dtype": (lambda: single("Add", ["x", "z"], elem=TensorProto.DOUBLE),
-                          "node 'the_node' (Add, opset 18): input 'x' is float64"),
+    "unsupported dtype": (lambda: single("Add", ["x", "z"], elem=TensorProto.FLOAT8E4M3FN),
+                          "node 'the_node' (Add, opset 18): input 'x' is float8_e4m3fn: rlx "
+                          "has no such element type"),
     "unsigned dtype": (lambda: single("Add", ["x", "z"], elem=TensorProto.UINT8),
                        "(Add, opset 18): input 'x' is uint8: rlx has no unsigned integer"),
     "foreign domain": (lambda: single("FusedMatMul", ["x", "z"], domain="com.microsoft"),
@@ -122,8 +123,8 @@ ERRORS = {
     "data-dependent shape": (lambda: single("Reshape", ["x", "s"], inits=()),
                              "node 'the_node' (Reshape, opset 18): input 1 ('s', the new "
                              "shape) must be known at import time"),
-    "cast to f64": (lambda: single("Cast", ["x"], to=TensorProto.DOUBLE),
-                    "node 'the_node' (Cast, opset 18): cast to float64"),
+    "cast to an 8-bit float": (lambda: single("Cast", ["x"], to=TensorProto.FLOAT8E5M2),
+                               "node 'the_node' (Cast, opset 18): cast to float8_e5m2"),
 }
 
 

@@ -9,15 +9,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rlx.dialects.enums import FLOAT_TYPES
+from rlx.dialects.enums import BLOCK_FLOAT_TYPES, FLOAT_TYPES
 from rlx.dialects.verifier import Check, DimRef, Expected
-from rlx.ir.types import Dim, TensorInfo, dims_compatible, merge_dim
+from rlx.ir.types import Dim, DType, TensorInfo, dims_compatible, merge_dim
+
+NO_F64 = frozenset({"tanh", "sin", "cos", "tan", "atan", "erf", "gelu", "gelu_approx"})
+"""Activations IREE 3.13 cannot compute in f64 on llvm-cpu: it lowers them to libm calls
+its executables do not link (tanh, sin, cos, tan, atan), or has no f64 ``math.erf``."""
 
 
-def float_operands(c: Check, *names: str) -> TensorInfo:
-    """All ``names`` are float tensors of one element type; returns the first."""
+def activation_dtype(c: Check, x: str, attr: str) -> None:
+    """An f64 ``x`` takes no activation of :data:`NO_F64` (one error naming the op and the
+    kind, instead of IREE's link failure)."""
+    kind = c.attr(attr)
+    if c[x].dtype == DType.F64 and kind in NO_F64:
+        c.fail(f"attribute '{attr}'", "an activation IREE computes in f64 (not "
+               f"{', '.join(sorted(NO_F64))}); cast the input to f32", f"{kind} of f64")
+
+
+def float_operands(c: Check, *names: str, types: frozenset = FLOAT_TYPES) -> TensorInfo:
+    """All ``names`` are float tensors (of ``types``) of one element type; returns the
+    first."""
     for n in names:
-        c.dtype(n, FLOAT_TYPES)
+        c.dtype(n, types)
     c.same_dtype(*names)
     return c[names[0]]
 
@@ -77,7 +91,7 @@ def rope_dims(c: Check, head_dim: int, n_rot: int) -> None:
 def rope_tables(c: Check, cos: str, sin: str, seq: DimRef, head_dim: int, dtype_of: str
                 ) -> None:
     """cos/sin tables are ``[T, head_dim / 2]`` with ``T >= S`` (row t = position t)."""
-    float_operands(c, dtype_of, cos, sin)
+    float_operands(c, dtype_of, cos, sin, types=BLOCK_FLOAT_TYPES)
     for name in (cos, sin):
         c.rank(name, 2)
         c.dim(name, 1, head_dim // 2, "head_dim / 2")
@@ -135,7 +149,7 @@ def attention_layout(c: Check, num_heads: int, head_dim: int) -> AttentionLayout
         c.fail("attribute 'num_heads'", "a value > 0", str(num_heads))
     if head_dim <= 0:
         c.fail("attribute 'head_dim'", "a value > 0", str(head_dim))
-    float_operands(c, "q", "k", "v")
+    float_operands(c, "q", "k", "v", types=BLOCK_FLOAT_TYPES)
     q = c.rank("q", 2, 3, 4)
     c.rank("k", q.rank)
     c.rank("v", q.rank)

@@ -10,7 +10,12 @@ from rlx.ir.quant_formats import QUANT_SCHEMES as QUANT_SCHEMES
 from rlx.ir.quant_formats import QuantScheme as QuantScheme
 from rlx.ir.types import DType
 
-FLOAT_TYPES = frozenset({DType.F32, DType.F16, DType.BF16})
+FLOAT_TYPES = frozenset({DType.F32, DType.F16, DType.BF16, DType.F64})
+"""Float element types of the general ops. f64 computes in f64, on llvm-cpu only
+(``rlx.compile`` refuses an f64 module for the GPU targets, where IREE demotes f64)."""
+BLOCK_FLOAT_TYPES = frozenset({DType.F32, DType.F16, DType.BF16})
+"""What the model blocks take (decoder layers, recurrences, RoPE, dequant matmuls,
+sampling): their lowerings and kernels compute in f32 over f32 / f16 / bf16 storage."""
 INDEX_TYPES = frozenset({DType.F32, DType.I32, DType.I64})
 """Token ids / row indices: RLX encodes them as f32 (truncated toward zero); ints also work."""
 

@@ -135,7 +135,9 @@ class GraphImporter:
         self.reshaped_from: dict[object, HirValue] = {}
         """The tensor each reshape made by the importer reshaped (by result value)."""
         self.report = ImportReport(source, opset=self.opset, nodes=len(self.graph.node))
-        self.inferred = inferred_shapes(model)
+        self.elem_types: dict[str, int] = {}
+        """ONNX element types shape inference knows, by value name (for the matchers)."""
+        self.inferred = inferred_shapes(model, self.elem_types)
         self.shapes = {name: tuple(d if isinstance(d, int) else None for d in dims)
                        for name, dims in self.inferred.items()}
         self.sizes = SizeSource(h)
@@ -378,7 +380,7 @@ class GraphImporter:
             if not name:
                 continue
             if isinstance(v, HirValue) and v.dtype not in RUNTIME_DTYPES:
-                node.fail(f"output '{name}' would be {v.dtype}: {why_unsupported('float64')}")
+                node.fail(f"output '{name}' would be {v.dtype}: {why_unsupported(str(v.dtype))}")
             if isinstance(v, np.ndarray):
                 v = tidy(v)
             self.values[name] = v

@@ -69,10 +69,11 @@ def _broadcast_dims(*shapes: list[SymDim]) -> list[SymDim | None]:
     return out
 
 
-def inferred_shapes(model: onnx.ModelProto) -> dict[str, tuple[SymDim | None, ...]]:
+def inferred_shapes(model: onnx.ModelProto, elem_types: dict[str, int] | None = None
+                    ) -> dict[str, tuple[SymDim | None, ...]]:
     """The shapes the model's annotations and ONNX's shape inference know, by value name:
     a static dim, a named size (a ``dim_param``: ``batch``, torch.export's ``s0 + s1``),
-    or None (unknown)."""
+    or None (unknown). ``elem_types`` (when given) gets the element types it knows."""
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
     except (onnx.shape_inference.InferenceError, ValueError, RuntimeError):
@@ -80,6 +81,8 @@ def inferred_shapes(model: onnx.ModelProto) -> dict[str, tuple[SymDim | None, ..
     out = {}
     for vi in [*inferred.graph.value_info, *inferred.graph.input, *inferred.graph.output]:
         t = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+        if t is not None and elem_types is not None and t.elem_type:
+            elem_types[vi.name] = t.elem_type
         if t is None or not t.HasField("shape"):
             continue
         out[vi.name] = tuple(_inferred_dim(d) for d in t.shape.dim)

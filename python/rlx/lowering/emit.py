@@ -257,6 +257,12 @@ def scalar(value: float | int, element: ir.Type) -> ir.Value:
     return arith.constant(element, int(value))
 
 
+def acc_type(t: ir.Type) -> ir.Type:
+    """What a float reduction over elements of type ``t`` accumulates in: f64 for f64
+    (an f64 model computes in f64 on llvm-cpu), else f32."""
+    return t if isinstance(t, ir.F64Type) else f32()
+
+
 def to_f32(x: ir.Value) -> ir.Value:
     t = x.type
     if isinstance(t, ir.F32Type):

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from rlx.dialects import checks
-from rlx.dialects.enums import INDEX_TYPES, MASK_KINDS, ROPE_STYLES, mask_has_operand
+from rlx.dialects.enums import (
+    BLOCK_FLOAT_TYPES,
+    INDEX_TYPES,
+    MASK_KINDS,
+    ROPE_STYLES,
+    mask_has_operand,
+)
 from rlx.dialects.hir.dialect import HIR
 from rlx.dialects.schema import (
     AttrValues,
@@ -66,7 +72,7 @@ def llama_decoder_block(c: Check) -> list[TensorInfo]:
     checks.positive_eps(c)
     checks.rope_dims(c, hd, hd)
     names = [n for n in c.operands if n != "mask"]
-    x = checks.float_operands(c, *names)
+    x = checks.float_operands(c, *names, types=BLOCK_FLOAT_TYPES)
     c.rank("x", 3)
     e = c.ref("x", 2)
     for n in ("ln1_g", "ln1_b", "ln2_g", "ln2_b"):
@@ -138,7 +144,7 @@ def qwen35_mtp_head(c: Check) -> list[TensorInfo]:
     checks.rope_dims(c, hd, c.attr("n_rot"))
     e, f, vocab = c.positive("n_embd"), c.positive("n_ff"), c.positive("mtp_vocab")
     floats = [n for n in MTP_OPERANDS if n not in ("input_ids", "last_token_idx")]
-    h = checks.float_operands(c, *floats)
+    h = checks.float_operands(c, *floats, types=BLOCK_FLOAT_TYPES)
     c.rank("h_pre_norm", 3)
     c.dim("h_pre_norm", 2, e, "n_embd")
     b = h.shape[0]
@@ -175,7 +181,7 @@ def _mtp_caches(c: Check, h: TensorInfo, kv_dim: int) -> list[TensorInfo]:
     """``carry_kv``'s results after the logits: hidden ``[B, 1, E]``, the grown caches."""
     b = h.shape[0]
     for n in ("past_k", "past_v"):
-        checks.float_operands(c, "h_pre_norm", n)
+        checks.float_operands(c, "h_pre_norm", n, types=BLOCK_FLOAT_TYPES)
         c.shape(n, (b, c.ref("past_k", 1), kv_dim), "[B, P, num_kv_heads * head_dim]")
     past, seq = c["past_k"].shape[1], h.shape[1]
     grown = past + seq if past is not None and seq is not None else None

@@ -32,7 +32,9 @@ def linear(c: Check) -> list[TensorInfo]:
             : (tensor<?x768xf32>, tensor<768x3072xf32>, tensor<3072xf32>) -> tensor<?x3072xf32>
             loc("layers.0.fc1")
     """
-    return [checks.linear_like(c, "x", "weight", "bias" if c.has("bias") else None)]
+    y = checks.linear_like(c, "x", "weight", "bias" if c.has("bias") else None)
+    checks.activation_dtype(c, "x", "activation")
+    return [y]
 
 
 @HIR.op(
@@ -52,7 +54,9 @@ def linear_fused(c: Check) -> list[TensorInfo]:
         %y = "rlx_hir.linear_fused"(%x, %w, %b) {activation = "gelu"}
             : (tensor<4x64xf32>, tensor<64x128xf32>, tensor<128xf32>) -> tensor<4x128xf32>
     """
-    return [checks.linear_like(c, "x", "weight", "bias")]
+    y = checks.linear_like(c, "x", "weight", "bias")
+    checks.activation_dtype(c, "x", "activation")
+    return [y]
 
 
 @HIR.op(

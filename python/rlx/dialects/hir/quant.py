@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rlx.dialects import checks
-from rlx.dialects.enums import FLOAT_TYPES, QUANT_SCHEMES, scheme_display
+from rlx.dialects.enums import BLOCK_FLOAT_TYPES, QUANT_SCHEMES, scheme_display
 from rlx.dialects.hir.dialect import HIR
 from rlx.dialects.schema import AttrValues, Check, enum_attr, int_attr, opt
 from rlx.ir.types import DType, TensorInfo
@@ -24,7 +24,7 @@ def dequant_matmul_result(c: Check) -> TensorInfo:
     """Shared rule of HIR and MIR ``dequant_matmul``; returns the result type."""
     scheme = QUANT_SCHEMES[c.attr("scheme")]
     x = c.min_rank("x", 2)
-    c.dtype("x", FLOAT_TYPES)
+    c.dtype("x", BLOCK_FLOAT_TYPES)
     k = x.shape[-1]
     if k is None:
         c.fail("operand 'x' dim -1", "a static contraction size K", str(x))

@@ -7,6 +7,7 @@ final state as extra results instead, so decode steps chain: step t's state feed
 from __future__ import annotations
 
 from rlx.dialects import checks
+from rlx.dialects.enums import BLOCK_FLOAT_TYPES
 from rlx.dialects.hir.dialect import HIR
 from rlx.dialects.schema import Attr, AttrValues, Check, Operand, bool_attr, int_attr, opt
 from rlx.ir.types import TensorInfo
@@ -30,7 +31,7 @@ GDN_ATTRS = [int_attr("state_size", "n: the key / value head dim (square n x n s
 def gdn_results(c: Check) -> list[TensorInfo]:
     """Shared rule of HIR and MIR ``gated_delta_net``."""
     n = c.positive("state_size")
-    t = checks.float_operands(c, "q", "k", "v", "g", "beta")
+    t = checks.float_operands(c, "q", "k", "v", "g", "beta", types=BLOCK_FLOAT_TYPES)
     c.rank("q", 4)
     c.dim("q", 3, n, "state_size")
     for name in ("k", "v"):
@@ -40,7 +41,7 @@ def gdn_results(c: Check) -> list[TensorInfo]:
     b, _, h, _ = t.shape
     state = t.with_shape((b, h, n, n))
     if c.has("state"):
-        checks.float_operands(c, "q", "state")
+        checks.float_operands(c, "q", "state", types=BLOCK_FLOAT_TYPES)
         c.shape("state", (c.ref("q", 0), c.ref("q", 2), n, n),
                 "[B, H, state_size, state_size]")
         return [t, state]
@@ -96,7 +97,7 @@ def rnn_results(c: Check, gates: int, biases: tuple[str, ...],
     layers = c.positive("num_layers")
     dirs = 2 if c.attr("bidirectional") else 1
     present = [s for s in states if c.has(s)]
-    x = checks.float_operands(c, "x", "w_ih", "w_hh", *biases, *present)
+    x = checks.float_operands(c, "x", "w_ih", "w_hh", *biases, *present, types=BLOCK_FLOAT_TYPES)
     c.rank("x", 3)
     feat = x.shape[2]
     if feat is None:

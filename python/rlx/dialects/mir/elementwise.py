@@ -21,7 +21,9 @@ def activation(c: Check) -> list[TensorInfo]:
 
         %y = "rlx_mir.activation"(%x) {kind = "silu"} : (tensor<?x64xf32>) -> tensor<?x64xf32>
     """
-    return [c.dtype("x", FLOAT_TYPES)]
+    info = c.dtype("x", FLOAT_TYPES)
+    checks.activation_dtype(c, "x", "kind")
+    return [info]
 
 
 @MIR.op("binary", operands=["lhs", "rhs"], attrs=[enum_attr("kind", BINARY_OPS)])

@@ -22,7 +22,9 @@ def fused_matmul_bias_act(c: Check) -> list[TensorInfo]:
         %y = "rlx_mir.fused_matmul_bias_act"(%x, %w, %b) {activation = "gelu"}
             : (tensor<4x64xf32>, tensor<64x128xf32>, tensor<128xf32>) -> tensor<4x128xf32>
     """
-    return [checks.linear_like(c, "x", "w", "b")]
+    y = checks.linear_like(c, "x", "w", "b")
+    checks.activation_dtype(c, "x", "activation")
+    return [y]
 
 
 @MIR.op("fused_swiglu", operands=["x"],

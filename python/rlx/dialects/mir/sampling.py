@@ -12,7 +12,7 @@ without a host round trip, and the same seed gives the same tokens.
 
 from __future__ import annotations
 
-from rlx.dialects.enums import FLOAT_TYPES
+from rlx.dialects.enums import BLOCK_FLOAT_TYPES
 from rlx.dialects.mir.dialect import MIR
 from rlx.dialects.schema import Check
 from rlx.ir.types import DType, TensorInfo
@@ -22,7 +22,7 @@ INT_TYPES = frozenset({DType.I32})
 
 def _rows(c: Check, x: str, *params: str) -> TensorInfo:
     """``x [..., V]`` float; each param ``[...]`` (the leading shape of ``x``)."""
-    t = c.dtype(x, FLOAT_TYPES)
+    t = c.dtype(x, BLOCK_FLOAT_TYPES)
     c.min_rank(x, 1)
     rows = c.refs(x)[:-1]
     for p in params:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
+from onnx import TensorProto
 
 from rlx.dialects.builder import HirValue
 from rlx.importers.dims import SymDim, same
@@ -367,6 +368,10 @@ def _seq_dim(g: GraphView, name: str, axis: int) -> SymDim | None:
     return dims[axis] if dims is not None and len(dims) == 4 else None
 
 
+BLOCK_ELEM_TYPES = (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16)
+"""ONNX element types the attention block takes (``BLOCK_FLOAT_TYPES``)."""
+
+
 def match_attention(g: GraphView, root: Node) -> Match | None:
     if root.op_type != "MatMul":
         return None
@@ -395,6 +400,8 @@ def match_attention(g: GraphView, root: Node) -> Match | None:
     heads, hd = q_shape[1], q_shape[3]
     if heads is None or hd is None or softmax.attr("axis", -1) % 4 != 3:
         return None
+    if g.imp.elem_types.get(q_name) not in (None, *BLOCK_ELEM_TYPES):
+        return None  # f64: the loose ops compute in f64, the attention block in f32
     k_name, k_bshd = k_t
     k_name = k_name if k_bshd else _gqa_source(g, k_name, heads, nodes)
     v_name = _gqa_source(g, root.proto.input[1], heads, nodes)

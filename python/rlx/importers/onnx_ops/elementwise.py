@@ -264,7 +264,7 @@ def convert_clip(node: Node) -> list[Value]:
 def target_dtype(node: Node, elem_type: int) -> DType:
     dtype = ONNX_DTYPES.get(elem_type)
     name = onnx_dtype_name(elem_type)
-    if dtype is None or dtype == DType.F64:
+    if dtype is None:
         node.fail(f"cast to {name}: {why_unsupported(name)}")
     return dtype
 

@@ -42,10 +42,10 @@ ONNX_DTYPES: dict[int, DType] = {
     TensorProto.BOOL: DType.I1, TensorProto.INT8: DType.I8, TensorProto.INT16: DType.I16,
     TensorProto.INT32: DType.I32, TensorProto.INT64: DType.I64,
 }
-RUNTIME_DTYPES = frozenset({DType.F32, DType.F16, DType.BF16, DType.I1, DType.I8, DType.I16,
-                            DType.I32, DType.I64})
-"""Element types a runtime tensor may have. f64 is folded at import time only: rlx's float
-ops compute in f32 / f16 / bf16, and IREE demotes f64 to f32."""
+RUNTIME_DTYPES = frozenset({DType.F32, DType.F16, DType.BF16, DType.F64, DType.I1, DType.I8,
+                            DType.I16, DType.I32, DType.I64})
+"""Element types a runtime tensor may have. f64 compiles for llvm-cpu only (rlx.compile
+keeps it there; IREE demotes f64 to f32 for the GPU targets, and rlx refuses those)."""
 
 
 def onnx_dtype_name(elem_type: int) -> str:
@@ -56,9 +56,6 @@ def onnx_dtype_name(elem_type: int) -> str:
 
 
 def why_unsupported(dtype: str) -> str:
-    if dtype == "float64":
-        return ("float64 tensors exist only at import time in rlx (its float ops compute in "
-                "f32 / f16 / bf16; IREE demotes f64)")
     if dtype.startswith("uint"):
         return "rlx has no unsigned integer types"
     return "rlx has no such element type"

@@ -1,6 +1,6 @@
 """mir-to-linalg for normalization: rms_norm, layer_norm.
 
-A row reduction (f32 accumulation) and one elementwise generic that applies it; IREE
+A row reduction (f32 accumulation; f64 for f64) and one elementwise generic that applies it; IREE
 fuses the two. On targets with data tiling the input first passes a compute barrier:
 without it IREE folds a residual sum feeding the norm into the previous matmul's
 accumulator and then fails on the oversized fused dispatch (cpu-performance-anchors, 3.3).
@@ -18,22 +18,24 @@ from rlx.lowering.registry import LoweringContext
 
 
 def row_sum(x: ir.Value, fn: emit.Body) -> ir.Value:
-    """``Σ_last fn(x)`` in f32, shape ``x.shape[:-1]``."""
+    """``Σ_last fn(x)`` in the accumulation type, shape ``x.shape[:-1]``."""
     r = emit.rank(x)
-    init = emit.filled(emit.sizes(x)[:-1], emit.f32(), 0.0)
+    acc_t = emit.acc_type(emit.elem(x))
+    init = emit.filled(emit.sizes(x)[:-1], acc_t, 0.0)
     maps = [emit.identity(r), emit.amap(r, list(range(r - 1)))]
     iters = [emit.PARALLEL] * (r - 1) + [emit.REDUCTION]
     return emit.generic([x], [init], maps, iters,
-                        lambda v, acc: arith.addf(acc, fn(emit.to_f32(v))))[0]
+                        lambda v, acc: arith.addf(acc, fn(emit.convert(v, acc_t))))[0]
 
 
 def inv_width(x: ir.Value) -> ir.Value:
-    """``1 / D`` (f32) for the last dim of ``x``."""
+    """``1 / D`` (in the accumulation type) for the last dim of ``x``."""
+    acc_t = emit.acc_type(emit.elem(x))
     width = emit.dim(x, -1)
     if isinstance(width, int):
-        return emit.scalar(1.0 / width, emit.f32())
+        return emit.scalar(1.0 / width, acc_t)
     as_i64 = arith.index_cast(ir.IntegerType.get_signless(64), width)
-    return arith.divf(emit.scalar(1.0, emit.f32()), arith.sitofp(emit.f32(), as_i64))
+    return arith.divf(emit.scalar(1.0, acc_t), arith.sitofp(acc_t, as_i64))
 
 
 def rms_norm(ctx: LoweringContext, x: ir.Value, gamma: ir.Value, beta: ir.Value,
@@ -44,13 +46,14 @@ def rms_norm(ctx: LoweringContext, x: ir.Value, gamma: ir.Value, beta: ir.Value,
     r = emit.rank(x)
     ss = row_sum(x, lambda v: arith.mulf(v, v))
     scale = inv_width(x)
-    eps_v = emit.scalar(eps, emit.f32())
     out_t = emit.elem(x)
+    acc_t = emit.acc_type(out_t)
+    eps_v = emit.scalar(eps, acc_t)
 
     def body(v: ir.Value, s: ir.Value, g: ir.Value, b: ir.Value, _: ir.Value) -> ir.Value:
         inv = math.rsqrt(arith.addf(arith.mulf(s, scale), eps_v))
-        y = arith.addf(arith.mulf(arith.mulf(emit.to_f32(v), inv), emit.to_f32(g)),
-                       emit.to_f32(b))
+        y = arith.addf(arith.mulf(arith.mulf(emit.convert(v, acc_t), inv),
+                                  emit.convert(g, acc_t)), emit.convert(b, acc_t))
         return emit.convert(y, out_t)
 
     maps = [emit.identity(r), emit.amap(r, list(range(r - 1))), emit.amap(r, [r - 1]),
@@ -75,21 +78,23 @@ def lower_layer_norm(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
         x = emit.barrier(x)
     r = emit.rank(x)
     scale = inv_width(x)
-    mean = emit.map_elementwise([row_sum(x, lambda v: v)], emit.f32(),
+    out_t = emit.elem(x)
+    acc_t = emit.acc_type(out_t)
+    mean = emit.map_elementwise([row_sum(x, lambda v: v)], acc_t,
                                 lambda s: arith.mulf(s, scale))
     rows = emit.amap(r, list(range(r - 1)))
     centered_sq = emit.generic(
-        [x, mean], [emit.filled(emit.sizes(x)[:-1], emit.f32(), 0.0)],
+        [x, mean], [emit.filled(emit.sizes(x)[:-1], acc_t, 0.0)],
         [emit.identity(r), rows, rows], [emit.PARALLEL] * (r - 1) + [emit.REDUCTION],
-        lambda v, m, acc: arith.addf(acc, _sq(arith.subf(emit.to_f32(v), m))))[0]
-    eps_v = emit.scalar(op.attrs["eps"], emit.f32())
-    out_t = emit.elem(x)
+        lambda v, m, acc: arith.addf(acc, _sq(arith.subf(emit.convert(v, acc_t), m))))[0]
+    eps_v = emit.scalar(op.attrs["eps"], acc_t)
 
     def body(v: ir.Value, m: ir.Value, var: ir.Value, g: ir.Value, b: ir.Value,
              _: ir.Value) -> ir.Value:
         inv = math.rsqrt(arith.addf(arith.mulf(var, scale), eps_v))
-        y = arith.mulf(arith.mulf(arith.subf(emit.to_f32(v), m), inv), emit.to_f32(g))
-        return emit.convert(arith.addf(y, emit.to_f32(b)), out_t)
+        y = arith.mulf(arith.mulf(arith.subf(emit.convert(v, acc_t), m), inv),
+                       emit.convert(g, acc_t))
+        return emit.convert(arith.addf(y, emit.convert(b, acc_t)), out_t)
 
     maps = [emit.identity(r), rows, rows, emit.amap(r, [r - 1]), emit.amap(r, [r - 1]),
             emit.identity(r)]
