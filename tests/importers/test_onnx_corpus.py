@@ -63,6 +63,20 @@ def _whisper(path: Path, dynamo: bool) -> Path:
 PAST = [f"past_{kind}{i}" for i in range(LAYERS) for kind in "kv"]
 
 
+def _cached_step(lm: object, config: object, ids: object, mask: object, past: tuple,
+                 **extra: object) -> tuple:
+    """One step of a transformers causal LM over a DynamicCache holding ``past`` (k, v of
+    each layer): its logits, then the grown keys and values, layer by layer."""
+    import transformers
+
+    cache = transformers.DynamicCache(ddp_cache_data=list(zip(past[::2], past[1::2],
+                                                              strict=True)), config=config)
+    out = lm(input_ids=ids, attention_mask=mask, past_key_values=cache, use_cache=True,
+             **extra)
+    grown = out.past_key_values.layers
+    return out.logits, *(t for layer in grown for t in (layer.keys, layer.values))
+
+
 def _gpt2(path: Path, dynamo: bool) -> Path:
     import torch
     import transformers
@@ -83,12 +97,7 @@ def _gpt2(path: Path, dynamo: bool) -> Path:
         def forward(self, ids: torch.Tensor, mask: torch.Tensor, k0: torch.Tensor,
                     v0: torch.Tensor, k1: torch.Tensor, v1: torch.Tensor
                     ) -> tuple[torch.Tensor, ...]:
-            cache = transformers.DynamicCache(ddp_cache_data=[(k0, v0), (k1, v1)],
-                                              config=config)
-            out = self.m(input_ids=ids, attention_mask=mask, past_key_values=cache,
-                         use_cache=True)
-            grown = out.past_key_values.layers
-            return out.logits, *(t for layer in grown for t in (layer.keys, layer.values))
+            return _cached_step(self.m, config, ids, mask, (k0, v0, k1, v1))
 
     b, s, p = 2, 3, 5
     args = (torch.randint(0, 100, (b, s)), torch.ones(b, p + s, dtype=torch.int64),
@@ -125,12 +134,8 @@ def _llama(path: Path, dynamo: bool) -> Path:
         def forward(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor,
                     k0: torch.Tensor, v0: torch.Tensor, k1: torch.Tensor, v1: torch.Tensor
                     ) -> tuple[torch.Tensor, ...]:
-            cache = transformers.DynamicCache(ddp_cache_data=[(k0, v0), (k1, v1)],
-                                              config=config)
-            out = self.m(input_ids=ids, attention_mask=mask, position_ids=positions,
-                         past_key_values=cache, use_cache=True)
-            grown = out.past_key_values.layers
-            return out.logits, *(t for layer in grown for t in (layer.keys, layer.values))
+            return _cached_step(self.m, config, ids, mask, (k0, v0, k1, v1),
+                                position_ids=positions)
 
     b, s, p = 2, 3, 5
     args = (torch.randint(0, 100, (b, s)), torch.ones(b, p + s, dtype=torch.int64),

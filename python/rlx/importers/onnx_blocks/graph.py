@@ -15,6 +15,7 @@ import sympy
 from rlx.dialects.builder import HirValue
 from rlx.importers.dims import SymDim, is_static, normalize, shape_vector, symbol, tidy
 from rlx.importers.onnx_ops import FOLDERS, Node, Value, is_symbolic
+from rlx.importers.onnx_ops.indexing import slice_range
 from rlx.importers.onnx_ops.shape import clamp_range
 from rlx.importers.onnx_sizes import SAME_SHAPE
 from rlx.ir.diagnostics import RlxError
@@ -260,7 +261,7 @@ def _sliced(x: list[SymDim], args: list[np.ndarray | None]) -> list[SymDim | Non
     for a, lo, hi, step in zip(axes_list, starts.reshape(-1).tolist(),
                                ends.reshape(-1).tolist(), step_list, strict=False):
         if is_static(x[a]):
-            out[a] = len(range(*slice(int(lo), int(hi), step).indices(int(x[a]))))
+            out[a] = slice_range(int(x[a]), int(lo), int(hi), step)[1]
         elif not (lo == 0 and hi >= 2**31 - 1 and step == 1):
             out[a] = None
     return out
@@ -268,7 +269,9 @@ def _sliced(x: list[SymDim], args: list[np.ndarray | None]) -> list[SymDim | Non
 
 def _broadcast(shapes: list[list[SymDim]]) -> list[SymDim | None]:
     """numpy's broadcast of sizes: per axis, a static size other than 1 where one input has
-    it, else the size every input that is not 1 there shares; None where they differ."""
+    it, else the size every input that is not 1 there shares; None where they differ.
+    Exact, where ``onnx_sizes.propagated``'s broadcast (a hint for the walk, which checks
+    sizes at run time) takes the first dynamic size."""
     rank = max(len(x) for x in shapes)
     out: list[SymDim | None] = []
     for axis in range(rank):
