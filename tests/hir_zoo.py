@@ -117,8 +117,9 @@ def _gru(carry: bool) -> Build:
         x = h.input("x", (2, None, 8))
         w = [h.param("wih", (48, 8)), h.param("whh", (48, 16)), h.param("bih", (48,)),
              h.param("bhh", (48,))]
-        if carry:
-            return list(h.gru_carry(x, *w, h.input("h0", (1, 2, 16)), 16))
+        if carry:  # ONNX's default form (the reset gate before the recurrent matmul)
+            return list(h.gru_carry(x, *w, h.input("h0", (1, 2, 16)), 16,
+                                    linear_before_reset=False))
         return [h.gru(x, *w, 16)]
     return build
 

@@ -37,7 +37,7 @@ module @mir_escape attributes {rlx.fusion_policy = "direct"} {
 // -----
 
 // CHECK-LABEL: module @mir_blocks attributes {rlx.fusion_policy = "direct"} {
-// CHECK-NEXT: func.func @main(%arg0: tensor<2x6x32xf32> {rlx.name = "x"}, %arg1: tensor<6x4xf32> {rlx.name = "cos"}, %arg2: tensor<6x4xf32> {rlx.name = "sin"}, %arg3: tensor<2x6xi32> {rlx.name = "ids"}, %arg4: tensor<2x1xi32> {rlx.name = "last"}, %arg5: tensor<2x4x8x8xf32> {rlx.name = "img"}, %arg6: tensor<1x64xf32> {rlx.name = "xq"}) -> (tensor<2x6x32xf32>, tensor<2x6x16xf32>, tensor<2x6x32xf32>, tensor<2x1x32xf32>, tensor<2x6x32xf32>, tensor<2x8x8x8xf32>, tensor<1x16xf32>) {
+// CHECK-NEXT: func.func @main(%arg0: tensor<2x6x32xf32> {rlx.name = "x"}, %arg1: tensor<6x4xf32> {rlx.name = "cos"}, %arg2: tensor<6x4xf32> {rlx.name = "sin"}, %arg3: tensor<2x6xi32> {rlx.name = "ids"}, %arg4: tensor<2x1xi32> {rlx.name = "last"}, %arg5: tensor<2x4x8x8xf32> {rlx.name = "img"}, %arg6: tensor<1x64xf32> {rlx.name = "xq"}, %arg7: tensor<3x8x32xf32> {rlx.name = "cache"}, %arg8: tensor<2xi32> {rlx.name = "slot"}, %arg9: tensor<2xi32> {rlx.name = "pos"}) -> (tensor<2x6x32xf32>, tensor<2x6x16xf32>, tensor<2x6x32xf32>, tensor<2x1x32xf32>, tensor<2x6x32xf32>, tensor<2x8x8x8xf32>, tensor<1x16xf32>, tensor<2x4x5x8xf32>, tensor<2x3x4xf32>, tensor<2x7x34xf32>, tensor<3x8x32xf32>) {
 // CHECK-NEXT: %0 = "rlx_hir.param"() {name = "w"} : () -> tensor<32x32xf32>
 // CHECK-NEXT: %1 = "rlx_hir.param"() {name = "b"} : () -> tensor<32xf32>
 // CHECK-NEXT: %2 = "rlx_hir.param"() {name = "g"} : () -> tensor<32xf32>
@@ -57,9 +57,13 @@ module @mir_escape attributes {rlx.fusion_policy = "direct"} {
 // CHECK-NEXT: %16 = "rlx_mir.conv"(%arg5, %15) {dilation = array<i64: 1, 1>, groups = 2 : i64, kernel_size = array<i64: 3, 3>, padding = array<i64: 1, 1>, stride = array<i64: 1, 1>} : (tensor<2x4x8x8xf32>, tensor<8x2x3x3xf32>) -> tensor<2x8x8x8xf32>
 // CHECK-NEXT: %17 = "rlx_hir.param"() {name = "wq"} : () -> tensor<16x68xi8>
 // CHECK-NEXT: %18 = "rlx_mir.dequant_matmul"(%arg6, %17) {scheme = "gguf_q8_0"} : (tensor<1x64xf32>, tensor<16x68xi8>) -> tensor<1x16xf32>
-// CHECK-NEXT: return %10, %5, %11, %12, %14, %16, %18 : tensor<2x6x32xf32>, tensor<2x6x16xf32>, tensor<2x6x32xf32>, tensor<2x1x32xf32>, tensor<2x6x32xf32>, tensor<2x8x8x8xf32>, tensor<1x16xf32>
+// CHECK-NEXT: %19 = "rlx_mir.pool"(%arg5) {ceil_mode = true, count_include_pad = false, dilation = array<i64: 1, 1>, kernel_size = array<i64: 3, 2>, kind = "avg", padding = array<i64: 1, 0, 1, 1>, stride = array<i64: 2, 1>} : (tensor<2x4x8x8xf32>) -> tensor<2x4x5x8xf32>
+// CHECK-NEXT: %20 = "rlx_mir.slice"(%arg0) {sizes = array<i64: -1, 3, 4>, starts = array<i64: 0, 5, 1>, strides = array<i64: 1, -2, 3>} : (tensor<2x6x32xf32>) -> tensor<2x3x4xf32>
+// CHECK-NEXT: %21 = "rlx_mir.pad"(%arg0) {high = array<i64: 0, 0, 2>, low = array<i64: 0, 1, 0>, value = -1.000000e+00 : f32} : (tensor<2x6x32xf32>) -> tensor<2x7x34xf32>
+// CHECK-NEXT: %22 = "rlx_mir.write_rows"(%arg7, %arg0, %arg8, %arg9) : (tensor<3x8x32xf32>, tensor<2x6x32xf32>, tensor<2xi32>, tensor<2xi32>) -> tensor<3x8x32xf32>
+// CHECK-NEXT: return %10, %5, %11, %12, %14, %16, %18, %19, %20, %21, %22 : tensor<2x6x32xf32>, tensor<2x6x16xf32>, tensor<2x6x32xf32>, tensor<2x1x32xf32>, tensor<2x6x32xf32>, tensor<2x8x8x8xf32>, tensor<1x16xf32>, tensor<2x4x5x8xf32>, tensor<2x3x4xf32>, tensor<2x7x34xf32>, tensor<3x8x32xf32>
 module @mir_blocks attributes {rlx.fusion_policy = "direct"} {
-  func.func @main(%arg0: tensor<2x6x32xf32> {rlx.name = "x"}, %arg1: tensor<6x4xf32> {rlx.name = "cos"}, %arg2: tensor<6x4xf32> {rlx.name = "sin"}, %arg3: tensor<2x6xi32> {rlx.name = "ids"}, %arg4: tensor<2x1xi32> {rlx.name = "last"}, %arg5: tensor<2x4x8x8xf32> {rlx.name = "img"}, %arg6: tensor<1x64xf32> {rlx.name = "xq"}) -> (tensor<2x6x32xf32>, tensor<2x6x16xf32>, tensor<2x6x32xf32>, tensor<2x1x32xf32>, tensor<2x6x32xf32>, tensor<2x8x8x8xf32>, tensor<1x16xf32>) {
+  func.func @main(%arg0: tensor<2x6x32xf32> {rlx.name = "x"}, %arg1: tensor<6x4xf32> {rlx.name = "cos"}, %arg2: tensor<6x4xf32> {rlx.name = "sin"}, %arg3: tensor<2x6xi32> {rlx.name = "ids"}, %arg4: tensor<2x1xi32> {rlx.name = "last"}, %arg5: tensor<2x4x8x8xf32> {rlx.name = "img"}, %arg6: tensor<1x64xf32> {rlx.name = "xq"}, %arg7: tensor<3x8x32xf32> {rlx.name = "cache"}, %arg8: tensor<2xi32> {rlx.name = "slot"}, %arg9: tensor<2xi32> {rlx.name = "pos"}) -> (tensor<2x6x32xf32>, tensor<2x6x16xf32>, tensor<2x6x32xf32>, tensor<2x1x32xf32>, tensor<2x6x32xf32>, tensor<2x8x8x8xf32>, tensor<1x16xf32>, tensor<2x4x5x8xf32>, tensor<2x3x4xf32>, tensor<2x7x34xf32>, tensor<3x8x32xf32>) {
     %0 = "rlx_hir.param"() {name = "w"} : () -> tensor<32x32xf32>
     %1 = "rlx_hir.param"() {name = "b"} : () -> tensor<32xf32>
     %2 = "rlx_hir.param"() {name = "g"} : () -> tensor<32xf32>
@@ -79,7 +83,11 @@ module @mir_blocks attributes {rlx.fusion_policy = "direct"} {
     %16 = "rlx_mir.conv"(%arg5, %15) {dilation = array<i64: 1, 1>, groups = 2 : i64, kernel_size = array<i64: 3, 3>, padding = array<i64: 1, 1>, stride = array<i64: 1, 1>} : (tensor<2x4x8x8xf32>, tensor<8x2x3x3xf32>) -> tensor<2x8x8x8xf32>
     %17 = "rlx_hir.param"() {name = "wq"} : () -> tensor<16x68xi8>
     %18 = "rlx_mir.dequant_matmul"(%arg6, %17) {scheme = "gguf_q8_0"} : (tensor<1x64xf32>, tensor<16x68xi8>) -> tensor<1x16xf32>
-    return %10, %5, %11, %12, %14, %16, %18 : tensor<2x6x32xf32>, tensor<2x6x16xf32>, tensor<2x6x32xf32>, tensor<2x1x32xf32>, tensor<2x6x32xf32>, tensor<2x8x8x8xf32>, tensor<1x16xf32>
+    %19 = "rlx_mir.pool"(%arg5) {ceil_mode = true, count_include_pad = false, dilation = array<i64: 1, 1>, kernel_size = array<i64: 3, 2>, kind = "avg", padding = array<i64: 1, 0, 1, 1>, stride = array<i64: 2, 1>} : (tensor<2x4x8x8xf32>) -> tensor<2x4x5x8xf32>
+    %20 = "rlx_mir.slice"(%arg0) {sizes = array<i64: -1, 3, 4>, starts = array<i64: 0, 5, 1>, strides = array<i64: 1, -2, 3>} : (tensor<2x6x32xf32>) -> tensor<2x3x4xf32>
+    %21 = "rlx_mir.pad"(%arg0) {high = array<i64: 0, 0, 2>, low = array<i64: 0, 1, 0>, value = -1.000000e+00 : f32} : (tensor<2x6x32xf32>) -> tensor<2x7x34xf32>
+    %22 = "rlx_mir.write_rows"(%arg7, %arg0, %arg8, %arg9) : (tensor<3x8x32xf32>, tensor<2x6x32xf32>, tensor<2xi32>, tensor<2xi32>) -> tensor<3x8x32xf32>
+    return %10, %5, %11, %12, %14, %16, %18, %19, %20, %21, %22 : tensor<2x6x32xf32>, tensor<2x6x16xf32>, tensor<2x6x32xf32>, tensor<2x1x32xf32>, tensor<2x6x32xf32>, tensor<2x8x8x8xf32>, tensor<1x16xf32>, tensor<2x4x5x8xf32>, tensor<2x3x4xf32>, tensor<2x7x34xf32>, tensor<3x8x32xf32>
   }
 }
 

@@ -94,7 +94,7 @@ module @gru attributes {rlx.fusion_policy = "direct"} {
 // CHECK-NEXT: %1 = "rlx_hir.param"() {name = "whh"} : () -> tensor<48x16xf32>
 // CHECK-NEXT: %2 = "rlx_hir.param"() {name = "bih"} : () -> tensor<48xf32>
 // CHECK-NEXT: %3 = "rlx_hir.param"() {name = "bhh"} : () -> tensor<48xf32>
-// CHECK-NEXT: %4:2 = "rlx_hir.gru"(%arg0, %0, %1, %2, %3, %arg1) {bidirectional = false, carry = true, hidden_size = 16 : i64, num_layers = 1 : i64} : (tensor<2x?x8xf32>, tensor<48x8xf32>, tensor<48x16xf32>, tensor<48xf32>, tensor<48xf32>, tensor<1x2x16xf32>) -> (tensor<2x?x16xf32>, tensor<1x2x16xf32>) loc("gru")
+// CHECK-NEXT: %4:2 = "rlx_hir.gru"(%arg0, %0, %1, %2, %3, %arg1) {bidirectional = false, carry = true, hidden_size = 16 : i64, linear_before_reset = false, num_layers = 1 : i64} : (tensor<2x?x8xf32>, tensor<48x8xf32>, tensor<48x16xf32>, tensor<48xf32>, tensor<48xf32>, tensor<1x2x16xf32>) -> (tensor<2x?x16xf32>, tensor<1x2x16xf32>) loc("gru")
 // CHECK-NEXT: return %4#0, %4#1 : tensor<2x?x16xf32>, tensor<1x2x16xf32>
 module @gru_carry attributes {rlx.fusion_policy = "direct"} {
   func.func @main(%arg0: tensor<2x?x8xf32> {rlx.name = "x"}, %arg1: tensor<1x2x16xf32> {rlx.name = "h0"}) -> (tensor<2x?x16xf32>, tensor<1x2x16xf32>) {
@@ -102,7 +102,7 @@ module @gru_carry attributes {rlx.fusion_policy = "direct"} {
     %1 = "rlx_hir.param"() {name = "whh"} : () -> tensor<48x16xf32>
     %2 = "rlx_hir.param"() {name = "bih"} : () -> tensor<48xf32>
     %3 = "rlx_hir.param"() {name = "bhh"} : () -> tensor<48xf32>
-    %4:2 = "rlx_hir.gru"(%arg0, %0, %1, %2, %3, %arg1) {bidirectional = false, carry = true, hidden_size = 16 : i64, num_layers = 1 : i64} : (tensor<2x?x8xf32>, tensor<48x8xf32>, tensor<48x16xf32>, tensor<48xf32>, tensor<48xf32>, tensor<1x2x16xf32>) -> (tensor<2x?x16xf32>, tensor<1x2x16xf32>) loc("gru")
+    %4:2 = "rlx_hir.gru"(%arg0, %0, %1, %2, %3, %arg1) {bidirectional = false, carry = true, hidden_size = 16 : i64, linear_before_reset = false, num_layers = 1 : i64} : (tensor<2x?x8xf32>, tensor<48x8xf32>, tensor<48x16xf32>, tensor<48xf32>, tensor<48xf32>, tensor<1x2x16xf32>) -> (tensor<2x?x16xf32>, tensor<1x2x16xf32>) loc("gru")
     return %4#0, %4#1 : tensor<2x?x16xf32>, tensor<1x2x16xf32>
   }
 }

@@ -4,7 +4,8 @@
 // projection of every step, one matmul; GDN: exp(g), k·q / sqrt(n)); the reverse
 // direction walks t' = S-1-t and writes at t' (time-aligned), at feature offset H. The
 // carried tensors are pinned to the device (flow.tensor.transfer) so that IREE updates them
-// in place instead of cloning them every trip.
+// in place instead of cloning them every trip. A returned final state is copied out of the
+// loop's buffer by one elementwise generic (stale on Vulkan otherwise: `_settled`).
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg %s | FileCheck %s
 
 // CHECK-LABEL: module @gdn
@@ -95,11 +96,13 @@ module @lstm {
 // CHECK:         %[[HW:.*]] = linalg.matmul ins(%[[H]], %{{.*}} : tensor<1x8xf32>, tensor<8x24xf32>)
 // CHECK:         %[[HR:.*]] = tensor.extract_slice %[[HW]][0, 0] [1, 8]
 // CHECK:         linalg.generic {{.*}} ins(%{{.*}}, %{{.*}}, %{{.*}}, %[[HR]], %{{.*}}, %{{.*}}, %[[BIR]], %[[BIZ]], %[[BIN]], %{{.*}}, %{{.*}}, %{{.*}}, %[[H]] :
+// CHECK:       %[[F0:.*]] = linalg.generic {{.*}} ins(%[[L0]]#0 : tensor<1x8xf32>)
 // CHECK:       tensor.extract_slice %param.wih[96] [192] [1] : tensor<288xf32> to tensor<192xf32>
 // CHECK:       tensor.collapse_shape %[[L0]]#1 {{\[\[}}0, 1], [2]] : tensor<1x?x8xf32> into tensor<?x8xf32>
 // CHECK:       %[[L1:.*]]:2 = scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %[[L0]]#1)
-// CHECK:       %[[A:.*]] = tensor.expand_shape %[[L0]]#0 {{.*}} into tensor<1x1x8xf32>
-// CHECK:       %[[B:.*]] = tensor.expand_shape %[[L1]]#0 {{.*}} into tensor<1x1x8xf32>
+// CHECK:       %[[F1:.*]] = linalg.generic {{.*}} ins(%[[L1]]#0 : tensor<1x8xf32>)
+// CHECK:       %[[A:.*]] = tensor.expand_shape %[[F0]] {{.*}} into tensor<1x1x8xf32>
+// CHECK:       %[[B:.*]] = tensor.expand_shape %[[F1]] {{.*}} into tensor<1x1x8xf32>
 // CHECK:       %[[HN:.*]] = tensor.concat dim(0) %[[A]], %[[B]]
 // CHECK:       return %[[L1]]#1, %[[HN]]
 module @gru {
@@ -110,5 +113,31 @@ module @gru {
     %bhh = "rlx_mir.param"() {name = "bhh"} : () -> tensor<2x24xf32>
     %y, %hn = "rlx_mir.gru"(%x, %wih, %whh, %bih, %bhh, %h0) {bidirectional = false, carry = true, hidden_size = 8 : i64, num_layers = 2 : i64} : (tensor<1x?x4xf32>, tensor<288xf32>, tensor<48x8xf32>, tensor<2x24xf32>, tensor<2x24xf32>, tensor<2x1x8xf32>) -> (tensor<1x?x8xf32>, tensor<2x1x8xf32>) loc("gru")
     return %y, %hn : tensor<1x?x8xf32>, tensor<2x1x8xf32>
+  }
+}
+
+// -----
+
+// ONNX's default GRU (linear_before_reset = false): the reset gate scales h before its
+// matmul, so a step is h·W_rzᵀ (the r and z columns of W_hhᵀ, sliced before the loop), a
+// generic giving (r ⊙ h, z), (r ⊙ h)·W_nᵀ, and a generic for n and h'.
+// CHECK-LABEL: module @gru_reset_first
+// CHECK:       %[[WRZ:.*]] = tensor.extract_slice %{{.*}}[0, 0] [8, 16] [1, 1] : tensor<8x24xf32> to tensor<8x16xf32>
+// CHECK:       %[[WN:.*]] = tensor.extract_slice %{{.*}}[0, 16] [8, 8] [1, 1] : tensor<8x24xf32> to tensor<8x8xf32>
+// CHECK:       scf.for
+// CHECK:         linalg.matmul ins(%{{.*}}, %[[WRZ]] : tensor<1x8xf32>, tensor<8x16xf32>)
+// CHECK:         %[[RZ:.*]]:2 = linalg.generic
+// CHECK:         linalg.matmul ins(%[[RZ]]#0, %[[WN]] : tensor<1x8xf32>, tensor<8x8xf32>)
+// CHECK:         linalg.generic
+// CHECK:           math.tanh
+// CHECK:         scf.yield
+module @gru_reset_first {
+  func.func @main(%x: tensor<1x?x4xf32>) -> tensor<1x?x8xf32> {
+    %wih = "rlx_mir.param"() {name = "wih"} : () -> tensor<24x4xf32>
+    %whh = "rlx_mir.param"() {name = "whh"} : () -> tensor<24x8xf32>
+    %bih = "rlx_mir.param"() {name = "bih"} : () -> tensor<24xf32>
+    %bhh = "rlx_mir.param"() {name = "bhh"} : () -> tensor<24xf32>
+    %y = "rlx_mir.gru"(%x, %wih, %whh, %bih, %bhh) {bidirectional = false, carry = false, hidden_size = 8 : i64, linear_before_reset = false, num_layers = 1 : i64} : (tensor<1x?x4xf32>, tensor<24x4xf32>, tensor<24x8xf32>, tensor<24xf32>, tensor<24xf32>) -> tensor<1x?x8xf32> loc("gru")
+    return %y : tensor<1x?x8xf32>
   }
 }

@@ -1,6 +1,8 @@
 """Scans on IREE against outside oracles: ``lstm`` / ``gru`` against PyTorch ``nn.LSTM`` /
 ``nn.GRU`` with the same packed weights (1 and 2 layers, uni- and bidirectional, with and
-without initial state, final states too), ``gated_delta_net`` against the recurrent
+without initial state, final states too), ONNX's default GRU form
+(``linear_before_reset = false``) against a step loop in torch written from ONNX's GRU
+equations, ``gated_delta_net`` against the recurrent
 pure-torch rule of HF transformers' Qwen3-Next; chained decode steps equal one long scan;
 the vmfb does not grow with the sequence length; the sequence length is dynamic.
 
@@ -23,6 +25,14 @@ from rlx.reference.tolerance import assert_close
 B, FEAT, HID = 2, 6, 5
 RNN_VARIANTS = [  # (num_layers, bidirectional, carry)
     (1, False, False), (1, True, True), (2, False, True), (2, True, False), (2, True, True)]
+RESET_FIRST = [(1, True, True), (2, False, True)]
+"""GRU variants with ``linear_before_reset = false`` (ONNX's default form)."""
+
+
+def variants(kind: str) -> list[tuple[int, bool, bool, bool]]:
+    """``(num_layers, bidirectional, carry, reset_first)`` of every variant of ``kind``."""
+    out = [(*v, False) for v in RNN_VARIANTS]
+    return out + [(*v, True) for v in RESET_FIRST] if kind == "gru" else out
 
 
 # --------------------------------------------------------------------------------------
@@ -30,9 +40,44 @@ RNN_VARIANTS = [  # (num_layers, bidirectional, carry)
 # --------------------------------------------------------------------------------------
 
 
-def torch_rnn(kind: str, layers: int, bidirectional: bool, seed: int) -> torch.nn.Module:
+class ResetFirstGRU(torch.nn.GRU):
+    """nn.GRU's weights, ONNX's ``linear_before_reset = 0`` equations (ONNX Operators, GRU):
+    ``r = σ(x W_rᵀ + h R_rᵀ + Wb_r + Rb_r)``, ``z`` alike,
+    ``n = tanh(x W_nᵀ + (r ⊙ h) R_nᵀ + Rb_n + Wb_n)``, ``h' = (1 - z) ⊙ n + z ⊙ h``; a plain
+    step loop, layer by layer, the reverse direction walking back."""
+
+    def forward(self, x: torch.Tensor, h0: torch.Tensor | None = None  # type: ignore[override]
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        batch, seq, _ = x.shape
+        dirs, hid = 2 if self.bidirectional else 1, self.hidden_size
+        if h0 is None:
+            h0 = torch.zeros(self.num_layers * dirs, batch, hid)
+        finals = []
+        for layer in range(self.num_layers):
+            outs = []
+            for d in range(dirs):
+                sfx = f"l{layer}{'_reverse' if d else ''}"
+                w_r, w_z, w_n = getattr(self, f"weight_hh_{sfx}").chunk(3)
+                b_r, b_z, b_n = getattr(self, f"bias_hh_{sfx}").chunk(3)
+                a = x @ getattr(self, f"weight_ih_{sfx}").T + getattr(self, f"bias_ih_{sfx}")
+                h, ys = h0[layer * dirs + d], [torch.empty(0)] * seq
+                for t in range(seq - 1, -1, -1) if d else range(seq):
+                    ar, az, an = a[:, t].chunk(3, dim=-1)
+                    r = torch.sigmoid(ar + h @ w_r.T + b_r)
+                    z = torch.sigmoid(az + h @ w_z.T + b_z)
+                    n = torch.tanh(an + (r * h) @ w_n.T + b_n)
+                    h = ys[t] = (1 - z) * n + z * h
+                outs.append(torch.stack(ys, dim=1))
+                finals.append(h)
+            x = torch.cat(outs, dim=-1)
+        return x, torch.stack(finals)
+
+
+def torch_rnn(kind: str, layers: int, bidirectional: bool, seed: int,
+              reset_first: bool = False) -> torch.nn.Module:
     torch.manual_seed(seed)
-    cls = torch.nn.LSTM if kind == "lstm" else torch.nn.GRU
+    cls = (torch.nn.LSTM if kind == "lstm" else ResetFirstGRU if reset_first
+           else torch.nn.GRU)
     return cls(FEAT, HID, num_layers=layers, bidirectional=bidirectional,
                batch_first=True).eval()
 
@@ -61,13 +106,13 @@ def packed_weights(kind: str, mod: torch.nn.Module, prefix: str) -> dict[str, np
 
 
 def rnn_module(kind: str) -> rlx.HirModule:
-    """Every variant of RNN_VARIANTS over one ``x [B, ?, FEAT]``; outputs in order
+    """Every variant of ``variants(kind)`` over one ``x [B, ?, FEAT]``; outputs in order
     ``y`` (+ ``hn`` (+ ``cn``) with carry) per variant."""
     h = rlx.HirModule(f"{kind}_variants")
     x = h.input("x", (B, None, FEAT))
     outs = []
     gates = 4 if kind == "lstm" else 3
-    for i, (layers, bidi, carry) in enumerate(RNN_VARIANTS):
+    for i, (layers, bidi, carry, reset_first) in enumerate(variants(kind)):
         dirs = 2 if bidi else 1
         n = layers * dirs
         ih_numel = sum(gates * HID * (FEAT if k == 0 else dirs * HID)
@@ -85,6 +130,7 @@ def rnn_module(kind: str) -> rlx.HirModule:
             continue
         b_ih, b_hh = h.param(f"v{i}_b_ih", (n, gates * HID)), h.param(f"v{i}_b_hh",
                                                                        (n, gates * HID))
+        kw["linear_before_reset"] = False if reset_first else None
         if carry:
             outs += h.gru_carry(x, w_ih, w_hh, b_ih, b_hh, h.input(f"v{i}_h0", (n, B, HID)),
                                 **kw)
@@ -100,8 +146,9 @@ class RnnCase:
     def __init__(self, kind: str, target: str) -> None:
         self.kind = kind
         self.state_names = ["h0", "c0"] if kind == "lstm" else ["h0"]
-        self.mods = [torch_rnn(kind, layers, bidi, seed=10 + i)
-                     for i, (layers, bidi, _) in enumerate(RNN_VARIANTS)]
+        self.variants = variants(kind)
+        self.mods = [torch_rnn(kind, layers, bidi, seed=10 + i, reset_first=reset_first)
+                     for i, (layers, bidi, _, reset_first) in enumerate(self.variants)]
         weights: dict[str, np.ndarray] = {}
         for i, mod in enumerate(self.mods):
             weights |= packed_weights(kind, mod, f"v{i}")
@@ -111,7 +158,7 @@ class RnnCase:
     def states(self, rng: np.random.Generator, zero: bool = False) -> dict[str, np.ndarray]:
         """Initial states of the carry variants, by input name (``v1_h0``, ...)."""
         out = {}
-        for i, (layers, bidi, carry) in enumerate(RNN_VARIANTS):
+        for i, (layers, bidi, carry, _) in enumerate(self.variants):
             if not carry:
                 continue
             shape = (layers * (2 if bidi else 1), B, HID)
@@ -125,7 +172,7 @@ class RnnCase:
         """``y`` per variant, and the final states named as the inputs they feed."""
         flat = list(self.prog.main(x=x, **states))
         ys, finals = [], {}
-        for i, (_, _, carry) in enumerate(RNN_VARIANTS):
+        for i, (_, _, carry, _) in enumerate(self.variants):
             ys.append(flat.pop(0))
             for n in self.state_names if carry else []:
                 finals[f"v{i}_{n}"] = flat.pop(0)
@@ -137,7 +184,8 @@ class RnnCase:
         xt = torch.from_numpy(x)
         ys, finals = [], {}
         with torch.no_grad():
-            for i, (mod, (_, _, carry)) in enumerate(zip(self.mods, RNN_VARIANTS, strict=True)):
+            for i, (mod, (_, _, carry, _)) in enumerate(zip(self.mods, self.variants,
+                                                            strict=True)):
                 if not carry:
                     ys.append(mod(xt)[0].numpy())
                     continue
@@ -167,7 +215,7 @@ def test_rnn_matches_torch(kind: str, target: str) -> None:
         ys, finals = case.run(x, states)
         want_ys, want_finals = case.torch(x, states)
         for i, (g, w) in enumerate(zip(ys, want_ys, strict=True)):
-            assert_close(g, w, "f32", f"{kind} {RNN_VARIANTS[i]} S={seq} y")
+            assert_close(g, w, "f32", f"{kind} {case.variants[i]} S={seq} y")
         assert finals.keys() == want_finals.keys()
         for n, g in finals.items():
             assert_close(g, want_finals[n], "f32", f"{kind} S={seq} final {n}")
@@ -215,22 +263,25 @@ def test_rnn_states_computed_in_the_module(kind: str, target: str) -> None:
         assert_close(prog.main(x=xs, **init), want[0].numpy(), "f32", f"{kind} B={batch}")
 
 
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
-def test_rnn_chained_steps_equal_one_scan(kind: str) -> None:
+def test_rnn_chained_steps_equal_one_scan(kind: str, target: str) -> None:
     """Feeding the final states of one call into the next (prefill 4 steps, then 2, then
     one decode step) gives the outputs and final states of one call over all 7 steps
-    (unidirectional variants; a backward direction does not chain over chunks)."""
-    case = rnn_case(kind, "llvm-cpu")
+    (unidirectional variants; a backward direction does not chain over chunks). On Vulkan
+    this caught stale final states from a module's second call (see ``_settled`` in the
+    scan lowering)."""
+    case = rnn_case(kind, target)
     rng = np.random.default_rng(1)
     x = rng.standard_normal((B, 7, FEAT)).astype(np.float32)
     states = case.states(rng)
     whole_ys, whole_finals = case.run(x, states)
-    pieces: list[list[np.ndarray]] = [[] for _ in RNN_VARIANTS]
+    pieces: list[list[np.ndarray]] = [[] for _ in case.variants]
     for lo, hi in ((0, 4), (4, 6), (6, 7)):
         ys, states = case.run(np.ascontiguousarray(x[:, lo:hi]), states)
         for i, y in enumerate(ys):
             pieces[i].append(y)
-    chained = [i for i, (_, bidi, carry) in enumerate(RNN_VARIANTS) if carry and not bidi]
+    chained = [i for i, (_, bidi, carry, _) in enumerate(case.variants) if carry and not bidi]
     assert chained
     for i in chained:
         assert_close(np.concatenate(pieces[i], axis=1), whole_ys[i], "f32", f"{kind} v{i} y")

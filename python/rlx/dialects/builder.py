@@ -275,21 +275,26 @@ class HirModule(HirModuleCore):
     @builds("gru")
     def gru(self, x: HirValue, w_ih: HirValue, w_hh: HirValue, b_ih: HirValue,
             b_hh: HirValue, hidden_size: int, num_layers: int = 1,
-            bidirectional: bool = False, out_shape: ShapeLike | None = None) -> HirValue:
-        """GRU over the sequence from a zero state; returns the output sequence."""
+            bidirectional: bool = False, out_shape: ShapeLike | None = None,
+            linear_before_reset: bool | None = None) -> HirValue:
+        """GRU over the sequence from a zero state; returns the output sequence.
+        ``linear_before_reset=False`` is ONNX's default GRU (the reset gate scales ``h``
+        before its matmul); None (absent) and True are PyTorch's."""
         return self._hir("gru", [x, w_ih, w_hh, b_ih, b_hh],
                          {"hidden_size": hidden_size, "num_layers": num_layers,
-                          "bidirectional": bidirectional, "carry": False}, out_shape)
+                          "bidirectional": bidirectional, "carry": False,
+                          "linear_before_reset": linear_before_reset}, out_shape)
 
     @builds("gru")
     def gru_carry(self, x: HirValue, w_ih: HirValue, w_hh: HirValue, b_ih: HirValue,
                   b_hh: HirValue, h0: HirValue, hidden_size: int, num_layers: int = 1,
-                  bidirectional: bool = False, out_shape: ShapeLike | None = None
-                  ) -> tuple[HirValue, HirValue]:
+                  bidirectional: bool = False, out_shape: ShapeLike | None = None,
+                  linear_before_reset: bool | None = None) -> tuple[HirValue, HirValue]:
         """GRU from ``h0``; returns ``(y, hn)`` (RLX has no builder for this)."""
         y, hn = self._emit(HIR.ops["gru"], [x, w_ih, w_hh, b_ih, b_hh, h0],
                            {"hidden_size": hidden_size, "num_layers": num_layers,
-                            "bidirectional": bidirectional, "carry": True},
+                            "bidirectional": bidirectional, "carry": True,
+                            "linear_before_reset": linear_before_reset},
                            out_shape=out_shape)
         return y, hn
 

@@ -121,6 +121,21 @@ def _gru_cell(xt: np.ndarray, states: list[np.ndarray], wih: np.ndarray, whh: np
     return [(1.0 - z) * n + z * h]
 
 
+def _gru_cell_reset_first(xt: np.ndarray, states: list[np.ndarray], wih: np.ndarray,
+                          whh: np.ndarray, biases: list[np.ndarray]) -> list[np.ndarray]:
+    """ONNX's default GRU (``linear_before_reset = 0``): ``n = tanh(a_n + (r h) W_hnᵀ +
+    b_hn)``."""
+    (h,) = states
+    a = xt @ wih.T + biases[0]
+    ar, az, an = np.split(a, 3, axis=-1)
+    w_r, w_z, w_n = np.split(whh, 3, axis=0)
+    b_r, b_z, b_n = np.split(biases[1], 3, axis=-1)
+    r = _sigmoid(ar + h @ w_r.T + b_r)
+    z = _sigmoid(az + h @ w_z.T + b_z)
+    n = np.tanh(an + (r * h) @ w_n.T + b_n)
+    return [(1.0 - z) * n + z * h]
+
+
 def lstm(x: np.ndarray, w_ih: np.ndarray, w_hh: np.ndarray, bias: np.ndarray,
          h0: np.ndarray | None = None, c0: np.ndarray | None = None, *, hidden_size: int,
          num_layers: int = 1, bidirectional: bool = False, carry: bool = False
@@ -134,12 +149,14 @@ def lstm(x: np.ndarray, w_ih: np.ndarray, w_hh: np.ndarray, bias: np.ndarray,
 
 def gru(x: np.ndarray, w_ih: np.ndarray, w_hh: np.ndarray, b_ih: np.ndarray,
         b_hh: np.ndarray, h0: np.ndarray | None = None, *, hidden_size: int,
-        num_layers: int = 1, bidirectional: bool = False, carry: bool = False
-        ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
-    """Spec 2.14: gates r, z, n; ``n = tanh(a_n + r (h W_hnᵀ + b_hn))``; returns ``y`` or
-    ``(y, hn)``."""
+        num_layers: int = 1, bidirectional: bool = False, carry: bool = False,
+        linear_before_reset: bool | None = None) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+    """Spec 2.14: gates r, z, n; ``n = tanh(a_n + r (h W_hnᵀ + b_hn))`` (with
+    ``linear_before_reset=False``, ONNX's default: ``n = tanh(a_n + (r h) W_hnᵀ + b_hn)``);
+    returns ``y`` or ``(y, hn)``."""
+    cell = _gru_cell_reset_first if linear_before_reset is False else _gru_cell
     y, (hn,) = _rnn(x, w_ih, w_hh, [b_ih, b_hh], [h0 if carry else None], 3, hidden_size,
-                    num_layers, bidirectional, _gru_cell)
+                    num_layers, bidirectional, cell)
     return (y, hn) if carry else y
 
 

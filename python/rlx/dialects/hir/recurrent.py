@@ -76,6 +76,21 @@ def rnn_attrs() -> list[Attr]:
             bool_attr("carry", "take initial states and return the final ones", default=False)]
 
 
+def gru_attrs() -> list[Attr]:
+    """``rnn_attrs`` plus ``linear_before_reset``: absent or true is PyTorch's and RLX's GRU
+    (the reset gate scales ``h W_hnᵀ + b_hn``); false is ONNX's default form, where it
+    scales ``h`` before the matmul: ``n = tanh(a_n + (r h) W_hnᵀ + b_hn)``."""
+    return [*rnn_attrs(),
+            bool_attr("linear_before_reset", "false: the reset gate scales h before its "
+                      "matmul (ONNX's default); absent or true: after (PyTorch)",
+                      optional=True)]
+
+
+def linear_before_reset(a: AttrValues) -> bool:
+    """The GRU form of ``a`` (absent means PyTorch's, true)."""
+    return a.get("linear_before_reset") is not False
+
+
 def _packed(c: Check, name: str, blocks: list[tuple[int, int]], what: str) -> None:
     """A packed weight: the concatenation of ``[rows, cols]`` blocks (layer-major, then
     direction), flat (rank 1) or rank 2 when every block has the same width."""
@@ -142,14 +157,16 @@ def lstm(c: Check) -> list[TensorInfo]:
 
 
 @HIR.op("gru", operands=["x", "w_ih", "w_hh", "b_ih", "b_hh", opt("h0", carry)],
-        attrs=rnn_attrs(), results=["y", Operand("hn", when=carry)], label="gru")
+        attrs=gru_attrs(), results=["y", Operand("hn", when=carry)], label="gru")
 def gru(c: Check) -> list[TensorInfo]:
     """Multi-layer, optionally bidirectional GRU with PyTorch-packed weights (batch first).
 
     Operands as ``lstm`` with ``3H`` gate rows (order r, z, n) and separate ``b_ih``,
     ``b_hh`` (the reset gate multiplies the hidden term after its bias):
-    ``n = tanh(a_n + r * (h W_hnᵀ + b_hn))``, ``h = (1 - z) n + z h``. ``h0 [L*D, B, H]`` iff
-    ``carry``. Results: ``y [B, S, D*H]`` and, iff ``carry``, the final ``hn``.
+    ``n = tanh(a_n + r * (h W_hnᵀ + b_hn))``, ``h = (1 - z) n + z h``; with
+    ``linear_before_reset = false`` (ONNX's default GRU) ``n = tanh(a_n + (r * h) W_hnᵀ +
+    b_hn)``. ``h0 [L*D, B, H]`` iff ``carry``. Results: ``y [B, S, D*H]`` and, iff
+    ``carry``, the final ``hn``.
 
     Example::
 

@@ -8,6 +8,7 @@ from rlx.dialects.hir.recurrent import (
     GDN_RESULTS,
     carry,
     gdn_results,
+    gru_attrs,
     rnn_attrs,
     rnn_results,
 )
@@ -47,7 +48,7 @@ def lstm(c: Check) -> list[TensorInfo]:
 
 
 @MIR.op("gru", operands=["x", "w_ih", "w_hh", "b_ih", "b_hh", opt("h0", carry)],
-        attrs=rnn_attrs(), results=["y", Operand("hn", when=carry)])
+        attrs=gru_attrs(), results=["y", Operand("hn", when=carry)])
 def gru(c: Check) -> list[TensorInfo]:
     """Packed multi-layer GRU (``Op::Gru``); as ``rlx_hir.gru``.
 

@@ -1,11 +1,12 @@
-"""ONNX recurrent ops: LSTM and GRU (one layer, forward / bidirectional) as ``rlx_mir.lstm``
-/ ``gru``, the weights repacked at import time into rlx's gate order.
+"""ONNX recurrent ops: LSTM and GRU (one layer; forward, reverse or bidirectional) as
+``rlx_mir.lstm`` / ``gru``, the weights repacked at import time into rlx's gate order.
 
 ONNX packs gates ``i, o, f, c`` (LSTM) and ``z, r, h`` (GRU) per direction, with the input
 and recurrence biases apart; rlx packs ``i, f, g, o`` and ``r, z, n`` (PyTorch's order)
 and adds the LSTM biases. What rlx's scans do not compute is refused: peepholes, clipping,
-``input_forget``, other activations, per-row ``sequence_lens``, a reverse-only direction,
-and GRU's ``linear_before_reset = 0`` (torch exports 1).
+``input_forget``, other activations and per-row ``sequence_lens``. A ``reverse`` scan is
+the forward scan of the time-reversed sequence. GRU's ``linear_before_reset`` (0 by
+default in ONNX, 1 from torch) is the attribute of the same name on ``rlx_mir.gru``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy as np
 
 from rlx.dialects.builder import HirValue
 from rlx.importers.onnx_ops.registry import Node, Value, converter
+from rlx.ir.types import DType
 
 LSTM_ORDER = (0, 2, 3, 1)
 """ONNX ``i, o, f, c`` -> rlx ``i, f, g, o``."""
@@ -29,8 +31,8 @@ def _gates(w: np.ndarray, order: tuple[int, ...]) -> np.ndarray:
 def _refuse(node: Node, gates: int) -> tuple[int, bool]:
     """(hidden size, bidirectional) after refusing what rlx does not compute."""
     direction = node.attr("direction", "forward")
-    if direction not in ("forward", "bidirectional"):
-        node.fail(f"direction '{direction}': rlx scans forward or both ways")
+    if direction not in ("forward", "reverse", "bidirectional"):
+        node.fail(f"direction '{direction}': ONNX defines forward, reverse and bidirectional")
     if node.attr("clip") is not None:
         node.fail("cell clipping is not supported")
     if node.attr("input_forget", 0):
@@ -52,13 +54,28 @@ def _refuse(node: Node, gates: int) -> tuple[int, bool]:
 
 
 def _batch_first(node: Node, x: HirValue) -> HirValue:
-    return x if node.attr("layout", 0) else node.mir("transpose", [x], perm=[1, 0, 2])
+    x = x if node.attr("layout", 0) else node.mir("transpose", [x], perm=[1, 0, 2])
+    return _backwards(node, x) if node.attr("direction", "forward") == "reverse" else x
+
+
+def _backwards(node: Node, v: HirValue) -> HirValue:
+    """``v [B, S, ...]`` with its steps in reverse order: a ``reverse`` scan is the forward
+    scan of the reversed sequence, its outputs reversed back (the final state is the one
+    after step 0 either way)."""
+    steps = node.dims_of(v)[1]
+    at = node.sizes.iota(steps, DType.I64, node.fail)
+    last = node.mir("binary", [node.sizes.scalar(steps, DType.I64, node.fail),
+                               node.as_tensor(node.scalar(1, DType.I64))], kind="sub")
+    return node.known(node.mir("gather", [v, node.mir("binary", [last, at], kind="sub")],
+                               axis=1, batch_dims=0), node.dims_of(v))
 
 
 def _outputs(node: Node, y: HirValue, states: list[HirValue], dirs: int, hidden: int
              ) -> list[Value]:
     """rlx's ``[B, S, dirs*H]`` as ONNX's ``Y [S, dirs, B, H]`` (layout 1: ``[B, S, dirs,
     H]``), then the final states ``[dirs, B, H]`` (layout 1: ``[B, dirs, H]``)."""
+    if node.attr("direction", "forward") == "reverse":
+        y = _backwards(node, y)
     dims = node.dims_of(y)
     split = node.known(node.mir("reshape", [y], new_shape=[
         -2 if y.shape[0] is None else y.shape[0], -3 if y.shape[1] is None else y.shape[1],
@@ -119,9 +136,6 @@ def convert_lstm(node: Node) -> list[Value]:
 @converter("GRU", const_inputs=(1, 2, 3), since=7)
 def convert_gru(node: Node) -> list[Value]:
     hidden, bidirectional = _refuse(node, 3)
-    if not node.attr("linear_before_reset", 0):
-        node.fail("linear_before_reset = 0: rlx's GRU applies the reset gate after the "
-                  "recurrent matmul (linear_before_reset = 1, as torch exports)")
     dirs = 2 if bidirectional else 1
     x = _batch_first(node, node.tensor(0))
     w, r, b = _weights(node, 3, GRU_ORDER, hidden)
@@ -139,5 +153,6 @@ def convert_gru(node: Node) -> list[Value]:
                                                                     ).reshape(-1),
                                                f"{name}.b_hh"), h0],
                        hidden_size=hidden, num_layers=1, bidirectional=bidirectional,
-                       carry=True)
+                       carry=True,
+                       linear_before_reset=bool(node.attr("linear_before_reset", 0)))
     return _outputs(node, y, [hn], dirs, hidden)

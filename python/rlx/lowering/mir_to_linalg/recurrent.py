@@ -21,6 +21,7 @@ from collections.abc import Callable
 from iree.compiler import ir
 from iree.compiler.dialects import arith, math
 
+from rlx.dialects.hir.recurrent import linear_before_reset
 from rlx.dialects.schema import Decoded
 from rlx.lowering import emit
 from rlx.lowering.mir_to_linalg.table import MIR_TO_LINALG
@@ -210,6 +211,17 @@ def _first_step(t: ir.Value, given: ir.Value | None, carried: ir.Value) -> ir.Va
                                 lambda g, c: arith.select(first, g, c))
 
 
+def _settled(end: ir.Value) -> ir.Value:
+    """A loop's final state copied out of the buffer the loop carried it in (``+ 0.0``, which
+    does not fold). On Vulkan, IREE 3.13 returned stale final states of a stacked scan from
+    the second call of a module on (2 layers, e.g. a prefill of 7 steps, then 3: every layer's
+    ``hn`` off by ~1; ``y`` right; llvm-cpu right); with the copy, each call's states are
+    right. Found by test_recurrent's ONNX-form GRU variants; a dispatch per layer and
+    direction of a scan that returns its states, none otherwise (dead code)."""
+    zero = emit.scalar(0.0, emit.f32())
+    return emit.map_elementwise([end], emit.f32(), lambda v: arith.addf(v, zero))
+
+
 def _stack(finals: list[ir.Value], like: ir.Value) -> ir.Value:
     """``[B, H]`` final states -> ``[L*D, B, H]`` in ``like``'s element type."""
     rows = [emit.expand(f, [[0, 1], [2]], [1, *emit.sizes(f)]) for f in finals]
@@ -233,20 +245,26 @@ def _gates(v: ir.Value, gates: int, hidden: int) -> list[ir.Value]:
     return out
 
 
-Cell = Callable[[list[ir.Value], list[ir.Value], list[ir.Value]], list[ir.Value]]
-"""One step's state update: ``cell(xs, hs, states) -> new states``; ``xs`` the gates of
-the projected input, ``hs`` those of ``h W_hhᵀ`` (``[B, H]`` each), ``states[0]`` the hidden
-state."""
+Cell = Callable[[list[ir.Value], list[ir.Value]], list[ir.Value]]
+"""One step's state update: ``cell(xs, states) -> new states``; ``xs`` the gates of the
+projected input (``[B, H]`` each), ``states[0]`` the hidden state. The cell does its own
+recurrent matmul(s) with the ``W_hhᵀ`` its maker was given."""
+
+
+def _hidden_gates(h: ir.Value, whh_t: ir.Value, gates: int, hidden: int) -> list[ir.Value]:
+    """The gates of ``h W_hhᵀ`` (``[B, H]`` each)."""
+    return _gates(emit.matmul(h, whh_t), gates, hidden)
 
 
 def _cell_outputs(state: ir.Value, n: int) -> list[ir.Value]:
     return [emit.empty(emit.sizes(state), emit.f32()) for _ in range(n)]
 
 
-def _scan(op: Decoded, gates: int, make_cell: Callable[[int, int], Cell],
+def _scan(op: Decoded, gates: int, make_cell: Callable[[int, int, ir.Value], Cell],
           states: tuple[str, ...]) -> list[ir.Value]:
     """The layer / direction loops shared by LSTM (states h, c) and GRU (state h);
-    ``make_cell(layer, direction)`` builds its loop-invariant values before the loop."""
+    ``make_cell(layer, direction, W_hhᵀ)`` builds its loop-invariant values before the
+    loop."""
     pk = _Packed(op, gates)
     hid, dirs = pk.hidden, pk.dirs
     out_t = emit.elem(op["x"])
@@ -263,26 +281,25 @@ def _scan(op: Decoded, gates: int, make_cell: Callable[[int, int], Cell],
         for d, xw in enumerate(xws):
             index = layer * dirs + d
             whh_t = emit.transpose(pk.w_hh(op["w_hh"], layer, d), [1, 0])
-            cell = make_cell(layer, d)
+            cell = make_cell(layer, d, whh_t)
             given_init = [_initial(given[name], index, b, hid) if given[name] is not None
                           else None for name in states]
             init = [emit.filled([b, hid], emit.f32(), 0.0) for _ in states]
 
             def step(t: ir.Value, carried: list[ir.Value], xw: ir.Value = xw,
-                     whh_t: ir.Value = whh_t, cell: Cell = cell, d: int = d,
+                     cell: Cell = cell, d: int = d,
                      given_init: list[ir.Value | None] = given_init) -> list[ir.Value]:
                 *st, out = carried
                 st = [_first_step(t, g, c) for g, c in zip(given_init, st, strict=True)]
                 tt = _time(t, last, d == 1)
                 xt = emit.extract_slice(xw, [0, tt, 0], [b, 1, gates * hid])
-                new = cell(_gates(xt, gates, hid),
-                           _gates(emit.matmul(st[0], whh_t), gates, hid), st)
+                new = cell(_gates(xt, gates, hid), st)
                 row = emit.expand(new[0], [[0, 1], [2]], [b, 1, hid])
                 return [*new, emit.insert_slice(row, out, [0, tt, d * hid])]
 
             *ends, y = emit.for_loop(s, [*init, y], step)
             for name, end in zip(states, ends, strict=True):
-                finals[name].append(end)
+                finals[name].append(_settled(end))
         x = y
     out = [emit.convert_tensor(x, out_t)]
     return out + [_stack(finals[name], op[name]) for name in states if op.has(name)]
@@ -307,11 +324,11 @@ def lower_lstm(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
         c_new = arith.addf(arith.mulf(f, a[12]), arith.mulf(i, math.tanh(z[2])))
         return [arith.mulf(o, math.tanh(c_new)), c_new]
 
-    def make_cell(layer: int, d: int) -> Cell:
+    def make_cell(layer: int, d: int, whh_t: ir.Value) -> Cell:
         bias = _gate_bias(pk, op["bias"], layer, d)
 
-        def cell(xs: list[ir.Value], hs: list[ir.Value], st: list[ir.Value]
-                 ) -> list[ir.Value]:
+        def cell(xs: list[ir.Value], st: list[ir.Value]) -> list[ir.Value]:
+            hs = _hidden_gates(st[0], whh_t, 4, pk.hidden)
             return emit.generic([*xs, *hs, *bias, st[1]], _cell_outputs(st[1], 2),
                                 [ident] * 8 + [row] * 4 + [ident] * 3, [P, P], body)
 
@@ -323,29 +340,58 @@ def lower_lstm(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
 @MIR_TO_LINALG.register("gru")
 def lower_gru(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     """Per layer and direction: ``xw = x W_ihᵀ`` before an ``scf.for`` carrying
-    ``(h, y)``; each step is ``h W_hhᵀ`` and one generic for the gates (r, z, n) with both
-    biases (the reset gate multiplies ``h W_hnᵀ + b_hn``)."""
+    ``(h, y)``. PyTorch's form: each step is ``h W_hhᵀ`` and one generic for the gates (r,
+    z, n) with both biases (the reset gate multiplies ``h W_hnᵀ + b_hn``). With
+    ``linear_before_reset = false`` the reset gate scales ``h`` before its matmul, so a step
+    is ``h W_hrzᵀ``, a generic for ``r h`` and ``z``, ``(r h) W_hnᵀ``, and a generic for
+    ``n`` and ``h'``."""
     pk = _Packed(op, 3)
+    hid = pk.hidden
     ident, row = emit.identity(2), emit.amap(2, [1])
+    one = emit.scalar(1.0, emit.f32())
 
-    def body(*a: ir.Value) -> ir.Value:
+    def after(*a: ir.Value) -> ir.Value:
         (xr, xz, xn), (hr, hz, hn), (ir_, iz, in_), (br, bz, bn), hv = (
             a[0:3], a[3:6], a[6:9], a[9:12], a[12])
         r = emit.sigmoid(arith.addf(arith.addf(xr, ir_), arith.addf(hr, br)))
         z = emit.sigmoid(arith.addf(arith.addf(xz, iz), arith.addf(hz, bz)))
         nn = math.tanh(arith.addf(arith.addf(xn, in_), arith.mulf(r, arith.addf(hn, bn))))
-        one = emit.scalar(1.0, emit.f32())
         return arith.addf(arith.mulf(arith.subf(one, z), nn), arith.mulf(z, hv))
 
-    def make_cell(layer: int, d: int) -> Cell:
+    def reset(xr: ir.Value, xz: ir.Value, hr: ir.Value, hz: ir.Value, ir_: ir.Value,
+              iz: ir.Value, br: ir.Value, bz: ir.Value, hv: ir.Value, *_: ir.Value
+              ) -> list[ir.Value]:
+        r = emit.sigmoid(arith.addf(arith.addf(xr, ir_), arith.addf(hr, br)))
+        z = emit.sigmoid(arith.addf(arith.addf(xz, iz), arith.addf(hz, bz)))
+        return [arith.mulf(r, hv), z]
+
+    def update(xn: ir.Value, hn: ir.Value, in_: ir.Value, bn: ir.Value, z: ir.Value,
+               hv: ir.Value, _: ir.Value) -> ir.Value:
+        nn = math.tanh(arith.addf(arith.addf(xn, in_), arith.addf(hn, bn)))
+        return arith.addf(arith.mulf(arith.subf(one, z), nn), arith.mulf(z, hv))
+
+    def make_cell(layer: int, d: int, whh_t: ir.Value) -> Cell:
         b_ih = _gate_bias(pk, op["b_ih"], layer, d)
         b_hh = _gate_bias(pk, op["b_hh"], layer, d)
+        if linear_before_reset(op.attrs):
+            def cell(xs: list[ir.Value], st: list[ir.Value]) -> list[ir.Value]:
+                hs = _hidden_gates(st[0], whh_t, 3, hid)
+                return emit.generic([*xs, *hs, *b_ih, *b_hh, st[0]], _cell_outputs(st[0], 1),
+                                    [ident] * 6 + [row] * 6 + [ident] * 2, [P, P], after)
+            return cell
+        w_rz = emit.extract_slice(whh_t, [0, 0], [hid, 2 * hid])
+        w_n = emit.extract_slice(whh_t, [0, 2 * hid], [hid, hid])
 
-        def cell(xs: list[ir.Value], hs: list[ir.Value], st: list[ir.Value]
-                 ) -> list[ir.Value]:
-            return emit.generic([*xs, *hs, *b_ih, *b_hh, st[0]], _cell_outputs(st[0], 1),
-                                [ident] * 6 + [row] * 6 + [ident] * 2, [P, P], body)
+        def cell_reset_first(xs: list[ir.Value], st: list[ir.Value]) -> list[ir.Value]:
+            hr, hz = _hidden_gates(st[0], w_rz, 2, hid)
+            rh, z = emit.generic([xs[0], xs[1], hr, hz, b_ih[0], b_ih[1], b_hh[0], b_hh[1],
+                                  st[0]], _cell_outputs(st[0], 2),
+                                 [ident] * 4 + [row] * 4 + [ident] * 3, [P, P], reset)
+            hn = emit.matmul(rh, w_n)
+            return emit.generic([xs[2], hn, b_ih[2], b_hh[2], z, st[0]],
+                                _cell_outputs(st[0], 1),
+                                [ident] * 2 + [row] * 2 + [ident] * 3, [P, P], update)
 
-        return cell
+        return cell_reset_first
 
     return _scan(op, 3, make_cell, ("h0",))
