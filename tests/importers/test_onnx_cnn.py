@@ -93,18 +93,20 @@ def _torch_models() -> dict[str, object]:
             return self.head(torch.flatten(self.pool(self.features(x)), 1))
 
     class Upsampler(nn.Module):
-        """A decoder's upsampling: nearest 2x (as U-Nets and FPNs do), bilinear, and a
-        strided transposed convolution."""
+        """A decoder's upsampling: nearest 2x (as U-Nets and FPNs do), bilinear, a strided
+        transposed convolution, and bicubic (ONNX's cubic mode, a = -0.75) beside it."""
 
         def __init__(self) -> None:
             super().__init__()
             self.a, self.b = nn.Conv2d(3, 4, 3, 2, 1), nn.Conv2d(4, 2, 3, 1, 1)
             self.up = nn.ConvTranspose2d(2, 3, 4, stride=2, padding=1)
+            self.c = nn.Conv2d(2, 3, 1)
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             y = nn.functional.interpolate(self.a(x), scale_factor=2.0, mode="nearest")
             y = nn.functional.interpolate(self.b(y), scale_factor=2.0, mode="bilinear")
-            return self.up(y)
+            return self.up(y) + nn.functional.interpolate(self.c(y), scale_factor=2.0,
+                                                          mode="bicubic")
 
     torch.manual_seed(0)
     models = {"resnet": ResNetish().eval(), "mobilenet": MobileNetish().eval(),

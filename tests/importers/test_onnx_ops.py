@@ -72,7 +72,96 @@ def attention_op_3d() -> tuple:
     return model([node], ins, [vi("y", [2, 4, 16])], opset=23), inputs
 
 
+def gru_reset_first() -> tuple:
+    """ONNX's default GRU (``linear_before_reset = 0``: the reset gate scales ``h`` before
+    its matmul), bidirectional, with biases and an initial state; Y and Y_h."""
+    seq, batch, feat, hid = 5, 2, 3, 4
+    ins = {"x": rand(RNG, seq, batch, feat), "h0": rand(RNG, 2, batch, hid)}
+    inits = (init("w", rand(RNG, 2, 3 * hid, feat)), init("r", rand(RNG, 2, 3 * hid, hid)),
+             init("b", rand(RNG, 2, 6 * hid)))
+    node = helper.make_node("GRU", ["x", "w", "r", "b", "", "h0"], ["y", "y_h"], name="gru",
+                            hidden_size=hid, direction="bidirectional")
+    outs = [vi("y", [seq, 2, batch, hid]), vi("y_h", [2, batch, hid])]
+    return model([node], [vi(n, list(a.shape)) for n, a in ins.items()], outs, inits), ins
+
+
+def resize(op: str, opset: int, shape: tuple[int, ...], out: list[int],
+           scales: list[float] | None = None, sizes: list[int] | None = None,
+           roi: list[float] | None = None, **attrs: object
+           ) -> tuple:
+    """One Resize / Upsample node over a static input; scales, sizes and roi as
+    initializers."""
+    inits = []
+    names = ["x"]
+    if op == "Upsample" or opset < 11:
+        names.append("scales")
+        inits.append(init("scales", np.array(scales, np.float32)))
+    else:
+        names += ["roi" if roi else "", "scales" if scales else "", "sizes" if sizes else ""]
+        inits += [init("roi", np.array(roi, np.float32))] if roi else []
+        inits += [init("scales", np.array(scales, np.float32))] if scales else []
+        inits += [init("sizes", np.array(sizes, np.int64))] if sizes else []
+    while names[-1] == "":
+        names.pop()
+    node = helper.make_node(op, names, ["y"], name=f"{op.lower()}_node", **attrs)
+    x = rand(RNG, *shape)
+    return model([node], [vi("x", list(shape))], [vi("y", out)], inits, opset=opset), {"x": x}
+
+
+def lstm_reverse() -> tuple:
+    """A reverse-only LSTM (the forward scan of the time-reversed sequence, its outputs
+    reversed back); Y, Y_h and Y_c."""
+    seq, batch, feat, hid = 4, 2, 3, 5
+    ins = {"x": rand(RNG, seq, batch, feat)}
+    inits = (init("w", rand(RNG, 1, 4 * hid, feat)), init("r", rand(RNG, 1, 4 * hid, hid)),
+             init("b", rand(RNG, 1, 8 * hid)))
+    node = helper.make_node("LSTM", ["x", "w", "r", "b"], ["y", "y_h", "y_c"], name="lstm",
+                            hidden_size=hid, direction="reverse")
+    outs = [vi("y", [seq, 1, batch, hid]), vi("y_h", [1, batch, hid]), vi("y_c", [1, batch, hid])]
+    return model([node], [vi("x", [seq, batch, feat])], outs, inits), ins
+
+
+def gather_nd_batched() -> tuple:
+    """GatherND with two batch dims and negative indices."""
+    data = rand(RNG, 2, 3, 4, 5)
+    idx = RNG.integers(-4, 4, (2, 3, 6, 1)).astype(np.int64)
+    node = helper.make_node("GatherND", ["data", "idx"], ["y"], name="gnd", batch_dims=2)
+    return model([node], [vi("data", [2, 3, 4, 5]), vi("idx", [2, 3, 6, 1], TensorProto.INT64)],
+                 [vi("y", [2, 3, 6, 5])]), {"data": data, "idx": idx}
+
+
 CASES = {
+    "lstm_reverse": lstm_reverse(),
+    "gather_nd_batch_dims": gather_nd_batched(),
+    # pads from output_shape (SAME_UPPER with an output_shape is left out: ONNX Runtime
+    # splits its padding the other way round from ONNX's spec and reference evaluator,
+    # which rlx follows)
+    "conv_transpose_output_shape": one(
+        "ConvTranspose", {"x": rand(RNG, 1, 2, 4, 5)}, [1, 3, 10, 11],
+        inits=(init("w", rand(RNG, 2, 3, 3, 3)),), strides=[2, 2], output_shape=[10, 11]),
+    "conv_transpose_same_lower": one(
+        "ConvTranspose", {"x": rand(RNG, 1, 2, 4, 5)}, [1, 3, 9, 12],
+        inits=(init("w", rand(RNG, 2, 3, 3, 3)),), strides=[2, 2],
+        output_shape=[9, 12], auto_pad="SAME_LOWER"),
+    "resize10_nearest_down": resize("Resize", 10, (1, 2, 5, 7), [1, 2, 3, 3],
+                                    scales=[1, 1, 0.6, 0.5]),
+    "upsample9_nearest": resize("Upsample", 9, (1, 2, 3, 4), [1, 2, 6, 12],
+                                scales=[1, 1, 2, 3]),
+    "resize_cubic_exclude_outside": resize("Resize", 19, (1, 2, 5, 6), [1, 2, 4, 10],
+                                           scales=[1, 1, 0.8, 1.7], mode="cubic",
+                                           cubic_coeff_a=-0.5, exclude_outside=1),
+    "resize_linear_antialias": resize("Resize", 19, (1, 2, 9, 8), [1, 2, 4, 3],
+                                      sizes=[1, 2, 4, 3], mode="linear", antialias=1),
+    "resize_cubic_antialias": resize("Resize", 19, (1, 1, 8, 9), [1, 1, 3, 4],
+                                     scales=[1, 1, 0.4, 0.5], mode="cubic", antialias=1),
+    "resize_align_corners_scales": resize("Resize", 19, (1, 2, 5, 7), [1, 2, 3, 4],
+                                          scales=[1, 1, 0.6, 0.6], mode="linear",
+                                          coordinate_transformation_mode="align_corners"),
+    "resize_crop_extrapolate": resize("Resize", 19, (1, 2, 6, 6), [1, 2, 5, 4],
+                                      sizes=[5, 4], roi=[-0.2, 0.3, 0.9, 1.2], axes=[2, 3],
+                                      mode="linear", extrapolation_value=7.0,
+                                      coordinate_transformation_mode="tf_crop_and_resize"),
+    "gru_reset_first": gru_reset_first(),
     "einsum_matmul": einsum("ij,jk->ik", (3, 4), (4, 5)),
     "einsum_batch": einsum("bij,bjk->bik", (2, 3, 4), (2, 4, 5)),
     "einsum_diagonal": einsum("...ii->...i", (2, 4, 4)),

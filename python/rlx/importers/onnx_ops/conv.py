@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from rlx.dialects.builder import HirValue
-from rlx.importers.dims import SymDim, normalize
+from rlx.importers.dims import SymDim, is_static, normalize
 from rlx.importers.onnx_ops.reduction import reduce
 from rlx.importers.onnx_ops.registry import Node, Value, converter
 from rlx.ir.types import DType
@@ -176,6 +176,32 @@ def _edges(node: Node, x: HirValue, low: list[int], high: list[int]) -> HirValue
     return x
 
 
+def _transposed_pads(node: Node, spatial: list[SymDim], kernel: list[int],
+                     strides: list[int], dilations: list[int], extra: list[int]) -> list[int]:
+    """ConvTranspose's ``pads`` (begin..., end...); with ``output_shape`` or ``auto_pad``
+    SAME_*, computed from the output size as ONNX defines: ``total = s (in - 1) +
+    output_padding + d (k - 1) + 1 - out`` (``out = in s`` for SAME without an
+    output_shape), split ``total - total // 2`` before and ``total // 2`` after, the other
+    way round for SAME_UPPER (negative: the output grows at that end)."""
+    n = len(kernel)
+    auto = node.attr("auto_pad", "NOTSET")
+    if auto not in ("NOTSET", "", "VALID", "SAME_UPPER", "SAME_LOWER"):
+        node.fail(f"auto_pad '{auto}'")
+    wanted = node.ints("output_shape")
+    if not wanted and auto not in ("SAME_UPPER", "SAME_LOWER"):
+        return node.ints("pads", [0] * 2 * n) or [0] * 2 * n
+    if not all(is_static(d) for d in spatial):
+        node.fail(f"auto_pad {auto} / output_shape over the dynamic spatial sizes {spatial}: "
+                  "rlx computes these pads at import; give pads")
+    ins = [int(d) for d in spatial]  # type: ignore[arg-type]
+    out = list(wanted[-n:]) if wanted else [i * s for i, s in zip(ins, strides, strict=True)]
+    total = [s * (i - 1) + e + d * (k - 1) + 1 - o for s, i, e, d, k, o in
+             zip(strides, ins, extra, dilations, kernel, out, strict=True)]
+    if auto == "SAME_UPPER":
+        return [t // 2 for t in total] + [t - t // 2 for t in total]
+    return [t - t // 2 for t in total] + [t // 2 for t in total]
+
+
 @converter("ConvTranspose", const_inputs=(1,))
 def convert_conv_transpose(node: Node) -> list[Value]:
     """A convolution of the input spread by the strides (zeros between elements, gathered
@@ -189,15 +215,11 @@ def convert_conv_transpose(node: Node) -> list[Value]:
     n = len(x.shape) - 2
     if n not in (1, 2) or w.ndim != n + 2:
         node.fail(f"input {x.type}: rlx convolves 1-D and 2-D inputs")
-    if node.attr("auto_pad", "NOTSET") not in ("NOTSET", "", "VALID") or node.ints(
-            "output_shape"):
-        node.fail("auto_pad SAME / output_shape (pads computed from the output size) are "
-                  "not supported; give pads")
     kernel = [int(k) for k in w.shape[2:]]
     strides = node.ints("strides", [1] * n) or [1] * n
     dilations = node.ints("dilations", [1] * n) or [1] * n
-    pads = node.ints("pads", [0] * 2 * n) or [0] * 2 * n
     extra = node.ints("output_padding", [0] * n) or [0] * n
+    pads = _transposed_pads(node, node.dims_of(x)[2:], kernel, strides, dilations, extra)
     groups = node.attr("group", 1)
     if n == 1:
         x = _unit_height(node, x)

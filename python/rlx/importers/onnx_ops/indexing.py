@@ -283,29 +283,44 @@ def fold_gather_elements(node: Node, inputs: list[np.ndarray | None]
 
 @converter("GatherND", since=11)
 def convert_gather_nd(node: Node) -> list[Value]:
-    """``y[...] = data[idx[..., 0], ..., idx[..., q-1]]`` (``batch_dims = 0``): the first
-    ``q`` dims of the data flattened, one ``gather`` of the row-major flat index."""
-    if node.attr("batch_dims", 0):
-        node.fail("batch_dims > 0 is not supported")
+    """``y[b..., i...] = data[b..., idx[b..., i..., 0], ..., idx[b..., i..., q-1]]`` over the
+    ``batch_dims`` leading dims ``b`` shared by data and indices: the first ``batch_dims +
+    q`` dims of the data flattened, one ``gather`` of the row-major flat index (the batch
+    position counted by iotas)."""
     data, idx = node.tensor(0), node.tensor(1)
     d_dims, i_dims = node.dims(0), node.dims(1)
+    b = int(node.attr("batch_dims", 0))
     q = i_dims[-1]
-    if not is_static(q) or int(q) > len(d_dims) or int(q) < 1:
-        node.fail(f"indices of last dim {q} for data of rank {len(d_dims)}")
+    if b < 0 or b >= min(len(d_dims), len(i_dims)):
+        node.fail(f"batch_dims {b} for data of rank {len(d_dims)} and indices of rank "
+                  f"{len(i_dims)}")
+    if not is_static(q) or int(q) > len(d_dims) - b or int(q) < 1:
+        node.fail(f"indices of last dim {q} for data of rank {len(d_dims)} and "
+                  f"batch_dims {b}")
     q = int(q)
+    lead = i_dims[:-1]
+
+    def times(v: HirValue, size: SymDim) -> HirValue:
+        return node.mir("binary", [v, node.sizes.scalar(size, idx.dtype, node.fail)],
+                        kind="mul")
+
     flat: HirValue | None = None
+    for j in range(b):  # the batch position, row-major over the shared leading dims
+        at = node.sizes.iota(lead[j], idx.dtype, node.fail)
+        at = reshape_to(node, at, [lead[j] if a == j else 1 for a in range(len(lead))])
+        flat = at if flat is None else node.mir("binary", [times(flat, d_dims[j]), at],
+                                                kind="add")
     for k in range(q):
         part = node.mir("narrow", [idx], axis=len(i_dims) - 1, start=k, len=1)
-        part = _wrapped(node, reshape_to(node, node.known(part, [*i_dims[:-1], 1]),
-                                         i_dims[:-1]), d_dims[k])
+        part = _wrapped(node, reshape_to(node, node.known(part, [*lead, 1]), lead),
+                        d_dims[b + k])
         if flat is not None:
-            stride = node.sizes.scalar(d_dims[k], idx.dtype, node.fail)
-            part = node.mir("binary", [node.mir("binary", [flat, stride], kind="mul"), part],
-                            kind="add")
+            part = node.mir("binary", [times(flat, d_dims[b + k]), part], kind="add")
         flat = part
-    table = reshape_to(node, data, [math.prod(d_dims[:q]), *d_dims[q:]])
+    assert flat is not None
+    table = reshape_to(node, data, [math.prod(d_dims[:b + q]), *d_dims[b + q:]])
     y = gather(node, table, flat, axis=0)
-    return [node.known(y, [*i_dims[:-1], *d_dims[q:]])]
+    return [node.known(y, [*lead, *d_dims[b + q:]])]
 
 
 @converter("Trilu", const_inputs=(1,), since=14)
