@@ -106,8 +106,11 @@ def single(op: str, inputs: list[str], *, elem: int = TensorProto.FLOAT, opset: 
 
 
 ERRORS = {
-    "unsupported op": (lambda: single("NonZero", ["x"]),
-                       "node 'the_node' (NonZero, opset 18): no rlx importer for this op"),
+    "unsupported op": (lambda: single("Det", ["x"]),
+                       "node 'the_node' (Det, opset 18): no rlx importer for this op"),
+    "data-dependent output size": (lambda: single("NonZero", ["x"]),
+                                   "node 'the_node' (NonZero, opset 18): the size of its "
+                                   "output depends on the values of its inputs"),
     "unsupported opset": (lambda: single("Add", ["x", "z"], opset=6),
                           "node 'the_node' (Add, opset 6): opset 6 is not supported"),
     "old op version": (lambda: single("Gelu", ["x"], opset=18),

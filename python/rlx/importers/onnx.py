@@ -63,6 +63,11 @@ INLINE_MAX_BYTES = 1024
 the parameter file (never inlined), except splats, which are a scalar expanded."""
 
 
+DATA_DEPENDENT = frozenset({"NonZero", "Unique", "Compress", "NonMaxSuppression"})
+"""Ops whose output sizes depend on run-time values: one error saying so when they cannot be
+folded."""
+
+
 # --------------------------------------------------------------------------------------
 # Results
 # --------------------------------------------------------------------------------------
@@ -352,6 +357,10 @@ class GraphImporter:
         if self._try_fold(node):
             return
         conv = CONVERTERS.get(node.op_type)
+        if conv is None and node.op_type in DATA_DEPENDENT:
+            node.fail("the size of its output depends on the values of its inputs, computed "
+                      "at run time (a data-dependent shape); rlx compiles shapes that follow "
+                      "from the input sizes (it folds this op when its inputs are constants)")
         if conv is None:
             node.fail("no rlx importer for this op (the supported ops are listed in "
                       "docs/onnx-coverage.md)")
