@@ -205,6 +205,17 @@ irdl.dialect @rlx_mir {
     irdl.results(y: %out0)
     irdl.attributes {"axis" = %axis}
   }
+  // ``x[..., start : end, ...]`` along ``axis`` with bounds computed at run time (0-d ``i64`` tensors), clamped as ONNX ``Slice`` clamps: ``s = clamp(start, 0, n)``, ``e = clamp(end, s, n)`` (``n`` the size of the axis), ``e - s`` entries; never a read outside ``x``. The importers' slice of a dynamic axis whose bounds are sizes the model computes (a ``chunk`` of a dynamic sequence: ``ceil(S / k)`` rows, the last piece shorter).
+  irdl.operation @dynamic_slice {
+    %axis = irdl.base "#builtin.integer"
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0, start: %in1, end: %in2)
+    irdl.results(y: %out0)
+    irdl.attributes {"axis" = %axis}
+  }
   // Broadcast to ``target_shape`` (``Op::Expand``, numpy rules; ``-1`` keeps the input dim, which may be dynamic).
   irdl.operation @expand {
     %target_shape = irdl.base "#builtin.dense_array"

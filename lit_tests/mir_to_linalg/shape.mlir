@@ -1,7 +1,8 @@
 // mir-to-linalg for data movement: reshape is a collapse or expand when the shapes line up,
 // transpose a linalg.transpose, narrow an extract_slice, concat a tensor.concat, gather a
 // generic that reads the (f32-encoded, clamped) index and then the table; write_rows a
-// scatter at clamped indices; dim and iota make sizes data.
+// scatter at clamped indices; dim and iota make sizes data; dynamic_slice clamps run-time
+// bounds into the axis.
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg %s | FileCheck %s
 
 // CHECK-LABEL: module @moves
@@ -154,5 +155,28 @@ module @write_rows {
   func.func @main(%cache: tensor<4x16x8xf32>, %new: tensor<2x?x8xf32>, %slot: tensor<2xi32>, %pos: tensor<2xi32>) -> tensor<4x16x8xf32> {
     %w = "rlx_mir.write_rows"(%cache, %new, %slot, %pos) : (tensor<4x16x8xf32>, tensor<2x?x8xf32>, tensor<2xi32>, tensor<2xi32>) -> tensor<4x16x8xf32>
     return %w : tensor<4x16x8xf32>
+  }
+}
+
+// -----
+
+// dynamic_slice: bounds read from 0-d tensors and clamped into the axis (s into [0, n],
+// e into [s, n]) before one extract_slice: no bound the model computes reads outside x.
+// CHECK-LABEL: module @dynamic_slice
+// CHECK:       %[[N:.*]] = tensor.dim %arg0, %c1 : tensor<2x?x8xf32>
+// CHECK:       %[[S0:.*]] = tensor.extract %arg1[] : tensor<i64>
+// CHECK:       %[[S1:.*]] = arith.index_cast %[[S0]] : i64 to index
+// CHECK:       %[[S2:.*]] = arith.maxsi %[[S1]], %c0 : index
+// CHECK:       %[[S:.*]] = arith.minsi %[[S2]], %[[N]] : index
+// CHECK:       %[[E0:.*]] = tensor.extract %arg2[] : tensor<i64>
+// CHECK:       %[[E1:.*]] = arith.index_cast %[[E0]] : i64 to index
+// CHECK:       %[[E2:.*]] = arith.maxsi %[[E1]], %[[S]] : index
+// CHECK:       %[[E:.*]] = arith.minsi %[[E2]], %[[N]] : index
+// CHECK:       %[[LEN:.*]] = arith.subi %[[E]], %[[S]] : index
+// CHECK:       tensor.extract_slice %arg0[0, %[[S]], 0] [2, %[[LEN]], 8] [1, 1, 1] : tensor<2x?x8xf32> to tensor<2x?x8xf32>
+module @dynamic_slice {
+  func.func @main(%x: tensor<2x?x8xf32>, %s: tensor<i64>, %e: tensor<i64>) -> tensor<2x?x8xf32> {
+    %y = "rlx_mir.dynamic_slice"(%x, %s, %e) {axis = 1 : i64} : (tensor<2x?x8xf32>, tensor<i64>, tensor<i64>) -> tensor<2x?x8xf32> loc("chunk")
+    return %y : tensor<2x?x8xf32>
   }
 }

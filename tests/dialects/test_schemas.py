@@ -26,8 +26,9 @@ MIR_OPS = {
     "rms_norm", "layer_norm", "rope", "attention", "reshape", "transpose", "narrow",
     "concat", "expand", "gather", "reduce", "argmax", "softmax", "cumsum", "conv",
     "gated_delta_net", "lstm", "gru",
-    # for the ONNX importer: strided slices, constant padding, pooling, sizes as data
-    "slice", "pad", "pool", "dim", "iota",
+    # for the ONNX importer: strided slices, slices of run-time bounds, constant padding,
+    # pooling, sizes as data
+    "slice", "dynamic_slice", "pad", "pool", "dim", "iota",
     # sampling on the device (HF's logits processors, a seeded draw, the seen-token mask)
     "repetition_penalty", "top_k_filter", "top_p_filter", "min_p_filter", "categorical",
     "mark_tokens",

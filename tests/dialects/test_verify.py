@@ -175,6 +175,12 @@ CASES = {
     "mir_slice_out_of_range": ("rlx_mir.slice", [X], "{sizes = array<i64: 2, 4>, starts = "
                                "array<i64: 3, 0>, strides = array<i64: 1, 4>}",
                                ["tensor<2x4xf32>"], "axis 0: expected indices inside [0, 4)"),
+    "mir_dynamic_slice_bound_type": ("rlx_mir.dynamic_slice", [X, "tensor<f32>", "tensor<i64>"],
+                                     "{axis = 0 : i64}", ["tensor<?x16xf32>"],
+                                     "operand 'start'"),
+    "mir_dynamic_slice_bound_rank": ("rlx_mir.dynamic_slice", [X, "tensor<i64>", "tensor<1xi64>"],
+                                     "{axis = 0 : i64}", ["tensor<?x16xf32>"],
+                                     "operand 'end'"),
     "mir_slice_kept_axis_strided": ("rlx_mir.slice", [X], "{sizes = array<i64: -1, 4>, "
                                     "starts = array<i64: 0, 0>, strides = array<i64: 2, 1>}",
                                     ["tensor<4x4xf32>"], "stride 1 for a size up to the end"),

@@ -1,7 +1,8 @@
 """Ordinary torch exports with a dynamic batch and sequence (issue 22, point 3): causal
 ``scaled_dot_product_attention`` after a ``chunk(3)`` of a fused QKV projection (both
-exporters), and views over two dynamic dims. All are imported into one module, compiled
-once for llvm-cpu and run at several sizes against ONNX Runtime on the same files."""
+exporters), views over two dynamic dims, and chunks of the dynamic sequence. All are
+imported into one module, compiled once for llvm-cpu and run at several sizes against ONNX
+Runtime on the same files."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ import pytest
 
 from onnx_models import compile_together, ort_run
 from rlx.importers.onnx import OnnxImport, import_model
-from rlx.ir.diagnostics import ModelImportError
 from rlx.reference.tolerance import assert_close
 
 D = 24
@@ -47,8 +47,18 @@ def _modules() -> dict[str, object]:
             b, t, _ = x.shape
             return (torch.tanh(x.reshape(b * t, D)) * 2).view(b, t, D) + x
 
+    class Chunks(torch.nn.Module):
+        """``chunk(3)`` and ``chunk(2)`` along the dynamic sequence: pieces of ``ceil(S /
+        k)`` rows, the last one shorter or empty (S = 1: two empty thirds)."""
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            a, b, c = x.chunk(3, dim=1)
+            first, second = x.chunk(2, dim=1)
+            return torch.cat([c * 2, torch.tanh(b), a, second - 1, first], dim=1)
+
     torch.manual_seed(0)
-    return {"causal": CausalSelfAttention().eval(), "views": TwoDynamicViews().eval()}
+    return {"causal": CausalSelfAttention().eval(), "views": TwoDynamicViews().eval(),
+            "chunks": Chunks().eval()}
 
 
 def _export(module: object, path: Path, dynamo: bool) -> Path:
@@ -62,7 +72,8 @@ def _export(module: object, path: Path, dynamo: bool) -> Path:
 
 
 CASES = {"causal_torchscript": ("causal", False), "causal_dynamo": ("causal", True),
-         "views_torchscript": ("views", False), "views_dynamo": ("views", True)}
+         "views_torchscript": ("views", False), "views_dynamo": ("views", True),
+         "chunks_torchscript": ("chunks", False)}
 
 
 @pytest.fixture(scope="module")
@@ -115,18 +126,14 @@ def test_views_over_two_dynamic_dims(
     assert "tensor<?x?x24xf32>" in text
 
 
-def test_chunk_along_a_dynamic_axis_names_the_node(tmp_path: Path) -> None:
-    """``chunk(3)`` along the dynamic sequence: pieces of ``ceil(S / 3)`` rows, a size rlx
-    cannot build; the error names the Slice."""
-    import torch
-
-    class Thirds(torch.nn.Module):
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            a, b, c = x.chunk(3, dim=1)
-            return a + b + c
-
-    with pytest.raises(ModelImportError, match=r"node '/Slice[_0-9]*' \(Slice, opset 18\)"):
-        import_model(_export(Thirds().eval(), tmp_path / "thirds.onnx", False))
+def test_chunks_of_a_dynamic_axis(
+        exported: tuple[dict[str, Path], dict[str, OnnxImport], object]) -> None:
+    """The TorchScript exporter's chunk bounds (``ceil(S / k)`` multiples, computed from
+    the input's shape) are ``dynamic_slice`` bounds, clamped at run time as ONNX clamps
+    them (they had been refused: "a slice of run-time length ..., which rlx cannot
+    compute")."""
+    _, results, _ = exported
+    assert str(results["chunks_torchscript"].module).count('"rlx_mir.dynamic_slice"') >= 4
 
 
 def test_static_windows_of_a_dynamic_axis() -> None:

@@ -113,6 +113,19 @@ def tidy(arr: np.ndarray) -> np.ndarray:
     return out
 
 
+def _quotient(d: SymDim) -> tuple[SymDim, int] | None:
+    """``(n, k)`` when ``d`` is ``floor(n / k)`` (or ``ceiling(m / k)``, as ``floor((m + k -
+    1) / k)``) for an integer ``k > 1``: the sizes a chunk of a dynamic axis computes; else
+    None."""
+    if not isinstance(d, sympy.floor | sympy.ceiling):
+        return None
+    num, den = sympy.fraction(sympy.together(d.args[0]))
+    if not (den.is_Integer and int(den) > 1):
+        return None
+    k = int(den)
+    return normalize(sympy.expand(num + (k - 1 if isinstance(d, sympy.ceiling) else 0))), k
+
+
 class SizeSource:
     """Builds tensors of run-time sizes into ``h`` from registered sources: a symbol's
     source is a value of the module that has it as dim ``axis``. ``fail`` raises the
@@ -282,15 +295,21 @@ class SizeSource:
             if src is None:
                 fail(f"the run-time size {d} has no tensor to take it from")
             return self.h.mir("dim", [src[0]], axis=src[1])
-        if isinstance(d, sympy.Add | sympy.Mul):
-            kind = "add" if isinstance(d, sympy.Add) else "mul"
-            parts = [self._size(normalize(a), fail) for a in d.args]
-            out = parts[0]
-            for p in parts[1:]:
-                out = self.h.mir("binary", [out, p], kind=kind)
+        folds = {sympy.Add: "add", sympy.Mul: "mul", sympy.Min: "min", sympy.Max: "max"}
+        kind = next((k for t, k in folds.items() if isinstance(d, t)), None)
+        if kind is not None:  # a sum, product, minimum or maximum of sizes, left to right
+            out = None
+            for a in d.args:
+                v = self._size(normalize(a), fail)
+                out = v if out is None else self.h.mir("binary", [out, v], kind=kind)
+            assert out is not None
             return out
-        fail(f"the run-time size {d} as data (rlx computes sizes that are sums and "
-             "products of the model's dims)")
+        if (parts := _quotient(d)) is not None:
+            num, k = parts  # num >= 0, a size: the integer division floors it
+            return self.h.mir("binary", [self._size(num, fail), self._scalar(k, DType.I64)],
+                              kind="div")
+        fail(f"the run-time size {d} as data (rlx computes sizes that are sums, products, "
+             "minima and floor / ceiling quotients of the model's dims)")
 
     def _scalar(self, v: int, dtype: DType) -> HirValue:
         np_type = dtype.numpy

@@ -1,6 +1,6 @@
-"""MIR data-movement ops: reshape, transpose, narrow, slice, pad, concat, expand, gather,
-write_rows (an in-place row update, a KV cache's), barrier; and the sizes of a tensor as
-data: dim, iota."""
+"""MIR data-movement ops: reshape, transpose, narrow, dynamic_slice, slice, pad, concat,
+expand, gather, write_rows (an in-place row update, a KV cache's), barrier; and the sizes of
+a tensor as data: dim, iota."""
 
 from __future__ import annotations
 
@@ -129,6 +129,29 @@ def narrow(c: Check) -> list[TensorInfo]:
         c.at_least("x", axis, start + length, f"start + len = {start} + {length}")
     shape = list(x.shape)
     shape[axis] = length
+    return [x.with_shape(shape)]
+
+
+@MIR.op("dynamic_slice", operands=["x", "start", "end"], attrs=[int_attr("axis")])
+def dynamic_slice(c: Check) -> list[TensorInfo]:
+    """``x[..., start : end, ...]`` along ``axis`` with bounds computed at run time (0-d
+    ``i64`` tensors), clamped as ONNX ``Slice`` clamps: ``s = clamp(start, 0, n)``, ``e =
+    clamp(end, s, n)`` (``n`` the size of the axis), ``e - s`` entries; never a read outside
+    ``x``. The importers' slice of a dynamic axis whose bounds are sizes the model computes
+    (a ``chunk`` of a dynamic sequence: ``ceil(S / k)`` rows, the last piece shorter).
+
+    Example::
+
+        %y = "rlx_mir.dynamic_slice"(%x, %s, %e) {axis = 1 : i64}
+            : (tensor<2x?x8xf32>, tensor<i64>, tensor<i64>) -> tensor<2x?x8xf32>
+    """
+    x = c["x"]
+    axis = checks.normalize_axis(c, "axis", c.attr("axis"), x.rank)
+    for name in ("start", "end"):
+        c.rank(name, 0)
+        c.dtype(name, {DType.I64})
+    shape = list(x.shape)
+    shape[axis] = None
     return [x.with_shape(shape)]
 
 

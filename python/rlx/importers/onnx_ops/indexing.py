@@ -123,8 +123,8 @@ def convert_slice(node: Node) -> list[Value]:
 def _dynamic_slice(node: Node, x: HirValue, axis: int, start: SymDim, end: SymDim,
                    step: int) -> HirValue:
     """``x[start:end]`` along ``axis`` where the dim or a bound is a dynamic size (step 1):
-    a ``slice`` up to ``k`` before the end when that is what it is, else a ``gather`` of
-    ``start + iota(end - start)`` (indices clamped into the axis, never read past it)."""
+    a ``slice`` up to ``k`` before the end when that is what it is, a ``narrow`` for a
+    static window, else a ``dynamic_slice`` of bounds computed at run time."""
     dims = node.dims_of(x)
     d = dims[axis]
     if step != 1:
@@ -153,25 +153,17 @@ def _dynamic_slice(node: Node, x: HirValue, axis: int, start: SymDim, end: SymDi
         y = node.mir("narrow", [x], axis=axis, start=int(start), len=int(end) - int(start))
         return node.known(y, [int(end) - int(start) if a == axis else dims[a]
                               for a in range(len(dims))])
-    count = _buildable(node, normalize(sympy.simplify(sympy.sympify(end) - start)))
-    index = node.sizes.iota(count, DType.I64, node.fail)
-    if not (is_static(start) and int(start) == 0):
-        index = node.mir("binary", [index, node.sizes.scalar(start, DType.I64, node.fail)],
-                         kind="add")
-    y = gather(node, x, index, axis=axis)
-    return node.known(y, [count if a == axis else dims[a] for a in range(len(dims))])
-
-
-def _buildable(node: Node, count: SymDim) -> SymDim:
-    """A slice length to build: ``Min(bound, n)`` (a slice of a static axis to a dynamic
-    end) is ``n``, whose indices past the bound are clamped."""
-    if isinstance(count, sympy.Min):
-        for arg in count.args:
-            if not arg.is_Integer and node.sizes.can_build(normalize(arg)):
-                return normalize(arg)
-    if not node.sizes.can_build(count):
-        node.fail(f"a slice of run-time length {count}, which rlx cannot compute")
-    return count
+    # bounds the model computes from its sizes (a chunk of a dynamic axis: ceil(S / k)
+    # rows, the last piece shorter): a dynamic_slice, which clamps them into the axis as
+    # ONNX does; its length is end - start when that provably stays inside the axis, else
+    # a size of its own (counted at run time)
+    y = node.mir("dynamic_slice", [x, node.sizes.scalar(start, DType.I64, node.fail),
+                                   node.sizes.scalar(end, DType.I64, node.fail)], axis=axis)
+    count: SymDim | None = normalize(sympy.simplify(sympy.sympify(end) - start))
+    inside = (sympy.sympify(end) - sympy.sympify(d)).is_nonpositive and (
+        sympy.sympify(count).is_nonnegative) and sympy.sympify(start).is_nonnegative
+    return node.known(y, [(count if inside else None) if a == axis else dims[a]
+                          for a in range(len(dims))])
 
 
 @folder("Slice")

@@ -46,6 +46,29 @@ def lower_narrow(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     return [emit.narrow(x, a["axis"], start, a["len"])]
 
 
+@MIR_TO_LINALG.register("dynamic_slice")
+def lower_dynamic_slice(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+    """The bounds read from their 0-d tensors (``tensor.extract``), clamped into the axis
+    (``s = clamp(start, 0, n)``, ``e = clamp(end, s, n)``: the extract_slice below stays
+    inside ``x`` whatever the bounds hold), then one ``tensor.extract_slice``."""
+    x = op["x"]
+    axis = op.attrs["axis"] % emit.rank(x)
+    n = emit.as_value(emit.dim(x, axis))
+    idx = ir.IndexType.get()
+
+    def bound(v: ir.Value, low: ir.Value) -> ir.Value:
+        i = arith.index_cast(idx, tensor.extract(v, []))
+        return arith.minsi(arith.maxsi(i, low), n)
+
+    start = bound(op["start"], emit.index(0))
+    end = bound(op["end"], start)
+    offsets: list[emit.Size] = [0] * emit.rank(x)
+    sizes = list(emit.sizes(x))
+    offsets[axis] = start
+    sizes[axis] = arith.subi(end, start)
+    return [emit.extract_slice(x, offsets, sizes)]
+
+
 @MIR_TO_LINALG.register("slice")
 def lower_slice(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     """Positive strides: one strided ``tensor.extract_slice``. With a negative stride, one
