@@ -45,9 +45,10 @@ def converter(*names: str) -> Callable[[ConvertFn], ConvertFn]:
 def rlx_dtype(dtype: torch.dtype, fail: Callable[[str], NoReturn]) -> DType:
     found = TORCH_DTYPES.get(dtype)
     if found is None:
-        fail(f"element type {str(dtype).removeprefix('torch.')}: rlx's run-time tensors are "
-             "f32 / f16 / bf16 / i1 / i8 / i16 / i32 / i64 (f64 is demoted by IREE, unsigned "
-             "and complex types do not exist in rlx)")
+        fail(f"element type {str(dtype).removeprefix('torch.')}: the torch importer's "
+             "run-time tensors are f32 / f16 / bf16 / i1 / i8 / i16 / i32 / i64 (f64 models "
+             "go through the ONNX importer, on llvm-cpu; unsigned and complex types do not "
+             "exist in rlx)")
     return found
 
 

@@ -38,7 +38,8 @@ TORCH_DTYPES: dict[torch.dtype, DType] = {
     torch.bool: DType.I1, torch.int8: DType.I8, torch.int16: DType.I16,
     torch.int32: DType.I32, torch.int64: DType.I64,
 }
-"""Element types a run-time tensor may have (f64, unsigned and complex ones may not)."""
+"""Element types a run-time tensor may have (f64, which only the ONNX importer takes, and
+unsigned and complex ones may not)."""
 
 
 def op_name(node: Node) -> str:
