@@ -1,6 +1,7 @@
 """PyTorch programs straight from ``torch.export`` (issue 22, point 5): a tiny HF
 LlamaForCausalLM with a dynamic sequence length, a tiny HF BertModel with its attention
-mask, ResNet-18 and an ``nn.LSTM`` model (random weights) are imported with
+mask, ResNet-18, an ``nn.LSTM`` model and an ``F.interpolate`` upsampler over a dynamic
+image size (random weights) are imported with
 ``rlx.importers.torch.import_program`` into one module, compiled once for llvm-cpu and
 run against torch eager at two sizes each; the report and the HIR name the blocks
 recognized and the module paths; bad programs are one clear error."""
@@ -158,8 +159,35 @@ def _lstm() -> Case:
     return ep, eager, lambda b: (torch.randn(b, 5, 8),)
 
 
+class Upsampler(nn.Module):
+    """A decoder's ``F.interpolate`` calls over a dynamic image size: nearest, bilinear and
+    bicubic, with and without ``align_corners``, to twice the input's size."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x: Any) -> Any:
+        x = self.conv(x)
+        size = (2 * x.shape[-2], 2 * x.shape[-1])
+        out = nn.functional.interpolate(x, size=size, mode="nearest")
+        for k, (mode, align) in enumerate([("bilinear", False), ("bicubic", False),
+                                           ("bilinear", True), ("bicubic", True)]):
+            out = out + (k + 2) * nn.functional.interpolate(x, size=size, mode=mode,
+                                                            align_corners=align)
+        return out
+
+
+def _upsampler() -> Case:
+    eager = Upsampler().eval()
+    side = torch.export.Dim("side", min=2, max=64)
+    ep = torch.export.export(eager, (torch.randn(1, 3, 8, 8),),
+                             dynamic_shapes={"x": {2: side, 3: side}})
+    return ep, eager, lambda n: (torch.randn(1, 3, n, n),)
+
+
 CASES = {"llama": (_llama, (5, 11)), "bert": (_bert, (6, 13)), "resnet18": (_resnet, (1, 2)),
-         "lstm": (_lstm, (1, 3))}
+         "lstm": (_lstm, (1, 3)), "upsampler": (_upsampler, (5, 12))}
 
 Compiled = tuple[dict[str, Case], dict[str, TorchImport], Any]
 

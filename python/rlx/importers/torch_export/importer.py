@@ -21,7 +21,12 @@ from torch.fx import Node
 from rlx.dialects.builder import HirModule, HirValue
 from rlx.importers.dims import SizeSource, SymDim, is_static
 from rlx.importers.result import unique_name
-from rlx.importers.torch_export import ops_nn, ops_shape, ops_tensor  # noqa: F401 (register)
+from rlx.importers.torch_export import (  # noqa: F401 (register)
+    ops_nn,
+    ops_resample,
+    ops_shape,
+    ops_tensor,
+)
 from rlx.importers.torch_export.blocks import Match, find_blocks
 from rlx.importers.torch_export.convert import CONVERTERS, Op, rlx_dtype
 from rlx.importers.torch_export.probe import Probe
