@@ -408,7 +408,7 @@ irdl.dialect @rlx_mir {
     irdl.operands(x: %in0)
     irdl.results(y: %out0)
   }
-  // Binary op with numpy broadcasting (``Op::Binary``): add, sub, mul, div, max, min, pow.
+  // Binary op with numpy broadcasting (``Op::Binary``): add, sub, mul, div, max, min, pow, rem.
   irdl.operation @binary {
     %kind_0 = irdl.is "add"
     %kind_1 = irdl.is "sub"
@@ -417,7 +417,8 @@ irdl.dialect @rlx_mir {
     %kind_4 = irdl.is "max"
     %kind_5 = irdl.is "min"
     %kind_6 = irdl.is "pow"
-    %kind = irdl.any_of(%kind_0, %kind_1, %kind_2, %kind_3, %kind_4, %kind_5, %kind_6)
+    %kind_7 = irdl.is "rem"
+    %kind = irdl.any_of(%kind_0, %kind_1, %kind_2, %kind_3, %kind_4, %kind_5, %kind_6, %kind_7)
     %in0 = irdl.base "!builtin.tensor"
     %in1 = irdl.base "!builtin.tensor"
     %out0 = irdl.base "!builtin.tensor"

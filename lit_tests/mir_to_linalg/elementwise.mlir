@@ -67,3 +67,22 @@ module @flags {
     return %a, %b : tensor<4x4xf32>, tensor<4x4xf32>
   }
 }
+
+// -----
+
+// rem: arith.remf for floats; for integers arith.remsi by a divisor that is 1 where it was
+// 0 or -1 (x86's idiv traps on those; the remainder is 0 either way for -1).
+// CHECK-LABEL: module @rem
+// CHECK:       arith.remf
+// CHECK:       %[[ZERO:.*]] = arith.cmpi eq, %{{.*}}, %c0_i32 : i32
+// CHECK:       %[[MINUS:.*]] = arith.cmpi eq, %{{.*}}, %c-1_i32 : i32
+// CHECK:       %[[BAD:.*]] = arith.ori %[[ZERO]], %[[MINUS]] : i1
+// CHECK:       %[[D:.*]] = arith.select %[[BAD]], %c1_i32, %{{.*}} : i32
+// CHECK:       arith.remsi %{{.*}}, %[[D]] : i32
+module @rem {
+  func.func @main(%a: tensor<4xf32>, %b: tensor<4xf32>, %i: tensor<4xi32>, %j: tensor<4xi32>) -> (tensor<4xf32>, tensor<4xi32>) {
+    %0 = "rlx_mir.binary"(%a, %b) {kind = "rem"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    %1 = "rlx_mir.binary"(%i, %j) {kind = "rem"} : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi32>
+    return %0, %1 : tensor<4xf32>, tensor<4xi32>
+  }
+}

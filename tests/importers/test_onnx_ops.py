@@ -130,7 +130,23 @@ def gather_nd_batched() -> tuple:
                  [vi("y", [2, 3, 6, 5])]), {"data": data, "idx": idx}
 
 
+def mod(fmod: int, dtype: type) -> tuple:
+    """Mod over mixed signs (the sign of B with ``fmod = 0``, of A with ``fmod = 1``)."""
+    a = (RNG.integers(-30, 30, (3, 5)) if dtype == np.int32 else
+         rand(RNG, 3, 5, scale=6)).astype(dtype)
+    b = np.array([7, -7, 3, -4, 5], dtype) if dtype == np.int32 else \
+        np.array([1.5, -1.5, 0.7, -2.5, 3.0], dtype)
+    elem = TensorProto.INT32 if dtype == np.int32 else TensorProto.FLOAT
+    # a float Mod with fmod = 0 exists from opset 28
+    opset = 28 if dtype != np.int32 and not fmod else 18
+    return one("Mod", {"a": a, "b": b}, [3, 5], out_elem=elem, opset=opset, fmod=fmod)
+
+
 CASES = {
+    "mod_int_python_sign": mod(0, np.int32),
+    "mod_int_c_sign": mod(1, np.int32),
+    "mod_float_fmod": mod(1, np.float32),
+    "mod_float_python_sign": mod(0, np.float32),
     "lstm_reverse": lstm_reverse(),
     "gather_nd_batch_dims": gather_nd_batched(),
     # pads from output_shape (SAME_UPPER with an output_shape is left out: ONNX Runtime

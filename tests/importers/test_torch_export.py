@@ -354,3 +354,23 @@ def test_importing_rlx_does_not_import_torch() -> None:
             "assert 'torch' not in sys.modules")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_remainder_and_fmod_match_torch() -> None:
+    """``torch.remainder`` has the divisor's sign, ``torch.fmod`` the dividend's, for
+    floats and ints alike."""
+
+    class Mods(nn.Module):
+        def forward(self, x: Any, i: Any) -> Any:
+            return (torch.remainder(x, 1.5) + 2 * torch.fmod(x, -0.7),
+                    10 * torch.remainder(i, -5) + torch.fmod(i, 3))
+
+    torch.manual_seed(2)
+    x, i = torch.randn(4, 6) * 5, torch.randint(-20, 20, (4, 6), dtype=torch.int32)
+    result = import_program(torch.export.export(Mods().eval(), (x, i)))
+    program = rlx.runtime.load(rlx.compile(result.module, "llvm-cpu"), "local-task",
+                               result.params)
+    got_f, got_i = program.main(x.numpy(), i.numpy())
+    want_f, want_i = Mods()(x, i)
+    assert_close(got_f, want_f.numpy(), "f32")
+    np.testing.assert_array_equal(got_i, want_i.numpy())

@@ -22,7 +22,7 @@ def elementwise(dtype: str) -> tuple[rlx.HirModule, dict[str, np.ndarray]]:
     for kind in ACTIVATIONS:
         outs.append(h.mir("activation", [p if kind in POSITIVE_ONLY else x], kind=kind))
     for kind in BINARY_OPS:
-        rhs = p if kind in ("div", "pow") else row
+        rhs = p if kind in ("div", "pow", "rem") else row
         lhs = p if kind == "pow" else x
         outs.append(h.mir("binary", [lhs, rhs], kind=kind))
     flags = [h.mir("compare", [x, row], kind=k) for k in COMPARE_OPS]
@@ -85,3 +85,18 @@ def test_bool_inputs_next_to_a_matmul(target: str) -> None:
     scaled = h.mir("binary", [scores, h.mir("cast", [keep], to="f32")], kind="mul")
     h.set_outputs([h.mir("softmax", [masked], axis=-1), scaled])
     check_module(h, target, inputs={"keep": np.tril(np.ones((4, 4), bool))})
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_integer_remainder_has_the_dividends_sign_and_never_traps(target: str) -> None:
+    """``rem`` is C's remainder (numpy's ``fmod``: the sign of the dividend); a divisor of
+    0, or -1 under INT_MIN, gives 0 instead of the trap x86's idiv raises. (INT_MIN % 7 is
+    left out: lavapipe's SPIR-V remainder goes through |a| and returns 2, not -2.)"""
+    h = rlx.HirModule("int_rem")
+    a, b = h.input("a", (2, 6), "i32"), h.input("b", (2, 6), "i32")
+    h.set_outputs([h.mir("binary", [a, b], kind="rem")])
+    low = np.iinfo(np.int32).min
+    inputs = {"a": np.array([[7, -7, 7, -7, 5, low], [0, 9, -100, 13, -1, 3]], np.int32),
+              "b": np.array([[3, 3, -3, -3, 0, -1], [4, 0, 7, -5, 2, 1]], np.int32)}
+    want = np.array([[1, -1, 1, -1, 0, 0], [0, 0, -2, 3, -1, 0]], np.int32)
+    np.testing.assert_array_equal(check_module(h, target, inputs=inputs)[0], want)

@@ -27,7 +27,10 @@ ACTIVATIONS = (
 ``softplus`` is ``log(1 + exp(x))`` (Qwen3.5's DeltaNet decay; not in RLX's list)."""
 
 LINEAR_ACTIVATIONS = ("none", *ACTIVATIONS)
-BINARY_OPS = ("add", "sub", "mul", "div", "max", "min", "pow")
+BINARY_OPS = ("add", "sub", "mul", "div", "max", "min", "pow", "rem")
+"""Binary kinds. Integer ``div`` truncates; ``rem`` is C's remainder, ``a - trunc(a / b) b``
+(the sign of ``a``: ONNX ``Mod`` with ``fmod = 1``, ``torch.fmod``); an integer ``rem`` by 0
+or -1 is 0 (no trap)."""
 COMPARE_OPS = ("eq", "ne", "lt", "le", "gt", "ge")
 REDUCE_OPS = ("sum", "mean", "max", "min", "prod")
 MASK_KINDS = ("none", "causal", "sliding_window", "custom", "bias", "causal_lengths")

@@ -218,12 +218,15 @@ def llama_decoder_block(x: np.ndarray, ln1_g: np.ndarray, ln1_b: np.ndarray, q_w
 # -- MIR primitives --------------------------------------------------------------------
 
 BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
-          "max": np.maximum, "min": np.minimum, "pow": np.power}
+          "max": np.maximum, "min": np.minimum, "pow": np.power, "rem": np.fmod}
 COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
            "gt": np.greater, "ge": np.greater_equal}
 
 
 def binary(a: np.ndarray, b: np.ndarray, *, kind: str) -> np.ndarray:
+    if np.asarray(a).dtype.kind in "iu" and kind == "rem":  # by 0 or -1: 0, no trap
+        b = np.where(np.isin(b, (0, -1)), 1, b).astype(np.asarray(a).dtype)
+        return np.fmod(a, b)
     if np.asarray(a).dtype.kind in "iu" and kind == "div":
         return np.trunc(np.asarray(a) / np.asarray(b)).astype(np.asarray(a).dtype)
     if np.asarray(a).dtype.kind in "iub":

@@ -28,7 +28,7 @@ def activation(c: Check) -> list[TensorInfo]:
 
 @MIR.op("binary", operands=["lhs", "rhs"], attrs=[enum_attr("kind", BINARY_OPS)])
 def binary(c: Check) -> list[TensorInfo]:
-    """Binary op with numpy broadcasting (``Op::Binary``): add, sub, mul, div, max, min, pow.
+    """Binary op with numpy broadcasting (``Op::Binary``): add, sub, mul, div, max, min, pow, rem.
 
     Both operands have one element type (no promotion); ints allowed except for ``pow``.
 
@@ -40,6 +40,10 @@ def binary(c: Check) -> list[TensorInfo]:
     dtype = c.same_dtype("lhs", "rhs")
     if c.attr("kind") == "pow" or dtype == DType.I1:
         c.dtype("lhs", FLOAT_TYPES)
+    if c.attr("kind") == "rem" and dtype == DType.F64:  # a libm fmod IREE does not link
+        c.fail("attribute 'kind'", "a binary op IREE computes in f64 (rem is not: IREE "
+               "3.13 lowers it to a libm call its executables do not link); cast to f32",
+               "rem of f64")
     return [TensorInfo(checks.broadcast(c, ["lhs", "rhs"]), dtype)]
 
 

@@ -54,6 +54,26 @@ def convert_binary(node: Node) -> list[Value]:
     return [node.mir("binary", [node.tensor(0), node.tensor(1)], kind=BINARY[node.op_type])]
 
 
+@converter("Mod", since=10)
+def convert_mod(node: Node) -> list[Value]:
+    """``fmod = 1``: C's remainder (the sign of A), ``binary rem``. ``fmod = 0``: the sign
+    of B, Python's ``%``: the remainder plus B where it is not 0 and its sign differs from
+    B's."""
+    a, b = node.tensor(0), node.tensor(1)
+    if a.dtype == DType.F64:
+        node.fail("Mod of float64: IREE 3.13 lowers an f64 remainder to a libm call its "
+                  "executables do not link (f32 and integers are supported)")
+    r = node.mir("binary", [a, b], kind="rem")
+    if node.attr("fmod", 0):
+        return [r]
+    zero = node.scalar(0, a)
+    differ = node.mir("compare", [node.mir("compare", [r, zero], kind="lt"),
+                                  node.mir("compare", [b, zero], kind="lt")], kind="ne")
+    fix = node.mir("where", [node.mir("compare", [r, zero], kind="ne"), differ,
+                             node.scalar(False, differ)])
+    return [node.mir("binary", [r, node.mir("where", [fix, b, zero])], kind="add")]
+
+
 @converter("Pow", since=7)
 def convert_pow(node: Node) -> list[Value]:
     """Float bases: ``binary pow`` (the exponent converted to the base's type). Integer

@@ -17,7 +17,7 @@ from rlx.importers.torch_export.convert import Op, Value, converter, rlx_dtype
 from rlx.ir.types import DType
 
 BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "maximum": "max",
-          "minimum": "min", "pow": "pow", "rsub": "sub"}
+          "minimum": "min", "pow": "pow", "rsub": "sub", "fmod": "rem", "remainder": "rem"}
 COMPARE = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge"}
 UNARY = {"relu": "relu", "relu_": "relu", "silu": "silu", "silu_": "silu",
          "sigmoid": "sigmoid", "tanh": "tanh", "exp": "exp", "log": "log", "sqrt": "sqrt",
@@ -66,7 +66,18 @@ def convert_binary(op: Op) -> Value:
             op.fail(f"rounding_mode '{mode}' is not supported (true division only)")
     if name == "pow" and isinstance(op.value(b_src), int | float) and op.value(b_src) == 2:
         return op.mir("binary", [a, a], kind="mul")
-    return op.mir("binary", [a, b], kind=BINARY[name])
+    y = op.mir("binary", [a, b], kind=BINARY[name])
+    return _floored(op, y, b, dtype) if name == "remainder" else y
+
+
+def _floored(op: Op, r: HirValue, b: HirValue, dtype: DType) -> HirValue:
+    """``torch.remainder`` (the sign of the divisor, Python's ``%``) from C's remainder
+    ``r``: plus ``b`` where ``r`` is not 0 and its sign differs from ``b``'s."""
+    zero = op.h.constant(op.scalar(0, dtype), dtype)
+    differ = op.mir("compare", [op.mir("compare", [r, zero], kind="lt"),
+                                op.mir("compare", [b, zero], kind="lt")], kind="ne")
+    fix = op.mir("where", [op.mir("compare", [r, zero], kind="ne"), differ, False])
+    return op.mir("binary", [r, op.mir("where", [fix, b, zero])], kind="add")
 
 
 @converter(*COMPARE)

@@ -104,9 +104,21 @@ def _pow(a: ir.Value, b: ir.Value) -> ir.Value:
     return emit.convert(_signed_pow(emit.to_f32(a), emit.to_f32(b)), a.type)
 
 
+def _rem(a: ir.Value, b: ir.Value) -> ir.Value:
+    """C's remainder (the sign of ``a``). An integer divisor of 0 or -1 is read as 1 (the
+    remainder is 0 either way for -1): x86's idiv traps on 0 and on INT_MIN % -1, and a
+    value the caller passes must not stop the program."""
+    if emit.is_float(a.type):
+        return arith.remf(a, b)
+    zero, minus_one = (arith.ConstantOp(b.type, v).result for v in (0, -1))
+    bad = arith.ori(arith.cmpi(arith.CmpIPredicate.eq, b, zero),
+                    arith.cmpi(arith.CmpIPredicate.eq, b, minus_one))
+    return arith.remsi(a, arith.select(bad, arith.ConstantOp(b.type, 1).result, b))
+
+
 BINARY: dict[str, Callable[[ir.Value, ir.Value], ir.Value]] = {
     "add": emit.add, "sub": emit.sub, "mul": emit.mul, "div": emit.div,
-    "max": emit.maximum, "min": emit.minimum, "pow": _pow,
+    "max": emit.maximum, "min": emit.minimum, "pow": _pow, "rem": _rem,
 }
 
 
