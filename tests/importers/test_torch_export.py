@@ -186,8 +186,40 @@ def _upsampler() -> Case:
     return ep, eager, lambda n: (torch.randn(1, 3, n, n),)
 
 
+class InPlace(nn.Module):
+    """What torchvision's ResNet and MobileNetV3 export to: ``out += identity``
+    (``add_``), ``ReLU`` / ``Hardswish`` / ``Dropout`` with ``inplace=True``, a
+    ``Hardsigmoid`` gate, and a tensor read after an in-place write whose result nothing
+    uses (``mul_``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1, self.conv2 = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 8, 3, padding=1)
+        self.act, self.relu = nn.Hardswish(inplace=True), nn.ReLU(inplace=True)
+        self.gate, self.drop = nn.Hardsigmoid(), nn.Dropout(0.2, inplace=True)
+
+    def forward(self, x: Any) -> Any:
+        y = self.act(self.conv1(x))
+        out = self.conv2(y)
+        out += y
+        out = self.relu(out)
+        scaled = out * 2
+        before = scaled + 1
+        scaled.mul_(self.gate(out))
+        return self.drop(scaled + before).mean((2, 3))
+
+
+def _inplace() -> Case:
+    eager = InPlace().eval()
+    batch = torch.export.Dim("b", min=1, max=4)
+    ep = torch.export.export(eager, (torch.randn(2, 3, 12, 12),),
+                             dynamic_shapes={"x": {0: batch}})
+    return ep, eager, lambda b: (torch.randn(b, 3, 12, 12),)
+
+
 CASES = {"llama": (_llama, (5, 11)), "bert": (_bert, (6, 13)), "resnet18": (_resnet, (1, 2)),
-         "lstm": (_lstm, (1, 3)), "upsampler": (_upsampler, (5, 12))}
+         "lstm": (_lstm, (1, 3)), "upsampler": (_upsampler, (5, 12)),
+         "inplace": (_inplace, (1, 3))}
 
 Compiled = tuple[dict[str, Case], dict[str, TorchImport], Any]
 
@@ -374,3 +406,17 @@ def test_remainder_and_fmod_match_torch() -> None:
     want_f, want_i = Mods()(x, i)
     assert_close(got_f, want_f.numpy(), "f32")
     np.testing.assert_array_equal(got_i, want_i.numpy())
+
+
+def test_an_in_place_write_through_a_view_is_refused() -> None:
+    """``y[:, :2].add_(1)`` changes ``y`` through a view, which the importer does not
+    track: one error naming the op, not a module that ignores the write."""
+
+    class ViewWrite(nn.Module):
+        def forward(self, x: Any) -> Any:
+            y = x * 2
+            y[:, :2].add_(1)
+            return y
+
+    message = _error(torch.export.export(ViewWrite(), (torch.randn(3, 4),)))
+    assert "node 'add_' (aten.add_.Tensor): an in-place op writing 'slice_1', a view" in message

@@ -19,7 +19,7 @@ from torch.fx import Node
 
 from rlx.dialects.builder import HirModule, HirValue
 from rlx.importers.dims import SizeSource, SymDim, is_static, same
-from rlx.importers.torch_export.program import TORCH_DTYPES, ProgramView
+from rlx.importers.torch_export.program import TORCH_DTYPES, ProgramView, functional_name
 from rlx.ir.types import DType
 
 if TYPE_CHECKING:
@@ -73,6 +73,12 @@ class Op:
 
     def fail(self, message: str) -> NoReturn:
         self.importer.fail(self.node, message)
+
+    @property
+    def name(self) -> str:
+        """The ATen op's name (``add`` for ``aten.add.Tensor``; an in-place ``add_`` is
+        converted as ``add``)."""
+        return functional_name(self.node)
 
     # -- arguments -----------------------------------------------------------------------
     def raw(self, i: int, name: str, default: Any = None) -> Any:

@@ -34,6 +34,8 @@ from rlx.importers.torch_export.program import (
     TORCH_DTYPES,
     ProgramView,
     full_name,
+    functional_name,
+    is_inplace,
     op_name,
     sym_dim,
     to_numpy,
@@ -208,12 +210,20 @@ class ProgramImporter:
         """The nodes the outputs depend on (a block needs its inputs, not its insides)."""
         needed: set[Node] = set()
         stack = [o for o in self.g.outputs if isinstance(o, Node)]
+        writes: dict[Node, list[Node]] = {}  # a tensor -> the in-place ops that write it
+        for n in self.g.nodes:
+            if n.op == "call_function" and is_inplace(n):
+                self._check_inplace(n)
+                writes.setdefault(n.args[0], []).append(n)  # type: ignore[arg-type]
         while stack:
             n = stack.pop()
             if n in needed:
                 continue
             needed.add(n)
             stack.extend(matches[n].inputs if n in matches else n.all_input_nodes)
+            # what reads a tensor after an in-place write reads the written value, whether
+            # or not anything uses the in-place op's own result
+            stack.extend(writes.get(n, []))
         return needed
 
     def _input(self, node: Node) -> HirValue:
@@ -240,7 +250,7 @@ class ProgramImporter:
             return
         if self.g.is_tensor(node):
             self._check_sizes(node, self.g.dims(node))
-        conv = CONVERTERS.get(op_name(node))
+        conv = CONVERTERS.get(functional_name(node))
         if conv is None:
             self.fail(node, "no rlx converter for this ATen op")
         start = len(self.h)
@@ -252,8 +262,24 @@ class ProgramImporter:
             raise ModelImportError(f"{self.where(node)}: {str(e).removeprefix('error: ')}"
                                    ) from None
         self._store(node, out)
+        if is_inplace(node):  # later readers of the written tensor see the new value
+            self.values[node.args[0]] = self.values[node]  # type: ignore[index]
         self.h.label_nodes_since(start, self.g.label(node))
         self.report.converted[full_name(node)] += 1
+
+    def _check_inplace(self, node: Node) -> None:
+        """An in-place op is its functional op, whose result replaces the written tensor
+        for the nodes after it. That holds when the written tensor is an op's own result;
+        writing through a view (``x[:, :3].add_(1)``) would also change the tensor it views,
+        which the walk does not track: one error instead."""
+        target = node.args[0]
+        producer = getattr(getattr(target, "target", None), "_schema", None)
+        viewed = producer is not None and any(  # Tensor(a): a view; Tensor(a!): in place
+            r.alias_info is not None and not r.alias_info.is_write for r in producer.returns)
+        if not isinstance(target, Node) or target.op != "call_function" or viewed:
+            self.fail(node, f"an in-place op writing {getattr(target, 'name', target)!r}, "
+                      "a view or an input of the program: rlx converts in-place ops on "
+                      "the results of other ops only")
 
     def _store(self, node: Node, out: Any) -> None:
         val = self.g.val(node)

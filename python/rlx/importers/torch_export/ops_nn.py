@@ -97,7 +97,7 @@ def _const(op: Op, i: int, name: str, what: str) -> np.ndarray | None:
 
 @converter("batch_norm", "_native_batch_norm_legit_no_training")
 def convert_batch_norm(op: Op) -> Value | list[Value]:
-    name = op.node.target.overloadpacket.__name__  # type: ignore[union-attr]
+    name = op.name
     x = op.tensor(0, "input")
     if name == "batch_norm" and op.arg(5, "training"):
         op.fail("batch norm in training mode (export the model after model.eval())")
@@ -121,7 +121,7 @@ def convert_batch_norm(op: Op) -> Value | list[Value]:
 
 @converter("layer_norm", "native_layer_norm")
 def convert_layer_norm(op: Op) -> Value | list[Value]:
-    name = op.node.target.overloadpacket.__name__  # type: ignore[union-attr]
+    name = op.name
     x = op.tensor(0, "input")
     shape = list(op.arg(1, "normalized_shape"))
     if len(shape) != 1:
@@ -153,7 +153,7 @@ def convert_max_pool(op: Op) -> Value | list[Value]:
     y = _pool(op, "max", [op.arg(1, "kernel_size"), op.arg(2, "stride", None),
                           op.arg(3, "padding", 0), op.arg(4, "dilation", 1)],
               bool(op.arg(5, "ceil_mode", False)), False)
-    with_indices = op.node.target.overloadpacket.__name__ != "max_pool2d"  # type: ignore[union-attr]
+    with_indices = op.name != "max_pool2d"  # type: ignore[union-attr]
     return [y, None] if with_indices else y
 
 
@@ -184,7 +184,7 @@ def convert_adaptive_avg_pool(op: Op) -> Value:
 
 def _rnn(op: Op, gates: int) -> list[Value]:
     """``aten.lstm.input`` / ``gru.input``: PyTorch's packed weights are rlx's."""
-    name = op.node.target.overloadpacket.__name__  # type: ignore[union-attr]
+    name = op.name
     x = op.tensor(0, "input")
     states = op.raw(1, "hx")
     states = list(states) if isinstance(states, list | tuple) else [states]

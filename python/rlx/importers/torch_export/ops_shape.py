@@ -22,7 +22,7 @@ def convert_reshape(op: Op) -> Value:
 
 @converter("permute", "transpose", "t", "swapaxes", "movedim")
 def convert_permute(op: Op) -> Value:
-    name = op.node.target.overloadpacket.__name__  # type: ignore[union-attr]
+    name = op.name
     x = op.tensor(0)
     rank = len(x.shape)
     perm = list(range(rank))
@@ -126,7 +126,7 @@ def convert_cat(op: Op) -> Value:
 
 @converter("split", "split_with_sizes", "chunk", "unbind", "tensor_split")
 def convert_split(op: Op) -> list[Value]:
-    name = op.node.target.overloadpacket.__name__  # type: ignore[union-attr]
+    name = op.name
     x = op.tensor(0)
     axis_arg = 2 if name != "unbind" else 1
     axis = int(op.arg(axis_arg, "dim", 0)) % len(x.shape)

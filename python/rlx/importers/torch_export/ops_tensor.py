@@ -50,7 +50,7 @@ def compute_dtype(op: Op, *sources: Any) -> DType:
 
 @converter(*BINARY)
 def convert_binary(op: Op) -> Value:
-    name = op.node.target.overloadpacket.__name__  # type: ignore[union-attr]
+    name = op.name
     dtype = op.out_dtype()
     a_src, b_src = op.raw(0, "self"), op.raw(1, "other")
     a = operand(op, op.value(a_src), a_src, dtype)
@@ -86,7 +86,7 @@ def convert_compare(op: Op) -> Value:
     dtype = compute_dtype(op, a_src, b_src)
     a = operand(op, op.value(a_src), a_src, dtype)
     b = operand(op, op.value(b_src), b_src, dtype)
-    return op.mir("compare", [a, b], kind=COMPARE[op.node.target.overloadpacket.__name__])  # type: ignore[union-attr]
+    return op.mir("compare", [a, b], kind=COMPARE[op.name])
 
 
 def as_bool(op: Op, v: Any, source: Any) -> HirValue:
@@ -98,7 +98,7 @@ def as_bool(op: Op, v: Any, source: Any) -> HirValue:
 
 @converter("logical_and", "bitwise_and", "__and__", "logical_or", "bitwise_or", "__or__")
 def convert_logical(op: Op) -> Value:
-    name = op.node.target.overloadpacket.__name__  # type: ignore[union-attr]
+    name = op.name
     if op.g.dtype(op.node) != torch.bool:
         op.fail("bitwise ops on integers are not supported (booleans only)")
     a = as_bool(op, op.arg(0, "self"), op.raw(0, "self"))
@@ -126,7 +126,7 @@ def convert_where(op: Op) -> Value:
 
 @converter(*UNARY, "gelu", "neg", "reciprocal")
 def convert_unary(op: Op) -> Value:
-    name = op.node.target.overloadpacket.__name__  # type: ignore[union-attr]
+    name = op.name
     dtype = op.out_dtype()
     x = op.cast(op.tensor(0), dtype)
     if name == "neg":
@@ -143,7 +143,7 @@ def convert_unary(op: Op) -> Value:
 
 @converter("clamp", "clamp_min", "clamp_max", "hardtanh")
 def convert_clamp(op: Op) -> Value:
-    name = op.node.target.overloadpacket.__name__  # type: ignore[union-attr]
+    name = op.name
     dtype = op.out_dtype()
     y = op.cast(op.tensor(0), dtype)
     low = op.arg(1, "min", -1.0 if name == "hardtanh" else None)
@@ -154,6 +154,21 @@ def convert_clamp(op: Op) -> Value:
         if bound is not None:
             y = op.mir("binary", [y, operand(op, bound, None, dtype)], kind=kind)
     return y
+
+
+@converter("hardswish", "hardsigmoid")
+def convert_hard_activation(op: Op) -> Value:
+    """``hardsigmoid(x) = clamp(x / 6 + 1 / 2, 0, 1)``; ``hardswish(x) = x hardsigmoid(x)``
+    (MobileNetV3's activations)."""
+    dtype = op.out_dtype()
+    x = op.cast(op.tensor(0), dtype)
+
+    def c(v: float) -> HirValue:
+        return op.h.constant(op.scalar(v, dtype), dtype)
+
+    gate = op.mir("binary", [op.mir("binary", [x, c(1 / 6)], kind="mul"), c(0.5)], kind="add")
+    gate = op.mir("binary", [op.mir("binary", [gate, c(0.0)], kind="max"), c(1.0)], kind="min")
+    return gate if op.name == "hardsigmoid" else op.mir("binary", [x, gate], kind="mul")
 
 
 @converter("to", "_to_copy", "type_as")
@@ -173,7 +188,7 @@ def _axes(op: Op, rank: int, dims: Any) -> list[int]:
 
 @converter("mean", "sum", "amax", "amin", "prod")
 def convert_reduce(op: Op) -> Value:
-    name = op.node.target.overloadpacket.__name__  # type: ignore[union-attr]
+    name = op.name
     x = op.tensor(0)
     dtype = op.out_dtype()
     x = op.cast(x, dtype)
@@ -185,7 +200,7 @@ def convert_reduce(op: Op) -> Value:
 
 @converter("softmax", "_softmax", "log_softmax", "_log_softmax")
 def convert_softmax(op: Op) -> Value:
-    name = op.node.target.overloadpacket.__name__  # type: ignore[union-attr]
+    name = op.name
     x = op.cast(op.tensor(0), op.out_dtype())
     y = op.mir("softmax", [x], axis=int(op.arg(1, "dim")) % len(x.shape))
     return op.mir("activation", [y], kind="log") if "log" in name else y
@@ -215,7 +230,7 @@ def convert_ones(op: Op) -> Value:
 
 @converter("full", "new_full", "full_like")
 def convert_full(op: Op) -> Value:
-    name = op.node.target.overloadpacket.__name__  # type: ignore[union-attr]
+    name = op.name
     value = op.arg(1 if name in ("full", "full_like") else 2, "fill_value")
     if not isinstance(value, bool | int | float):
         op.fail(f"fill value {value!r} must be a number")

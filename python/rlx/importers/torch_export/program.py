@@ -56,6 +56,22 @@ def op_name(node: Node) -> str:
     return getattr(target, "__name__", str(target))
 
 
+def is_inplace(node: Node) -> bool:
+    """An in-place ATen op (``add_``, ``hardswish_``): its schema writes its first argument.
+    (``nn.ReLU(inplace=True)`` and ``out += identity`` export to these.)"""
+    schema = getattr(node.target, "_schema", None)
+    if schema is None or not schema.arguments or not op_name(node).endswith("_"):
+        return False
+    alias = schema.arguments[0].alias_info
+    return alias is not None and alias.is_write
+
+
+def functional_name(node: Node) -> str:
+    """The op's name, an in-place variant's as its functional op's (``add_`` -> ``add``)."""
+    name = op_name(node)
+    return name[:-1] if is_inplace(node) else name
+
+
 def full_name(node: Node) -> str:
     """The op as torch prints it: ``aten.linear.default`` (``getitem``)."""
     if node.op != "call_function" or node.target is operator.getitem:
@@ -203,7 +219,7 @@ class ProgramView:
     def passes_through(self, node: Node) -> bool:
         """An op whose result is its input (a copy, a dropout in eval mode, a cast to the
         same element type)."""
-        name = op_name(node)
+        name = functional_name(node) if node.op == "call_function" else node.op
         if node.op != "call_function" or not node.args or not isinstance(node.args[0], Node):
             return False
         if name in ("dropout", "feature_dropout", "alpha_dropout"):
