@@ -49,13 +49,26 @@ def test_elementwise(target: str, dtype: str) -> None:
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_integer_ops(target: str) -> None:
+    """Integer arithmetic; ``rem`` is C's remainder (numpy's ``fmod``: the sign of the
+    dividend), and a divisor of 0, or -1 under INT_MIN, gives 0 instead of the trap x86's
+    idiv raises. (INT_MIN % 7 is left out: lavapipe's SPIR-V remainder goes through |a|
+    and returns 2, not -2.)"""
     h = rlx.HirModule("ints")
     a = h.input("a", (4, 8), "i32")
     b = h.input("b", (8,), "i32")
     outs = [h.mir("binary", [a, b], kind=k) for k in ("add", "sub", "mul", "max", "min")]
     outs.append(h.mir("cast", [h.mir("compare", [a, b], kind="gt")], to="i32"))
+    n, d = h.input("n", (2, 6), "i32"), h.input("d", (2, 6), "i32")
+    outs.append(h.mir("binary", [n, d], kind="rem"))
     h.set_outputs(outs)
-    check_module(h, target)
+    low = np.iinfo(np.int32).min
+    rng = np.random.default_rng(3)
+    inputs = {"a": rng.integers(-50, 50, (4, 8)).astype(np.int32),
+              "b": rng.integers(-50, 50, 8).astype(np.int32),
+              "n": np.array([[7, -7, 7, -7, 5, low], [0, 9, -100, 13, -1, 3]], np.int32),
+              "d": np.array([[3, 3, -3, -3, 0, -1], [4, 0, 7, -5, 2, 1]], np.int32)}
+    want = np.array([[1, -1, 1, -1, 0, 0], [0, 0, -2, 3, -1, 0]], np.int32)
+    np.testing.assert_array_equal(check_module(h, target, inputs=inputs)[-1], want)
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -86,17 +99,3 @@ def test_bool_inputs_next_to_a_matmul(target: str) -> None:
     h.set_outputs([h.mir("softmax", [masked], axis=-1), scaled])
     check_module(h, target, inputs={"keep": np.tril(np.ones((4, 4), bool))})
 
-
-@pytest.mark.parametrize("target", TARGETS)
-def test_integer_remainder_has_the_dividends_sign_and_never_traps(target: str) -> None:
-    """``rem`` is C's remainder (numpy's ``fmod``: the sign of the dividend); a divisor of
-    0, or -1 under INT_MIN, gives 0 instead of the trap x86's idiv raises. (INT_MIN % 7 is
-    left out: lavapipe's SPIR-V remainder goes through |a| and returns 2, not -2.)"""
-    h = rlx.HirModule("int_rem")
-    a, b = h.input("a", (2, 6), "i32"), h.input("b", (2, 6), "i32")
-    h.set_outputs([h.mir("binary", [a, b], kind="rem")])
-    low = np.iinfo(np.int32).min
-    inputs = {"a": np.array([[7, -7, 7, -7, 5, low], [0, 9, -100, 13, -1, 3]], np.int32),
-              "b": np.array([[3, 3, -3, -3, 0, -1], [4, 0, 7, -5, 2, 1]], np.int32)}
-    want = np.array([[1, -1, 1, -1, 0, 0], [0, 0, -2, 3, -1, 0]], np.int32)
-    np.testing.assert_array_equal(check_module(h, target, inputs=inputs)[0], want)
