@@ -217,9 +217,15 @@ def _coords(node: Node, n: SymDim, m: SymDim, scale: float | None, clamp: bool =
     return node.mir("binary", [x, top], kind="min")
 
 
-def _floor(node: Node, x: HirValue) -> HirValue:
-    """``floor`` of a non-negative f32 as i64 (truncation)."""
-    return node.mir("cast", [x], to="i64")
+def _floor(node: Node, x: HirValue, signed: bool = False) -> HirValue:
+    """``floor`` of an f32 as i64: truncation, corrected below zero when ``x`` may be
+    negative (``signed``: cubic's unclamped coordinates)."""
+    whole = node.mir("cast", [x], to="i64")
+    if not signed:
+        return whole
+    below = node.mir("compare", [x, node.mir("cast", [whole], to="f32")], kind="lt")
+    one = node.as_tensor(node.scalar(1, DType.I64))
+    return node.mir("where", [below, node.mir("binary", [whole, one], kind="sub"), whole])
 
 
 def _nearest(node: Node, x: HirValue, scale: float | None) -> HirValue:
@@ -290,11 +296,8 @@ def _filtered(node: Node, x: HirValue, dims: list[SymDim], axis: int, n: SymDim,
     start = int(np.floor(-reach / shrink)) + 1
     offsets = range(start, 1 - start + (1 if a is None else reach - 1))
     c = _coords(node, n, m, scale, clamp=False, roi=roi)
-    whole = node.mir("cast", [c], to="i64")  # truncation; floor for c >= 0
+    low = _floor(node, c, signed=True)
     one_i = node.as_tensor(node.scalar(1, DType.I64))
-    low = node.mir("where", [node.mir("compare", [c, node.mir("cast", [whole], to="f32")],
-                                      kind="lt"),
-                             node.mir("binary", [whole, one_i], kind="sub"), whole])
     t = node.mir("binary", [c, node.mir("cast", [low], to="f32")], kind="sub")
     weights = []
     for o in offsets:
