@@ -175,6 +175,8 @@ CASES = {
     "mir_slice_out_of_range": ("rlx_mir.slice", [X], "{sizes = array<i64: 2, 4>, starts = "
                                "array<i64: 3, 0>, strides = array<i64: 1, 4>}",
                                ["tensor<2x4xf32>"], "axis 0: expected indices inside [0, 4)"),
+    "mir_rem_f64": ("rlx_mir.binary", ["tensor<4xf64>", "tensor<4xf64>"], '{kind = "rem"}',
+                    ["tensor<4xf64>"], "rem is not: IREE 3.13 lowers it to a libm call"),
     "mir_dynamic_slice_bound_type": ("rlx_mir.dynamic_slice", [X, "tensor<f32>", "tensor<i64>"],
                                      "{axis = 0 : i64}", ["tensor<?x16xf32>"],
                                      "operand 'start'"),

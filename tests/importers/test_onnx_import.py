@@ -128,6 +128,9 @@ ERRORS = {
                              "shape) must be known at import time"),
     "cast to an 8-bit float": (lambda: single("Cast", ["x"], to=TensorProto.FLOAT8E5M2),
                                "node 'the_node' (Cast, opset 18): cast to float8_e5m2"),
+    "f64 remainder": (lambda: single("Mod", ["x", "z"], elem=TensorProto.DOUBLE, fmod=1),
+                      "node 'the_node' (Mod, opset 18): Mod of float64: IREE 3.13 lowers an "
+                      "f64 remainder to a libm call"),
 }
 
 
