@@ -472,7 +472,10 @@ def test_a_lost_device_is_replaced_at_load(linear_vmfb: bytes,
     real = rt.SystemContext
     lost = RuntimeError("DATA_LOSS; [vkSignalSemaphore] VK_ERROR_DEVICE_LOST; while invoking "
                         "native function io_parameters.load")
-    failures = iter([lost])
+    # The initializer's failed fence carries the code only (seen in CI on lavapipe).
+    bare = RuntimeError("DATA_LOSS; while invoking native function hal.fence.await; "
+                        "while calling variadic import;")
+    failures = iter([])
 
     def context(**kwargs: Any) -> Any:
         for error in failures:
@@ -480,11 +483,13 @@ def test_a_lost_device_is_replaced_at_load(linear_vmfb: bytes,
         return real(**kwargs)
 
     rlx.runtime.load(linear_vmfb, "local-task", WEIGHTS)   # the device cached
-    before = system_setup._GLOBAL_DEVICES_BY_URI["local-task"]
     monkeypatch.setattr(rt, "SystemContext", context)
-    prog = rlx.runtime.load(linear_vmfb, "local-task", WEIGHTS)
-    assert system_setup._GLOBAL_DEVICES_BY_URI["local-task"] is not before
-    np.testing.assert_allclose(prog.main(x=X), WANT, rtol=1e-6, atol=1e-6)
+    for error in (lost, bare):
+        failures = iter([error])
+        before = system_setup._GLOBAL_DEVICES_BY_URI["local-task"]
+        prog = rlx.runtime.load(linear_vmfb, "local-task", WEIGHTS)
+        assert system_setup._GLOBAL_DEVICES_BY_URI["local-task"] is not before
+        np.testing.assert_allclose(prog.main(x=X), WANT, rtol=1e-6, atol=1e-6)
     failures = iter([lost, lost])
     with pytest.raises(rlx.RunError, match=r"cannot load the module on local-task: "
                                            r"DATA_LOSS.*VK_ERROR_DEVICE_LOST"):

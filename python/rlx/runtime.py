@@ -373,7 +373,7 @@ class Program:
         try:
             self._ctx = rt.SystemContext(vm_modules=modules, config=self._config)
         except (RuntimeError, ValueError) as e:
-            if "DEVICE_LOST" in str(e):
+            if _is_device_loss(str(e)):
                 raise _DeviceLost(str(e)) from None
             raise RunError(_context_error(str(e), device)) from None
 
@@ -448,6 +448,17 @@ def _status_line(text: str) -> str:
 
 class _DeviceLost(Exception):
     """IREE's cached device reported itself lost (``VK_ERROR_DEVICE_LOST``)."""
+
+
+def _is_device_loss(text: str) -> bool:
+    """Whether a refused context is a lost device. Lavapipe's VK_ERROR_DEVICE_LOST reaches
+    us two ways: with its text (``DATA_LOSS; [vkSignalSemaphore] VK_ERROR_DEVICE_LOST``),
+    or, when the initializer's fence is the one that failed, as the bare code (the
+    semaphore's failure value keeps the status code and drops the message:
+    ``DATA_LOSS; while invoking native function hal.fence.await``). Loading once more on
+    a new device is right for both; a refusal that is not a loss fails the same way again
+    and is reported then."""
+    return "DEVICE_LOST" in text or text.lstrip().startswith("DATA_LOSS")
 
 
 def _forget_device(device: str) -> None:
