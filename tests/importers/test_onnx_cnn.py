@@ -204,6 +204,23 @@ def _transposed(rng: np.random.Generator) -> onnx.ModelProto:
                   init("axis", np.asarray([2], np.int64))])
 
 
+def _volumetric(rng: np.random.Generator) -> onnx.ModelProto:
+    """3-D (video / volume) convolutions over a dynamic batch, depth, height and width:
+    padded and strided in-plane, grouped with a depth dilation, with a run-time bias; a
+    transposed one strided in depth."""
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 0, 1, 1, 1],
+                              strides=[1, 2, 2]),
+             helper.make_node("Conv", ["c1", "w2"], ["y1"], group=2, dilations=[2, 1, 1],
+                              pads=[2, 1, 1, 2, 1, 1]),
+             helper.make_node("ConvTranspose", ["x", "w3"], ["y2"], strides=[2, 1, 2],
+                              pads=[1, 0, 1, 0, 1, 0], output_padding=[1, 0, 0])]
+    return model(nodes, [_input("x", [-1, 2, "d", "h", "w"])],
+                 [vi("y1", [None] * 5), vi("y2", [None] * 5)],
+                 [init("w1", rand(rng, 4, 2, 3, 3, 3, scale=0.3)), init("b1", rand(rng, 4)),
+                  init("w2", rand(rng, 6, 2, 2, 3, 3, scale=0.3)),
+                  init("w3", rand(rng, 2, 3, 3, 2, 3, scale=0.3))])
+
+
 def _for_ort(m: onnx.ModelProto) -> onnx.ModelProto:
     """``m`` with its ``-1`` / ``0`` input dims named (ONNX Runtime reads them as sizes)."""
     out = onnx.ModelProto()
@@ -230,7 +247,7 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> Compiled:
               "upsampler_dynamo": onnx.load(str(_export(nets["upsampler"], tmp / "u.onnx",
                                                         True))),
               "pools": _pools(rng), "conv1d": _conv1d(rng), "resizes": _resizes(),
-              "transposed": _transposed(rng)}
+              "transposed": _transposed(rng), "volumetric": _volumetric(rng)}
     results, program = compile_together(models, "cnn")
     return models, results, program
 
@@ -241,7 +258,8 @@ SHAPES = {"resnet_dynamo": [(2, 3, 32, 32), (1, 3, 45, 29)],
           "conv1d": [(2, 4, 11), (1, 4, 30)],
           "upsampler_dynamo": [(1, 3, 16, 16), (2, 3, 10, 22)],
           "resizes": [(1, 3, 4, 6), (1, 3, 7, 3)],
-          "transposed": [(1, 4, 5, 6), (2, 4, 3, 8)]}
+          "transposed": [(1, 4, 5, 6), (2, 4, 3, 8)],
+          "volumetric": [(2, 2, 5, 6, 7), (1, 2, 3, 9, 4)]}
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))
@@ -265,6 +283,7 @@ def test_dynamic_inputs_and_blocks(compiled: Compiled) -> None:
     _, results, _ = compiled
     assert "tensor<?x3x?x?xf32>" in str(results["pools"].module)
     assert "tensor<?x4x?xf32>" in str(results["conv1d"].module)
+    assert "tensor<?x2x?x?x?xf32>" in str(results["volumetric"].module)
     for name in ("resnet_dynamo", "mobilenet_torchscript"):
         text = str(results[name].module)
         assert "tensor<?x3x?x?xf32>" in text

@@ -66,7 +66,7 @@ def test_node_tests_pass(results: dict[str, conformance.Result], op: str) -> Non
 def test_unsupported_cases_say_why(cases: list[conformance.Case]) -> None:
     by_name = {c.name: c for c in cases}
     picks = ["test_add_uint8", "test_cast_FLOAT_to_FLOAT8E4M3FN",
-             "test_maxpool_with_argmax_2d_precomputed_pads"]
+             "test_identity_opt"]
     results = conformance._run_op("refused", [by_name[n] for n in picks])
     reasons = {r.case: (r.status, r.reason) for r in results}
     assert reasons["test_add_uint8"] == (
@@ -74,7 +74,8 @@ def test_unsupported_cases_say_why(cases: list[conformance.Case]) -> None:
     assert reasons["test_cast_FLOAT_to_FLOAT8E4M3FN"][0] == "unsupported"
     assert "cast to float8_e4m3fn: rlx has no such element type" in reasons[
         "test_cast_FLOAT_to_FLOAT8E4M3FN"][1]
-    assert reasons["test_maxpool_with_argmax_2d_precomputed_pads"][0] == "unsupported"
+    assert reasons["test_identity_opt"][0] == "unsupported"
+    assert "graph input 'opt_in' is not a tensor" in reasons["test_identity_opt"][1]
 
 
 def test_a_wrong_result_fails() -> None:

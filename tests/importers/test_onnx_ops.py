@@ -130,6 +130,29 @@ def gather_nd_batched() -> tuple:
                  [vi("y", [2, 3, 6, 5])]), {"data": data, "idx": idx}
 
 
+def batch_norm_training() -> tuple:
+    """BatchNormalization in training mode over a dynamic batch: normalized by the
+    batch's own statistics; the running mean and variance outputs updated by momentum."""
+    x, scale, bias = rand(RNG, 3, 4, 5, 2, scale=2) + 1, rand(RNG, 4), rand(RNG, 4)
+    node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"],
+                            ["y", "rm", "rv"], name="bn", training_mode=1, momentum=0.7,
+                            epsilon=1e-3)
+    inits = (init("s", scale), init("b", bias), init("m", rand(RNG, 4)),
+             init("v", np.abs(rand(RNG, 4)) + 0.5))
+    outs = [vi("y", ["n", 4, 5, 2]), vi("rm", [4]), vi("rv", [4])]
+    return model([node], [vi("x", ["n", 4, 5, 2])], outs, inits, opset=15), {"x": x}
+
+
+def max_pool_indices(shape: tuple[int, ...], out: list, **attrs: object) -> tuple:
+    """MaxPool with its Indices output over a dynamic batch; the input rounded to whole
+    numbers, so that windows hold ties (the first maximum in row-major window order)."""
+    x = np.round(rand(RNG, *shape, scale=2))
+    node = helper.make_node("MaxPool", ["x"], ["y", "i"], name="pool", **attrs)
+    dims = ["n", *shape[1:]]
+    outs = [vi("y", ["n", *out]), vi("i", ["n", *out], TensorProto.INT64)]
+    return model([node], [vi("x", dims)], outs, opset=12), {"x": x}
+
+
 def mod(fmod: int, dtype: type) -> tuple:
     """Mod over mixed signs (the sign of B with ``fmod = 0``, of A with ``fmod = 1``)."""
     a = (RNG.integers(-30, 30, (3, 5)) if dtype == np.int32 else
@@ -148,6 +171,15 @@ CASES = {
     "mod_float_fmod": mod(1, np.float32),
     "mod_float_python_sign": mod(0, np.float32),
     "lstm_reverse": lstm_reverse(),
+    "batch_norm_training": batch_norm_training(),
+    "max_pool_indices_ceil": max_pool_indices((2, 3, 7, 8), [3, 4, 4], kernel_shape=[3, 2],
+                                              strides=[2, 2], pads=[1, 0, 0, 1],
+                                              ceil_mode=1),
+    "max_pool_indices_dilated_1d": max_pool_indices((2, 2, 9), [2, 9], kernel_shape=[2],
+                                                    dilations=[2], pads=[1, 1]),
+    "max_pool_indices_column_major": max_pool_indices((1, 2, 5, 6), [2, 2, 3],
+                                                      kernel_shape=[2, 2], strides=[2, 2],
+                                                      storage_order=1),
     "gather_nd_batch_dims": gather_nd_batched(),
     # pads from output_shape (SAME_UPPER with an output_shape is left out: ONNX Runtime
     # splits its padding the other way round from ONNX's spec and reference evaluator,

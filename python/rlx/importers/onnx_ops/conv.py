@@ -1,8 +1,11 @@
-"""ONNX convolution-family ops: Conv and ConvTranspose (1-D and 2-D), MaxPool /
-AveragePool (1-3 spatial dims), GlobalAveragePool / GlobalMaxPool, BatchNormalization
-(inference). Spatial sizes may be dynamic."""
+"""ONNX convolution-family ops: Conv and ConvTranspose (1-3 spatial dims; 3-D as 2-D
+convolutions over the depths), MaxPool (with its Indices) / AveragePool (1-3 spatial
+dims), GlobalAveragePool / GlobalMaxPool, BatchNormalization (inference and training
+mode). Spatial sizes may be dynamic."""
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 
@@ -10,6 +13,7 @@ from rlx.dialects.builder import HirValue
 from rlx.importers.dims import SymDim, is_static, normalize
 from rlx.importers.onnx_ops.reduction import reduce
 from rlx.importers.onnx_ops.registry import Node, Value, converter
+from rlx.importers.onnx_ops.shape import reshape_to
 from rlx.ir.types import DType
 
 
@@ -55,12 +59,14 @@ def resolve_pads(node: Node, sizes: list[int | None], kernel: list[int], strides
 
 @converter("Conv")
 def convert_conv(node: Node) -> list[Value]:
-    """``rlx_mir.conv`` (2-D; 1-D gains a unit height); asymmetric pads go through
-    ``rlx_mir.pad``; the bias is added per channel."""
-    x, w = node.tensor(0), node.tensor(1)
+    """``rlx_mir.conv`` (2-D; 1-D gains a unit height; 3-D: :func:`_conv3d`); asymmetric
+    pads go through ``rlx_mir.pad``; the bias is added per channel."""
+    x = node.tensor(0)
+    weights = node.maybe_const(1)
+    w: HirValue | np.ndarray = node.tensor(1) if weights is None else weights
     n = len(x.shape) - 2
-    if n not in (1, 2):
-        node.fail(f"input {x.type}: rlx convolves 1-D and 2-D inputs")
+    if n not in (1, 2, 3):
+        node.fail(f"input {x.type}: rlx convolves 1-D, 2-D and 3-D inputs")
     sizes = _spatial(x)
     kernel = node.ints("kernel_shape") or [int(k) for k in w.shape[2:]]  # type: ignore[misc]
     strides = node.ints("strides", [1] * n) or [1] * n
@@ -68,17 +74,18 @@ def convert_conv(node: Node) -> list[Value]:
     pads = resolve_pads(node, sizes, kernel, strides, dilations)
     if n == 1:
         x = _unit_height(node, x)
-        w = node.reshape(w, [w.shape[0], w.shape[1], 1, kernel[0]])
+        w = w.reshape(w.shape[0], w.shape[1], 1, kernel[0]) if isinstance(w, np.ndarray) \
+            else node.reshape(w, [w.shape[0], w.shape[1], 1, kernel[0]])
         kernel, strides, dilations = [1, *kernel], [1, *strides], [1, *dilations]
         pads = [0, pads[0], 0, pads[1]]
-    begin, end = pads[:2], pads[2:]
+    m = len(kernel)
+    begin, end = pads[:m], pads[m:]
     if begin != end:
         x = node.mir("pad", [x], low=[0, 0, *begin], high=[0, 0, *end], value=0.0)
-        begin = [0, 0]
-    y = node.mir("conv", [x, w], kernel_size=kernel, stride=strides, padding=begin,
-                 dilation=dilations, groups=node.attr("group", 1))
+        begin = [0] * m
+    y = convolve(node, x, w, kernel, strides, begin, dilations, node.attr("group", 1))
     if node.has(2):
-        bias = node.reshape(node.tensor(2), [y.shape[1], 1, 1])
+        bias = node.reshape(node.tensor(2), [y.shape[1], *[1] * m])
         y = node.mir("binary", [y, bias], kind="add")
     if n == 1:
         y = node.reshape(y, [-2 - k if y.shape[k] is None else int(y.shape[k])  # type: ignore[arg-type]
@@ -86,15 +93,69 @@ def convert_conv(node: Node) -> list[Value]:
     return [y]
 
 
+def convolve(node: Node, x: HirValue, w: HirValue | np.ndarray, kernel: list[int],
+             strides: list[int], padding: list[int], dilations: list[int], groups: int
+             ) -> HirValue:
+    """``rlx_mir.conv`` (symmetric ``padding``); 3-D as :func:`_conv3d`."""
+    if len(kernel) == 3:
+        return _conv3d(node, x, w, kernel, strides, padding, dilations, groups)
+    if isinstance(w, np.ndarray):
+        w = node.importer.materialize(np.ascontiguousarray(w), None, node)
+    return node.mir("conv", [x, w], kernel_size=kernel, stride=strides, padding=padding,
+                    dilation=dilations, groups=groups)
+
+
+def _conv3d(node: Node, x: HirValue, w: HirValue | np.ndarray, kernel: list[int],
+            strides: list[int], padding: list[int], dilations: list[int], groups: int
+            ) -> HirValue:
+    """A volumetric convolution as 2-D ones (rlx's conv op is 2-D): the depths of ``x [N,
+    C, D, H, W]`` become images of one batch ``[N D, C, H, W]``; each depth tap ``a`` of
+    the kernel convolves all of them, and output depth ``z`` sums tap ``a``'s result at
+    depth ``z s + a d``. The same multiply-adds as a 3-D kernel; the depth padding is
+    applied first."""
+    kd, sd, dd = kernel[0], strides[0], dilations[0]
+    if padding[0]:
+        x = node.mir("pad", [x], low=[0, 0, padding[0], 0, 0],
+                     high=[0, 0, padding[0], 0, 0], value=0.0)
+    n, c, d, h, wd = node.dims_of(x)
+    if not is_static(d) and sd != 1:
+        node.fail(f"a 3-D convolution with depth stride {sd} over the dynamic depth {d}")
+    out_d: SymDim = normalize(d - dd * (kd - 1)) if sd == 1 else \
+        (int(d) - dd * (kd - 1) - 1) // sd + 1  # type: ignore[arg-type]
+    if is_static(out_d) and int(out_d) < 1:  # type: ignore[arg-type]
+        node.fail(f"depth {d}: smaller than the kernel ({kd}, dilation {dd})")
+    images = node.known(node.mir("transpose", [x], perm=[0, 2, 1, 3, 4]), [n, d, c, h, wd])
+    images = node.as_tensor(reshape_to(node, images, [normalize(n * d), c, h, wd]))
+    total: HirValue | None = None
+    for a in range(kd):
+        if isinstance(w, np.ndarray):
+            tap: HirValue | np.ndarray = w[:, :, a]
+        else:
+            cut = node.mir("slice", [w], starts=[0, 0, a, 0, 0],
+                           sizes=[-1, -1, 1, -1, -1], strides=[1] * 5)
+            tap = node.reshape(cut, [w.shape[0], w.shape[1], *kernel[1:]])
+        y = convolve(node, images, tap, kernel[1:], strides[1:], padding[1:], dilations[1:],
+                     groups)
+        y_dims = node.dims_of(y)
+        y = node.as_tensor(reshape_to(node, y, [n, d, *y_dims[1:]]))
+        if sd == 1:
+            tail = dd * (kd - 1 - a)
+            y = node.mir("slice", [y], starts=[0, a * dd, 0, 0, 0],
+                         sizes=[-1, -1 - tail, -1, -1, -1], strides=[1] * 5)
+        else:
+            y = node.mir("slice", [y], starts=[0, a * dd, 0, 0, 0],
+                         sizes=[-1, int(out_d), -1, -1, -1], strides=[1, sd, 1, 1, 1])
+        y = node.known(y, [n, out_d, *y_dims[1:]])
+        total = y if total is None else node.mir("binary", [total, y], kind="add")
+    assert total is not None
+    return node.mir("transpose", [total], perm=[0, 2, 1, 3, 4])
+
+
 @converter("MaxPool", "AveragePool", since=7)
 def convert_pool(node: Node) -> list[Value]:
     x = node.tensor(0)
     n = len(x.shape) - 2
     sizes = _spatial(x)
-    if len(node.proto.output) > 1 and node.proto.output[1]:
-        node.fail("the Indices output of MaxPool is not supported")
-    if node.op_type == "MaxPool" and node.attr("storage_order", 0):
-        node.fail("storage_order = 1 (only with Indices)")
     kernel = node.ints("kernel_shape")
     if kernel is None or len(kernel) != n:
         node.fail(f"kernel_shape {kernel} for {n} spatial dims")
@@ -102,10 +163,76 @@ def convert_pool(node: Node) -> list[Value]:
     dilations = node.ints("dilations", [1] * n) or [1] * n
     pads = resolve_pads(node, sizes, kernel, strides, dilations)
     kind = "max" if node.op_type == "MaxPool" else "avg"
-    return [node.mir("pool", [x], kind=kind, kernel_size=kernel, stride=strides,
-                     dilation=dilations, padding=pads,
-                     ceil_mode=bool(node.attr("ceil_mode", 0)),
-                     count_include_pad=bool(node.attr("count_include_pad", 0)))]
+    y = node.mir("pool", [x], kind=kind, kernel_size=kernel, stride=strides,
+                 dilation=dilations, padding=pads, ceil_mode=bool(node.attr("ceil_mode", 0)),
+                 count_include_pad=bool(node.attr("count_include_pad", 0)))
+    if len(node.proto.output) < 2 or not node.proto.output[1]:
+        return [y]
+    return [y, _max_pool_indices(node, x, y, kernel, strides, dilations, pads)]
+
+
+def _max_pool_indices(node: Node, x: HirValue, y: HirValue, kernel: list[int],
+                      strides: list[int], dilations: list[int], pads: list[int]
+                      ) -> HirValue:
+    """MaxPool's Indices: where each output's maximum sits, as a flat index over ``N x C x
+    spatial`` (the spatial part column-major with ``storage_order = 1``), the first
+    maximum of the window in row-major window order (ONNX's reference evaluator, ORT,
+    torch). One compare per kernel offset between ``y`` and a strided slice of the
+    zero-padded input; padded positions are masked out by a constant; each offset's
+    spatial index is a constant. The offsets are laid down last to first, so the first
+    match wins. Spatial sizes must be static (the constants are built at import)."""
+    sizes, outs = _spatial(x), _spatial(y)
+    if None in sizes or None in outs:
+        node.fail(f"the Indices output of MaxPool over the dynamic spatial sizes {sizes}: "
+                  "rlx builds the index constants at import")
+    n = len(sizes)
+    lo = pads[:n]
+    # ceil_mode's last window may reach past the end pad: pad that far too
+    hi = [max(h, (o - 1) * s + (k - 1) * d + 1 - i - low) for h, o, s, k, d, i, low in
+          zip(pads[n:], outs, strides, kernel, dilations, sizes, lo, strict=True)]
+    padded = node.mir("pad", [x], low=[0, 0, *lo], high=[0, 0, *hi], value=0.0)
+    valid = np.zeros([i + a + b for i, a, b in zip(sizes, lo, hi, strict=True)], bool)
+    valid[tuple(slice(a, a + i) for a, i in zip(lo, sizes, strict=True))] = True
+    row = [int(np.prod(sizes[k + 1:])) for k in range(n)]
+    place = row if not node.attr("storage_order", 0) else [int(np.prod(sizes[:k]))
+                                                          for k in range(n)]
+    starts = np.meshgrid(*(np.arange(o) * s - a for o, s, a in
+                           zip(outs, strides, lo, strict=True)), indexing="ij")
+    index: Value | None = None
+    for offset in reversed(list(itertools.product(*(range(k) for k in kernel)))):
+        at = [o * d for o, d in zip(offset, dilations, strict=True)]
+        window = node.mir("slice", [padded], starts=[0, 0, *at], sizes=[-1, -1, *outs],
+                          strides=[1, 1, *strides])
+        hit = node.mir("compare", [window, y], kind="eq")
+        inside = valid[np.ix_(*(a + np.arange(o) * s for a, o, s in
+                                zip(at, outs, strides, strict=True)))]
+        if not inside.all():
+            hit = node.mir("where", [hit, inside.reshape(1, 1, *outs),
+                                     node.scalar(False, hit)])
+        here = sum((g + a) * p for g, a, p in zip(starts, at, place, strict=True))
+        here = np.asarray(here, np.int64).reshape(1, 1, *outs)
+        index = here if index is None else node.mir("where", [hit, here, index])
+    assert index is not None
+    return node.mir("binary", [node.as_tensor(index), _channel_base(node, int(np.prod(sizes)))],
+                    kind="add")
+
+
+def _channel_base(node: Node, plane: int) -> Value:
+    """``(n C + c) * plane`` as ``[N, C, 1, ...]`` (a constant unless N is dynamic)."""
+    dims = node.dims(0)
+    if not is_static(dims[1]):
+        node.fail(f"the Indices output of MaxPool over a dynamic channel count {dims[1]}")
+    channels = int(dims[1])  # type: ignore[arg-type]
+    ones = [1] * (len(dims) - 2)
+    c_part = (np.arange(channels, dtype=np.int64) * plane).reshape(1, channels, *ones)
+    if is_static(dims[0]):
+        count = int(dims[0])  # type: ignore[arg-type]
+        return (np.arange(count, dtype=np.int64) * channels * plane).reshape(
+            count, 1, *ones) + c_part
+    rows = node.sizes.iota(dims[0], DType.I64, node.fail)
+    rows = node.mir("binary", [rows, node.scalar(channels * plane, DType.I64)], kind="mul")
+    rows = node.mir("reshape", [rows], new_shape=[-1, 1, *ones])
+    return node.mir("binary", [rows, node.as_tensor(c_part)], kind="add")
 
 
 @converter("GlobalAveragePool", "GlobalMaxPool")
@@ -118,13 +245,18 @@ def convert_global_pool(node: Node) -> list[Value]:
 @converter("BatchNormalization", since=9)
 def convert_batch_norm(node: Node) -> list[Value]:
     """Inference: ``(x - mean) / sqrt(var + eps) * scale + bias`` per channel (dim 1);
-    with constant statistics, one multiply-add by ``scale / sqrt(var + eps)``."""
-    if node.attr("training_mode", 0) or any(node.proto.output[1:]):
-        node.fail("training mode (running statistics outputs) is not supported")
+    with constant statistics, one multiply-add by ``scale / sqrt(var + eps)``. Training
+    mode (opset 14's ``training_mode = 1``): see :func:`_batch_norm_training`."""
+    training = node.version >= 14 and node.attr("training_mode", 0)
+    if not training and any(node.proto.output[1:]):
+        node.fail(f"the running statistics outputs of opset {node.version} (before "
+                  "opset 14's training_mode) are not supported")
     x = node.tensor(0)
     rank = len(x.shape)
     shape = [x.shape[1] if x.shape[1] is not None else -1] + [1] * (rank - 2)
     eps = node.attr("epsilon", 1e-5)
+    if training:
+        return _batch_norm_training(node, x, shape, eps)
     params = [node.maybe_const(i) for i in range(1, 5)]
     if all(p is not None for p in params):
         scale, bias, mean, var = (np.asarray(p, dtype=np.float64) for p in params)
@@ -134,11 +266,42 @@ def convert_batch_norm(node: Node) -> list[Value]:
         y = node.mir("binary", [x, a.astype(dtype).reshape(shape)], kind="mul")
         return [node.mir("binary", [y, b.astype(dtype).reshape(shape)], kind="add")]
     scale, bias, mean, var = (node.reshape(node.tensor(i), shape) for i in range(1, 5))
-    std = node.mir("activation", [node.mir("binary", [var, node.scalar(eps, x)], kind="add")],
-                   kind="sqrt")
-    y = node.mir("binary", [node.mir("binary", [x, mean], kind="sub"), std], kind="div")
+    return [_normalized(node, node.mir("binary", [x, mean], kind="sub"), var, scale, bias,
+                        eps)]
+
+
+def _normalized(node: Node, centered: HirValue, var: HirValue, scale: HirValue,
+                bias: HirValue, eps: float) -> HirValue:
+    """``centered / sqrt(var + eps) * scale + bias``."""
+    std = node.mir("activation", [node.mir("binary", [var, node.scalar(eps, centered)],
+                                           kind="add")], kind="sqrt")
+    y = node.mir("binary", [centered, std], kind="div")
     y = node.mir("binary", [y, scale], kind="mul")
-    return [node.mir("binary", [y, bias], kind="add")]
+    return node.mir("binary", [y, bias], kind="add")
+
+
+def _batch_norm_training(node: Node, x: HirValue, shape: list[int], eps: float
+                         ) -> list[Value]:
+    """ONNX's training mode: ``x`` is normalized by its own per-channel mean and
+    population variance (over every axis but 1), and the running statistics outputs are
+    ``input * momentum + current * (1 - momentum)``."""
+    axes = [0, *range(2, len(x.shape))]
+    mean = reduce(node, x, "mean", axes, True)
+    centered = node.mir("binary", [x, mean], kind="sub")
+    var = reduce(node, node.mir("binary", [centered, centered], kind="mul"), "mean", axes,
+                 True)
+    scale, bias = (node.reshape(node.tensor(i), shape) for i in (1, 2))
+    outputs: list[Value] = [_normalized(node, centered, var, scale, bias, eps)]
+    momentum = float(node.attr("momentum", 0.9))
+    channels = [shape[0]]
+    for i, current in ((3, mean), (4, var)):
+        if len(node.proto.output) <= i - 2 or not node.proto.output[i - 2]:
+            break
+        kept = node.mir("binary", [node.tensor(i), node.scalar(momentum, x)], kind="mul")
+        new = node.mir("binary", [node.reshape(current, channels),
+                                  node.scalar(1.0 - momentum, x)], kind="mul")
+        outputs.append(node.mir("binary", [kept, new], kind="add"))
+    return outputs
 
 
 # --------------------------------------------------------------------------------------
@@ -213,8 +376,8 @@ def convert_conv_transpose(node: Node) -> list[Value]:
     if w is None:
         node.fail("the weights are computed at run time; rlx flips them at import time")
     n = len(x.shape) - 2
-    if n not in (1, 2) or w.ndim != n + 2:
-        node.fail(f"input {x.type}: rlx convolves 1-D and 2-D inputs")
+    if n not in (1, 2, 3) or w.ndim != n + 2:
+        node.fail(f"input {x.type}: rlx convolves 1-D, 2-D and 3-D inputs")
     kernel = [int(k) for k in w.shape[2:]]
     strides = node.ints("strides", [1] * n) or [1] * n
     dilations = node.ints("dilations", [1] * n) or [1] * n
@@ -231,18 +394,18 @@ def convert_conv_transpose(node: Node) -> list[Value]:
         if s > 1:
             x = _spread(node, x, dims, 2 + i, s)
             dims = node.dims_of(x)
+    m = len(kernel)
     span = [d * (k - 1) for d, k in zip(dilations, kernel, strict=True)]
-    x = _edges(node, x, [span[i] - pads[i] for i in range(2)],
-               [span[i] - pads[2 + i] + extra[i] - (strides[i] - 1) for i in range(2)])
+    x = _edges(node, x, [span[i] - pads[i] for i in range(m)],
+               [span[i] - pads[m + i] + extra[i] - (strides[i] - 1) for i in range(m)])
     cin, per_group = w.shape[0], w.shape[1]
     flipped = w.reshape(groups, cin // groups, per_group, *kernel).swapaxes(1, 2)
-    flipped = np.ascontiguousarray(flipped.reshape(groups * per_group, cin // groups,
-                                                   *kernel)[:, :, ::-1, ::-1])
-    y = node.mir("conv", [x, node.importer.materialize(flipped, None, node)],
-                 kernel_size=kernel, stride=[1, 1], padding=[0, 0], dilation=dilations,
-                 groups=groups)
+    flipped = flipped.reshape(groups * per_group, cin // groups, *kernel)
+    flipped = np.ascontiguousarray(flipped[(slice(None), slice(None),
+                                            *[slice(None, None, -1)] * m)])
+    y = convolve(node, x, flipped, kernel, [1] * m, [0] * m, dilations, groups)
     if node.has(2):
-        y = node.mir("binary", [y, node.reshape(node.tensor(2), [y.shape[1], 1, 1])],
+        y = node.mir("binary", [y, node.reshape(node.tensor(2), [y.shape[1], *[1] * m])],
                      kind="add")
     if n == 1:
         y = node.reshape(y, [-2 - k if y.shape[k] is None else int(y.shape[k])  # type: ignore[arg-type]
