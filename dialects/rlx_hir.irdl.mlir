@@ -102,7 +102,7 @@ irdl.dialect @rlx_hir {
     %in5 = irdl.base "!builtin.tensor"
     %out0 = irdl.base "!builtin.tensor"
     %out1 = irdl.base "!builtin.tensor"
-    irdl.operands(x: %in0, w_ih: %in1, w_hh: %in2, b_ih: %in3, b_hh: %in4, h0: optional %in5)
+    irdl.operands(x: %in0, w_ih: %in1, w_hh: %in2, b_ih: %in3, b_hh: %in4, h0_lengths: variadic %in5)
     irdl.results(y: %out0, hn: optional %out1)
     irdl.attributes {"hidden_size" = %hidden_size, "num_layers" = %num_layers, "bidirectional" = %bidirectional, "carry" = %carry}
   }
@@ -224,7 +224,7 @@ irdl.dialect @rlx_hir {
     %in4 = irdl.base "!builtin.tensor"
     %out0 = irdl.base "!builtin.tensor"
     %out1 = irdl.base "!builtin.tensor"
-    irdl.operands(x: %in0, w_ih: %in1, w_hh: %in2, bias: %in3, h0_c0: variadic %in4)
+    irdl.operands(x: %in0, w_ih: %in1, w_hh: %in2, bias: %in3, h0_c0_peephole_lengths: variadic %in4)
     irdl.results(y: %out0, hn_cn: variadic %out1)
     irdl.attributes {"hidden_size" = %hidden_size, "num_layers" = %num_layers, "bidirectional" = %bidirectional, "carry" = %carry}
   }
@@ -671,7 +671,7 @@ irdl.dialect @rlx_mir {
     %in5 = irdl.base "!builtin.tensor"
     %out0 = irdl.base "!builtin.tensor"
     %out1 = irdl.base "!builtin.tensor"
-    irdl.operands(x: %in0, w_ih: %in1, w_hh: %in2, b_ih: %in3, b_hh: %in4, h0: optional %in5)
+    irdl.operands(x: %in0, w_ih: %in1, w_hh: %in2, b_ih: %in3, b_hh: %in4, h0_lengths: variadic %in5)
     irdl.results(y: %out0, hn: optional %out1)
     irdl.attributes {"hidden_size" = %hidden_size, "num_layers" = %num_layers, "bidirectional" = %bidirectional, "carry" = %carry}
   }
@@ -713,7 +713,7 @@ irdl.dialect @rlx_mir {
     %in4 = irdl.base "!builtin.tensor"
     %out0 = irdl.base "!builtin.tensor"
     %out1 = irdl.base "!builtin.tensor"
-    irdl.operands(x: %in0, w_ih: %in1, w_hh: %in2, bias: %in3, h0_c0: variadic %in4)
+    irdl.operands(x: %in0, w_ih: %in1, w_hh: %in2, bias: %in3, h0_c0_peephole_lengths: variadic %in4)
     irdl.results(y: %out0, hn_cn: variadic %out1)
     irdl.attributes {"hidden_size" = %hidden_size, "num_layers" = %num_layers, "bidirectional" = %bidirectional, "carry" = %carry}
   }

@@ -112,6 +112,19 @@ def _lstm(carry: bool) -> Build:
     return build
 
 
+def _ragged(h: rlx.HirModule) -> list[rlx.HirValue]:
+    """Per-row lengths (LSTM with peepholes and states; GRU)."""
+    x = h.input("x", (None, None, 8))
+    lengths = h.input("lengths", (None,), "i64")
+    h0, c0 = h.input("h0", (2, None, 16)), h.input("c0", (2, None, 16))
+    y, hn, cn = h.lstm_carry(x, h.param("wih", (128, 8)), h.param("whh", (128, 16)),
+                             h.param("b", (128,)), h0, c0, 16, bidirectional=True,
+                             peephole=h.param("peep", (2, 48)), lengths=lengths)
+    g = h.gru(x, h.param("gih", (48, 8)), h.param("ghh", (48, 16)), h.param("gbi", (48,)),
+              h.param("gbh", (48,)), 16, lengths=lengths)
+    return [y, hn, cn, g]
+
+
 def _gru(carry: bool) -> Build:
     def build(h: rlx.HirModule) -> list[rlx.HirValue]:
         x = h.input("x", (2, None, 8))
@@ -250,6 +263,7 @@ HIR_ZOO: dict[str, Build] = {
     "lstm_carry": _lstm(True),
     "gru": _gru(False),
     "gru_carry": _gru(True),
+    "rnn_lengths_peephole": _ragged,
     "llama_decoder_block": _llama("causal"),
     "llama_decoder_block_custom_mask": _llama("custom"),
     "transformer_block": _llama("causal", alias=True),

@@ -24,14 +24,20 @@ FAMILIES = {
     "quant_nvfp4": ["dequant_nvfp4"],
     "recurrent": ["gated_delta_net", "gated_delta_net_carry", "lstm", "lstm_carry", "gru",
                   "gru_carry"],
+    "recurrent_ragged": ["rnn_lengths_peephole"],
     "block": ["llama_decoder_block", "llama_decoder_block_custom_mask", "transformer_block",
               "qwen35_mtp_head"],
     "leaf": ["constant"],
     "escape": ["mir_escape", "mir_blocks", "mir_scans"],
 }
 IRDL_RUN = "// RUN: %iree-opt --irdl-file=%hir_irdl --split-input-file %s > /dev/null\n"
-NO_IRDL = ("// No IRDL run: IRDL cannot express nvfp4's differently-typed scale operands\n"
-           "// (see python/rlx/dialects/irdl.py).\n")
+NO_IRDL = {
+    "quant_nvfp4": ("// No IRDL run: IRDL cannot express nvfp4's differently-typed scale "
+                    "operands\n// (see python/rlx/dialects/irdl.py).\n"),
+    "recurrent_ragged": ("// No IRDL run: IRDL cannot express a scan's differently-typed "
+                         "trailing operands\n// (states, peepholes, i64 lengths; see "
+                         "python/rlx/dialects/irdl.py).\n"),
+}
 
 
 def family_file(family: str, names: list[str]) -> str:
@@ -41,7 +47,7 @@ def family_file(family: str, names: list[str]) -> str:
         "// RUN: %rlx-opt --split-input-file %s | FileCheck %s\n",
         "// RUN: %rlx-opt --split-input-file %s | %rlx-opt --split-input-file - "
         "| FileCheck %s\n",
-        NO_IRDL if family == "quant_nvfp4" else IRDL_RUN,
+        NO_IRDL.get(family, IRDL_RUN),
     ]
     chunks = []
     for name in names:

@@ -95,10 +95,6 @@ EXPLAINED.update({
         "torch.nn.functional.interpolate exactly on this case"
     for m in ("linear", "cubic")})
 EXPLAINED.update({
-    "test_convtranspose_3d": "a 3-D (volumetric) transposed convolution: rlx's conv op "
-                             "convolves 1-D and 2-D inputs",
-    "test_lstm_with_peepholes": "peephole weights (P): rlx's lstm block has none (nor has "
-                                "torch.nn.LSTM); the case also passes sequence_lens",
     "test_identity_sequence": "a sequence input: rlx imports tensors only",
     "test_identity_opt": "an optional input: rlx imports tensors only",
 })

@@ -299,6 +299,30 @@ SCAN_CASES = {
                                    ["tensor<1x3x8xf32>"],
                                    "operand 'w_ih': expected rank 1 (flat: [4*hidden, input] "
                                    "blocks differ in width [4, 8])"),
+    "lstm_peephole_width": ("rlx_hir.lstm", [X3, "tensor<32x4xf32>", "tensor<32x8xf32>",
+                                             "tensor<32xf32>", "tensor<32xf32>"],
+                            '{bidirectional = false, carry = false, has_peephole = true, '
+                            'hidden_size = 8 : i64, num_layers = 1 : i64}',
+                            ["tensor<1x3x8xf32>"],
+                            "operand 'peephole': expected 24 elements (1 [3*hidden] (i, f, o) "
+                            "blocks"),
+    "gru_lengths_float": ("rlx_hir.gru", [X3, "tensor<24x4xf32>", "tensor<24x8xf32>",
+                                          "tensor<24xf32>", "tensor<24xf32>", "tensor<1xf32>"],
+                          '{bidirectional = false, carry = false, has_lengths = true, '
+                          'hidden_size = 8 : i64, num_layers = 1 : i64}', ["tensor<1x3x8xf32>"],
+                          "operand 'lengths': expected element type i32/i64, found f32"),
+    "lstm_lengths_batch": ("rlx_hir.lstm", [X3, "tensor<32x4xf32>", "tensor<32x8xf32>",
+                                            "tensor<32xf32>", "tensor<2xi64>"],
+                           '{bidirectional = false, carry = false, has_lengths = true, '
+                           'hidden_size = 8 : i64, num_layers = 1 : i64}', ["tensor<1x3x8xf32>"],
+                           "operand 'lengths' dim 0: expected 1 (one length per batch row of "
+                           "x), found 2"),
+    "lstm_lengths_missing": ("rlx_hir.lstm", [X3, "tensor<32x4xf32>", "tensor<32x8xf32>",
+                                              "tensor<32xf32>"],
+                             '{bidirectional = false, carry = false, has_lengths = true, '
+                             'hidden_size = 8 : i64, num_layers = 1 : i64}',
+                             ["tensor<1x3x8xf32>"],
+                             "operands: expected 5 (x, w_ih, w_hh, bias, lengths)"),
     "gdn_state_batch": ("rlx_hir.gated_delta_net", [*GDN_IN, "tensor<2x2x8x8xf32>"],
                         "{carry_state = true, state_size = 8 : i64}",
                         ["tensor<1x3x2x8xf32>", "tensor<1x2x8x8xf32>"],

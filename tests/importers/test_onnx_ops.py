@@ -121,6 +121,27 @@ def lstm_reverse() -> tuple:
     return model([node], [vi("x", [seq, batch, feat])], outs, inits), ins
 
 
+def ragged_rnn(op: str, direction: str, peepholes: bool = False) -> tuple:
+    """An LSTM / GRU over rows of different lengths (``sequence_lens`` a run-time input;
+    padding steps output zeros, the reverse direction starts at each row's last step),
+    the LSTM with peepholes; Y and Y_h."""
+    seq, batch, feat, hid, gates = 4, 3, 3, 5, 4 if op == "LSTM" else 3
+    dirs = 2 if direction == "bidirectional" else 1
+    ins = {"x": rand(RNG, seq, batch, feat), "lens": np.array([4, 2, 3], np.int32)}
+    inits = [init("w", rand(RNG, dirs, gates * hid, feat)),
+             init("r", rand(RNG, dirs, gates * hid, hid)),
+             init("b", rand(RNG, dirs, 2 * gates * hid))]
+    names = ["x", "w", "r", "b", "lens"]
+    if peepholes:
+        inits.append(init("p", rand(RNG, dirs, 3 * hid)))
+        names += ["", "", "p"]
+    node = helper.make_node(op, names, ["y", "y_h"], name="rnn", hidden_size=hid,
+                            direction=direction)
+    outs = [vi("y", [seq, dirs, batch, hid]), vi("y_h", [dirs, batch, hid])]
+    return model([node], [vi("x", [seq, batch, feat]),
+                          vi("lens", [batch], TensorProto.INT32)], outs, inits), ins
+
+
 def gather_nd_batched() -> tuple:
     """GatherND with two batch dims and negative indices."""
     data = rand(RNG, 2, 3, 4, 5)
@@ -171,6 +192,9 @@ CASES = {
     "mod_float_fmod": mod(1, np.float32),
     "mod_float_python_sign": mod(0, np.float32),
     "lstm_reverse": lstm_reverse(),
+    "lstm_peephole_lengths_reverse": ragged_rnn("LSTM", "reverse", peepholes=True),
+    "lstm_peephole_lengths_bidirectional": ragged_rnn("LSTM", "bidirectional", peepholes=True),
+    "gru_lengths_forward": ragged_rnn("GRU", "forward"),
     "batch_norm_training": batch_norm_training(),
     "max_pool_indices_ceil": max_pool_indices((2, 3, 7, 8), [3, 4, 4], kernel_shape=[3, 2],
                                               strides=[2, 2], pads=[1, 0, 0, 1],

@@ -290,6 +290,102 @@ def test_rnn_chained_steps_equal_one_scan(kind: str, target: str) -> None:
                          f"{kind} v{i} final {n}")
 
 
+def torch_peephole_lstm(mod: torch.nn.LSTM, peep: torch.Tensor, x: torch.Tensor,
+                        h0: torch.Tensor, c0: torch.Tensor
+                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One layer of ``mod`` (either direction) with peepholes ``peep [D, 3H]`` (p_i, p_f,
+    p_o), ONNX's LSTM equations: ``i = σ(x W_iᵀ + h R_iᵀ + p_i ⊙ c + b_i)``, ``f`` alike
+    with ``p_f``, ``c' = f ⊙ c + i ⊙ tanh(g)``, ``o = σ(... + p_o ⊙ c')``,
+    ``h' = o ⊙ tanh(c')``; a plain step loop."""
+    seq = x.shape[1]
+    outs, hs, cs = [], [], []
+    for d in range(2 if mod.bidirectional else 1):
+        sfx = f"l0{'_reverse' if d else ''}"
+        w_ih, w_hh = getattr(mod, f"weight_ih_{sfx}"), getattr(mod, f"weight_hh_{sfx}")
+        bias = getattr(mod, f"bias_ih_{sfx}") + getattr(mod, f"bias_hh_{sfx}")
+        p_i, p_f, p_o = peep[d].chunk(3)
+        h, c, ys = h0[d], c0[d], [torch.empty(0)] * seq
+        for t in range(seq - 1, -1, -1) if d else range(seq):
+            zi, zf, zg, zo = (x[:, t] @ w_ih.T + h @ w_hh.T + bias).chunk(4, dim=-1)
+            i, f = torch.sigmoid(zi + p_i * c), torch.sigmoid(zf + p_f * c)
+            c = f * c + i * torch.tanh(zg)
+            h = ys[t] = torch.sigmoid(zo + p_o * c) * torch.tanh(c)
+        outs.append(torch.stack(ys, dim=1))
+        hs.append(h)
+        cs.append(c)
+    return torch.cat(outs, dim=-1), torch.stack(hs), torch.stack(cs)
+
+
+def ragged_module() -> rlx.HirModule:
+    """Per-row ``lengths`` (2-layer bidirectional LSTM, bidirectional GRU, both with
+    states) and a bidirectional peephole LSTM, over ``x [?, ?, FEAT]``."""
+    h = rlx.HirModule("ragged")
+    x = h.input("x", (None, None, FEAT))
+    lengths = h.input("lengths", (None,), "i64")
+    outs = []
+    for kind, layers in (("lstm", 2), ("gru", 1)):
+        n, gates = 2 * layers, 4 if kind == "lstm" else 3
+        ih = sum(gates * HID * (FEAT if k == 0 else 2 * HID) for k in range(layers)
+                 for _ in range(2))
+        w_ih = h.param(f"{kind}_w_ih", (n * gates * HID, FEAT) if layers == 1 else (ih,))
+        w_hh = h.param(f"{kind}_w_hh", (n * gates * HID, HID))
+        kw = dict(hidden_size=HID, num_layers=layers, bidirectional=True, lengths=lengths)
+        h0 = h.input(f"{kind}_h0", (n, None, HID))
+        if kind == "lstm":
+            outs += h.lstm_carry(x, w_ih, w_hh, h.param("lstm_bias", (n * gates * HID,)), h0,
+                                 h.input("lstm_c0", (n, None, HID)), **kw)
+        else:
+            outs += h.gru_carry(x, w_ih, w_hh, h.param("gru_b_ih", (n, gates * HID)),
+                                h.param("gru_b_hh", (n, gates * HID)), h0, **kw)
+    outs += h.lstm_carry(x, h.param("peep_w_ih", (8 * HID, FEAT)),
+                         h.param("peep_w_hh", (8 * HID, HID)), h.param("peep_bias", (8 * HID,)),
+                         h.input("peep_h0", (2, None, HID)), h.input("peep_c0", (2, None, HID)),
+                         hidden_size=HID, bidirectional=True,
+                         peephole=h.param("peep_p", (2, 3 * HID)))
+    h.set_outputs(outs)
+    return h
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_rnn_lengths_and_peepholes(target: str) -> None:
+    """``lengths``: rows of different lengths against torch's packed sequences
+    (``pack_padded_sequence``: the reverse direction starts at each row's last step, the
+    padding outputs zeros, the final states are each row's own); a peephole LSTM against a
+    torch step loop written from ONNX's LSTM equations; batch and length dynamic."""
+    mods = {"lstm": torch_rnn("lstm", 2, True, seed=21), "gru": torch_rnn("gru", 1, True,
+                                                                         seed=22)}
+    peep_mod = torch_rnn("lstm", 1, True, seed=23)
+    peep = torch.randn(2, 3 * HID, generator=torch.Generator().manual_seed(24))
+    weights = packed_weights("lstm", mods["lstm"], "lstm") | packed_weights(
+        "gru", mods["gru"], "gru") | packed_weights("lstm", peep_mod, "peep")
+    weights["peep_p"] = peep.numpy()
+    prog = rlx.runtime.load(rlx.compile(ragged_module(), target), DEVICE[target], weights)
+    rng = np.random.default_rng(6)
+    pack = torch.nn.utils.rnn
+    for lengths in (np.array([5, 2, 4]), np.array([1, 3])):
+        batch, seq = len(lengths), int(lengths.max())
+        x = rng.standard_normal((batch, seq, FEAT)).astype(np.float32)
+        init = {f"{k}_{n}": rng.standard_normal((layers, batch, HID)).astype(np.float32)
+                for k, layers in (("lstm", 4), ("gru", 2), ("peep", 2))
+                for n in (("h0", "c0") if k != "gru" else ("h0",))}
+        got = list(prog.main(x=x, lengths=lengths.astype(np.int64), **init))
+        want = []
+        with torch.no_grad():
+            t = {k: torch.from_numpy(v) for k, v in init.items()}
+            packed = pack.pack_padded_sequence(torch.from_numpy(x), torch.from_numpy(lengths),
+                                               batch_first=True, enforce_sorted=False)
+            for kind, mod in mods.items():
+                state = (t["lstm_h0"], t["lstm_c0"]) if kind == "lstm" else t["gru_h0"]
+                y, fin = mod(packed, state)
+                y = pack.pad_packed_sequence(y, batch_first=True, total_length=seq)[0]
+                want += [y, *(fin if kind == "lstm" else (fin,))]
+            want += torch_peephole_lstm(peep_mod, peep, torch.from_numpy(x), t["peep_h0"],
+                                        t["peep_c0"])
+        assert len(got) == len(want)
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            assert_close(g, w.numpy(), "f32", f"lengths {list(lengths)} output {i}")
+
+
 # --------------------------------------------------------------------------------------
 # Gated DeltaNet against HF transformers' Qwen3-Next recurrent rule
 # --------------------------------------------------------------------------------------

@@ -52,6 +52,22 @@ def _schema_summary(schema: OpSchema) -> str:
     return "\n".join(lines)
 
 
+def _present(values: list[HirValue | None]) -> list[HirValue]:
+    """The operands given (an optional operand left out is None)."""
+    return [v for v in values if v is not None]
+
+
+def _extras(peephole: HirValue | None, lengths: HirValue | None) -> dict[str, bool]:
+    """The presence attributes of a scan's optional ``peephole`` / ``lengths`` operands
+    (absent when not given, so that text without them is unchanged)."""
+    out = {}
+    if peephole is not None:
+        out["has_peephole"] = True
+    if lengths is not None:
+        out["has_lengths"] = True
+    return out
+
+
 def builds(op: str) -> Callable[[_Method], _Method]:
     """Give a builder method the documentation of the HIR op it builds: its own docstring
     (the Python arguments), then the op's operands and attributes (from the schema) and the
@@ -254,21 +270,30 @@ class HirModule(HirModuleCore):
     @builds("lstm")
     def lstm(self, x: HirValue, w_ih: HirValue, w_hh: HirValue, bias: HirValue,
              hidden_size: int, num_layers: int = 1, bidirectional: bool = False,
-             out_shape: ShapeLike | None = None) -> HirValue:
-        """LSTM over the sequence from a zero state; returns the output sequence."""
-        return self._hir("lstm", [x, w_ih, w_hh, bias],
+             out_shape: ShapeLike | None = None, peephole: HirValue | None = None,
+             lengths: HirValue | None = None) -> HirValue:
+        """LSTM over the sequence from a zero state; returns the output sequence.
+        ``peephole``: ``[3H]`` blocks (p_i, p_f, p_o) per layer and direction;
+        ``lengths [B]``: each row's sequence length (steps past it keep the states and
+        output zeros)."""
+        return self._hir("lstm", _present([x, w_ih, w_hh, bias, peephole, lengths]),
                          {"hidden_size": hidden_size, "num_layers": num_layers,
-                          "bidirectional": bidirectional, "carry": False}, out_shape)
+                          "bidirectional": bidirectional, "carry": False,
+                          **_extras(peephole, lengths)}, out_shape)
 
     @builds("lstm")
     def lstm_carry(self, x: HirValue, w_ih: HirValue, w_hh: HirValue, bias: HirValue,
                    h0: HirValue, c0: HirValue, hidden_size: int, num_layers: int = 1,
-                   bidirectional: bool = False, out_shape: ShapeLike | None = None
+                   bidirectional: bool = False, out_shape: ShapeLike | None = None,
+                   peephole: HirValue | None = None, lengths: HirValue | None = None
                    ) -> tuple[HirValue, HirValue, HirValue]:
-        """LSTM from ``(h0, c0)``; returns ``(y, hn, cn)``."""
-        y, hn, cn = self._emit(HIR.ops["lstm"], [x, w_ih, w_hh, bias, h0, c0],
+        """LSTM from ``(h0, c0)``; returns ``(y, hn, cn)`` (``peephole`` and ``lengths``
+        as :meth:`lstm`)."""
+        y, hn, cn = self._emit(HIR.ops["lstm"],
+                               _present([x, w_ih, w_hh, bias, h0, c0, peephole, lengths]),
                                {"hidden_size": hidden_size, "num_layers": num_layers,
-                                "bidirectional": bidirectional, "carry": True},
+                                "bidirectional": bidirectional, "carry": True,
+                                **_extras(peephole, lengths)},
                                out_shape=out_shape)
         return y, hn, cn
 
@@ -276,25 +301,30 @@ class HirModule(HirModuleCore):
     def gru(self, x: HirValue, w_ih: HirValue, w_hh: HirValue, b_ih: HirValue,
             b_hh: HirValue, hidden_size: int, num_layers: int = 1,
             bidirectional: bool = False, out_shape: ShapeLike | None = None,
-            linear_before_reset: bool | None = None) -> HirValue:
+            linear_before_reset: bool | None = None, lengths: HirValue | None = None
+            ) -> HirValue:
         """GRU over the sequence from a zero state; returns the output sequence.
         ``linear_before_reset=False`` is ONNX's default GRU (the reset gate scales ``h``
-        before its matmul); None (absent) and True are PyTorch's."""
-        return self._hir("gru", [x, w_ih, w_hh, b_ih, b_hh],
+        before its matmul); None (absent) and True are PyTorch's. ``lengths`` as
+        :meth:`lstm`."""
+        return self._hir("gru", _present([x, w_ih, w_hh, b_ih, b_hh, lengths]),
                          {"hidden_size": hidden_size, "num_layers": num_layers,
                           "bidirectional": bidirectional, "carry": False,
-                          "linear_before_reset": linear_before_reset}, out_shape)
+                          "linear_before_reset": linear_before_reset,
+                          **_extras(None, lengths)}, out_shape)
 
     @builds("gru")
     def gru_carry(self, x: HirValue, w_ih: HirValue, w_hh: HirValue, b_ih: HirValue,
                   b_hh: HirValue, h0: HirValue, hidden_size: int, num_layers: int = 1,
                   bidirectional: bool = False, out_shape: ShapeLike | None = None,
-                  linear_before_reset: bool | None = None) -> tuple[HirValue, HirValue]:
+                  linear_before_reset: bool | None = None, lengths: HirValue | None = None
+                  ) -> tuple[HirValue, HirValue]:
         """GRU from ``h0``; returns ``(y, hn)`` (RLX has no builder for this)."""
-        y, hn = self._emit(HIR.ops["gru"], [x, w_ih, w_hh, b_ih, b_hh, h0],
+        y, hn = self._emit(HIR.ops["gru"], _present([x, w_ih, w_hh, b_ih, b_hh, h0, lengths]),
                            {"hidden_size": hidden_size, "num_layers": num_layers,
                             "bidirectional": bidirectional, "carry": True,
-                            "linear_before_reset": linear_before_reset},
+                            "linear_before_reset": linear_before_reset,
+                            **_extras(None, lengths)},
                            out_shape=out_shape)
         return y, hn
 

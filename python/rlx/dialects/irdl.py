@@ -9,7 +9,9 @@ One limit: an IRDL constraint variable binds the first type it matches, so all v
 ``variadic`` group must have equal types, and two ``optional`` groups would need an
 ``operandSegmentSizes`` attribute. rlx writes none: several conditional operands become one
 trailing ``variadic`` group. Their types agree for every op but ``dequant_matmul`` with
-``scheme = "nvfp4"`` (block scales i8, global scale f32), which IRDL therefore rejects.
+``scheme = "nvfp4"`` (block scales i8, global scale f32) and the scans' ``lstm`` / ``gru``
+with ``has_peephole`` or ``has_lengths`` (states, peepholes and i64 lengths in one group),
+which IRDL therefore rejects.
 
 ``iree-opt`` reads one ``--irdl-file`` (a second flag replaces the first), and HIR
 functions may embed ``rlx_mir`` ops, so ``rlx_hir.irdl.mlir`` holds both dialects and

@@ -72,8 +72,12 @@ def _unpack(w: np.ndarray, shapes: list[tuple[int, int]]) -> list[np.ndarray]:
 
 def _rnn(x: np.ndarray, w_ih: np.ndarray, w_hh: np.ndarray, biases: list[np.ndarray],
          init: list[np.ndarray | None], gates: int, hidden_size: int, num_layers: int,
-         bidirectional: bool, cell: Cell) -> tuple[np.ndarray, list[np.ndarray]]:
-    """The layer / direction / time loops of spec 2.13 (shared with GRU, spec 2.14)."""
+         bidirectional: bool, cell: Cell, lengths: np.ndarray | None = None
+         ) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The layer / direction / time loops of spec 2.13 (shared with GRU, spec 2.14). With
+    ``lengths``, row ``b`` runs steps ``0 .. lengths[b] - 1`` only (either direction): the
+    other steps keep its states and output zeros. ``biases`` blocks are ``[1, k]`` rows of
+    any width ``k`` (the LSTM's peepholes ride here as a third bias)."""
     x = _f(x)
     batch, seq, features = x.shape
     dirs = 2 if bidirectional else 1
@@ -82,7 +86,8 @@ def _rnn(x: np.ndarray, w_ih: np.ndarray, w_hh: np.ndarray, biases: list[np.ndar
               for layer in range(num_layers) for _ in range(dirs)]
     wih = _unpack(w_ih, [(rows, w) for w in widths])
     whh = _unpack(w_hh, [(rows, hidden_size)] * len(widths))
-    bs = [_unpack(b, [(1, rows)] * len(widths)) for b in biases]
+    bs = [_unpack(b, [(1, np.size(b) // len(widths))] * len(widths)) for b in biases]
+    steps = np.full(batch, seq) if lengths is None else np.asarray(lengths)
     finals: list[list[np.ndarray]] = [[] for _ in init]
     for layer in range(num_layers):
         out = np.zeros((batch, seq, dirs * hidden_size))
@@ -92,8 +97,10 @@ def _rnn(x: np.ndarray, w_ih: np.ndarray, w_hh: np.ndarray, biases: list[np.ndar
                       for s in init]
             order = range(seq - 1, -1, -1) if d == 1 else range(seq)
             for t in order:
-                states = cell(x[:, t], states, wih[idx], whh[idx], [b[idx][0] for b in bs])
-                out[:, t, d * hidden_size:(d + 1) * hidden_size] = states[0]
+                new = cell(x[:, t], states, wih[idx], whh[idx], [b[idx][0] for b in bs])
+                live = (t < steps)[:, None]
+                states = [np.where(live, n, s) for n, s in zip(new, states, strict=True)]
+                out[:, t, d * hidden_size:(d + 1) * hidden_size] = np.where(live, new[0], 0.0)
             for f, s in zip(finals, states, strict=True):
                 f.append(s)
         x = out
@@ -105,8 +112,9 @@ def _lstm_cell(xt: np.ndarray, states: list[np.ndarray], wih: np.ndarray, whh: n
     h, c = states
     z = xt @ wih.T + h @ whh.T + biases[0]
     i, f, gg, o = np.split(z, 4, axis=-1)
-    c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(gg)
-    return [_sigmoid(o) * np.tanh(c), c]
+    p_i, p_f, p_o = np.split(biases[1], 3) if len(biases) > 1 else (0.0, 0.0, 0.0)
+    c_new = _sigmoid(f + p_f * c) * c + _sigmoid(i + p_i * c) * np.tanh(gg)
+    return [_sigmoid(o + p_o * c_new) * np.tanh(c_new), c_new]
 
 
 def _gru_cell(xt: np.ndarray, states: list[np.ndarray], wih: np.ndarray, whh: np.ndarray,
@@ -137,26 +145,36 @@ def _gru_cell_reset_first(xt: np.ndarray, states: list[np.ndarray], wih: np.ndar
 
 
 def lstm(x: np.ndarray, w_ih: np.ndarray, w_hh: np.ndarray, bias: np.ndarray,
-         h0: np.ndarray | None = None, c0: np.ndarray | None = None, *, hidden_size: int,
-         num_layers: int = 1, bidirectional: bool = False, carry: bool = False
+         *rest: np.ndarray, hidden_size: int, num_layers: int = 1,
+         bidirectional: bool = False, carry: bool = False, has_peephole: bool | None = None,
+         has_lengths: bool | None = None
          ) -> np.ndarray | tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Spec 2.13: gates i, f, g, o; ``bias = b_ih + b_hh``; returns ``y`` or
+    """Spec 2.13: gates i, f, g, o; ``bias = b_ih + b_hh``; then ``h0, c0`` (``carry``),
+    ``peephole`` (``[3H]`` blocks p_i, p_f, p_o), ``lengths``; returns ``y`` or
     ``(y, hn, cn)``."""
-    y, (hn, cn) = _rnn(x, w_ih, w_hh, [bias], [h0 if carry else None, c0 if carry else None],
-                       4, hidden_size, num_layers, bidirectional, _lstm_cell)
+    more = list(rest)
+    h0, c0 = (more.pop(0), more.pop(0)) if carry else (None, None)
+    biases = [bias, *([more.pop(0)] if has_peephole else [])]
+    lengths = more.pop(0) if has_lengths else None
+    y, (hn, cn) = _rnn(x, w_ih, w_hh, biases, [h0, c0], 4, hidden_size, num_layers,
+                       bidirectional, _lstm_cell, lengths)
     return (y, hn, cn) if carry else y
 
 
 def gru(x: np.ndarray, w_ih: np.ndarray, w_hh: np.ndarray, b_ih: np.ndarray,
-        b_hh: np.ndarray, h0: np.ndarray | None = None, *, hidden_size: int,
+        b_hh: np.ndarray, *rest: np.ndarray, hidden_size: int,
         num_layers: int = 1, bidirectional: bool = False, carry: bool = False,
-        linear_before_reset: bool | None = None) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+        linear_before_reset: bool | None = None, has_lengths: bool | None = None
+        ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Spec 2.14: gates r, z, n; ``n = tanh(a_n + r (h W_hnᵀ + b_hn))`` (with
     ``linear_before_reset=False``, ONNX's default: ``n = tanh(a_n + (r h) W_hnᵀ + b_hn)``);
     returns ``y`` or ``(y, hn)``."""
     cell = _gru_cell_reset_first if linear_before_reset is False else _gru_cell
-    y, (hn,) = _rnn(x, w_ih, w_hh, [b_ih, b_hh], [h0 if carry else None], 3, hidden_size,
-                    num_layers, bidirectional, cell)
+    more = list(rest)
+    h0 = more.pop(0) if carry else None
+    lengths = more.pop(0) if has_lengths else None
+    y, (hn,) = _rnn(x, w_ih, w_hh, [b_ih, b_hh], [h0], 3, hidden_size, num_layers,
+                    bidirectional, cell, lengths)
     return (y, hn) if carry else y
 
 

@@ -10,7 +10,7 @@ from rlx.dialects import checks
 from rlx.dialects.enums import BLOCK_FLOAT_TYPES
 from rlx.dialects.hir.dialect import HIR
 from rlx.dialects.schema import Attr, AttrValues, Check, Operand, bool_attr, int_attr, opt
-from rlx.ir.types import TensorInfo
+from rlx.ir.types import DType, TensorInfo
 
 
 def _carry_state(a: AttrValues) -> bool:
@@ -73,7 +73,30 @@ def gated_delta_net(c: Check) -> list[TensorInfo]:
 def rnn_attrs() -> list[Attr]:
     return [int_attr("hidden_size"), int_attr("num_layers", default=1),
             bool_attr("bidirectional", default=False),
-            bool_attr("carry", "take initial states and return the final ones", default=False)]
+            bool_attr("carry", "take initial states and return the final ones", default=False),
+            bool_attr("has_lengths", "a lengths operand [B]: row b is a sequence of "
+                      "lengths[b] steps (absent: every row has S)", optional=True)]
+
+
+def lstm_attrs() -> list[Attr]:
+    """``rnn_attrs`` plus ``has_peephole``: a peephole operand (ONNX's ``P``)."""
+    return [*rnn_attrs(),
+            bool_attr("has_peephole", "a peephole operand: the cell state feeds the i, f "
+                      "and o gates (absent: no peepholes)", optional=True)]
+
+
+def has_lengths(a: AttrValues) -> bool:
+    return bool(a.get("has_lengths"))
+
+
+def has_peephole(a: AttrValues) -> bool:
+    return bool(a.get("has_peephole"))
+
+
+LSTM_OPERANDS = ["x", "w_ih", "w_hh", "bias", opt("h0", carry), opt("c0", carry),
+                 opt("peephole", has_peephole), opt("lengths", has_lengths)]
+GRU_OPERANDS = ["x", "w_ih", "w_hh", "b_ih", "b_hh", opt("h0", carry),
+                opt("lengths", has_lengths)]
 
 
 def gru_attrs() -> list[Attr]:
@@ -129,12 +152,17 @@ def rnn_results(c: Check, gates: int, biases: tuple[str, ...],
     for s in present:
         c.shape(s, (layers * dirs, c.ref("x", 0), hidden),
                 "[num_layers * directions, B, hidden]")
+    if c.has("peephole"):
+        _packed(c, "peephole", [(1, 3 * hidden)] * (layers * dirs), "[3*hidden] (i, f, o)")
+    if c.has("lengths"):
+        c.dtype("lengths", (DType.I32, DType.I64))
+        c.rank("lengths", 1)
+        c.dim("lengths", 0, c.ref("x", 0), "one length per batch row of x")
     y = x.with_shape((batch, seq, dirs * hidden))
     return [y] + [state] * len(present)
 
 
-@HIR.op("lstm", operands=["x", "w_ih", "w_hh", "bias", opt("h0", carry), opt("c0", carry)],
-        attrs=rnn_attrs(),
+@HIR.op("lstm", operands=LSTM_OPERANDS, attrs=lstm_attrs(),
         results=["y", Operand("hn", when=carry), Operand("cn", when=carry)], label="lstm")
 def lstm(c: Check) -> list[TensorInfo]:
     """Multi-layer, optionally bidirectional LSTM with PyTorch-packed weights (batch first).
@@ -143,6 +171,13 @@ def lstm(c: Check) -> list[TensorInfo]:
     direction), layer-major (``in_0 = I``, ``in_l = D*H``), flat or ``[L*D*4H, I]`` when all
     widths agree; ``w_hh``: ``[4H, H]`` blocks; ``bias``: ``b_ih + b_hh`` pre-summed,
     ``[4H]`` blocks; ``h0``, ``c0`` ``[L*D, B, H]`` iff ``carry``. Gate order i, f, g, o.
+    Iff ``has_peephole``: ``peephole``, ``[3H]`` blocks ``(p_i, p_f, p_o)`` (ONNX's ``P``):
+    ``i = σ(z_i + p_i c)``, ``f = σ(z_f + p_f c)`` with the previous cell state,
+    ``o = σ(z_o + p_o c')`` with the new one. Iff ``has_lengths``: ``lengths [B]`` (i32 or
+    i64): row ``b`` is a sequence of ``lengths[b]`` steps (ONNX's ``sequence_lens``, a
+    packed sequence in PyTorch): steps ``t >= lengths[b]`` keep the row's states and
+    output zeros, so the forward direction ends at step ``lengths[b] - 1`` and the reverse
+    one starts there (as ``gru``).
     Results: ``y [B, S, D*H]`` (the last layer; the reverse direction is time-aligned) and,
     iff ``carry``, the final ``hn``, ``cn`` ``[L*D, B, H]``.
 
@@ -156,8 +191,8 @@ def lstm(c: Check) -> list[TensorInfo]:
     return rnn_results(c, 4, ("bias",), ("h0", "c0"))
 
 
-@HIR.op("gru", operands=["x", "w_ih", "w_hh", "b_ih", "b_hh", opt("h0", carry)],
-        attrs=gru_attrs(), results=["y", Operand("hn", when=carry)], label="gru")
+@HIR.op("gru", operands=GRU_OPERANDS, attrs=gru_attrs(),
+        results=["y", Operand("hn", when=carry)], label="gru")
 def gru(c: Check) -> list[TensorInfo]:
     """Multi-layer, optionally bidirectional GRU with PyTorch-packed weights (batch first).
 
@@ -165,8 +200,8 @@ def gru(c: Check) -> list[TensorInfo]:
     ``b_hh`` (the reset gate multiplies the hidden term after its bias):
     ``n = tanh(a_n + r * (h W_hnᵀ + b_hn))``, ``h = (1 - z) n + z h``; with
     ``linear_before_reset = false`` (ONNX's default GRU) ``n = tanh(a_n + (r * h) W_hnᵀ +
-    b_hn)``. ``h0 [L*D, B, H]`` iff ``carry``. Results: ``y [B, S, D*H]`` and, iff
-    ``carry``, the final ``hn``.
+    b_hn)``. ``h0 [L*D, B, H]`` iff ``carry``; ``lengths [B]`` iff ``has_lengths`` (as
+    ``lstm``). Results: ``y [B, S, D*H]`` and, iff ``carry``, the final ``hn``.
 
     Example::
 

@@ -6,14 +6,16 @@ from rlx.dialects.hir.recurrent import (
     GDN_ATTRS,
     GDN_OPERANDS,
     GDN_RESULTS,
+    GRU_OPERANDS,
+    LSTM_OPERANDS,
     carry,
     gdn_results,
     gru_attrs,
-    rnn_attrs,
+    lstm_attrs,
     rnn_results,
 )
 from rlx.dialects.mir.dialect import MIR
-from rlx.dialects.schema import Check, Operand, opt
+from rlx.dialects.schema import Check, Operand
 from rlx.ir.types import TensorInfo
 
 
@@ -31,8 +33,7 @@ def gated_delta_net(c: Check) -> list[TensorInfo]:
     return gdn_results(c)
 
 
-@MIR.op("lstm", operands=["x", "w_ih", "w_hh", "bias", opt("h0", carry), opt("c0", carry)],
-        attrs=rnn_attrs(),
+@MIR.op("lstm", operands=LSTM_OPERANDS, attrs=lstm_attrs(),
         results=["y", Operand("hn", when=carry), Operand("cn", when=carry)])
 def lstm(c: Check) -> list[TensorInfo]:
     """Packed multi-layer LSTM (``Op::Lstm``); as ``rlx_hir.lstm``.
@@ -47,8 +48,7 @@ def lstm(c: Check) -> list[TensorInfo]:
     return rnn_results(c, 4, ("bias",), ("h0", "c0"))
 
 
-@MIR.op("gru", operands=["x", "w_ih", "w_hh", "b_ih", "b_hh", opt("h0", carry)],
-        attrs=gru_attrs(), results=["y", Operand("hn", when=carry)])
+@MIR.op("gru", operands=GRU_OPERANDS, attrs=gru_attrs(), results=["y", Operand("hn", when=carry)])
 def gru(c: Check) -> list[TensorInfo]:
     """Packed multi-layer GRU (``Op::Gru``); as ``rlx_hir.gru``.
 

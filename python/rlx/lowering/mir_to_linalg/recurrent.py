@@ -9,8 +9,11 @@ hoisted before the loop: LSTM / GRU project every step's input with one matmul
 (``x W_ihᵀ``) per layer and direction, so the loop only does ``h W_hhᵀ`` and one generic for
 the gates (biases included); GDN computes ``exp(g)`` and ``k·q`` once. Layers and
 directions are Python loops (static counts); the reverse direction walks
-``t = S-1 .. 0`` and writes at ``t``. Everything runs in f32 (16-bit operands are widened
-once, results rounded once).
+``t = S-1 .. 0`` and writes at ``t``. With per-row ``lengths`` one more generic a step
+keeps a row's states where ``t >= lengths[b]`` and writes zeros there (so the reverse
+direction starts at each row's last step); LSTM peepholes are three more ``[H]`` inputs of
+the gate generic. Everything runs in f32 (16-bit operands are widened once, results
+rounded once).
 """
 
 from __future__ import annotations
@@ -165,13 +168,15 @@ class _Packed:
         index = layer * self.dirs + d
         return self.weight(w, index, self.hidden, index * self.rows * self.hidden)
 
-    def bias(self, bias: ir.Value, layer: int, d: int) -> ir.Value:
-        """Block ``[rows]`` of a flat or ``[L*D, rows]`` packed bias."""
+    def bias(self, bias: ir.Value, layer: int, d: int, rows: int | None = None) -> ir.Value:
+        """Block ``[rows]`` (default: the gate rows) of a flat or ``[L*D, rows]`` packed
+        bias."""
         index = layer * self.dirs + d
+        rows = self.rows if rows is None else rows
         if emit.rank(bias) == 2:
-            row = emit.extract_slice(bias, [index, 0], [1, self.rows])
+            row = emit.extract_slice(bias, [index, 0], [1, rows])
             return _f32(emit.collapse(row, [[0, 1]]))
-        return _f32(emit.extract_slice(bias, [index * self.rows], [self.rows]))
+        return _f32(emit.extract_slice(bias, [index * rows], [rows]))
 
 
 def _project(x: ir.Value, w: ir.Value) -> ir.Value:
@@ -260,6 +265,27 @@ def _cell_outputs(state: ir.Value, n: int) -> list[ir.Value]:
     return [emit.empty(emit.sizes(state), emit.f32()) for _ in range(n)]
 
 
+def _masked(new: list[ir.Value], old: list[ir.Value], lengths: ir.Value, tt: ir.Value
+            ) -> list[ir.Value]:
+    """With per-row ``lengths``: the states after step ``tt`` where ``tt < lengths[b]``,
+    the row's states before it elsewhere; then the step's output row (``h'``, or zeros).
+    Only selects: a length outside ``[0, S]`` reads nothing out of bounds (every step of
+    the row runs, or none)."""
+    n = len(new)
+    at = arith.index_cast(emit.elem(lengths), tt)
+    zero = emit.scalar(0.0, emit.f32())
+    ident, row = emit.identity(2), emit.amap(2, [0])
+
+    def body(*a: ir.Value) -> list[ir.Value]:
+        live = arith.cmpi(arith.CmpIPredicate.slt, at, a[2 * n])
+        kept = [arith.select(live, a[i], a[n + i]) for i in range(n)]
+        return [*kept, arith.select(live, a[0], zero)]
+
+    outs = [emit.empty(emit.sizes(v), emit.f32()) for v in [*new, new[0]]]
+    return emit.generic([*new, *old, lengths], outs, [ident] * (2 * n) + [row] +
+                        [ident] * (n + 1), [P, P], body)
+
+
 def _scan(op: Decoded, gates: int, make_cell: Callable[[int, int, ir.Value], Cell],
           states: tuple[str, ...]) -> list[ir.Value]:
     """The layer / direction loops shared by LSTM (states h, c) and GRU (state h);
@@ -272,6 +298,7 @@ def _scan(op: Decoded, gates: int, make_cell: Callable[[int, int, ir.Value], Cel
     b, s, _ = emit.sizes(x)
     last = emit.sub_sizes(s, 1)
     given = {name: op[name] if op.has(name) else None for name in states}
+    lengths = op["lengths"] if op.has("lengths") else None
     finals: dict[str, list[ir.Value]] = {name: [] for name in states}
     # One output buffer for every layer: a layer's input is dead once its projections are
     # computed, so the next layer writes over it (no second buffer, no copy).
@@ -294,7 +321,10 @@ def _scan(op: Decoded, gates: int, make_cell: Callable[[int, int, ir.Value], Cel
                 tt = _time(t, last, d == 1)
                 xt = emit.extract_slice(xw, [0, tt, 0], [b, 1, gates * hid])
                 new = cell(_gates(xt, gates, hid), st)
-                row = emit.expand(new[0], [[0, 1], [2]], [b, 1, hid])
+                h_out = new[0]
+                if lengths is not None:
+                    *new, h_out = _masked(new, st, lengths, tt)
+                row = emit.expand(h_out, [[0, 1], [2]], [b, 1, hid])
                 return [*new, emit.insert_slice(row, out, [0, tt, d * hid])]
 
             *ends, y = emit.for_loop(s, [*init, y], step)
@@ -314,23 +344,32 @@ def _gate_bias(pk: _Packed, bias: ir.Value, layer: int, d: int) -> list[ir.Value
 def lower_lstm(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     """Per layer and direction: ``xw = x W_ihᵀ`` before an ``scf.for`` carrying
     ``(h, c, y)``; each step is ``h W_hhᵀ`` and one generic for the gates (i, f, g, o,
-    ``z = xw + hh + bias``) with two results (h', c')."""
+    ``z = xw + hh + bias``, the peephole terms when given) with two results (h', c')."""
     pk = _Packed(op, 4)
     ident, row = emit.identity(2), emit.amap(2, [1])
+    peep = op.has("peephole")
 
     def body(*a: ir.Value) -> list[ir.Value]:
         z = [arith.addf(arith.addf(a[g], a[4 + g]), a[8 + g]) for g in range(4)]
-        i, f, o = emit.sigmoid(z[0]), emit.sigmoid(z[1]), emit.sigmoid(z[3])
-        c_new = arith.addf(arith.mulf(f, a[12]), arith.mulf(i, math.tanh(z[2])))
+        c = a[12]
+        if peep:  # p_i c and p_f c on the previous cell state
+            z[0] = arith.addf(z[0], arith.mulf(a[13], c))
+            z[1] = arith.addf(z[1], arith.mulf(a[14], c))
+        i, f = emit.sigmoid(z[0]), emit.sigmoid(z[1])
+        c_new = arith.addf(arith.mulf(f, c), arith.mulf(i, math.tanh(z[2])))
+        o = emit.sigmoid(arith.addf(z[3], arith.mulf(a[15], c_new)) if peep else z[3])
         return [arith.mulf(o, math.tanh(c_new)), c_new]
 
     def make_cell(layer: int, d: int, whh_t: ir.Value) -> Cell:
         bias = _gate_bias(pk, op["bias"], layer, d)
+        holes = _gates(pk.bias(op["peephole"], layer, d, 3 * pk.hidden), 3, pk.hidden) \
+            if peep else []
 
         def cell(xs: list[ir.Value], st: list[ir.Value]) -> list[ir.Value]:
             hs = _hidden_gates(st[0], whh_t, 4, pk.hidden)
-            return emit.generic([*xs, *hs, *bias, st[1]], _cell_outputs(st[1], 2),
-                                [ident] * 8 + [row] * 4 + [ident] * 3, [P, P], body)
+            return emit.generic([*xs, *hs, *bias, st[1], *holes], _cell_outputs(st[1], 2),
+                                [ident] * 8 + [row] * 4 + [ident] + [row] * len(holes) +
+                                [ident] * 2, [P, P], body)
 
         return cell
 
