@@ -26,8 +26,15 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
+# torchvision (for tests/importers/test_onnx_torchvision.py) goes into a directory of its own,
+# not site-packages: PyPI's wheel is the CUDA build, which does not import beside the CPU
+# torch, and transformers imports any installed torchvision (see torchvision_export.py).
+TORCHVISION_SITE := $(VENV)/torchvision-site
+
 venv: $(BIN)/python  ## create .venv and install rlx with its test extras
 	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q --no-deps --upgrade --target $(TORCHVISION_SITE) \
+	  torchvision==0.28.0 pillow==13.0.0
 
 lint: venv  ## ruff
 	$(BIN)/ruff check python tests tools lit_tests benchmarks examples
