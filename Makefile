@@ -30,11 +30,14 @@ $(BIN)/python:
 # not site-packages: PyPI's wheel is the CUDA build, which does not import beside the CPU
 # torch, and transformers imports any installed torchvision (see torchvision_export.py).
 TORCHVISION_SITE := $(VENV)/torchvision-site
+TORCHVISION := $(TORCHVISION_SITE)/torchvision-0.28.0.dist-info
 
-venv: $(BIN)/python  ## create .venv and install rlx with its test extras
-	$(BIN)/pip install -q -e '.[test]'
+$(TORCHVISION): $(BIN)/python
 	$(BIN)/pip install -q --no-deps --upgrade --target $(TORCHVISION_SITE) \
 	  torchvision==0.28.0 pillow==13.0.0
+
+venv: $(BIN)/python $(TORCHVISION)  ## create .venv and install rlx with its test extras
+	$(BIN)/pip install -q -e '.[test]'
 
 lint: venv  ## ruff
 	$(BIN)/ruff check python tests tools lit_tests benchmarks examples

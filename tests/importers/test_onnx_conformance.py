@@ -92,3 +92,10 @@ def test_a_wrong_result_fails() -> None:
     nan = want.copy()
     nan[0, 0] = np.nan
     assert conformance.compare(nan, want) == "NaN positions differ"
+    # a hand-rounded expected output (ONNX's 0.1511 for 0.151056) passes only with ONNX's
+    # runner tolerance, and that tolerance still catches a real error
+    rounded, exact = np.float32([0.1511]), np.float32([0.151056])
+    assert conformance.compare(exact, rounded) is not None
+    assert conformance.compare(exact, rounded, conformance.ONNX_RUNNER_TOLERANCE) is None
+    assert conformance.compare(exact + 1e-3, rounded,
+                               conformance.ONNX_RUNNER_TOLERANCE) is not None

@@ -105,6 +105,62 @@ def single(op: str, inputs: list[str], *, elem: int = TensorProto.FLOAT, opset: 
     return m
 
 
+def spatial(op: str, inputs: list[str], x: list, inits: tuple = (), **attrs: object
+            ) -> onnx.ModelProto:
+    """``op`` over an image input ``x`` whose dims may be named (dynamic)."""
+    node = helper.make_node(op, inputs, ["y"], name="the_node", **attrs)
+    dims = [None] * len(x)
+    outs = [vi("y", dims)] + ([vi("i", dims, TensorProto.INT64)] if op == "MaxPool" else [])
+    if op == "MaxPool":
+        node.output.append("i")
+    return model([node], [vi("x", x)], outs, inits, opset=19)
+
+
+F32, I64 = np.float32, np.int64
+SIZES_HW = init("sizes", np.array([8, 6], I64))
+ERRORS_SPATIAL = {
+    "keep_aspect_ratio over dynamic sizes": (
+        lambda: spatial("Resize", ["x", "", "", "sizes"], [1, 3, "h", "w"], (SIZES_HW,),
+                        axes=[2, 3], keep_aspect_ratio_policy="not_larger"),
+        "keep_aspect_ratio_policy over the dynamic sizes [h, w]: rlx computes the common "
+        "scale at import"),
+    "antialias from a dynamic size": (
+        lambda: spatial("Resize", ["x", "", "", "sizes"], [1, 3, "h", 5], (SIZES_HW,),
+                        axes=[2, 3], mode="linear", antialias=1),
+        "antialias resize from the dynamic size h to 8"),
+    "roi of the wrong length": (
+        lambda: spatial("Resize", ["x", "roi", "", "sizes"], [1, 3, 4, 5],
+                        (init("roi", np.array([0.1, 0.2, 0.9], F32)), SIZES_HW), axes=[2, 3],
+                        coordinate_transformation_mode="tf_crop_and_resize"),
+        "roi of 3 values for 2 axes: expected 4 (starts, then ends)"),
+    "transposed output_shape over dynamic sizes": (
+        lambda: spatial("ConvTranspose", ["x", "w"], [1, 2, "h", 5],
+                        (init("w", rand(RNG, 2, 3, 3, 3)),), strides=[2, 2],
+                        output_shape=[9, 11]),
+        "output_shape over the dynamic spatial sizes [h, 5]: rlx computes these pads at "
+        "import; give pads"),
+    "3-D depth stride over a dynamic depth": (
+        lambda: spatial("Conv", ["x", "w"], [1, 2, "d", 6, 6],
+                        (init("w", rand(RNG, 4, 2, 3, 3, 3)),), strides=[2, 1, 1]),
+        "a 3-D convolution with depth stride 2 over the dynamic depth d"),
+    "max pool indices over dynamic sizes": (
+        lambda: spatial("MaxPool", ["x"], [1, 2, "h", 6], kernel_shape=[2, 2]),
+        "the Indices output of MaxPool over the dynamic spatial sizes [h, 6]"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ERRORS_SPATIAL))
+def test_what_a_dynamic_size_cannot_do_is_one_clear_error(case: str) -> None:
+    """Import-time constants over a size known only at run time, and a malformed roi."""
+    build, fragment = ERRORS_SPATIAL[case]
+    with pytest.raises(ModelImportError) as info:
+        import_model(build(), source="img.onnx")
+    message = str(info.value)
+    assert message.startswith("img.onnx: error: node 'the_node' ("), message
+    assert fragment in message, message
+    assert "\n" not in message
+
+
 ERRORS = {
     "unsupported op": (lambda: single("Det", ["x"]),
                        "node 'the_node' (Det, opset 18): no rlx importer for this op"),

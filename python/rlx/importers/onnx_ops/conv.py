@@ -183,7 +183,8 @@ def _max_pool_indices(node: Node, x: HirValue, y: HirValue, kernel: list[int],
     match wins. Spatial sizes must be static (the constants are built at import)."""
     sizes, outs = _spatial(x), _spatial(y)
     if None in sizes or None in outs:
-        node.fail(f"the Indices output of MaxPool over the dynamic spatial sizes {sizes}: "
+        node.fail(f"the Indices output of MaxPool over the dynamic spatial sizes "
+                  f"{node.dims(0)[2:]}: "
                   "rlx builds the index constants at import")
     n = len(sizes)
     lo = pads[:n]
