@@ -31,6 +31,13 @@ from rlx.ir.locations import label_of, source_of
 from rlx.ir.text import parse_file, parse_module, print_module, walk_ops
 from rlx.ir.types import TensorInfo
 from rlx.lowering import lower_hir_to_mir, lower_mir_to_linalg
+from rlx.lowering.cpu_features import (
+    AVX2_CPUS,
+    AVX512_CPUS,
+    VNNI_CPUS,
+    int_dot_of,
+    vector_bits_of,
+)
 from rlx.lowering.exports import add_exports
 from rlx.lowering.registry import ACTIVATION_QUANTS, LoweringOptions
 
@@ -53,53 +60,6 @@ ABI_FLAGS = (
     # binding rejects ("transient buffer has not been committed").
     "--iree-hal-force-indirect-command-buffers",
 )
-
-
-VNNI_CPUS = frozenset({
-    "cascadelake", "cooperlake", "icelake-client", "icelake-server", "tigerlake", "rocketlake",
-    "sapphirerapids", "emeraldrapids", "graniterapids", "graniterapids-d", "alderlake",
-    "raptorlake", "meteorlake", "arrowlake", "arrowlake-s", "lunarlake", "pantherlake",
-    "sierraforest", "grandridge", "clearwaterforest", "znver4", "znver5"})
-"""LLVM CPU names with ``vpdpbusd`` (AVX-512 VNNI or AVX-VNNI)."""
-AVX2_CPUS = frozenset({"haswell", "broadwell", "skylake", "skylake-avx512", "cannonlake",
-                       "znver1", "znver2", "znver3", "x86-64-v3", "x86-64-v4"})
-"""LLVM CPU names with AVX2 but without ``vpdpbusd``."""
-CPU_FEATURES_FLAG = "--iree-llvmcpu-target-cpu-features"
-
-
-def _host_flags() -> set[str]:
-    """The x86 feature flags of this machine's CPU (``/proc/cpuinfo``; empty elsewhere)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
-
-
-def int_dot_of(cpu: str, extra_flags: tuple[str, ...]) -> str:
-    """The block dot product the ``q8`` GEMV kernels use on llvm-cpu ``cpu``
-    (``LoweringOptions.int_dot``): ``"vnni"`` where the CPU has ``vpdpbusd`` (AVX-512 VNNI or
-    AVX-VNNI), ``"avx2"`` (``vpmaddubsw`` + ``vpmaddwd``) where it has AVX2, else
-    ``"portable"``. From ``/proc/cpuinfo`` for ``host``, from the LLVM CPU name otherwise;
-    ``--iree-llvmcpu-target-cpu-features=+avx512vnni`` (``+avxvnni``, ``+avx2``) in the extra
-    flags adds to it. An intrinsic the target lacks would fail LLVM's instruction selection,
-    so an unknown CPU gets the portable form."""
-    features = {f.lstrip("+") for flag in extra_flags if flag.startswith(f"{CPU_FEATURES_FLAG}=")
-                for f in flag.split("=", 1)[1].split(",") if f.startswith("+")}
-    if cpu == "host":
-        host = _host_flags()
-        features |= {"avx512vnni" for f in host if f == "avx512_vnni" and "avx512vl" in host}
-        features |= {f.replace("avx_vnni", "avxvnni") for f in host & {"avx_vnni", "avx2"}}
-    elif cpu in VNNI_CPUS:
-        features.add("avxvnni")
-    elif cpu in AVX2_CPUS:
-        features.add("avx2")
-    if features & {"avx512vnni", "avxvnni"}:
-        return "vnni"
-    return "avx2" if "avx2" in features else "portable"
 
 
 @dataclass(frozen=True)
@@ -163,7 +123,9 @@ class TargetConfig:
                                    self.target == "vulkan" and self.vulkan_target == "llvmpipe"),
                                activation_quant=self.activation_quant,
                                int_dot=int_dot_of(self.cpu, self.extra_flags) if (
-                                   self.activation_quant) else "portable")
+                                   self.activation_quant) else "portable",
+                               vector_bits=vector_bits_of(self.cpu, self.extra_flags) if (
+                                   self.target == "llvm-cpu" and kernels) else 256)
 
     @property
     def runtime_device(self) -> str:
@@ -580,6 +542,6 @@ def compile(
     return data
 
 
-__all__ = ["AVX2_CPUS", "EMITS", "KNOWN_GPU_TARGETS", "TARGETS", "VNNI_CPUS", "DispatchCounts",
-           "RlxError", "TargetConfig", "check_gpu_target", "compile", "dispatch_counts",
-           "int_dot_of", "load", "lower", "lowered_text"]
+__all__ = ["AVX2_CPUS", "AVX512_CPUS", "EMITS", "KNOWN_GPU_TARGETS", "TARGETS", "VNNI_CPUS",
+           "DispatchCounts", "RlxError", "TargetConfig", "check_gpu_target", "compile",
+           "dispatch_counts", "int_dot_of", "load", "lower", "lowered_text", "vector_bits_of"]

@@ -37,7 +37,7 @@ from iree.compiler.tools.binaries import find_tool
 import rlx
 from rlx import reference
 from rlx.cache import CompileCache
-from rlx.compiler import TargetConfig, int_dot_of
+from rlx.compiler import TargetConfig, int_dot_of, vector_bits_of
 from rlx.dialects.builder import HirValue
 from rlx.dialects.enums import QUANT_SCHEMES
 from rlx.ir.diagnostics import CompileError, LoweringError
@@ -345,13 +345,20 @@ def test_gemv_kernels() -> None:
     check_module(h, "llvm-cpu", params=weights)
 
 
-def test_gemv_kernels_batched() -> None:
+@pytest.mark.parametrize("bits", [256, "host"])
+def test_gemv_kernels_batched(bits: int | str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The kernels for M = 2 .. MAX_BATCH rows of x (a batched decode step: x [M, K] or
     [1, M, K], y [M, N]; gemv_batched: a row tile dequantized once per chunk, multiplied
-    with two rows of x at a time) against the float64 reference on blocks that set every
-    bit, every scheme, M odd (the last pass repeats row M - 1) and even, K of one chunk or
-    several (K = 576: chunks of 6 blocks), with a residual add taken in (M = 4 and 3);
-    M = MAX_BATCH + 1 keeps the fused form. The kernels are checked to be what ran."""
+    with two rows of x at a time, or up to four with 16 lanes) against the float64
+    reference on blocks that set every bit, every scheme, M odd (the last pass repeats row
+    M - 1) and even, K of one chunk or several (K = 576: chunks of 6 blocks), with a
+    residual add taken in (M = 4 and 3); M = MAX_BATCH + 1 keeps the fused form. With 8
+    lanes (256-bit vectors, forced) and with what this machine has (16 lanes where it has
+    AVX-512: the CPUs of CI). The kernels are checked to be what ran."""
+    host = rlx.compiler.vector_bits_of("host", ())
+    wide = "w" if bits == "host" and host == 512 else ""
+    if bits == 256:
+        monkeypatch.setattr(rlx.compiler, "vector_bits_of", lambda cpu, flags: 256)
     rng = np.random.default_rng(11)
     h = rlx.HirModule("batched")
     cases = [("gguf_q8_0", 3, 48, 576), ("gguf_q8_0", 8, 96, 1536), ("gguf_q4_k", 5, 48, 512),
@@ -376,8 +383,9 @@ def test_gemv_kernels_batched() -> None:
     h.set_outputs(outs)
     linalg = rlx.compile(h, "llvm-cpu", emit="linalg")
     ran = re.findall(r"flow\.dispatch @rlx_gemv_(\w+)::", linalg)
-    assert ran == [f"{s.removeprefix('gguf_')}_{rows}x{k}_m{m}" for s, m, rows, k in cases] + [
-        "q4_k_48x512_m4_add", "q8_0_48x512_m3_add"], ran
+    assert ran == [f"{s.removeprefix('gguf_')}_{rows}x{k}_m{m}{wide}"
+                   for s, m, rows, k in cases] + [
+        f"q4_k_48x512_m4{wide}_add", f"q8_0_48x512_m3{wide}_add"], ran
     check_module(h, "llvm-cpu", params=weights)
 
 
@@ -898,5 +906,15 @@ def test_activation_quant_options() -> None:
     assert [int_dot_of(c, ()) for c in ("sapphirerapids", "znver4", "znver3", "generic")] == [
         "vnni", "vnni", "avx2", "portable"]
     assert int_dot_of("generic", ("--iree-llvmcpu-target-cpu-features=+avx2,+fma",)) == "avx2"
+    # the batched kernels' lane count: 16 only where the CPU has AVX-512F
+    assert [vector_bits_of(c, ()) for c in ("sapphirerapids", "znver4", "znver3",
+                                            "alderlake", "generic")] == [512, 512, 256, 256,
+                                                                         256]
+    assert vector_bits_of("generic", ("--iree-llvmcpu-target-cpu-features=+avx512f",)) == 512
+    wide = TargetConfig(cpu="znver5").lowering
+    assert kernel_for("gguf_q8_0", 8, 64, 576, wide).lanes == 16  # type: ignore[union-attr]
+    assert kernel_for("gguf_q8_0", 1, 64, 576, wide).lanes == 8   # type: ignore[union-attr]
+    assert kernel_for("gguf_q8_0", 8, 64, 576, TargetConfig(cpu="znver3").lowering
+                      ).lanes == 8  # type: ignore[union-attr]
     with pytest.raises(LoweringError, match="8-bit activations"):
         Kernel("gguf_q6_k", 64, 512, 16, batch=3, int_dot="avx2")

@@ -76,6 +76,10 @@ class LoweringOptions:
     features (``TargetConfig``): ``"vnni"`` (``vpdpbusd``, AVX-512 VNNI or AVX-VNNI),
     ``"avx2"`` (``vpmaddubsw`` + ``vpmaddwd``) or ``"portable"`` (plain ``vector`` code);
     the three give the same i32 sums."""
+    vector_bits: int = 256
+    """The widest vectors rlx's hand-written llvm-cpu kernels use (``TargetConfig``: 512
+    where the target CPU has AVX-512F, else 256): the batched decode GEMVs multiply with 16
+    f32 lanes at 512 (:mod:`.mir_to_linalg.quant.gemv_batched`)."""
     hoist_growth: int = 1 << 20
     """The most bytes by which IREE lets a computation on parameters grow their data and
     still hoists it into initializers (``--iree-opt-const-expr-max-size-increase-threshold``,

@@ -11,7 +11,12 @@ FMAs, two rows of ``x`` at a time (8 accumulators: eight of AVX2's sixteen regis
 per-(row of ``x``, row of ``W``) partial sums kept in a second stack buffer ``acc [M, 32]``
 between chunks. The multiply's inner loop is then 6 loads and 8 ``vfmadd231ps`` (AVX2),
 bound by FMA throughput: the f32 work is ``M`` FMA lanes a weight, and what is left to save
-is the dequantization's share.
+is the dequantization's share. Where the target CPU has AVX-512F
+(``LoweringOptions.vector_bits`` = 512; ``Kernel.lanes`` = 16) the multiply runs on
+16-lane vectors, up to four rows of ``x`` a pass (16 accumulators of 32 registers:
+:func:`rows_per_pass`), ``acc [M, 64]``: measured on Zen 5 (2 idle vCPUs, 2026-12-03, ms per
+GEMV, 8 lanes -> 16): Q8_0 1536 x 576 at M = 8 0.141 -> 0.110, Q8_0 2048 x 2048 0.551 ->
+0.454 (M = 2: 0.340 -> 0.224), Q6_K 2048 x 2048 0.593 -> 0.432, Q4_K 0.499 -> 0.467.
 
 Measured (benchmarks/README.md, "Batched decode GEMVs", 2 loaded AVX2 cores, ms per GEMV):
 1536 x 576 Q8_0 at M = 8 0.34-0.35 against 0.36-0.41 for a first version (the ``M = 1``
@@ -25,13 +30,15 @@ cb`` (``cb`` blocks of 32 dividing ``K / 32``; 256 for Q6_K and Q4_K, ``K % 256 
 the chunk ``ch < K / C``:
 
 - the tile: ``tile < N / 4`` and ``r_i < N`` as in :mod:`.gemv_kernels`;
-- rows of ``x``: ``v < M`` (the loops over ``M``; a pass takes rows ``min(2 p + j, M - 1)``,
-  ``p < ceil(M / 2)``, so that with ``M`` odd the last pass computes row ``M - 1`` twice from
-  the same partial sums and stores the same value twice);
-- ``acc [M, 32]`` at ``[v, 8 i + [0, 8)]``, ``i < 4``; ``wt [4, C]`` stored at ``[i, 32 u +
-  16 h + [0, 16)] < C`` (``u < cb``, ``h < 2``; Q4_K: ``[i, 128 cc + 16 j + [0, 16)] < 256``,
-  ``cc < 2``, ``j < 8``) and read at ``[i, 8 s + [0, 8)]``, ``s < C / 8``;
-- ``x [M, K]`` at ``[v, C ch + 8 s + [0, 8)] <= C (K / C - 1) + C - 1 = K - 1``;
+- rows of ``x``: ``v < M`` (the loops over ``M``; a pass of ``P`` rows takes rows
+  ``min(P p + j, M - 1)``, ``p < ceil(M / P)``, ``j < P``, so that where ``P`` does not
+  divide ``M`` the last pass computes row ``M - 1`` more than once from the same partial
+  sums and stores the same value each time);
+- with ``L`` lanes (8 or 16; ``L`` divides ``C = 32 cb``): ``acc [M, 4 L]`` at ``[v, L i +
+  [0, L)]``, ``i < 4``; ``wt [4, C]`` stored at ``[i, 32 u + 16 h + [0, 16)] < C`` (``u <
+  cb``, ``h < 2``; Q4_K: ``[i, 128 cc + 16 j + [0, 16)] < 256``, ``cc < 2``, ``j < 8``) and
+  read at ``[i, L s + [0, L)]``, ``s < C / L``;
+- ``x [M, K]`` at ``[v, C ch + L s + [0, L)] <= C (K / C - 1) + C - 1 = K - 1``;
 - i8 planes: block ``b = cb ch + u < K / 32`` reads ``q [N / 4, 4 K]`` at ``128 b + 32 i +
   16 h + [0, 16) < 4 K``, Q8_0's ``d [N / 4, K / 8]`` at ``4 b + i < K / 8``, Q6_K's
   ``d [N / 4, K / 4]`` at ``8 b + 2 i + h < K / 4``;
@@ -61,6 +68,9 @@ CHUNK_BLOCKS = 8
 VECTORS_PER_PASS = 2
 """Rows of ``x`` the inner loop multiplies at once: 4 x 2 8-lane accumulators, one ``wt``
 load per two FMAs."""
+WIDE_VECTORS_PER_PASS = 4
+"""With 16 lanes (AVX-512): 4 x 4 accumulators of 32 registers, one ``wt`` load per four
+FMAs."""
 
 
 class Shape(Protocol):
@@ -70,6 +80,7 @@ class Shape(Protocol):
     rows: int
     batch: int
     residual: bool
+    lanes: int
 
     @property
     def bindings(self) -> dict[str, str]: ...
@@ -83,21 +94,35 @@ def chunk_blocks(form: str, k: int) -> int:
     return max(d for d in range(1, CHUNK_BLOCKS + 1) if nb % d == 0)
 
 
+def rows_per_pass(lanes: int, batch: int) -> int:
+    """Rows of ``x`` a pass multiplies: 2 with 8 lanes (8 accumulators of AVX2's 16
+    registers); with 16 lanes (AVX-512's 32 registers) up to 4, the count of the fewest
+    passes that computes the fewest duplicate rows (``M = 6``: 2 passes of 3, not 4 + 4)."""
+    if lanes == 8:
+        return VECTORS_PER_PASS
+    most = min(WIDE_VECTORS_PER_PASS, batch)
+    return min(range(most, 0, -1), key=lambda p: (-(-batch // p) * p, -(-batch // p)))
+
+
 def batched_body(t: Text, kern: Shape, form: str) -> None:
     """The body for ``kern`` (``form``: ``byte`` for Q8_0 / Q5_0 / Q4_0, ``sixteen`` for
     Q6_K, ``q4_k``); see the module docstring."""
     cb = chunk_blocks(form, kern.k)
     wc = 32 * cb
-    wt, acc = memref([ROWS_PER_TILE, wc], "f32"), memref([kern.batch, 8 * ROWS_PER_TILE], "f32")
+    lanes = kern.lanes
+    vl = f"vector<{lanes}xf32>"
+    wt = memref([ROWS_PER_TILE, wc], "f32")
+    acc = memref([kern.batch, lanes * ROWS_PER_TILE], "f32")
+    per = rows_per_pass(lanes, kern.batch)
     for name, value in (("c8", 8), ("c16", 16), ("c32", 32), ("c_batch", kern.batch),
                         ("c_chunks", kern.k // wc), ("c_blocks", cb), ("c_wc", wc),
-                        ("c_slices", wc // 8), ("c_last", kern.batch - 1),
-                        ("c_passes", -(-kern.batch // VECTORS_PER_PASS))):
+                        ("c_lanes", lanes), ("c_slices", wc // lanes),
+                        ("c_last", kern.batch - 1), ("c_passes", -(-kern.batch // per))):
         t(f"%{name} = arith.constant {value} : index")
     for i in range(ROWS_PER_TILE):
         t(f"%wr{i} = arith.constant {i} : index")
-        t(f"%ca{i} = arith.constant {8 * i} : index")
-    t(f"%zero8 = arith.constant dense<0.0> : {V8}")
+        t(f"%ca{i} = arith.constant {lanes * i} : index")
+    t(f"%zerol = arith.constant dense<0.0> : {vl}")
     if form == "q4_k":
         _q4_k_constants(t)
     t(f"%wt = memref.alloca() : {wt}")
@@ -105,19 +130,19 @@ def batched_body(t: Text, kern: Shape, form: str) -> None:
     rows_loop(t, kern.rows)
     t.block("scf.for %vz = %c0 to %c_batch step %c1")
     for i in range(ROWS_PER_TILE):
-        t(f"vector.store %zero8, %accb[%vz, %ca{i}] : {acc}, {V8}")
+        t(f"vector.store %zerol, %accb[%vz, %ca{i}] : {acc}, {vl}")
     t.end()
     t.block("scf.for %ch = %c0 to %c_chunks step %c1")
     if form == "q4_k":
         _q4_k_chunk(t, kern, wt)
     else:
         _byte_chunk(t, kern, wt, form == "sixteen")
-    _multiply(t, kern, wt, acc)
+    _multiply(t, kern, wt, acc, per)
     t.end()
     t.block("scf.for %vy = %c0 to %c_batch step %c1")
     for i in range(ROWS_PER_TILE):
-        t(f"%sum{i} = vector.load %accb[%vy, %ca{i}] : {acc}, {V8}")
-        t(f"%y{i} = vector.reduction <add>, %sum{i} : {V8} into f32")
+        t(f"%sum{i} = vector.load %accb[%vy, %ca{i}] : {acc}, {vl}")
+        t(f"%y{i} = vector.reduction <add>, %sum{i} : {vl} into f32")
         value = f"%y{i}"
         if kern.residual:
             t(f"%res{i} = memref.load %r[%vy, %r{i}] : {kern.bindings['r']}")
@@ -189,10 +214,11 @@ def _q4_k_chunk(t: Text, kern: Shape, wt: str) -> None:
                 t(f"vector.store %w{n}_{j}, %wt[%wr{i}, %wo{128 * cc + 16 * j}] : {wt}, {V16}")
 
 
-def _multiply(t: Text, kern: Shape, wt: str, acc: str) -> None:
-    """``acc[v, 8 i + l] += Σ_s wt[i, 8 s + l] · x[v, C ch + 8 s + l]`` for every row ``v``
-    of ``x``, two at a time."""
-    x, per = kern.bindings["x"], VECTORS_PER_PASS
+def _multiply(t: Text, kern: Shape, wt: str, acc: str, per: int) -> None:
+    """``acc[v, L i + l] += Σ_s wt[i, L s + l] · x[v, C ch + L s + l]`` (``L`` lanes) for
+    every row ``v`` of ``x``, ``per`` at a time."""
+    x, lanes = kern.bindings["x"], kern.lanes
+    vl = f"vector<{lanes}xf32>"
     t("%kc = arith.muli %ch, %c_wc : index")
     t.block("scf.for %pv = %c0 to %c_passes step %c1")
     accs = []
@@ -200,27 +226,28 @@ def _multiply(t: Text, kern: Shape, wt: str, acc: str) -> None:
         t(f"%vu{j} = {at('%pv', per, j)}")
         t(f"%v{j} = arith.minui %vu{j}, %c_last : index")
         for i in range(ROWS_PER_TILE):
-            t(f"%ai{j}_{i} = vector.load %accb[%v{j}, %ca{i}] : {acc}, {V8}")
+            t(f"%ai{j}_{i} = vector.load %accb[%v{j}, %ca{i}] : {acc}, {vl}")
             accs.append(f"%ma{j}_{i} = %ai{j}_{i}")
-    types = ", ".join([V8] * len(accs))
+    types = ", ".join([vl] * len(accs))
     t.block(f"%mm:{len(accs)} = scf.for %sl = %c0 to %c_slices step %c1 "
             f"iter_args({', '.join(accs)}) -> ({types})")
-    t("%ks = arith.muli %sl, %c8 : index")
+    t("%ks = arith.muli %sl, %c_lanes : index")
     t("%kx = arith.addi %kc, %ks : index")
     for i in range(ROWS_PER_TILE):
-        t(f"%wv{i} = vector.load %wt[%wr{i}, %ks] : {wt}, {V8}")
+        t(f"%wv{i} = vector.load %wt[%wr{i}, %ks] : {wt}, {vl}")
     new = []
     for j in range(per):
-        t(f"%xs{j} = vector.load %x[%v{j}, %kx] : {x}, {V8}")
+        t(f"%xs{j} = vector.load %x[%v{j}, %kx] : {x}, {vl}")
         for i in range(ROWS_PER_TILE):
-            t(f"%mn{j}_{i} = vector.fma %wv{i}, %xs{j}, %ma{j}_{i} : {V8}")
+            t(f"%mn{j}_{i} = vector.fma %wv{i}, %xs{j}, %ma{j}_{i} : {vl}")
             new.append(f"%mn{j}_{i}")
     t(f"scf.yield {', '.join(new)} : {types}")
     t.end()
     for j in range(per):
         for i in range(ROWS_PER_TILE):
-            t(f"vector.store %mm#{ROWS_PER_TILE * j + i}, %accb[%v{j}, %ca{i}] : {acc}, {V8}")
+            t(f"vector.store %mm#{ROWS_PER_TILE * j + i}, %accb[%v{j}, %ca{i}] : {acc}, {vl}")
     t.end()
 
 
-__all__ = ["CHUNK_BLOCKS", "VECTORS_PER_PASS", "batched_body", "chunk_blocks"]
+__all__ = ["CHUNK_BLOCKS", "VECTORS_PER_PASS", "WIDE_VECTORS_PER_PASS", "batched_body",
+           "chunk_blocks", "rows_per_pass"]

@@ -201,6 +201,9 @@ class Kernel:
     int_dot: str | None = None
     """``activation_quant="q8"``: ``x`` quantized to int8 blocks and integer dot products in
     this form (``LoweringOptions.int_dot``; :mod:`.gemv_q8`); None: the exact f32 kernel."""
+    lanes: int = 8
+    """f32 lanes of the batched body's multiply (:mod:`.gemv_batched`): 16 where the target
+    has 512-bit vectors (``LoweringOptions.vector_bits``), else 8."""
 
     def __post_init__(self) -> None:
         """The shapes the bounds argument (module docstring) rests on."""
@@ -237,6 +240,7 @@ class Kernel:
         glu = "_glu" if self.glu else ""
         add = "_add" if self.residual else ""
         batch = f"_m{self.batch}" if self.batch > 1 else ""
+        batch += "w" if self.lanes == 16 else ""
         q8 = "" if self.int_dot is None else f"_q8{self.int_dot}"
         return (f"rlx_gemv_{self.scheme.removeprefix('gguf_')}_{self.n}x{self.k}{batch}{q8}"
                 f"{norm}{glu}{add}")
@@ -359,7 +363,8 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
     q8 = (options.activation_quant == "q8" and m == 1 and scheme in Q8_SCHEMES
           and k <= MAX_Q8_K)
     return Kernel(scheme, n, k, workgroup_rows(n, k), batch=m,
-                  int_dot=options.int_dot if q8 else None)
+                  int_dot=options.int_dot if q8 else None,
+                  lanes=16 if m > 1 and options.vector_bits >= 512 else 8)
 
 
 def workgroup_rows(n: int, k: int) -> int:

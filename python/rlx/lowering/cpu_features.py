@@ -1,0 +1,82 @@
+"""The target CPU's vector features, as rlx's hand-written llvm-cpu kernels need them
+(``LoweringOptions.int_dot``, ``LoweringOptions.vector_bits``): from ``/proc/cpuinfo`` for
+``--iree-llvmcpu-target-cpu=host``, from the LLVM CPU name otherwise, plus what
+``--iree-llvmcpu-target-cpu-features`` adds. An instruction the target lacks would fail
+LLVM's instruction selection (or the machine at run time), so an unknown CPU gets the
+portable forms."""
+
+from __future__ import annotations
+
+VNNI_CPUS = frozenset({
+    "cascadelake", "cooperlake", "icelake-client", "icelake-server", "tigerlake", "rocketlake",
+    "sapphirerapids", "emeraldrapids", "graniterapids", "graniterapids-d", "alderlake",
+    "raptorlake", "meteorlake", "arrowlake", "arrowlake-s", "lunarlake", "pantherlake",
+    "sierraforest", "grandridge", "clearwaterforest", "znver4", "znver5"})
+"""LLVM CPU names with ``vpdpbusd`` (AVX-512 VNNI or AVX-VNNI)."""
+AVX2_CPUS = frozenset({"haswell", "broadwell", "skylake", "skylake-avx512", "cannonlake",
+                       "znver1", "znver2", "znver3", "x86-64-v3", "x86-64-v4"})
+"""LLVM CPU names with AVX2 but without ``vpdpbusd``."""
+CPU_FEATURES_FLAG = "--iree-llvmcpu-target-cpu-features"
+
+
+def _host_flags() -> set[str]:
+    """The x86 feature flags of this machine's CPU (``/proc/cpuinfo``; empty elsewhere)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+AVX512_CPUS = frozenset({
+    "skylake-avx512", "cascadelake", "cooperlake", "cannonlake", "icelake-client",
+    "icelake-server", "tigerlake", "rocketlake", "sapphirerapids", "emeraldrapids",
+    "graniterapids", "graniterapids-d", "znver4", "znver5", "x86-64-v4"})
+"""LLVM CPU names with AVX-512F."""
+
+
+def _named_features(extra_flags: tuple[str, ...]) -> set[str]:
+    """The ``+feature`` names of ``--iree-llvmcpu-target-cpu-features`` in the flags."""
+    return {f.lstrip("+") for flag in extra_flags if flag.startswith(f"{CPU_FEATURES_FLAG}=")
+            for f in flag.split("=", 1)[1].split(",") if f.startswith("+")}
+
+
+def vector_bits_of(cpu: str, extra_flags: tuple[str, ...]) -> int:
+    """The widest vectors rlx's hand-written kernels use on llvm-cpu ``cpu``
+    (``LoweringOptions.vector_bits``): 512 where it has AVX-512F (``/proc/cpuinfo`` for
+    ``host``, the LLVM CPU name otherwise, ``+avx512f`` in the features flag), else 256.
+    Their 16-lane vectors would otherwise be split in two by LLVM (correct, not faster)."""
+    if "avx512f" in _named_features(extra_flags):
+        return 512
+    if cpu == "host":
+        return 512 if "avx512f" in _host_flags() else 256
+    return 512 if cpu in AVX512_CPUS else 256
+
+
+def int_dot_of(cpu: str, extra_flags: tuple[str, ...]) -> str:
+    """The block dot product the ``q8`` GEMV kernels use on llvm-cpu ``cpu``
+    (``LoweringOptions.int_dot``): ``"vnni"`` where the CPU has ``vpdpbusd`` (AVX-512 VNNI or
+    AVX-VNNI), ``"avx2"`` (``vpmaddubsw`` + ``vpmaddwd``) where it has AVX2, else
+    ``"portable"``. From ``/proc/cpuinfo`` for ``host``, from the LLVM CPU name otherwise;
+    ``--iree-llvmcpu-target-cpu-features=+avx512vnni`` (``+avxvnni``, ``+avx2``) in the extra
+    flags adds to it. An intrinsic the target lacks would fail LLVM's instruction selection,
+    so an unknown CPU gets the portable form."""
+    features = _named_features(extra_flags)
+    if cpu == "host":
+        host = _host_flags()
+        features |= {"avx512vnni" for f in host if f == "avx512_vnni" and "avx512vl" in host}
+        features |= {f.replace("avx_vnni", "avxvnni") for f in host & {"avx_vnni", "avx2"}}
+    elif cpu in VNNI_CPUS:
+        features.add("avxvnni")
+    elif cpu in AVX2_CPUS:
+        features.add("avx2")
+    if features & {"avx512vnni", "avxvnni"}:
+        return "vnni"
+    return "avx2" if "avx2" in features else "portable"
+
+
+__all__ = ["AVX2_CPUS", "AVX512_CPUS", "CPU_FEATURES_FLAG", "VNNI_CPUS", "int_dot_of",
+           "vector_bits_of"]
