@@ -3,7 +3,7 @@
 // residual add that is its only use, the RMSNorm or the SwiGLU that computes its x, and those
 // ops go; every other op is left as it is. Only what the pass changes is checked here (the
 // kernels' bodies and the planes: gemv_kernels.mlir).
-// RUN: %rlx-opt --pass=fuse-gemv-neighbours %s | FileCheck %s
+// RUN: %rlx-opt --pass=fuse-gemv-neighbours --cpu=x86-64-v3 %s | FileCheck %s
 // RUN: %rlx-opt --pass=fuse-gemv-neighbours --no-gemv-kernels %s | FileCheck %s --check-prefix=OFF
 // RUN: %rlx-opt --pass=fuse-gemv-neighbours --target=vulkan %s | FileCheck %s --check-prefix=OFF
 

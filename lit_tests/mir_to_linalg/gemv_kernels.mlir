@@ -7,7 +7,10 @@
 // keep the fused dequant + contraction (quant.mlir). A GEMV whose only use is a residual add
 // takes the residual into its kernel, one of an RMSNorm the normalization, one of a SwiGLU
 // its activation.
-// RUN: %rlx-opt --split-input-file --pass=mir-to-linalg %s | FileCheck %s
+// The batched bodies' lane count follows the CPU (16 with AVX-512F): the default checks run
+// for an AVX2 CPU (x86-64-v3), WIDE for an AVX-512 one (znver4).
+// RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --cpu=x86-64-v3 %s | FileCheck %s
+// RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --cpu=znver4 %s | FileCheck %s --check-prefix=WIDE
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --no-gemv-kernels %s | FileCheck %s --check-prefix=OFF
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --target=vulkan %s | FileCheck %s --check-prefix=OFF
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --activation-quant q8 %s | FileCheck %s --check-prefix=Q8
@@ -319,6 +322,16 @@ module @q5_1_q4_1 {
 // CHECK:         %[[RB:.*]] = tensor.collapse_shape %arg1 {{\[}}[0, 1], [2]] : tensor<1x3x40xf32> into tensor<3x40xf32>
 // CHECK:         flow.dispatch @rlx_gemv_q8_0_40x64_m3_add::@rlx_gemv_q8_0_40x64_m3_add[%c40](%[[XB]], %{{.*}}, %{{.*}}, %[[RB]]) : (tensor<3x64xf32>, tensor<10x256xi8>, tensor<10x8xf16>, tensor<3x40xf32>) -> tensor<3x40xf32>
 // CHECK:         flow.dispatch @rlx_gemv_q4_k_8x256_m2::@rlx_gemv_q4_k_8x256_m2[%c8](%arg2, %{{.*}}) : (tensor<2x256xf32>, tensor<2x128xi32>, tensor<2x32xf32>, tensor<2x32xf32>) -> tensor<2x8xf32>
+// With 16 lanes: acc [M, 64], up to four rows of x a pass (M = 3: one pass of three).
+// WIDE-LABEL:  module @batched
+// WIDE:        stream.executable private @rlx_gemv_q8_0_40x64_m3w_add
+// WIDE:            memref.alloca() : memref<4x64xf32>
+// WIDE:            memref.alloca() : memref<3x64xf32>
+// WIDE:                affine.apply affine_map<()[s0] -> (s0 * 3)>()
+// WIDE:                affine.apply affine_map<()[s0] -> (s0 * 3 + 2)>()
+// WIDE:                  vector.fma %{{.*}} : vector<16xf32>
+// WIDE:              vector.reduction <add>, %{{.*}} : vector<16xf32> into f32
+// WIDE:        stream.executable private @rlx_gemv_q4_k_8x256_m2w
 // OFF-LABEL:   module @batched
 // OFF-NOT:     stream.executable
 // OFF-NOT:     flow.dispatch

@@ -36,6 +36,10 @@ def _parser() -> argparse.ArgumentParser:
                         "llvmpipe, Mesa lavapipe's)")
     p.add_argument("--attention", choices=ATTENTION_LOWERINGS,
                    help="attention lowering for mir-to-linalg (default: the target's)")
+    p.add_argument("--cpu", default="host",
+                   help="mir-to-linalg on llvm-cpu: the LLVM CPU name whose features the "
+                        "hand-written kernels use (default host: this machine's; e.g. "
+                        "x86-64-v3 for AVX2 without AVX-512, znver4 with it)")
     p.add_argument("--no-gemv-kernels", action="store_true",
                    help="mir-to-linalg on llvm-cpu: no hand-written decode GEMV kernels")
     p.add_argument("--no-attention-kernel", action="store_true",
@@ -57,7 +61,7 @@ def _process(text: str, source: str, args: argparse.Namespace) -> str:
     verify_module(module, stage)
     if not args.passes:
         return print_module(module)
-    options = TargetConfig(target=args.target, attention=args.attention,
+    options = TargetConfig(target=args.target, cpu=args.cpu, attention=args.attention,
                            vulkan_target=args.vulkan_target,
                            gemv_kernels=False if args.no_gemv_kernels else None,
                            attention_kernel=False if args.no_attention_kernel else None,
