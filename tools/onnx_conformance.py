@@ -444,7 +444,7 @@ def write_table(results: Sequence[Result], command: str, seconds: float,
         "cases (the op's function body) count under the op.",
         "",
         f"Regenerate: `{command}` (writes this file; `--ops A,B --no-write -v` for a few "
-        "ops). CI runs two cases per op of the first table: "
+        "ops). CI runs one case per op of the first table: "
         "`tests/importers/test_onnx_conformance.py`.",
         "",
         f"Machine: {machine()}. Run: {datetime.date.today().isoformat()}, "

@@ -1,5 +1,5 @@
 """ONNX's own node tests through the importer, compiled for llvm-cpu (one module holding
-every case) and run: two cases per op that transformer and CNN inference needs. The whole
+every case) and run: one case per op that transformer and CNN inference needs. The whole
 suite is ``python tools/onnx_conformance.py`` (docs/onnx-coverage.md)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 import onnx_conformance as conformance
 from rlx.importers.onnx_ops import ONNX_DTYPES, RUNTIME_DTYPES
 
-PER_OP = 2
+PER_OP = 1
 OUT_OF_SCOPE = {"test_maxpool_with_argmax_2d_precomputed_pads",
                 "test_maxpool_with_argmax_2d_precomputed_strides"}
 """Cases the importer refuses by design (MaxPool's Indices output); the table

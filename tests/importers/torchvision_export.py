@@ -22,11 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
-SIZES = {"resnet18": [(2, 3, 64, 64), (1, 3, 45, 71)], "mobilenet_v3_small": [(2, 3, 64, 64),
-                                                                            (3, 3, 64, 64)]}
-"""The input shapes each model is checked at: ResNet-18 over any image size; MobileNetV3
-over a dynamic batch at 64x64 (over dynamic H and W it takes IREE 80 s to compile on 2
-vCPUs; the MobileNet-style net of ``test_onnx_cnn`` covers dynamic sizes)."""
+SIZES = {"resnet18": [(2, 3, 64, 64), (1, 3, 45, 71)]}
+"""The input shapes each model is checked at: ResNet-18 over any image size. (MobileNetV3
+costs IREE 24 s to compile at a static image size and 80 s over dynamic H and W on 2 vCPUs,
+more than CI's time allows: ``mobilenet_v3_small`` is exported here too and checked by hand
+(``python torchvision_export.py DIR`` then the test's comparison); the MobileNet-style net of
+``test_onnx_cnn`` covers its layer kinds over dynamic sizes in CI.)"""
 
 
 def main(out: Path) -> None:
@@ -46,7 +47,7 @@ def main(out: Path) -> None:
                 if isinstance(m, torch.nn.BatchNorm2d):
                     m.running_mean.normal_(0.0, 0.2)
                     m.running_var.uniform_(0.5, 2.0)
-            for i, shape in enumerate(SIZES[name]):
+            for i, shape in enumerate(SIZES.get(name, [])):
                 x = rng.standard_normal(shape).astype(np.float32)
                 arrays[f"{name}.x{i}"] = x
                 arrays[f"{name}.y{i}"] = model(torch.from_numpy(x)).numpy()

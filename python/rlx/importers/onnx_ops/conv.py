@@ -62,9 +62,11 @@ def convert_conv(node: Node) -> list[Value]:
     """``rlx_mir.conv`` (2-D; 1-D gains a unit height; 3-D: :func:`_conv3d`); asymmetric
     pads go through ``rlx_mir.pad``; the bias is added per channel."""
     x = node.tensor(0)
-    weights = node.maybe_const(1)
-    w: HirValue | np.ndarray = node.tensor(1) if weights is None else weights
     n = len(x.shape) - 2
+    # 1-D / 2-D: the weight initializer as its parameter; 3-D constant weights are cut into
+    # their depth taps at import time (_conv3d), each a parameter of its own
+    weights = node.maybe_const(1) if n == 3 else None
+    w: HirValue | np.ndarray = node.tensor(1) if weights is None else weights
     if n not in (1, 2, 3):
         node.fail(f"input {x.type}: rlx convolves 1-D, 2-D and 3-D inputs")
     sizes = _spatial(x)
@@ -74,8 +76,7 @@ def convert_conv(node: Node) -> list[Value]:
     pads = resolve_pads(node, sizes, kernel, strides, dilations)
     if n == 1:
         x = _unit_height(node, x)
-        w = w.reshape(w.shape[0], w.shape[1], 1, kernel[0]) if isinstance(w, np.ndarray) \
-            else node.reshape(w, [w.shape[0], w.shape[1], 1, kernel[0]])
+        w = node.reshape(w, [w.shape[0], w.shape[1], 1, kernel[0]])  # type: ignore[arg-type]
         kernel, strides, dilations = [1, *kernel], [1, *strides], [1, *dilations]
         pads = [0, pads[0], 0, pads[1]]
     m = len(kernel)
