@@ -75,6 +75,11 @@ def _decode(h: HirModule, c: LlamaConfig, rows: int, batch: int, context: int) -
     h.set_outputs([logits, nxt, *out])
 
 
+def state_shapes(c: LlamaConfig, batch: int, context: int) -> list[tuple[int, ...]]:
+    """The cache tensors in order: ``k_i``, ``v_i`` ``[batch, context, kv_dim]`` per layer."""
+    return [(batch, context, c.kv_dim)] * (2 * c.num_layers)
+
+
 def step_rows(batch: int, rows: Sequence[int] | None = None) -> list[int]:
     """The row counts of the decode functions, ascending, ``batch`` last (``decode``; each
     other ``R`` is ``decode_R``): ``rows`` (default the powers of two below ``batch``)."""
@@ -108,4 +113,4 @@ def build(c: LlamaConfig, batch: int, context: int, name: str = "llama_batch",
     return h
 
 
-__all__ = ["FUNCTIONS", "build", "decode_function", "step_rows"]
+__all__ = ["FUNCTIONS", "build", "decode_function", "state_shapes", "step_rows"]

@@ -142,21 +142,25 @@ def attention_qkv(ctx: _Ctx, x: HirValue, pre: str, cos: HirValue, sin: HirValue
 
 
 def full_layer(ctx: _Ctx, i: int, x: HirValue, cos: HirValue, sin: HirValue,
-               past: tuple[HirValue, HirValue], at: tuple[HirValue, HirValue] | None = None
+               past: tuple[HirValue, HirValue] | None,
+               at: tuple[HirValue, HirValue] | None = None
                ) -> tuple[HirValue, HirValue, HirValue]:
     """Gated full attention over the KV cache, then the FFN; returns (y, k, v). ``at``
     (preallocated cache): ``(filled, seen)``, the tokens' K / V written in place at rows
     ``filled ..`` and attention over the first ``seen = filled + S`` keys
-    (``causal_lengths``); else the cache grows by concatenation (causal)."""
+    (``causal_lengths``); else the cache grows by concatenation (causal); ``past`` None:
+    no cache, the tokens attend to their own keys (causal; K / V are theirs)."""
     h, c = ctx.h, ctx.c
     pre = f"layers.{i}."
     q, k, v, gate = attention_qkv(ctx, ctx.norm(x, pre + "ln1"), pre, cos, sin)
     if at is None:
-        k = h.mir("concat", [past[0], k], axis=1)
-        v = h.mir("concat", [past[1], v], axis=1)
+        if past is not None:
+            k = h.mir("concat", [past[0], k], axis=1)
+            v = h.mir("concat", [past[1], v], axis=1)
         a = h.attention(q, k, v, num_heads=c.num_heads, head_dim=c.head_dim,
                         mask_kind="causal")
     else:
+        assert past is not None
         filled, seen = at
         # IREE 3.13 fuses the partial RoPE's generic into the scatter of K and then fails
         # on llvm-cpu ("expected no unbounded stack allocations"): K passes a barrier

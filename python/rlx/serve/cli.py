@@ -1,4 +1,4 @@
-"""``rlx-serve MODEL``: compile a LLaMA-family model for continuous batching and serve it
+"""``rlx-serve MODEL``: compile a LLaMA-family or Qwen3.5 model for continuous batching and serve it
 with OpenAI's API on localhost (``--host`` to listen elsewhere)."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="rlx-serve",
-                description="Serve a LLaMA-family model (HF directory or .gguf) with "
+                description="Serve a LLaMA-family or Qwen3.5 model (HF directory or .gguf) with "
                             "OpenAI's completions and chat completions API.",
                 epilog="example: rlx-serve model.gguf --port 8080 --max-batch 8")
     p.add_argument("model", help="an HF model directory (config.json, *.safetensors, "

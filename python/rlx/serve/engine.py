@@ -1,6 +1,7 @@
-"""Continuous batching: one thread owns the compiled batched model (:mod:`rlx.models.llama_batch`)
-and advances every running request by one token per decode call; requests join and leave
-between calls.
+"""Continuous batching: one thread owns the compiled batched model
+(:mod:`rlx.models.llama_batch`, or :mod:`rlx.models.qwen35_batch` for Qwen3.5: each
+sequence its own KV cache slot and DeltaNet states) and advances every running request by
+one token per decode call; requests join and leave between calls.
 
 The scheduler loop, each round: drop requests that were cancelled (a client went away: the
 slot is free for the next round), admit waiting requests into free slots (each is one
@@ -31,8 +32,9 @@ from rlx.cache import resolve as resolve_cache
 from rlx.compiler import TargetConfig, compile
 from rlx.generate import Sampling, _StopHolder
 from rlx.ir.diagnostics import RlxError
-from rlx.models import llama_batch
-from rlx.models.llama import LlamaModel, rope_tables
+from rlx.models import llama_batch, qwen35_batch
+from rlx.models.llama import LlamaModel
+from rlx.models.qwen35 import Qwen35Model
 from rlx.tokenizer import Tokenizer
 
 
@@ -86,28 +88,31 @@ class BatchModel:
     """The batched module compiled and loaded: ``prefill`` into a slot, ``step`` the busy
     slots (with the decode function of the fewest rows that covers them)."""
 
-    def __init__(self, model: LlamaModel, batch: int, context: int, target: str = "llvm-cpu",
-                 cache: CompileCache | bool | str | None = True,
+    def __init__(self, model: LlamaModel | Qwen35Model, batch: int, context: int,
+                 target: str = "llvm-cpu", cache: CompileCache | bool | str | None = True,
                  rows: Sequence[int] | None = None, **options: Any) -> None:
         self.config = c = model.config
+        self.rope_tables = model.rope_tables
         self.batch, self.context = batch, context
         self.rows = llama_batch.step_rows(batch, rows)
         """The row counts of the decode functions (:func:`.llama_batch.step_rows`)."""
         self.calls = {r: 0 for r in self.rows}
         """Decode calls made, per row count."""
-        module = llama_batch.build(c, batch, context, rows=self.rows)
+        kind = qwen35_batch if isinstance(model, Qwen35Model) else llama_batch
+        module = kind.build(c, batch, context, rows=self.rows)  # type: ignore[arg-type]
         self.vmfb = compile(module, target, cache=resolve_cache(cache), **options)
         self.program = runtime.load(self.vmfb, TargetConfig(target).runtime_device,
                                     model.weights)
-        zeros = np.zeros((batch, context, c.kv_dim), np.float32)
-        self.cache: tuple[Any, ...] = tuple(self.program.upload(zeros)
-                                            for _ in range(2 * c.num_layers))
+        # each state tensor its own buffer (the calls update them in place)
+        self.cache: tuple[Any, ...] = tuple(
+            self.program.upload(np.zeros(shape, np.float32))
+            for shape in kind.state_shapes(c, batch, context))  # type: ignore[arg-type]
         self.seen1 = self.program.upload(np.zeros((1, c.vocab_size), np.float32))
 
     def prefill(self, slot: int, ids: Sequence[int], sampling: Sampling) -> int:
         """Run the prompt into ``slot``; the token after it."""
         n = len(ids)
-        cos, sin = rope_tables(self.config, range(n))
+        cos, sin = self.rope_tables(range(n))
         out = self.program.prefill.on_device(
             np.asarray([ids], np.int32), cos, sin, np.array([[n - 1]], np.int32),
             np.array([slot], np.int32), *self.cache)
@@ -128,7 +133,7 @@ class BatchModel:
         rows = next(r for r in self.rows if r > (busy[-1] if busy else 0))
         fn = self.program[llama_batch.decode_function(rows, self.batch)]
         self.calls[rows] += 1
-        cos, sin = rope_tables(self.config, positions[:rows])
+        cos, sin = self.rope_tables(positions[:rows])
         out = fn.on_device(tokens[None, :rows].astype(np.int32), cos, sin,
                            positions[:rows].astype(np.int32), *self.cache)
         self.cache = out[2:]

@@ -1,0 +1,131 @@
+"""rlx-serve with a Qwen3.5 model (:mod:`rlx.models.qwen35_batch`): every sequence its own KV
+cache slot and its own DeltaNet conv frames and delta state, so that requests of the hybrid
+model join and leave between decode steps as LLaMA's do.
+
+The model is ``test_models_qwen35``'s tiny random ``Qwen3_5ForCausalLM`` (two linear and two
+full attention layers, GQA, partial RoPE) over the trained smollm tokenizer's vocabulary.
+The oracle is HF transformers' greedy continuation of each prompt run alone: through the
+batched model directly (a schedule of slots joining, leaving and a slot reused by a new
+prompt after its sequence ended, run by each decode function), and through the server with
+the official ``openai`` client (concurrent streams of different lengths, one dropped).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import openai
+import pytest
+import transformers
+
+import tokenizer_fixtures as fixtures
+from rlx.generate import Sampling, load_model
+from rlx.serve.engine import BatchModel
+from rlx.tokenizer import load as load_tokenizer
+from serve_fixtures import BATCH, CONTEXT, ServerProcess
+from test_models_qwen35 import hf_model, hf_reference
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = fixtures.write_hf("smollm", tmp_path_factory.mktemp("tiny_qwen35"))
+    hf_model(vocab_size=load_tokenizer(d).vocab_size).save_pretrained(d)
+    return d
+
+
+@pytest.fixture(scope="module")
+def hf(model_dir: Path) -> transformers.PreTrainedModel:
+    return transformers.Qwen3_5ForCausalLM.from_pretrained(model_dir).eval()
+
+
+def test_batched_steps_equal_alone(model_dir: Path, hf: Any) -> None:
+    """Slot 0 alone (``decode_1``), slots 0 and 1 (``decode_2``), slot 3 joining (the 4-row
+    ``decode``), slot 0 ending and taken by a new prompt while 1 and 3 run (its old KV rows,
+    conv frames and delta state must not leak into the new sequence), slot 1 alone: every
+    sequence gets HF's greedy tokens of its prompt alone."""
+    model = BatchModel(load_model(model_dir), BATCH, CONTEXT)
+    assert model.rows == [1, 2, 4]
+    greedy = Sampling()
+    prompts = [[5, 17, 42, 9], [77, 3, 120, 64, 31, 8], [200, 11], [9, 300, 4, 150, 61]]
+    slot_of = {0: 0, 1: 1, 2: 3, 3: 0}
+    got: dict[int, list[int]] = {}
+    schedule = [({0}, 3), ({0, 1}, 3), ({0, 1, 2}, 3), ({3, 1, 2}, 4), ({1}, 2)]
+    for busy, steps in schedule:
+        for seq in sorted(busy - set(got)):
+            got[seq] = [model.prefill(slot_of[seq], prompts[seq], greedy)]
+        for _ in range(steps):
+            tokens, positions = np.zeros(BATCH, np.int64), np.zeros(BATCH, np.int64)
+            for seq in busy:
+                tokens[slot_of[seq]] = got[seq][-1]
+                positions[slot_of[seq]] = len(prompts[seq]) + len(got[seq]) - 1
+            slots = {slot_of[s] for s in busy}
+            nxt = model.step(tokens, positions,
+                             [greedy if b in slots else None for b in range(BATCH)])
+            for seq in busy:
+                got[seq].append(int(nxt[slot_of[seq]]))
+    assert model.calls == {1: 3, 2: 3 + 2, 4: 3 + 4}
+    for seq, ids in enumerate(prompts):
+        assert got[seq] == hf_reference(hf, ids, len(got[seq]))[1], f"sequence {seq}"
+
+
+@pytest.fixture(scope="module")
+def server(model_dir: Path) -> Iterator[ServerProcess]:
+    srv = ServerProcess(model_dir)
+    yield srv
+    assert srv.stop() == 0, "\n".join(srv.lines)
+
+
+def test_openai_client_against_a_qwen35_server(server: ServerProcess, model_dir: Path,
+                                               hf: Any) -> None:
+    """6 concurrent greedy streams (4 slots: some wait), of different prompt and output
+    lengths, joining apart, stream 1 dropped after 2 pieces; plain and chat completions:
+    each finished one is its prompt's text run alone through HF."""
+    client = openai.OpenAI(base_url=server.url + "/v1", api_key="none", max_retries=0,
+                           timeout=120)
+    name = client.models.list().data[0].id
+    tok = transformers.AutoTokenizer.from_pretrained(model_dir)
+    ends = load_tokenizer(model_dir).end_ids
+    words = "the quick brown fox jumps over a lazy dog while bees hum".split()
+    prompts = [" ".join(words[:2 + 2 * i]) for i in range(6)]
+    lengths = [40, 20, 12, 36, 24, 30]
+    results: dict[int, tuple[str, str | None]] = {}
+
+    def run(i: int) -> None:
+        time.sleep(0.02 * i)
+        stream = client.completions.create(model=name, prompt=prompts[i], max_tokens=lengths[i],
+                                           temperature=0, stream=True)
+        text, finish = "", None
+        for n, piece in enumerate(stream):
+            text += piece.choices[0].text
+            finish = piece.choices[0].finish_reason or finish
+            if i == 1 and n == 1:
+                stream.close()
+                break
+        results[i] = (text, finish)
+
+    def alone(ids: list[int], n: int) -> tuple[str, str]:
+        out = hf_reference(hf, ids, n)[1]
+        cut = next((i for i, t in enumerate(out) if t in ends), None)
+        return (tok.decode(out if cut is None else out[:cut]),
+                "length" if cut is None else "stop")
+
+    with ThreadPoolExecutor(6) as pool:
+        list(pool.map(run, range(6)))
+    for i in (0, 2, 3, 4, 5):
+        assert results[i] == alone(tok(prompts[i])["input_ids"], lengths[i]), f"request {i}"
+    messages = [{"role": "user", "content": "Hi there"}]
+    chat_ids = tok.apply_chat_template(messages, add_generation_prompt=True)["input_ids"]
+    c = client.chat.completions.create(model=name, messages=messages,  # type: ignore[arg-type]
+                                       max_tokens=16, temperature=0)
+    assert (c.choices[0].message.content, c.choices[0].finish_reason) == alone(chat_ids, 16)
+    with urllib.request.urlopen(server.url + "/health", timeout=30) as r:
+        health = json.load(r)
+    assert health["peak_batch"] >= 2  # sequences did share decode calls
+    assert health["slots_busy"] == 0
