@@ -31,7 +31,7 @@ import transformers
 from rlx.generate import Sampling, load_model
 from rlx.models import llama_batch
 from rlx.models.llama import ModelError
-from rlx.serve.engine import BatchModel
+from rlx.serve.engine import BatchModel, Engine, Event, Request
 from rlx.tokenizer import load as load_tokenizer
 from serve_fixtures import BATCH, CONTEXT, ServerProcess, hf_greedy, write_model
 
@@ -188,6 +188,45 @@ def test_batched_greedy_equals_alone(server: ServerProcess, client: openai.OpenA
     assert health["slots_busy"] == 0
 
 
+class _Recorder:
+    """A stand-in for :class:`BatchModel` that records the engine's prefill groups (the
+    prompts' lengths, per call) and gives token 1 for everything."""
+
+    def __init__(self, batch: int, multi_prompt: bool) -> None:
+        self.batch, self.context, self.multi_prompt = batch, 1000, multi_prompt
+        self.groups: list[list[int]] = []
+
+    def prefill_many(self, slots: list[int], prompts: list[list[int]], sampling: Any
+                     ) -> list[int]:
+        assert len(set(slots)) == len(slots)
+        self.groups.append([len(p) for p in prompts])
+        return [1] * len(prompts)
+
+    def step(self, tokens: Any, positions: Any, sampling: Any) -> np.ndarray:
+        return np.ones(self.batch, np.int64)
+
+
+@pytest.mark.parametrize("multi_prompt", [True, False])
+def test_prefill_groups_prompts_of_similar_length(multi_prompt: bool) -> None:
+    """Queued before the engine starts, 4 slots: prompts of 10, 12, 100, 11, 9 and 14
+    tokens. A module that takes several prompts a call gets the oldest four that keep the
+    padded call within twice their tokens (10, 12, 11, 9: 100 would pad 4 prompts to 400
+    tokens), then, once slots free, 100 (first in line) with 14 (200 padded tokens for
+    114); a one-prompt module gets one call each, in arrival order. Every request ends."""
+    model = _Recorder(4, multi_prompt)
+    engine = Engine(model, None)  # type: ignore[arg-type]
+    done: list[Event] = []
+    for n in (10, 12, 100, 11, 9, 14):
+        engine.submit(Request(list(range(1, n + 1)), 3, done.append))
+    engine.start().stop(timeout=30)
+    finished = [e for e in done if e.finish is not None]
+    assert [e.finish for e in finished] == ["length"] * 6
+    if multi_prompt:
+        assert model.groups == [[10, 12, 11, 9], [100, 14]]
+    else:
+        assert model.groups == [[10], [12], [100], [11], [9], [14]]
+
+
 def test_step_rows() -> None:
     """The decode functions' row counts: the powers of two below the slots and the slots;
     row counts outside 1 .. slots are refused naming them."""
@@ -204,18 +243,21 @@ def test_steps_run_the_rows_of_their_busy_slots(model_dir: Path) -> None:
     """The batched model (4 slots: ``decode_1``, ``decode_2`` and the 4-row ``decode``) runs
     each step with the fewest rows that cover its last busy slot, and every sequence gets
     HF's greedy tokens of its prompt alone whichever function advanced it: slot 0 alone (1
-    row), slots 0 and 1 (2), slot 3 joining (4), slot 3 alone after 0 and 1 leave (4: the
-    rows cover the last busy slot). The server's module (the same batch and context): one
-    compile."""
+    row), slots 0 and 1 (2), slots 2 and 3 joining (4), slot 3 alone after the others leave
+    (4: the rows cover the last busy slot). Slots 2 and 3 are prefilled in one call, their
+    prompts (3 and 7 tokens) right-padded to one length. The server's module (the same batch
+    and context): one compile."""
     model = BatchModel(load_model(model_dir), BATCH, CONTEXT)
     assert model.rows == [1, 2, 4]
     greedy = Sampling()
-    prompts = {0: [5, 17, 42, 9], 1: [77, 3, 120, 64, 31, 8], 3: [200, 11]}
+    prompts = {0: [5, 17, 42, 9], 1: [77, 3, 120, 64, 31, 8], 2: [200, 11, 5],
+               3: [9, 300, 4, 150, 61, 7, 8]}
     got: dict[int, list[int]] = {}
-    schedule = [({0}, 3), ({0, 1}, 3), ({0, 1, 3}, 3), ({3}, 3)]
+    schedule = [({0}, 3), ({0, 1}, 3), ({0, 1, 2, 3}, 3), ({3}, 3)]
     for busy, steps in schedule:
-        for slot in sorted(busy - set(got)):
-            got[slot] = [model.prefill(slot, prompts[slot], greedy)]
+        new = sorted(busy - set(got))
+        firsts = model.prefill_many(new, [prompts[s] for s in new], [greedy] * len(new))
+        got |= {s: [t] for s, t in zip(new, firsts, strict=True)}
         for _ in range(steps):
             tokens, positions = np.zeros(BATCH, np.int64), np.zeros(BATCH, np.int64)
             for slot in busy:

@@ -29,8 +29,12 @@ import tokenizer_fixtures as fixtures
 from rlx.generate import Sampling, load_model
 from rlx.serve.engine import BatchModel
 from rlx.tokenizer import load as load_tokenizer
-from serve_fixtures import BATCH, CONTEXT, ServerProcess
+from serve_fixtures import CONTEXT, ServerProcess
 from test_models_qwen35 import hf_model, hf_reference
+
+SLOTS = 2
+"""Two slots (a compile of two decode functions, not three): the server's 6 concurrent
+requests still queue for them, and each step runs 1 or 2 rows."""
 
 
 @pytest.fixture(scope="module")
@@ -46,45 +50,48 @@ def hf(model_dir: Path) -> transformers.PreTrainedModel:
 
 
 def test_batched_steps_equal_alone(model_dir: Path, hf: Any) -> None:
-    """Slot 0 alone (``decode_1``), slots 0 and 1 (``decode_2``), slot 3 joining (the 4-row
-    ``decode``), slot 0 ending and taken by a new prompt while 1 and 3 run (its old KV rows,
-    conv frames and delta state must not leak into the new sequence), slot 1 alone: every
-    sequence gets HF's greedy tokens of its prompt alone."""
-    model = BatchModel(load_model(model_dir), BATCH, CONTEXT)
-    assert model.rows == [1, 2, 4]
+    """Two slots (``decode_1`` and the 2-row ``decode``): sequence 0 alone in slot 0 (1
+    row), 1 joining in slot 1 (2 rows), 0 ending and slot 0 taken by sequence 2 while 1
+    runs, 1 ending and 2 alone (1 row: slot 1 left as it is), slot 1 taken by sequence 3
+    (2 rows). A reused slot's old KV rows, conv frames and delta state must not leak into
+    its new sequence; every sequence gets HF's greedy tokens of its prompt alone."""
+    model = BatchModel(load_model(model_dir), SLOTS, CONTEXT)
+    assert model.rows == [1, 2]
     greedy = Sampling()
     prompts = [[5, 17, 42, 9], [77, 3, 120, 64, 31, 8], [200, 11], [9, 300, 4, 150, 61]]
-    slot_of = {0: 0, 1: 1, 2: 3, 3: 0}
+    slot_of = {0: 0, 1: 1, 2: 0, 3: 1}
     got: dict[int, list[int]] = {}
-    schedule = [({0}, 3), ({0, 1}, 3), ({0, 1, 2}, 3), ({3, 1, 2}, 4), ({1}, 2)]
+    schedule = [({0}, 3), ({0, 1}, 3), ({2, 1}, 3), ({2}, 3), ({2, 3}, 3)]
     for busy, steps in schedule:
-        for seq in sorted(busy - set(got)):
-            got[seq] = [model.prefill(slot_of[seq], prompts[seq], greedy)]
+        new = sorted(busy - set(got))
+        firsts = model.prefill_many([slot_of[s] for s in new], [prompts[s] for s in new],
+                                    [greedy] * len(new))
+        got |= {s: [t] for s, t in zip(new, firsts, strict=True)}
         for _ in range(steps):
-            tokens, positions = np.zeros(BATCH, np.int64), np.zeros(BATCH, np.int64)
+            tokens, positions = np.zeros(SLOTS, np.int64), np.zeros(SLOTS, np.int64)
             for seq in busy:
                 tokens[slot_of[seq]] = got[seq][-1]
                 positions[slot_of[seq]] = len(prompts[seq]) + len(got[seq]) - 1
             slots = {slot_of[s] for s in busy}
             nxt = model.step(tokens, positions,
-                             [greedy if b in slots else None for b in range(BATCH)])
+                             [greedy if b in slots else None for b in range(SLOTS)])
             for seq in busy:
                 got[seq].append(int(nxt[slot_of[seq]]))
-    assert model.calls == {1: 3, 2: 3 + 2, 4: 3 + 4}
+    assert model.calls == {1: 3 + 3, 2: 3 + 3 + 3}
     for seq, ids in enumerate(prompts):
         assert got[seq] == hf_reference(hf, ids, len(got[seq]))[1], f"sequence {seq}"
 
 
 @pytest.fixture(scope="module")
 def server(model_dir: Path) -> Iterator[ServerProcess]:
-    srv = ServerProcess(model_dir)
+    srv = ServerProcess(model_dir, "--max-batch", str(SLOTS))  # the module compiled above
     yield srv
     assert srv.stop() == 0, "\n".join(srv.lines)
 
 
 def test_openai_client_against_a_qwen35_server(server: ServerProcess, model_dir: Path,
                                                hf: Any) -> None:
-    """6 concurrent greedy streams (4 slots: some wait), of different prompt and output
+    """6 concurrent greedy streams (2 slots: most wait), of different prompt and output
     lengths, joining apart, stream 1 dropped after 2 pieces; plain and chat completions:
     each finished one is its prompt's text run alone through HF."""
     client = openai.OpenAI(base_url=server.url + "/v1", api_key="none", max_retries=0,

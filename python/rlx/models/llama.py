@@ -324,9 +324,9 @@ class _Ctx:
 def _heads_norm(x: HirValue, ctx: _Ctx, weight: str, heads: int) -> HirValue:
     """Qwen3's per-head RMSNorm of q or k over head_dim."""
     h, c = ctx.h, ctx.c
-    per_head = h.mir("reshape", [x], new_shape=[1, -1, heads, c.head_dim])
+    per_head = h.mir("reshape", [x], new_shape=[-2, -3, heads, c.head_dim])
     normed = h.rms_norm(per_head, ctx.p(weight), ctx.zeros_hd, c.rms_norm_eps)
-    return h.mir("reshape", [normed], new_shape=[1, -1, heads * c.head_dim])
+    return h.mir("reshape", [normed], new_shape=[-2, -3, heads * c.head_dim])
 
 
 def _layer(ctx: _Ctx, i: int, x: HirValue, cos: HirValue, sin: HirValue,

@@ -81,11 +81,12 @@ def cache_layer(ctx: _Ctx, i: int, x: HirValue, cos: HirValue, sin: HirValue,
 
 def write_prompt(h: HirModule, fresh: Sequence[HirValue], cache: Sequence[HirValue],
                  slot: HirValue) -> list[HirValue]:
-    """A prompt's K / V ``[1, S, kv]`` written into rows ``0 .. S-1`` of cache slot
-    ``slot``, in place (the rows after them are left as they are: no mask reaches them
+    """Prompts' K / V ``[P, S, kv]`` written into rows ``0 .. S-1`` of cache slots
+    ``slot [P]``, in place (the rows after them are left as they are: no mask reaches them
     until a decode step writes them)."""
     start = len(h)
-    first = h.constant(np.zeros(1, np.int32), "i32")
+    first = (h.constant(np.zeros(1, np.int32), "i32") if slot.shape[0] == 1 else
+             h.mir("binary", [slot, slot], kind="sub"))         # zeros [P]
     out = [h.mir("write_rows", [old, t, slot, first]) for t, old in zip(fresh, cache,
                                                                          strict=True)]
     h.label_nodes_since(start, "cache_write")

@@ -67,7 +67,7 @@ class Server:
         e = self.engine
         body = {"status": "draining" if self.draining else "ok",
                 "slots_total": e.model.batch, "slots_busy": len(e.running),
-                "waiting": e.waiting.qsize(), "steps": e.steps, "peak_batch": e.peak,
+                "waiting": e.waiting.qsize() + len(e.held), "steps": e.steps, "peak_batch": e.peak,
                 "steps_by_rows": {str(r): n for r, n in e.model.calls.items()}}
         return web.json_response(body, status=503 if self.draining else 200)
 

@@ -4,9 +4,11 @@ sequence its own KV cache slot and DeltaNet states) and advances every running r
 one token per decode call; requests join and leave between calls.
 
 The scheduler loop, each round: drop requests that were cancelled (a client went away: the
-slot is free for the next round), admit waiting requests into free slots (each is one
-``prefill`` call that writes the prompt's K / V into its slot and gives its first token; while
-others are decoding, one prefill a round so that their tokens keep coming), then one
+slot is free for the next round), admit waiting requests into free slots (a ``prefill``
+call writes a group of prompts' K / V into their slots and gives each its first token: a
+LLaMA module prefills several prompts of similar length in one call, sharing each weight's
+dequantization; while others are decoding, one prefill call a round so that their tokens
+keep coming), then one
 ``decode`` call for all slots (a request's token sits at its own position in its own slot)
 and, for each running request that samples, one ``sample`` call on its row of the step's
 logits.
@@ -99,6 +101,9 @@ class BatchModel:
         self.calls = {r: 0 for r in self.rows}
         """Decode calls made, per row count."""
         kind = qwen35_batch if isinstance(model, Qwen35Model) else llama_batch
+        self.multi_prompt = kind is llama_batch
+        """``prefill`` takes several prompts in one call (a DeltaNet layer's state would run
+        through a padded prompt's padding: Qwen3.5 prefills one prompt a call)."""
         module = kind.build(c, batch, context, rows=self.rows)  # type: ignore[arg-type]
         self.vmfb = compile(module, target, cache=resolve_cache(cache), **options)
         self.program = runtime.load(self.vmfb, TargetConfig(target).runtime_device,
@@ -111,17 +116,38 @@ class BatchModel:
 
     def prefill(self, slot: int, ids: Sequence[int], sampling: Sampling) -> int:
         """Run the prompt into ``slot``; the token after it."""
-        n = len(ids)
+        return self.prefill_many([slot], [ids], [sampling])[0]
+
+    def prefill_many(self, slots: Sequence[int], prompts: Sequence[Sequence[int]],
+                     sampling: Sequence[Sampling]) -> list[int]:
+        """Run ``prompts[p]`` into ``slots[p]``; the token after each. One call for all of
+        them where the module takes several prompts (LLaMA's: right-padded to the longest),
+        else one call each."""
+        if not prompts:
+            return []
+        if len(prompts) > 1 and not self.multi_prompt:
+            return [self.prefill_many([s], [p], [g])[0]
+                    for s, p, g in zip(slots, prompts, sampling, strict=True)]
+        n = max(len(p) for p in prompts)
+        ids = np.zeros((len(prompts), n), np.int32)
+        for row, p in zip(ids, prompts, strict=True):
+            row[:len(p)] = p
+        last = np.array([[len(p) - 1] for p in prompts], np.int32)
         cos, sin = self.rope_tables(range(n))
-        out = self.program.prefill.on_device(
-            np.asarray([ids], np.int32), cos, sin, np.array([[n - 1]], np.int32),
-            np.array([slot], np.int32), *self.cache)
+        out = self.program.prefill.on_device(ids, cos, sin, last,
+                                             np.asarray(slots, np.int32), *self.cache)
         self.cache = out[2:]
-        if sampling.greedy:
-            return int(out[1].numpy().reshape(-1)[0])
-        token, _ = self.program.sample.on_device(out[0], self.seen1, *sampling.inputs(),
-                                                 np.array([n], np.int32))
-        return int(token.numpy().reshape(-1)[0])
+        tokens = [int(t) for t in out[1].numpy().reshape(-1)]
+        if all(s.greedy for s in sampling):
+            return tokens
+        logits = out[0].numpy()
+        for p, s in enumerate(sampling):
+            if not s.greedy:
+                token, _ = self.program.sample.on_device(
+                    logits[p][None], self.seen1, *s.inputs(),
+                    np.array([len(prompts[p])], np.int32))
+                tokens[p] = int(token.numpy().reshape(-1)[0])
+        return tokens
 
     def step(self, tokens: np.ndarray, positions: np.ndarray,
              sampling: Sequence[Sampling | None]) -> np.ndarray:
@@ -157,7 +183,7 @@ class Engine:
     """Runs :class:`BatchModel` in its own thread; :meth:`submit` from any thread."""
 
     def __init__(self, model: BatchModel, tokenizer: Tokenizer | None,
-                 max_prefills_while_decoding: int = 1) -> None:
+                 max_prefills_while_decoding: int = 1, prefill_tokens: int = 2048) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.end_ids = tokenizer.end_ids if tokenizer is not None else frozenset()
@@ -171,7 +197,11 @@ class Engine:
         """The most sequences one decode call has advanced."""
         self.thread = threading.Thread(target=self._loop, name="rlx-engine", daemon=True)
         self.error: BaseException | None = None
-        self.admitting: Request | None = None
+        self.admitting: list[Request] = []
+        self.held: list[Request] = []
+        """Requests taken from :attr:`waiting` and left out of a prefill group."""
+        self.prefill_tokens = max(prefill_tokens, model.context)
+        """A prefill call's padded tokens at most (several prompts; one may be longer)."""
 
     def start(self) -> Engine:
         self.thread.start()
@@ -210,7 +240,7 @@ class Engine:
                 if self.running:
                     self._step()
                     continue
-                if self.stopping.is_set() and self.waiting.empty():
+                if self.stopping.is_set() and self.waiting.empty() and not self.held:
                     return
                 self.wake.wait(0.5)
                 self.wake.clear()
@@ -221,7 +251,8 @@ class Engine:
 
     def _fail_all(self, error: str) -> None:
         failed = [r.request for r in self.running.values()]
-        failed += [self.admitting] if self.admitting is not None else []
+        failed += self.admitting + self.held
+        self.admitting, self.held = [], []
         self.running.clear()
         while not self.waiting.empty():
             failed.append(self.waiting.get_nowait())
@@ -235,25 +266,53 @@ class Engine:
                 r.request.emit(Event(finish="cancelled", tokens=len(r.request.tokens)))
 
     def _admit(self) -> None:
-        budget = self.model.batch if not self.running else self.prefills_per_round
-        while budget > 0 and self.free_slots > 0:
-            try:
-                request = self.waiting.get_nowait()
-            except queue.Empty:
+        """Prefill calls for waiting requests: while others decode, ``prefills_per_round``
+        calls a round (so their tokens keep coming), else as many as the free slots take;
+        each call runs a group of prompts (:meth:`_group`) into the lowest free slots."""
+        calls = self.prefills_per_round if self.running else self.model.batch
+        while calls > 0 and self.free_slots > 0:
+            group = self._group()
+            if not group:
                 return
+            free = [b for b in range(self.model.batch) if b not in self.running]
+            slots = free[:len(group)]
+            self.admitting = group
+            tokens = self.model.prefill_many(slots, [r.prompt_ids for r in group],
+                                             [r.sampling for r in group])
+            self.admitting = []
+            calls -= 1
+            for request, slot, token in zip(group, slots, tokens, strict=True):
+                decoder = self.tokenizer.stream() if self.tokenizer is not None else None
+                r = _Running(request, slot, len(request.prompt_ids), decoder,
+                             _StopHolder(request.stop))
+                self.running[slot] = r
+                self._deliver(r, token)
+
+    def _group(self) -> list[Request]:
+        """The next prompts to prefill together, oldest first, at most the free slots: one
+        where the model prefills a prompt a call; else each next one that keeps the padded
+        call (prompts x the longest) within twice its real tokens and
+        :attr:`prefill_tokens` (a longer prompt alone goes alone). Requests left out wait
+        in :attr:`held`, first in line for the next call."""
+        while not self.waiting.empty():
+            self.held.append(self.waiting.get_nowait())
+        group: list[Request] = []
+        longest = total = 0
+        for request in list(self.held):
             if request.cancelled.is_set():
+                self.held.remove(request)
                 request.emit(Event(finish="cancelled"))
                 continue
-            slot = next(b for b in range(self.model.batch) if b not in self.running)
-            self.admitting = request
-            token = self.model.prefill(slot, request.prompt_ids, request.sampling)
-            self.admitting = None
-            budget -= 1
-            decoder = self.tokenizer.stream() if self.tokenizer is not None else None
-            r = _Running(request, slot, len(request.prompt_ids), decoder,
-                         _StopHolder(request.stop))
-            self.running[slot] = r
-            self._deliver(r, token)
+            if len(group) == self.free_slots or (group and not self.model.multi_prompt):
+                break
+            n = len(request.prompt_ids)
+            padded = max(longest, n) * (len(group) + 1)
+            if group and (padded > 2 * (total + n) or padded > self.prefill_tokens):
+                continue
+            group.append(request)
+            self.held.remove(request)
+            longest, total = max(longest, n), total + n
+        return group
 
     def _step(self) -> None:
         tokens = np.zeros(self.model.batch, np.int64)
