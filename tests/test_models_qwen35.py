@@ -242,19 +242,23 @@ def test_speculative_decoding_is_plain_greedy(k: int, hf: dict, spec_program: tu
 
 def test_growing_cache_form(hf: dict, gen: Generator) -> None:
     """``context=None``, the KV cache grown by concatenation each call (the form before the
-    preallocated cache, still built): HF's prefill logits and tokens, the preallocated
-    form's logits, and speculative decoding with rollback through its ``rollback`` call."""
-    grown = Generator(qwen35.from_hf(hf["path"], logits="all", context=None))
-    assert grown.model.context is None
-    assert gen.model.context == qwen35.DEFAULT_CONTEXT
-    logits = prefill_all(grown, PROMPT)
-    assert_close(logits, hf["logits"], "f32", "prefill logits, growing cache")
-    assert_close(logits, prefill_all(gen, PROMPT), "f32", "the two cache forms")
-    assert grown.generate(PROMPT, 32) == hf["tokens"]
+    preallocated cache, still built), in one compile, its speculative module: the prefill's
+    last logits against HF's and the preallocated form's, and speculative decoding with a
+    draft that makes mistakes, rolled back through its ``rollback`` call, giving HF's
+    greedy tokens."""
     model = qwen35.from_hf(hf["path"], context=None)
+    assert model.context is None
+    assert gen.model.context == qwen35.DEFAULT_CONTEXT
     program = spec.load(model, 2)
     assert "rollback" in program.functions
+    cos, sin = model.rope_tables(range(len(PROMPT)))
+    logits = program.prefill(np.array([PROMPT], np.int32), cos, sin,
+                             np.array([[len(PROMPT) - 1]], np.int32),
+                             *model.initial_state())[0]
+    assert_close(logits[0, -1], hf["logits"][0, -1], "f32", "prefill logits, growing cache")
+    assert_close(logits[0, -1], prefill_all(gen, PROMPT)[0, -1], "f32", "the two cache forms")
     _, longer = hf_reference(hf["model"], PROMPT, 24)
+    assert longer[:20] == hf["tokens"][:20]
     wrong = spec.SpeculativeDecoder(program, model, 2, Mistaken(longer))
     assert wrong.generate(PROMPT, 20) == longer[:20]
     assert 0 < wrong.stats.accepted < wrong.stats.drafted
