@@ -81,6 +81,10 @@ def _write(ctx: _Ctx, old: HirValue, new: HirValue, slots: HirValue, rows: HirVa
     """``new [N, T, ...]`` written into slots ``slots`` of ``old [B, T', ...]`` at row
     ``rows`` (``write_rows``; a rank-4 state is written as rank 3, ``d * d`` columns)."""
     h = ctx.h
+    # IREE 3.13 fuses the scan (or the conv) that makes ``new`` into the scatter and then
+    # stack-allocates the rows it writes: at 0.8B widths 1 MB a delta state row, and llvm-cpu
+    # refuses ("exceeded stack allocation limit of 32768 bytes"): ``new`` passes a barrier
+    new = h.mir("barrier", [new])
     shape = list(old.shape)
     if len(shape) == 3:
         return h.mir("write_rows", [old, new, slots, rows])
