@@ -49,7 +49,8 @@ vulkan-check: venv  ## fail unless IREE creates a Vulkan device through VK_DRIVE
 	$(BIN)/python tests/numerics/harness.py
 
 pytest: vulkan-check  ## numerics (llvm-cpu and Vulkan), API, CLI and error tests
-	RLX_REQUIRE_VULKAN=1 $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
+	RLX_REQUIRE_VULKAN=1 $(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile \
+	  --durations=40
 
 test: lint lit pytest  ## everything CI runs
 
