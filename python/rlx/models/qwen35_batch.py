@@ -1,38 +1,40 @@
 """A Qwen3.5 model that decodes up to ``batch`` sequences in one call (continuous batching),
 each at its own position with its own KV cache slot and its own DeltaNet states: the
-Qwen3.5 counterpart of :mod:`rlx.models.llama_batch`, with the same entry points and the
-same calling convention, so :class:`rlx.serve.engine.BatchModel` runs either.
+Qwen3.5 counterpart of :mod:`rlx.models.llama_batch`, with the same entry points, so
+:class:`rlx.serve.engine.BatchModel` runs either.
 
-The state, one tensor per layer and kind, slot ``b`` of each sequence ``b``'s:
+The state has two parts:
 
-- a full-attention layer: ``k_i``, ``v_i`` ``[batch, context, kv_heads * head_dim]`` (as
-  LLaMA's batched cache: rows ``0 .. pos_b`` of slot ``b`` hold its keys);
-- a linear-attention layer: ``conv_i [batch, K - 1, C]`` (the last K - 1 inputs of its
-  causal conv) and ``ssm_i [batch, V_heads, d, d]`` (the delta rule's state).
+- batched (:func:`state_shapes`), every function's inputs and outputs, updated in place:
+  each full-attention layer's ``k_i``, ``v_i`` ``[batch, context, kv_heads * head_dim]``
+  (as LLaMA's batched cache: rows ``0 .. pos_b`` of slot ``b`` hold its keys);
+- per slot (:func:`slot_state_shapes`), buffers of the slot's own: each linear-attention
+  layer's ``conv_i [1, K - 1, C]`` (the last K - 1 inputs of its causal conv) and ``ssm_i
+  [1, V_heads, d, d]`` (the delta rule's state). A step takes the states of its slots and
+  returns new ones, as the single-sequence model does. Why not ``[batch, ...]`` tensors
+  updated in place like the KV caches: a step must read a slot's old state as well as write
+  it, and IREE (3.13) updates an argument in place only where the write is its one use; it
+  cloned every layer's whole batched state each step (at 0.8B and 8 slots a 1-row step took
+  105 ms against 33 ms, benchmarks/results/serve.md).
 
 Entry points:
 
 - ``prefill(ids [1, S] i32, cos [S, hd/2], sin [S, hd/2], last [1, 1] i32, slot [1] i32,
-  *state)``: the prompt run from an empty state (attention over its own keys, conv frames
-  and delta state from zero; whatever the slot held before is not read), its K / V written
-  into rows ``0 .. S-1`` of slot ``slot`` and its final conv frames and delta state into
-  that slot; returns ``logits [1, 1, V]`` of the last position, ``next [1, 1]`` and the
-  state.
-- ``decode(ids [1, B] i32, cos [B, hd/2], sin [B, hd/2], pos [B] i32, *state)``: token
-  ``b`` the next one of slot ``b`` at position ``pos[b]``; the attention layers write its
-  K / V at that row and attend to the slot's first ``pos[b] + 1`` keys (``causal_lengths``);
-  the linear layers advance slot ``b``'s conv frames and delta state by the one token (the
-  batch axis of ``depthwise_conv1d_causal`` and ``gated_delta_net``: each row its own
-  recurrence). Returns ``logits [1, B, V]``, ``next [1, B]`` and the state.
+  k_*, v_*)``: the prompt run from an empty state (attention over its own keys, conv frames
+  and delta state from zero), its K / V written into rows ``0 .. S-1`` of slot ``slot``;
+  returns ``logits [1, 1, V]`` of the last position, ``next [1, 1]``, the caches and the
+  prompt's own state (``conv_i``, ``ssm_i`` per linear layer: the slot's new state).
+- ``decode(ids [1, B] i32, cos [B, hd/2], sin [B, hd/2], pos [B] i32, k_*, v_*, then slot
+  0's own state, slot 1's, ...)``: token ``b`` the next one of slot ``b`` at position
+  ``pos[b]``; the attention layers write its K / V at that row and attend to the slot's
+  first ``pos[b] + 1`` keys (``causal_lengths``); the linear layers advance each slot's conv
+  frames and delta state by the one token (the slots' states stacked as the batch axis of
+  ``depthwise_conv1d_causal`` and ``gated_delta_net``: each row its own recurrence).
+  Returns ``logits [1, B, V]``, ``next [1, B]``, the caches, and each slot's new state.
 - ``decode_R`` for each ``R`` of :func:`rlx.models.llama_batch.step_rows` below ``batch``:
-  ``decode`` for slots ``0 .. R - 1`` only; the other slots' caches and states are left
-  as they are (a step reads and writes the delta states of its busy rows only, ~1 MB a
-  layer and slot at 0.8B).
+  ``decode`` for slots ``0 .. R - 1`` only (their own states in and out); the other slots'
+  KV rows are left as they are.
 - ``sample``: :mod:`rlx.models.sampling`.
-
-Every state write is ``rlx_mir.write_rows`` at slots read on the device (the delta state
-written as ``[batch, V_heads, d * d]`` rows), so IREE updates the state's buffers in place
-and a row's result does not depend on the other rows.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ import numpy as np
 from rlx.dialects.builder import HirModule, HirValue
 from rlx.models.llama import ModelError
 from rlx.models.llama_batch import decode_function, step_rows
+from rlx.models.llama_cache import write_prompt
 from rlx.models.qwen35 import FULL, Qwen35Config
 from rlx.models.qwen35_hir import (
     _Ctx,
@@ -61,37 +64,28 @@ FUNCTIONS = ("prefill", "decode", "sample")
 
 
 def state_shapes(c: Qwen35Config, batch: int, context: int) -> list[tuple[int, ...]]:
-    """The state's tensors in order (see the module docstring)."""
+    """The batched state (every function's, updated in place): ``k_i``, ``v_i`` ``[batch,
+    context, kv_dim]`` of each full-attention layer ``i``."""
+    return [(batch, context, c.kv_dim)] * (2 * c.layer_types.count(FULL))
+
+
+def slot_state_shapes(c: Qwen35Config) -> list[tuple[int, ...]]:
+    """One slot's own state: ``conv_i [1, K - 1, C]``, ``ssm_i [1, V_heads, d, d]`` of each
+    linear-attention layer ``i``, in layer order."""
     d = c.linear_head_dim
-    out: list[tuple[int, ...]] = []
-    for kind in c.layer_types:
-        out += ([(batch, context, c.kv_dim)] * 2 if kind == FULL else
-                [(batch, c.conv_kernel - 1, c.conv_dim), (batch, c.linear_v_heads, d, d)])
-    return out
+    return [(1, c.conv_kernel - 1, c.conv_dim), (1, c.linear_v_heads, d, d)] * (
+        len(c.layer_types) - c.layer_types.count(FULL))
 
 
-def _state_inputs(h: HirModule, c: Qwen35Config, batch: int, context: int) -> list[HirValue]:
-    names = [n for i, kind in enumerate(c.layer_types)
-             for n in ((f"k_{i}", f"v_{i}") if kind == FULL else (f"conv_{i}", f"ssm_{i}"))]
-    return [h.input(n, s) for n, s in zip(names, state_shapes(c, batch, context), strict=True)]
+def _cache_inputs(h: HirModule, c: Qwen35Config, batch: int, context: int) -> list[HirValue]:
+    full = [i for i, kind in enumerate(c.layer_types) if kind == FULL]
+    return [h.input(f"{kv}_{i}", (batch, context, c.kv_dim)) for i in full for kv in "kv"]
 
 
-def _write(ctx: _Ctx, old: HirValue, new: HirValue, slots: HirValue, rows: HirValue
-           ) -> HirValue:
-    """``new [N, T, ...]`` written into slots ``slots`` of ``old [B, T', ...]`` at row
-    ``rows`` (``write_rows``; a rank-4 state is written as rank 3, ``d * d`` columns)."""
-    h = ctx.h
-    # IREE 3.13 fuses the scan (or the conv) that makes ``new`` into the scatter and then
-    # stack-allocates the rows it writes: at 0.8B widths 1 MB a delta state row, and llvm-cpu
-    # refuses ("exceeded stack allocation limit of 32768 bytes"): ``new`` passes a barrier
-    new = h.mir("barrier", [new])
-    shape = list(old.shape)
-    if len(shape) == 3:
-        return h.mir("write_rows", [old, new, slots, rows])
-    flat = [shape[0], shape[1], int(np.prod(shape[2:]))]
-    out = h.mir("write_rows", [ctx.reshape(old, *flat),
-                               h.mir("reshape", [new], new_shape=[-1, *flat[1:]]), slots, rows])
-    return ctx.reshape(out, *shape)
+def _slot_inputs(h: HirModule, c: Qwen35Config, slot: int) -> list[HirValue]:
+    linear = [i for i, kind in enumerate(c.layer_types) if kind != FULL]
+    names = [f"{n}_{i}_slot{slot}" for i in linear for n in ("conv", "ssm")]
+    return [h.input(n, s) for n, s in zip(names, slot_state_shapes(c), strict=True)]
 
 
 def _rows(ctx: _Ctx, state: HirValue, rows: int, batch: int) -> HirValue:
@@ -104,73 +98,89 @@ def _rows(ctx: _Ctx, state: HirValue, rows: int, batch: int) -> HirValue:
 
 
 def _prefill(h: HirModule, c: Qwen35Config, batch: int, context: int) -> None:
-    """One sequence's prompt from an empty state, written into one slot."""
+    """One sequence's prompt from an empty state: its K / V written into one slot of the
+    batched caches, its conv frames and delta states returned (the slot's own state)."""
     hd2 = c.head_dim // 2
     ids = h.input("ids", (1, "seq"), "i32")
     cos, sin = h.input("cos", ("seq", hd2)), h.input("sin", ("seq", hd2))
     last = h.input("last", (1, 1), "i32")
     slot = h.input("slot", (1,), "i32")
-    state = _state_inputs(h, c, batch, context)
+    cache = _cache_inputs(h, c, batch, context)
     ctx = _Ctx(h, c)
-    first = h.constant(np.zeros(1, np.int32), "i32")
+    zeros = [_zeros(ctx, shape) for shape in slot_state_shapes(c)[:2]]
     x = h.named("embed", lambda h: h.mir("gather", [ctx.p("embed"), ids], axis=0))
-    out: list[HirValue] = []
+    fresh: list[HirValue] = []
+    own: list[HirValue] = []
     for i, kind in enumerate(c.layer_types):
         start = len(h)
-        s0, s1 = state[2 * i], state[2 * i + 1]
         if kind == FULL:
             x, k, v = full_layer(ctx, i, x, cos, sin, None)
-            new = [k, v]
+            # the partial RoPE fused into the scatter fails on llvm-cpu (_attention_step)
+            fresh += [h.mir("barrier", [k]), v]
         else:
-            x, conv, ssm = linear_layer(ctx, i, x, _zeros(ctx, s0), _zeros(ctx, s1))
-            new = [conv, ssm]
-        out += [_write(ctx, old, t, slot, first) for old, t in ((s0, new[0]), (s1, new[1]))]
+            x, conv, ssm = linear_layer(ctx, i, x, *zeros)
+            own += [conv, ssm]
         h.label_nodes_since(start, f"layers.{i}")
     start = len(h)
     logits = _head(ctx, ctx.norm(h.mir("gather", [x, last], axis=1, batch_dims=1), "norm"))
     h.label_nodes_since(start, "lm_head")
     nxt = h.named("next", lambda h: h.mir("argmax", [logits], axis=-1, keep_dim=False))
-    h.set_outputs([logits, nxt, *out])
+    h.set_outputs([logits, nxt, *write_prompt(h, fresh, cache, slot), *own])
 
 
-def _zeros(ctx: _Ctx, state: HirValue) -> HirValue:
-    """A zero state of one slot, ``state``'s shape with a leading 1."""
-    shape = [1, *state.shape[1:]]
+def _zeros(ctx: _Ctx, shape: tuple[int, ...]) -> HirValue:
+    """A zero state of ``shape``."""
     zero = ctx.h.constant(np.zeros([1] * len(shape), np.float32))
-    return ctx.h.mir("expand", [zero], target_shape=shape)
+    return ctx.h.mir("expand", [zero], target_shape=list(shape))
 
 
 def _decode(h: HirModule, c: Qwen35Config, rows: int, batch: int, context: int) -> None:
-    """Token b the next one of slot b, for slots ``0 .. rows - 1``."""
+    """Token b the next one of slot b, for slots ``0 .. rows - 1``: the batched KV caches
+    and each of those slots' own states in (``*_slot{b}``), the caches and the slots' new
+    states out."""
     hd2 = c.head_dim // 2
     ids = h.input("ids", (1, rows), "i32")
     cos, sin = h.input("cos", (rows, hd2)), h.input("sin", (rows, hd2))
     pos = h.input("pos", (rows,), "i32")
-    state = _state_inputs(h, c, batch, context)
+    cache = _cache_inputs(h, c, batch, context)
+    own = [_slot_inputs(h, c, b) for b in range(rows)]
     ctx = _Ctx(h, c)
     start = len(h)
     slots = h.constant(np.arange(rows, dtype=np.int32), "i32")
-    zeros = h.constant(np.zeros(rows, np.int32), "i32")
     seen = h.mir("binary", [pos, h.constant(np.ones(rows, np.int32), "i32")], kind="add")
     h.label_nodes_since(start, "positions")
     x = h.named("embed", lambda h: h.mir("gather", [ctx.p("embed"), ids], axis=0))
-    out: list[HirValue] = []
+    kv: list[HirValue] = []
+    new: list[list[HirValue]] = [[] for _ in range(rows)]
     for i, kind in enumerate(c.layer_types):
         start = len(h)
-        s0, s1 = state[2 * i], state[2 * i + 1]
         if kind == FULL:
-            x, k, v = _attention_step(ctx, i, x, cos, sin, (s0, s1), (slots, pos, seen), rows)
-            out += [k, v]
+            j = len(kv)
+            x, k, v = _attention_step(ctx, i, x, cos, sin, (cache[j], cache[j + 1]),
+                                      (slots, pos, seen), rows)
+            kv += [k, v]
         else:
-            x, conv, ssm = _delta_step(ctx, i, x, _rows(ctx, s0, rows, batch),
-                                       _rows(ctx, s1, rows, batch))
-            out += [_write(ctx, old, t, slots, zeros) for old, t in ((s0, conv), (s1, ssm))]
+            j = len(new[0])
+            states = [_stack(ctx, [own[b][j + n] for b in range(rows)]) for n in (0, 1)]
+            x, conv, ssm = _delta_step(ctx, i, x, *states)
+            for b in range(rows):
+                new[b] += [_row(ctx, conv, b, rows), _row(ctx, ssm, b, rows)]
         h.label_nodes_since(start, f"layers.{i}")
     start = len(h)
     logits = _head(ctx, ctx.norm(x, "norm"))
     h.label_nodes_since(start, "lm_head")
     nxt = h.named("next", lambda h: h.mir("argmax", [logits], axis=-1, keep_dim=False))
-    h.set_outputs([logits, nxt, *out])
+    h.set_outputs([logits, nxt, *kv, *(t for row in new for t in row)])
+
+
+def _stack(ctx: _Ctx, states: list[HirValue]) -> HirValue:
+    """Slots' ``[1, ...]`` states as one ``[R, ...]`` batch (the recurrence's rows)."""
+    return states[0] if len(states) == 1 else ctx.h.mir("concat", states, axis=0)
+
+
+def _row(ctx: _Ctx, t: HirValue, b: int, rows: int) -> HirValue:
+    """Row ``b`` of ``t [R, ...]`` as ``[1, ...]`` (a slot's new state)."""
+    return t if rows == 1 else ctx.h.mir("narrow", [t], axis=0, start=b, len=1)
 
 
 def _attention_step(ctx: _Ctx, i: int, x: HirValue, cos: HirValue, sin: HirValue,
@@ -234,4 +244,4 @@ def build(c: Qwen35Config, batch: int, context: int, name: str = "qwen35_batch",
     return h
 
 
-__all__ = ["FUNCTIONS", "build", "state_shapes"]
+__all__ = ["FUNCTIONS", "build", "slot_state_shapes", "state_shapes"]

@@ -112,6 +112,12 @@ class BatchModel:
         self.cache: tuple[Any, ...] = tuple(
             self.program.upload(np.zeros(shape, np.float32))
             for shape in kind.state_shapes(c, batch, context))  # type: ignore[arg-type]
+        own = getattr(kind, "slot_state_shapes", lambda c: [])(c)
+        self.own: list[tuple[Any, ...]] = [
+            tuple(self.program.upload(np.zeros(shape, np.float32)) for shape in own)
+            for _ in range(batch)]
+        """Each slot's own state (Qwen3.5's DeltaNet states; none for LLaMA): a step takes
+        and returns those of its slots, a prefill returns its slot's."""
         self.seen1 = self.program.upload(np.zeros((1, c.vocab_size), np.float32))
 
     def prefill(self, slot: int, ids: Sequence[int], sampling: Sampling) -> int:
@@ -136,7 +142,7 @@ class BatchModel:
         cos, sin = self.rope_tables(range(n))
         out = self.program.prefill.on_device(ids, cos, sin, last,
                                              np.asarray(slots, np.int32), *self.cache)
-        self.cache = out[2:]
+        self._update(out, list(slots))
         tokens = [int(t) for t in out[1].numpy().reshape(-1)]
         if all(s.greedy for s in sampling):
             return tokens
@@ -148,6 +154,15 @@ class BatchModel:
                     np.array([len(prompts[p])], np.int32))
                 tokens[p] = int(token.numpy().reshape(-1)[0])
         return tokens
+
+    def _update(self, out: Sequence[Any], slots: list[int]) -> None:
+        """Keep a call's new state: the batched caches after ``logits`` and ``next``, then
+        the own state of each of ``slots`` in order."""
+        n = len(self.cache)
+        self.cache = tuple(out[2:2 + n])
+        per = len(self.own[0]) if self.own else 0
+        for i, b in enumerate(slots if per else []):
+            self.own[b] = tuple(out[2 + n + i * per:2 + n + (i + 1) * per])
 
     def step(self, tokens: np.ndarray, positions: np.ndarray,
              sampling: Sequence[Sampling | None]) -> np.ndarray:
@@ -161,8 +176,9 @@ class BatchModel:
         self.calls[rows] += 1
         cos, sin = self.rope_tables(positions[:rows])
         out = fn.on_device(tokens[None, :rows].astype(np.int32), cos, sin,
-                           positions[:rows].astype(np.int32), *self.cache)
-        self.cache = out[2:]
+                           positions[:rows].astype(np.int32), *self.cache,
+                           *(t for b in range(rows) for t in self.own[b]))
+        self._update(out, list(range(rows)))
         greedy = np.zeros(self.batch, np.int64)
         greedy[:rows] = out[1].numpy().reshape(-1)
         hot = [b for b, s in enumerate(sampling) if s is not None and not s.greedy]
