@@ -10,8 +10,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Container, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import torch
 import transformers
@@ -91,3 +93,39 @@ def hf_greedy(model_dir: Path, ids: Sequence[int], n: int) -> list[int]:
         out = model.generate(torch.tensor([list(ids)]), max_new_tokens=n, min_new_tokens=n,
                              do_sample=False, pad_token_id=0)
     return out[0, len(ids):].tolist()
+
+
+def concurrent_streams(client: Any, name: str, prompts: Sequence[str], lengths: Sequence[int],
+                       dropped: Container[int], drop_after: int, stagger_s: float
+                       ) -> dict[int, tuple[str, str | None]]:
+    """Greedy streamed completions of ``prompts`` from one thread each, request i starting
+    ``stagger_s * i`` after the first (they overlap and join apart); a request in
+    ``dropped`` closes its stream after ``drop_after + 1`` pieces. Each request's (text,
+    finish_reason) as the client saw them."""
+    results: dict[int, tuple[str, str | None]] = {}
+
+    def run(i: int) -> None:
+        time.sleep(stagger_s * i)
+        stream = client.completions.create(model=name, prompt=prompts[i], max_tokens=lengths[i],
+                                           temperature=0, stream=True)
+        text, finish = "", None
+        for n, piece in enumerate(stream):
+            text += piece.choices[0].text
+            finish = piece.choices[0].finish_reason or finish
+            if i in dropped and n == drop_after:
+                stream.close()
+                break
+        results[i] = (text, finish)
+
+    with ThreadPoolExecutor(len(prompts)) as pool:
+        list(pool.map(run, range(len(prompts))))
+    return results
+
+
+def until_end(tokens: Sequence[int], ends: Container[int], decode: Callable[[list[int]], str]
+              ) -> tuple[str, str]:
+    """(text, finish_reason) a server gives for greedy ``tokens``: cut before the first end
+    token ("stop"), else all of them ("length")."""
+    cut = next((i for i, t in enumerate(tokens) if t in ends), None)
+    return (decode(list(tokens) if cut is None else list(tokens[:cut])),
+            "length" if cut is None else "stop")

@@ -33,7 +33,15 @@ from rlx.models import llama_batch
 from rlx.models.llama import ModelError
 from rlx.serve.engine import BatchModel, Engine, Event, Request
 from rlx.tokenizer import load as load_tokenizer
-from serve_fixtures import BATCH, CONTEXT, ServerProcess, hf_greedy, write_model
+from serve_fixtures import (
+    BATCH,
+    CONTEXT,
+    ServerProcess,
+    concurrent_streams,
+    hf_greedy,
+    until_end,
+    write_model,
+)
 
 PROMPT = "Hello world, the quick brown fox"
 SHUTDOWN_S = 20.0
@@ -65,11 +73,8 @@ def hf_tok(model_dir: Path) -> Any:
 
 def alone(model_dir: Path, hf_tok: Any, ids: list[int], n: int) -> tuple[str, str]:
     """(text, finish_reason) of ``ids`` run alone through HF: up to an end token, or n."""
-    out = hf_greedy(model_dir, ids, n)
-    ends = load_tokenizer(model_dir).end_ids
-    cut = next((i for i, t in enumerate(out) if t in ends), None)
-    return (hf_tok.decode(out if cut is None else out[:cut]),
-            "length" if cut is None else "stop")
+    return until_end(hf_greedy(model_dir, ids, n), load_tokenizer(model_dir).end_ids,
+                     hf_tok.decode)
 
 
 def get(url: str) -> tuple[int, dict[str, Any]]:
@@ -162,23 +167,8 @@ def test_batched_greedy_equals_alone(server: ServerProcess, client: openai.OpenA
     prompts = [" ".join(words[:3 + 2 * i]) for i in range(8)]
     lengths = [60, 24, 56, 16, 50, 58, 10, 36]
     cancelled = {2, 5}
-    results: dict[int, tuple[str, str | None]] = {}
-
-    def run(i: int) -> None:
-        time.sleep(0.01 * i)  # a tiny-model token takes ~1 ms: they overlap, join apart
-        stream = client.completions.create(model=name, prompt=prompts[i], max_tokens=lengths[i],
-                                           temperature=0, stream=True)
-        text, finish = "", None
-        for n, piece in enumerate(stream):
-            text += piece.choices[0].text
-            finish = piece.choices[0].finish_reason or finish
-            if i in cancelled and n == 2:
-                stream.close()
-                break
-        results[i] = (text, finish)
-
-    with ThreadPoolExecutor(8) as pool:
-        list(pool.map(run, range(8)))
+    # a tiny-model token takes ~1 ms: they overlap, join apart
+    results = concurrent_streams(client, name, prompts, lengths, cancelled, 2, 0.01)
     for i in sorted(set(range(8)) - cancelled):
         want = alone(model_dir, hf_tok, hf_tok(prompts[i])["input_ids"], lengths[i])
         assert results[i] == want, f"request {i}"

@@ -14,10 +14,8 @@ the official ``openai`` client (concurrent streams of different lengths, one dro
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +28,7 @@ import tokenizer_fixtures as fixtures
 from rlx.generate import Sampling, load_model
 from rlx.serve.engine import BatchModel
 from rlx.tokenizer import load as load_tokenizer
-from serve_fixtures import CONTEXT, ServerProcess
+from serve_fixtures import CONTEXT, ServerProcess, concurrent_streams, until_end
 from test_models_qwen35 import hf_model, hf_reference
 
 REAL_STATES = {"linear_num_key_heads": 8, "linear_num_value_heads": 16,
@@ -110,29 +108,11 @@ def test_openai_client_against_a_qwen35_server(server: ServerProcess, model_dir:
     prompts = [" ".join(words[:2 + i + i % 3]) for i in range(8)]
     lengths = [40, 20, 12, 36, 24, 30, 28, 16]
     cancelled = {1, 6}
-    results: dict[int, tuple[str, str | None]] = {}
-
-    def run(i: int) -> None:
-        time.sleep(0.02 * i)
-        stream = client.completions.create(model=name, prompt=prompts[i], max_tokens=lengths[i],
-                                           temperature=0, stream=True)
-        text, finish = "", None
-        for n, piece in enumerate(stream):
-            text += piece.choices[0].text
-            finish = piece.choices[0].finish_reason or finish
-            if i in cancelled and n == 1:
-                stream.close()
-                break
-        results[i] = (text, finish)
+    results = concurrent_streams(client, name, prompts, lengths, cancelled, 1, 0.02)
 
     def alone(ids: list[int], n: int) -> tuple[str, str]:
-        out = hf_reference(hf, ids, n)[1]
-        cut = next((i for i, t in enumerate(out) if t in ends), None)
-        return (tok.decode(out if cut is None else out[:cut]),
-                "length" if cut is None else "stop")
+        return until_end(hf_reference(hf, ids, n)[1], ends, tok.decode)
 
-    with ThreadPoolExecutor(8) as pool:
-        list(pool.map(run, range(8)))
     for i in sorted(set(range(8)) - cancelled):
         assert results[i] == alone(tok(prompts[i])["input_ids"], lengths[i]), f"request {i}"
     messages = [{"role": "user", "content": "Hi there"}]

@@ -45,7 +45,7 @@ layer and K / V instead of rewriting every slot's whole cache.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rlx.dialects.builder import HirModule, HirValue
 from rlx.models.llama import LlamaConfig, ModelError, _Ctx, _head, _layer
@@ -53,6 +53,8 @@ from rlx.models.llama_cache import cache_inputs, decode_rows, write_prompt
 from rlx.models.sampling import add_sample_function
 
 FUNCTIONS = ("prefill", "decode", "sample")
+MULTI_PROMPT = True
+"""``prefill`` takes several prompts a call (right-padded: ``ids [P, S]``)."""
 """The functions of every batched module (beside ``decode_R``, see the docstring)."""
 
 
@@ -86,6 +88,11 @@ def state_shapes(c: LlamaConfig, batch: int, context: int) -> list[tuple[int, ..
     return [(batch, context, c.kv_dim)] * (2 * c.num_layers)
 
 
+def slot_state_shapes(c: LlamaConfig) -> list[tuple[int, ...]]:
+    """A slot's state of its own, beside the batched cache: none (Qwen3.5's has some)."""
+    return []
+
+
 def step_rows(batch: int, rows: Sequence[int] | None = None) -> list[int]:
     """The row counts of the decode functions, ascending, ``batch`` last (``decode``; each
     other ``R`` is ``decode_R``): ``rows`` (default the powers of two below ``batch``)."""
@@ -107,16 +114,27 @@ def build(c: LlamaConfig, batch: int, context: int, name: str = "llama_batch",
           rows: Sequence[int] | None = None) -> HirModule:
     """The batched module (see the module docstring): ``batch`` slots of ``context``
     positions each, a decode function for each of :func:`step_rows`."""
+    return batched_module(name, c.vocab_size, batch, context, rows,
+                          lambda h: _prefill(h, c, batch, context),
+                          lambda h, r: _decode(h, c, r, batch, context))
+
+
+def batched_module(name: str, vocab_size: int, batch: int, context: int,
+                   rows: Sequence[int] | None, prefill: Callable[[HirModule], None],
+                   decode: Callable[[HirModule, int], None]) -> HirModule:
+    """A batched module's functions in order: ``prefill``, ``decode`` / ``decode_R`` for
+    each of :func:`step_rows` (widest first), ``sample``; the bodies are the model's."""
     if batch < 1 or context < 2:
         raise ModelError(f"error: batch / context: expected batch >= 1 and context >= 2, "
                          f"found batch {batch}, context {context}")
     h = HirModule(name, function="prefill")
-    _prefill(h, c, batch, context)
+    prefill(h)
     for r in reversed(step_rows(batch, rows)):
         h.function(decode_function(r, batch))
-        _decode(h, c, r, batch, context)
-    add_sample_function(h, c.vocab_size, "sample")
+        decode(h, r)
+    add_sample_function(h, vocab_size, "sample")
     return h
 
 
-__all__ = ["FUNCTIONS", "build", "decode_function", "state_shapes", "step_rows"]
+__all__ = ["FUNCTIONS", "MULTI_PROMPT", "batched_module", "build", "decode_function",
+           "slot_state_shapes", "state_shapes", "step_rows"]

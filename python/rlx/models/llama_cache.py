@@ -61,22 +61,38 @@ def cache_layer(ctx: _Ctx, i: int, x: HirValue, cos: HirValue, sin: HirValue,
     start = len(h)
     n1 = h.rms_norm(x, ctx.p(pre + "ln1"), ctx.zeros_e, c.rms_norm_eps)
     q, k, v = ctx.attention_inputs(n1, pre, cos, sin)
-    k_all, v_all = (h.mir("write_rows", [old, h.mir("reshape", [t], new_shape=[-1, 1, c.kv_dim]),
+    a, k_all, v_all = attend_cache(h, (q, k, v), cache, at, filled, c.num_heads, c.head_dim,
+                                   rows)
+    x1 = h.mir("binary", [x, ctx.linear(a, pre + "o")], kind="add")
+    n2 = h.rms_norm(x1, ctx.p(pre + "ln2"), ctx.zeros_e, c.rms_norm_eps)
+    y = h.mir("binary", [x1, ctx.ffn(n2, pre)], kind="add")
+    h.label_nodes_since(start, f"layers.{i}")
+    return y, k_all, v_all
+
+
+def attend_cache(h: HirModule, qkv: tuple[HirValue, HirValue, HirValue],
+                 cache: tuple[HirValue, HirValue], at: tuple[HirValue, HirValue],
+                 filled: HirValue, heads: int, head_dim: int, rows: int | None = None
+                 ) -> tuple[HirValue, HirValue, HirValue]:
+    """Attention of ``B`` tokens (``q``, ``k``, ``v`` ``[1, B, *]``) over a preallocated
+    cache (:func:`cache_layer`, and Qwen3.5's batched module): token b's K / V written in
+    place at ``at = (slot [B], pos [B])``, then its query over that slot's first
+    ``filled[b]`` keys (``causal_lengths``; ``rows``: the first ``rows`` slots only, a
+    static slice). Returns the attention output ``[1, B, heads * head_dim]`` and the
+    updated K / V caches."""
+    q, k, v = qkv
+    kv_dim = cache[0].shape[2]
+    k_all, v_all = (h.mir("write_rows", [old, h.mir("reshape", [t], new_shape=[-1, 1, kv_dim]),
                                          *at])
                     for t, old in ((k, cache[0]), (v, cache[1])))
     k_att, v_att = k_all, v_all
     if rows is not None:
         k_att, v_att = (h.mir("slice", [t], starts=[0, 0, 0], sizes=[rows, -1, -1],
                               strides=[1, 1, 1]) for t in (k_all, v_all))
-    q = h.mir("reshape", [q], new_shape=[-1, 1, c.num_heads * c.head_dim])
-    a = h.attention(q, k_att, v_att, filled, num_heads=c.num_heads, head_dim=c.head_dim,
+    q = h.mir("reshape", [q], new_shape=[-1, 1, heads * head_dim])
+    a = h.attention(q, k_att, v_att, filled, num_heads=heads, head_dim=head_dim,
                     mask_kind="causal_lengths")
-    a = h.mir("reshape", [a], new_shape=[1, -1, c.num_heads * c.head_dim])
-    x1 = h.mir("binary", [x, ctx.linear(a, pre + "o")], kind="add")
-    n2 = h.rms_norm(x1, ctx.p(pre + "ln2"), ctx.zeros_e, c.rms_norm_eps)
-    y = h.mir("binary", [x1, ctx.ffn(n2, pre)], kind="add")
-    h.label_nodes_since(start, f"layers.{i}")
-    return y, k_all, v_all
+    return h.mir("reshape", [a], new_shape=[1, -1, heads * head_dim]), k_all, v_all
 
 
 def write_prompt(h: HirModule, fresh: Sequence[HirValue], cache: Sequence[HirValue],
@@ -156,5 +172,5 @@ def prompt_cache(h: HirModule, c: LlamaConfig, ids: HirValue, fresh: list[HirVal
     return [filled, *write_prompt(h, fresh, empty, h.constant(np.zeros(1, np.int32), "i32"))]
 
 
-__all__ = ["cache_inputs", "cache_layer", "context_decode", "decode_rows", "fits_context",
-           "prompt_cache", "start_state", "token_count", "write_prompt"]
+__all__ = ["attend_cache", "cache_inputs", "cache_layer", "context_decode", "decode_rows",
+           "fits_context", "prompt_cache", "start_state", "token_count", "write_prompt"]

@@ -44,9 +44,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from rlx.dialects.builder import HirModule, HirValue
-from rlx.models.llama import ModelError
-from rlx.models.llama_batch import decode_function, step_rows
-from rlx.models.llama_cache import write_prompt
+from rlx.models.llama_batch import batched_module
+from rlx.models.llama_cache import attend_cache, write_prompt
 from rlx.models.qwen35 import FULL, Qwen35Config
 from rlx.models.qwen35_hir import (
     _Ctx,
@@ -57,10 +56,12 @@ from rlx.models.qwen35_hir import (
     full_layer,
     linear_layer,
 )
-from rlx.models.sampling import add_sample_function
 
 FUNCTIONS = ("prefill", "decode", "sample")
 """The functions of every batched module (beside ``decode_R``)."""
+MULTI_PROMPT = False
+"""``prefill`` takes one prompt a call: a padded prompt's padding would run through the
+DeltaNet recurrence."""
 
 
 def state_shapes(c: Qwen35Config, batch: int, context: int) -> list[tuple[int, ...]]:
@@ -86,15 +87,6 @@ def _slot_inputs(h: HirModule, c: Qwen35Config, slot: int) -> list[HirValue]:
     linear = [i for i, kind in enumerate(c.layer_types) if kind != FULL]
     names = [f"{n}_{i}_slot{slot}" for i in linear for n in ("conv", "ssm")]
     return [h.input(n, s) for n, s in zip(names, slot_state_shapes(c), strict=True)]
-
-
-def _rows(ctx: _Ctx, state: HirValue, rows: int, batch: int) -> HirValue:
-    """Slots ``0 .. rows - 1`` of a state tensor (all of it when ``rows == batch``)."""
-    if rows == batch:
-        return state
-    rank = len(state.shape)
-    return ctx.h.mir("slice", [state], starts=[0] * rank, sizes=[rows] + [-1] * (rank - 1),
-                     strides=[1] * rank)
 
 
 def _prefill(h: HirModule, c: Qwen35Config, batch: int, context: int) -> None:
@@ -197,13 +189,9 @@ def _attention_step(ctx: _Ctx, i: int, x: HirValue, cos: HirValue, sin: HirValue
     # the partial RoPE's generic fused into the scatter fails on llvm-cpu (IREE 3.13; see
     # qwen35_hir.full_layer): K passes a barrier
     k = h.mir("barrier", [k])
-    k_all, v_all = (h.mir("write_rows", [old, ctx.reshape(t, -1, 1, c.kv_dim), slots, pos])
-                    for t, old in ((k, cache[0]), (v, cache[1])))
-    k_att, v_att = (_rows(ctx, t, rows, t.shape[0]) for t in (k_all, v_all))
-    q = ctx.reshape(q, -1, 1, c.num_heads * c.head_dim)
-    a = h.attention(q, k_att, v_att, seen, num_heads=c.num_heads, head_dim=c.head_dim,
-                    mask_kind="causal_lengths")
-    a = ctx.mul(ctx.reshape(a, 1, -1, c.num_heads * c.head_dim), ctx.act(gate, "sigmoid"))
+    a, k_all, v_all = attend_cache(h, (q, k, v), cache, (slots, pos), seen, c.num_heads,
+                                   c.head_dim, rows if rows < cache[0].shape[0] else None)
+    a = ctx.mul(a, ctx.act(gate, "sigmoid"))
     x1 = ctx.add(x, ctx.linear(a, pre + "o"))
     return ctx.add(x1, ctx.ffn(ctx.norm(x1, pre + "ln2"), pre)), k_all, v_all
 
@@ -232,16 +220,9 @@ def build(c: Qwen35Config, batch: int, context: int, name: str = "qwen35_batch",
           rows: Sequence[int] | None = None) -> HirModule:
     """The batched module (see the module docstring): ``batch`` slots of ``context``
     positions each, a decode function for each of :func:`.llama_batch.step_rows`."""
-    if batch < 1 or context < 2:
-        raise ModelError(f"error: batch / context: expected batch >= 1 and context >= 2, "
-                         f"found batch {batch}, context {context}")
-    h = HirModule(name, function="prefill")
-    _prefill(h, c, batch, context)
-    for r in reversed(step_rows(batch, rows)):
-        h.function(decode_function(r, batch))
-        _decode(h, c, r, batch, context)
-    add_sample_function(h, c.vocab_size, "sample")
-    return h
+    return batched_module(name, c.vocab_size, batch, context, rows,
+                          lambda h: _prefill(h, c, batch, context),
+                          lambda h, r: _decode(h, c, r, batch, context))
 
 
-__all__ = ["FUNCTIONS", "build", "slot_state_shapes", "state_shapes"]
+__all__ = ["FUNCTIONS", "MULTI_PROMPT", "build", "slot_state_shapes", "state_shapes"]

@@ -101,9 +101,8 @@ class BatchModel:
         self.calls = {r: 0 for r in self.rows}
         """Decode calls made, per row count."""
         kind = qwen35_batch if isinstance(model, Qwen35Model) else llama_batch
-        self.multi_prompt = kind is llama_batch
-        """``prefill`` takes several prompts in one call (a DeltaNet layer's state would run
-        through a padded prompt's padding: Qwen3.5 prefills one prompt a call)."""
+        self.multi_prompt: bool = kind.MULTI_PROMPT
+        """``prefill`` takes several prompts in one call (LLaMA; Qwen3.5 one a call)."""
         module = kind.build(c, batch, context, rows=self.rows)  # type: ignore[arg-type]
         self.vmfb = compile(module, target, cache=resolve_cache(cache), **options)
         self.program = runtime.load(self.vmfb, TargetConfig(target).runtime_device,
@@ -112,7 +111,7 @@ class BatchModel:
         self.cache: tuple[Any, ...] = tuple(
             self.program.upload(np.zeros(shape, np.float32))
             for shape in kind.state_shapes(c, batch, context))  # type: ignore[arg-type]
-        own = getattr(kind, "slot_state_shapes", lambda c: [])(c)
+        own = kind.slot_state_shapes(c)  # type: ignore[arg-type]
         self.own: list[tuple[Any, ...]] = [
             tuple(self.program.upload(np.zeros(shape, np.float32)) for shape in own)
             for _ in range(batch)]
@@ -158,10 +157,9 @@ class BatchModel:
     def _update(self, out: Sequence[Any], slots: list[int]) -> None:
         """Keep a call's new state: the batched caches after ``logits`` and ``next``, then
         the own state of each of ``slots`` in order."""
-        n = len(self.cache)
+        n, per = len(self.cache), len(self.own[0])
         self.cache = tuple(out[2:2 + n])
-        per = len(self.own[0]) if self.own else 0
-        for i, b in enumerate(slots if per else []):
+        for i, b in enumerate(slots):
             self.own[b] = tuple(out[2 + n + i * per:2 + n + (i + 1) * per])
 
     def step(self, tokens: np.ndarray, positions: np.ndarray,
