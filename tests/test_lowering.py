@@ -107,3 +107,17 @@ def test_conflicting_weight_declarations_are_an_error() -> None:
                                           r"expected tensor<4xf32> \(its type where it is "
                                           r"first declared, w.mir:3:10\), found tensor<8xf32>"):
         lower_mir_to_linalg(module, LoweringOptions())
+
+
+def test_depthwise_conv_is_one_parallel_generic() -> None:
+    """A depthwise conv lowers with its taps unrolled (every loop parallel): as a
+    contraction, at one output position IREE data-tiled it as a batched matvec (a decode
+    step's causal conv: transposes, a pack and a matvec dispatch a layer)."""
+    h = rlx.HirModule("m")
+    x = h.input("x", (8, 1, 16))
+    h.set_outputs([h.depthwise_conv1d_causal(x, h.param("w", (16, 1, 1, 4)),
+                                             h.input("pad", (8, 3, 16)), kernel_size=4)])
+    text = rlx.compile(h, emit="linalg")
+    generics = [line for line in text.splitlines() if "linalg.generic" in line]
+    convs = [g for g in generics if "reduction" in g]
+    assert not convs, convs
