@@ -103,6 +103,10 @@ STEM_EXCEPTIONS: dict[tuple[str, str], str] = {
                                        "prefill kernel, not an op family",
     ("prefill_attention", "tests"): "kernel module: numerics in tests/numerics/"
                                     "test_attention.py (test_prefill_attention_kernel)",
+    ("gdn_kernel", "dialects"): "kernel module: rlx_mir.gated_delta_net's llvm-cpu "
+                                "in-place decode step, not an op family",
+    ("gdn_kernel", "tests"): "kernel module: numerics in tests/numerics/test_recurrent.py "
+                             "(test_gated_delta_net_in_place_step_matches_qwen3_next)",
     ("executable", "dialects"): "the hand-written kernels' shared executable skeleton, not "
                                 "an op family",
     ("executable", "lit_tests"): "its text is checked by the kernels' lit tests "

@@ -328,6 +328,11 @@ SCAN_CASES = {
                         ["tensor<1x3x2x8xf32>", "tensor<1x2x8x8xf32>"],
                         "operand 'state': expected shape [1, 2, 8, 8] ([B, H, state_size, "
                         "state_size]), found [2, 2, 8, 8]"),
+    "gdn_in_place_without_carry": ("rlx_hir.gated_delta_net", GDN_IN,
+                                   "{carry_state = false, state_in_place = true, "
+                                   "state_size = 8 : i64}", ["tensor<1x3x2x8xf32>"],
+                                   "attribute 'state_in_place': expected only with "
+                                   "carry_state = true, found carry_state = false"),
     "gdn_value_dim": ("rlx_hir.gated_delta_net", [*GDN_IN[:2], "tensor<1x3x2x4xf32>",
                                                   *GDN_IN[3:]],
                       "{carry_state = false, state_size = 8 : i64}", ["tensor<1x3x2x8xf32>"],

@@ -406,19 +406,21 @@ def gdn_module() -> rlx.HirModule:
     return h
 
 
-def gdn_inputs(rng: np.random.Generator, seq: int) -> dict[str, np.ndarray]:
+def gdn_inputs(rng: np.random.Generator, seq: int,
+               dims: tuple[int, int, int] = (GB, GH, GN)) -> dict[str, np.ndarray]:
     """q, k L2-normalized per head (the op's contract), ``g = -softplus(·)`` log decays,
-    ``beta = sigmoid(·)``, a random initial state."""
+    ``beta = sigmoid(·)``, a random initial state; ``dims``: batch, heads, state size."""
+    b, h, n = dims
     def unit(shape: tuple[int, ...]) -> np.ndarray:
         x = rng.standard_normal(shape)
         return x / np.linalg.norm(x, axis=-1, keepdims=True)
 
-    shape = (GB, seq, GH, GN)
-    a = rng.standard_normal((GB, seq, GH))
+    shape = (b, seq, h, n)
+    a = rng.standard_normal((b, seq, h))
     out = {"q": unit(shape), "k": unit(shape), "v": rng.standard_normal(shape),
            "g": -np.log1p(np.exp(a)), "beta": 1 / (1 + np.exp(-rng.standard_normal(a.shape))),
-           "state": rng.standard_normal((GB, GH, GN, GN)) * 0.5}
-    return {n: x.astype(np.float32) for n, x in out.items()}
+           "state": rng.standard_normal((b, h, n, n)) * 0.5}
+    return {name: x.astype(np.float32) for name, x in out.items()}
 
 
 def hf_gdn(x: dict[str, np.ndarray], carry: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -472,6 +474,38 @@ def test_gated_delta_net_decode_steps_chain() -> None:
         ys.append(y)
     assert_close(np.concatenate(ys, axis=1), y_whole, "f32", "chained y")
     assert_close(state, final_whole, "f32", "chained final_state")
+
+
+def gdn_step_module(b: int, h: int, n: int) -> rlx.HirModule:
+    """One decode step with ``state_in_place`` (llvm-cpu: the gdn_kernel dispatch)."""
+    m = rlx.HirModule(f"gdn_step_{b}x{h}x{n}")
+    q, k, v = (m.input(name, (b, 1, h, n)) for name in "qkv")
+    g, beta = m.input("g", (b, 1, h)), m.input("beta", (b, 1, h))
+    y, final = m.gated_delta_net_carry(q, k, v, g, beta, m.input("state", (b, h, n, n)), n,
+                                       state_in_place=True)
+    m.set_outputs([y, final])
+    return m
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_gated_delta_net_in_place_step_matches_qwen3_next(target: str) -> None:
+    """The in-place decode step (a hand-written kernel on llvm-cpu, checked to be the one
+    compiled; the linalg step elsewhere) against HF's rule, over chained steps that each
+    take the previous final state, at Qwen3.5's n = 128 and at 32."""
+    for b, h, n in ((3, 2, 32), (2, 2, 128)):
+        module = gdn_step_module(b, h, n)
+        if target == "llvm-cpu":
+            assert f"rlx_gdn_step_{b * h}x{n}" in rlx.compile(module, emit="linalg")
+        prog = rlx.runtime.load(rlx.compile(module, target), DEVICE[target])
+        rng = np.random.default_rng(n)
+        state = want_state = gdn_inputs(rng, 1, (b, h, n))["state"]
+        for step in range(3):
+            x = {**gdn_inputs(rng, 1, (b, h, n)), "state": state}
+            y, state = prog.main(**x)
+            want_y, want_state = hf_gdn({**x, "state": want_state}, carry=True)
+            assert_close(y, want_y, "f32", f"in-place step {step} y ({b}x{h}x{n})")
+            assert_close(state, want_state, "f32", f"in-place step {step} state ({b}x{h}x{n})")
+            state = np.asarray(state)
 
 
 # --------------------------------------------------------------------------------------

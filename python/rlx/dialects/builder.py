@@ -259,12 +259,17 @@ class HirModule(HirModuleCore):
     @builds("gated_delta_net")
     def gated_delta_net_carry(self, q: HirValue, k: HirValue, v: HirValue, g: HirValue,
                               beta: HirValue, state: HirValue, state_size: int,
-                              out_shape: ShapeLike | None = None
+                              out_shape: ShapeLike | None = None, *,
+                              state_in_place: bool = False
                               ) -> tuple[HirValue, HirValue]:
-        """Gated DeltaNet scan from ``state``; returns ``(y, final_state)``."""
+        """Gated DeltaNet scan from ``state``; returns ``(y, final_state)``. With
+        ``state_in_place`` the final state may be computed in ``state``'s buffer (the
+        caller must not read ``state`` afterwards)."""
+        attrs: dict[str, object] = {"state_size": state_size, "carry_state": True}
+        if state_in_place:
+            attrs["state_in_place"] = True
         y, final = self._emit(HIR.ops["gated_delta_net"], [q, k, v, g, beta, state],
-                              {"state_size": state_size, "carry_state": True},
-                              out_shape=out_shape)
+                              attrs, out_shape=out_shape)
         return y, final
 
     @builds("lstm")

@@ -25,7 +25,10 @@ GDN_OPERANDS = ["q", "k", "v", "g", "beta", opt("state", _carry_state)]
 GDN_RESULTS = ["y", Operand("final_state", when=_carry_state)]
 GDN_ATTRS = [int_attr("state_size", "n: the key / value head dim (square n x n state)"),
              bool_attr("carry_state", "take an initial state and return the final one",
-                       default=False)]
+                       default=False),
+             bool_attr("state_in_place", "the final state may be computed in the initial "
+                       "state's buffer (the caller gives that buffer up: a decode step's "
+                       "state, passed in and returned); carry_state only", optional=True)]
 
 
 def gdn_results(c: Check) -> list[TensorInfo]:
@@ -40,6 +43,9 @@ def gdn_results(c: Check) -> list[TensorInfo]:
         c.shape(name, c.refs("q")[:3], "[B, S, H]: one value per head and step")
     b, _, h, _ = t.shape
     state = t.with_shape((b, h, n, n))
+    if c.attrs.get("state_in_place") and not c.attr("carry_state"):
+        c.fail("attribute 'state_in_place'", "only with carry_state = true",
+               "carry_state = false")
     if c.has("state"):
         checks.float_operands(c, "q", "state", types=BLOCK_FLOAT_TYPES)
         c.shape("state", (c.ref("q", 0), c.ref("q", 2), n, n),
@@ -55,7 +61,9 @@ def gated_delta_net(c: Check) -> list[TensorInfo]:
 
     Operands: ``q``, ``k``, ``v`` ``[B, S, H, n]`` (q and k L2-normalized by the caller, not
     pre-scaled), ``g`` ``[B, S, H]`` (log decay), ``beta`` ``[B, S, H]``, and ``state``
-    ``[B, H, n, n]`` iff ``carry_state`` (else the state starts at zero). Per step:
+    ``[B, H, n, n]`` iff ``carry_state`` (else the state starts at zero; with
+    ``state_in_place`` the final state may reuse ``state``'s buffer, a lowering's licence
+    that changes no value: the caller does not read ``state`` after the op). Per step:
     ``S = exp(g) S; S += k ⊗ (beta (v - kᵀS)); y = qᵀS / sqrt(n)``. Results: ``y``
     ``[B, S, H, n]`` and, iff ``carry_state``, ``final_state`` ``[B, H, n, n]``.
 

@@ -27,6 +27,7 @@ from iree.compiler.dialects import arith, math
 from rlx.dialects.hir.recurrent import linear_before_reset
 from rlx.dialects.schema import Decoded
 from rlx.lowering import emit
+from rlx.lowering.mir_to_linalg import gdn_kernel
 from rlx.lowering.mir_to_linalg.table import MIR_TO_LINALG
 from rlx.lowering.registry import LoweringContext
 
@@ -114,7 +115,12 @@ def lower_gated_delta_net(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
                       [P, P, P, R], lambda kv, qv, acc: arith.addf(
                           acc, arith.mulf(arith.mulf(kv, qv), scale)))[0]
     state = _f32(op["state"]) if op.has("state") else emit.filled([b, h, n, n], f32, 0.0)
-
+    kern = gdn_kernel.kernel_for(ctx, op["state"], k) if op.attrs.get("state_in_place") \
+        else None
+    if kern is not None:         # one step, the state updated in its buffer (gdn_kernel)
+        final, y1 = gdn_kernel.dispatch(ctx, kern, state, (k, q, v), (decay, beta, kq))
+        y = emit.expand(y1, [[0, 1], [2], [3]], [b, 1, h, n])
+        return [emit.convert_tensor(y, out_t), final]
     def step(t: ir.Value, carried: list[ir.Value]) -> list[ir.Value]:
         st, y = carried
         kt, qt, vt = (emit.extract_slice(x, [0, t, 0, 0], [b, 1, h, n]) for x in (k, q, v))
