@@ -7,33 +7,39 @@ The state has two parts:
 
 - batched (:func:`state_shapes`), every function's inputs and outputs, updated in place:
   each full-attention layer's ``k_i``, ``v_i`` ``[batch, context, kv_heads * head_dim]``
-  (as LLaMA's batched cache: rows ``0 .. pos_b`` of slot ``b`` hold its keys);
+  (as LLaMA's batched cache: rows ``0 .. pos_b`` of slot ``b`` hold its keys), and each
+  linear-attention layer's ``ssm_i [batch, V_heads, d, d]`` (slot ``b``'s delta-rule state
+  at row ``b``). A decode step must read a slot's old delta state as well as write it, and
+  IREE (3.13) updates an argument in place only where a write is its one use: the step is
+  ``gated_delta_net`` with ``state_in_place``, on llvm-cpu one dispatch that reads and
+  writes the state in its buffer (``mir_to_linalg.gdn_kernel``). Before it, each slot kept
+  its delta state in a buffer of its own and a step stacked them into the recurrence's rows
+  and split them out again (an 8-slot 0.8B step: 166 ms, against 82 ms now, same tokens;
+  benchmarks/results/serve.md); before that, batched states were cloned whole every step.
 - per slot (:func:`slot_state_shapes`), buffers of the slot's own: each linear-attention
-  layer's ``conv_i [1, K - 1, C]`` (the last K - 1 inputs of its causal conv) and ``ssm_i
-  [1, V_heads, d, d]`` (the delta rule's state). A step takes the states of its slots and
-  returns new ones, as the single-sequence model does. Why not ``[batch, ...]`` tensors
-  updated in place like the KV caches: a step must read a slot's old state as well as write
-  it, and IREE (3.13) updates an argument in place only where the write is its one use; it
-  cloned every layer's whole batched state each step (at 0.8B and 8 slots a 1-row step took
-  105 ms against 33 ms, benchmarks/results/serve.md).
+  layer's ``conv_i [1, K - 1, C]`` (the last K - 1 inputs of its causal conv), which a step
+  takes for its slots and returns new (72 KiB a layer at 0.8B).
 
 Entry points:
 
 - ``prefill(ids [1, S] i32, cos [S, hd/2], sin [S, hd/2], last [1, 1] i32, slot [1] i32,
   k_*, v_*)``: the prompt run from an empty state (attention over its own keys, conv frames
   and delta state from zero), its K / V written into rows ``0 .. S-1`` of slot ``slot``;
-  returns ``logits [1, 1, V]`` of the last position, ``next [1, 1]``, the caches and the
-  prompt's own state (``conv_i``, ``ssm_i`` per linear layer: the slot's new state).
-- ``decode(ids [1, B] i32, cos [B, hd/2], sin [B, hd/2], pos [B] i32, k_*, v_*, then slot
-  0's own state, slot 1's, ...)``: token ``b`` the next one of slot ``b`` at position
+  returns ``logits [1, 1, V]`` of the last position, ``next [1, 1]``, the caches (with the
+  prompt's delta states written at row ``slot`` of each ``ssm_i``) and the prompt's conv
+  frames (``conv_i`` per linear layer: the slot's new own state).
+- ``decode(ids [1, B] i32, cos [B, hd/2], sin [B, hd/2], pos [B] i32, k_*, v_*, ssm_*,
+  then slot 0's own state, slot 1's, ...)``: token ``b`` the next one of slot ``b`` at position
   ``pos[b]``; the attention layers write its K / V at that row and attend to the slot's
   first ``pos[b] + 1`` keys (``causal_lengths``); the linear layers advance each slot's conv
-  frames and delta state by the one token (the slots' states stacked as the batch axis of
-  ``depthwise_conv1d_causal`` and ``gated_delta_net``: each row its own recurrence).
-  Returns ``logits [1, B, V]``, ``next [1, B]``, the caches, and each slot's new state.
+  frames and delta state by the one token (the slots' conv frames stacked as the batch
+  axis of ``depthwise_conv1d_causal``, the batched delta states the rows of
+  ``gated_delta_net``: each row its own recurrence). Returns ``logits [1, B, V]``, ``next
+  [1, B]``, the caches, and each slot's new conv frames.
 - ``decode_R`` for each ``R`` of :func:`rlx.models.llama_batch.step_rows` below ``batch``:
-  ``decode`` for slots ``0 .. R - 1`` only (their own states in and out); the other slots'
-  KV rows are left as they are.
+  ``decode`` for slots ``0 .. R - 1`` only (their own states in and out, the first ``R``
+  rows of the delta states stepped and written back); the other slots' KV rows and delta
+  states are left as they are.
 - ``sample``: :mod:`rlx.models.sampling`.
 """
 
@@ -66,27 +72,43 @@ DeltaNet recurrence."""
 
 def state_shapes(c: Qwen35Config, batch: int, context: int) -> list[tuple[int, ...]]:
     """The batched state (every function's, updated in place): ``k_i``, ``v_i`` ``[batch,
-    context, kv_dim]`` of each full-attention layer ``i``."""
-    return [(batch, context, c.kv_dim)] * (2 * c.layer_types.count(FULL))
+    context, kv_dim]`` of each full-attention layer ``i``, then ``ssm_i [batch, V_heads, d,
+    d]`` of each linear-attention layer ``i``."""
+    d, full = c.linear_head_dim, c.layer_types.count(FULL)
+    return [(batch, context, c.kv_dim)] * (2 * full) + [(batch, c.linear_v_heads, d, d)] * (
+        len(c.layer_types) - full)
 
 
 def slot_state_shapes(c: Qwen35Config) -> list[tuple[int, ...]]:
-    """One slot's own state: ``conv_i [1, K - 1, C]``, ``ssm_i [1, V_heads, d, d]`` of each
-    linear-attention layer ``i``, in layer order."""
-    d = c.linear_head_dim
-    return [(1, c.conv_kernel - 1, c.conv_dim), (1, c.linear_v_heads, d, d)] * (
+    """One slot's own state: ``conv_i [1, K - 1, C]`` of each linear-attention layer ``i``,
+    in layer order."""
+    return [(1, c.conv_kernel - 1, c.conv_dim)] * (
         len(c.layer_types) - c.layer_types.count(FULL))
 
 
-def _cache_inputs(h: HirModule, c: Qwen35Config, batch: int, context: int) -> list[HirValue]:
+def _cache_inputs(h: HirModule, c: Qwen35Config, batch: int, context: int
+                  ) -> tuple[list[HirValue], list[HirValue]]:
+    """The batched state's inputs (:func:`state_shapes`): the KV caches, the delta states."""
     full = [i for i, kind in enumerate(c.layer_types) if kind == FULL]
-    return [h.input(f"{kv}_{i}", (batch, context, c.kv_dim)) for i in full for kv in "kv"]
+    linear = [i for i, kind in enumerate(c.layer_types) if kind != FULL]
+    shapes = state_shapes(c, batch, context)
+    kv = [h.input(f"{kv}_{i}", shapes[0]) for i in full for kv in "kv"]
+    return kv, [h.input(f"ssm_{i}", shapes[-1]) for i in linear]
 
 
 def _slot_inputs(h: HirModule, c: Qwen35Config, slot: int) -> list[HirValue]:
     linear = [i for i, kind in enumerate(c.layer_types) if kind != FULL]
-    names = [f"{n}_{i}_slot{slot}" for i in linear for n in ("conv", "ssm")]
-    return [h.input(n, s) for n, s in zip(names, slot_state_shapes(c), strict=True)]
+    return [h.input(f"conv_{i}_slot{slot}", s)
+            for i, s in zip(linear, slot_state_shapes(c), strict=True)]
+
+
+def _write_states(ctx: _Ctx, batched: HirValue, new: HirValue, first: HirValue) -> HirValue:
+    """``new [R, H, d, d]`` written over slots ``first[0] .. + R - 1`` of ``batched [batch,
+    H, d, d]`` in place (``write_rows`` on the states as rows of ``[1, batch, H d d]``)."""
+    b, hv, d, _ = batched.shape
+    rows = ctx.h.mir("write_rows", [ctx.reshape(batched, 1, b, hv * d * d),
+                                    ctx.reshape(new, 1, -1, hv * d * d), ctx.slot0, first])
+    return ctx.reshape(rows, b, hv, d, d)
 
 
 def _prefill(h: HirModule, c: Qwen35Config, batch: int, context: int) -> None:
@@ -97,9 +119,9 @@ def _prefill(h: HirModule, c: Qwen35Config, batch: int, context: int) -> None:
     cos, sin = h.input("cos", ("seq", hd2)), h.input("sin", ("seq", hd2))
     last = h.input("last", (1, 1), "i32")
     slot = h.input("slot", (1,), "i32")
-    cache = _cache_inputs(h, c, batch, context)
+    cache, ssms = _cache_inputs(h, c, batch, context)
     ctx = _Ctx(h, c)
-    zeros = [_zeros(ctx, shape) for shape in slot_state_shapes(c)[:2]]
+    zeros = [_zeros(ctx, shape) for shape in (slot_state_shapes(c)[0], (1, *ssms[0].shape[1:]))]
     x = h.named("embed", lambda h: h.mir("gather", [ctx.p("embed"), ids], axis=0))
     fresh: list[HirValue] = []
     own: list[HirValue] = []
@@ -111,13 +133,15 @@ def _prefill(h: HirModule, c: Qwen35Config, batch: int, context: int) -> None:
             fresh += [h.mir("barrier", [k]), v]
         else:
             x, conv, ssm = linear_layer(ctx, i, x, *zeros)
-            own += [conv, ssm]
+            own.append(conv)
+            j = len(own) - 1
+            ssms[j] = _write_states(ctx, ssms[j], ssm, slot)
         h.label_nodes_since(start, f"layers.{i}")
     start = len(h)
     logits = _head(ctx, ctx.norm(h.mir("gather", [x, last], axis=1, batch_dims=1), "norm"))
     h.label_nodes_since(start, "lm_head")
     nxt = h.named("next", lambda h: h.mir("argmax", [logits], axis=-1, keep_dim=False))
-    h.set_outputs([logits, nxt, *write_prompt(h, fresh, cache, slot), *own])
+    h.set_outputs([logits, nxt, *write_prompt(h, fresh, cache, slot), *ssms, *own])
 
 
 def _zeros(ctx: _Ctx, shape: tuple[int, ...]) -> HirValue:
@@ -134,7 +158,7 @@ def _decode(h: HirModule, c: Qwen35Config, rows: int, batch: int, context: int) 
     ids = h.input("ids", (1, rows), "i32")
     cos, sin = h.input("cos", (rows, hd2)), h.input("sin", (rows, hd2))
     pos = h.input("pos", (rows,), "i32")
-    cache = _cache_inputs(h, c, batch, context)
+    cache, ssms = _cache_inputs(h, c, batch, context)
     own = [_slot_inputs(h, c, b) for b in range(rows)]
     ctx = _Ctx(h, c)
     start = len(h)
@@ -153,16 +177,19 @@ def _decode(h: HirModule, c: Qwen35Config, rows: int, batch: int, context: int) 
             kv += [k, v]
         else:
             j = len(new[0])
-            states = [_stack(ctx, [own[b][j + n] for b in range(rows)]) for n in (0, 1)]
-            x, conv, ssm = _delta_step(ctx, i, x, *states)
+            conv_state = _stack(ctx, [own[b][j] for b in range(rows)])
+            ssm = ssms[j] if rows == batch else h.mir("narrow", [ssms[j]], axis=0, start=0,
+                                                      len=rows)
+            x, conv, ssm = _delta_step(ctx, i, x, conv_state, ssm)
+            ssms[j] = ssm if rows == batch else _write_states(ctx, ssms[j], ssm, ctx.slot0)
             for b in range(rows):
-                new[b] += [_row(ctx, conv, b, rows), _row(ctx, ssm, b, rows)]
+                new[b].append(_row(ctx, conv, b, rows))
         h.label_nodes_since(start, f"layers.{i}")
     start = len(h)
     logits = _head(ctx, ctx.norm(x, "norm"))
     h.label_nodes_since(start, "lm_head")
     nxt = h.named("next", lambda h: h.mir("argmax", [logits], axis=-1, keep_dim=False))
-    h.set_outputs([logits, nxt, *kv, *(t for row in new for t in row)])
+    h.set_outputs([logits, nxt, *kv, *ssms, *(t for row in new for t in row)])
 
 
 def _stack(ctx: _Ctx, states: list[HirValue]) -> HirValue:
@@ -212,7 +239,8 @@ def _delta_step(ctx: _Ctx, i: int, x: HirValue, conv_state: HirValue, ssm: HirVa
     hv, d = c.linear_v_heads, c.linear_head_dim
     step = [ctx.reshape(t, -1, 1, hv, d) for t in (q, k, v)]
     step += [ctx.reshape(t, -1, 1, hv) for t in (g, beta)]
-    y, ssm = h.gated_delta_net_carry(*step, ssm, d)
+    # the step's state updated in its buffer (the batched state, or its first rows)
+    y, ssm = h.gated_delta_net_carry(*step, ssm, d, state_in_place=True)
     return delta_output(ctx, pre, x, ctx.reshape(y, 1, -1, hv, d), z), conv_state, ssm
 
 
