@@ -9,7 +9,10 @@ One batch size per process, so that sides compare in separate processes back to 
 interleaved). Without ``--model``: the 135M Q8_0 GGUF that ``benchmarks/llama.py`` writes
 to ``benchmarks/.cache/``.
 
-Usage: ``python benchmarks/batch_step.py --batch 8 [--context 256] [--prompt 12]
+``--busy R``: only slots ``0 .. R - 1`` hold sequences (the others free), so the step runs
+the module's ``decode_R`` (a server below its full batch).
+
+Usage: ``python benchmarks/batch_step.py --batch 8 [--busy R] [--context 256] [--prompt 12]
 [--steps 20] [--model FILE.gguf]``.
 """
 
@@ -35,6 +38,7 @@ from rlx.serve.engine import BatchModel  # noqa: E402
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--busy", type=int, help="slots holding a sequence (default: all)")
     p.add_argument("--context", type=int, default=256)
     p.add_argument("--prompt", type=int, default=12, help="prompt tokens a slot")
     p.add_argument("--steps", type=int, default=20)
@@ -47,22 +51,24 @@ def main() -> None:
     print(f"{cpu_model()}; compile (or cache) + load {time.perf_counter() - start:.1f} s")
     rng = np.random.default_rng(0)
     greedy = Sampling()
-    tokens = np.array([bm.prefill(b, rng.integers(0, model.config.vocab_size, a.prompt)
-                                  .tolist(), greedy) for b in range(a.batch)])
+    busy = a.batch if a.busy is None else a.busy
+    tokens = np.zeros(a.batch, np.int64)
+    tokens[:busy] = [bm.prefill(b, rng.integers(0, model.config.vocab_size, a.prompt)
+                                .tolist(), greedy) for b in range(busy)]
     pos = np.full(a.batch, a.prompt)
     seen, wall, cpu = [tokens.copy()], [], []
     for _ in range(a.steps):
         t, c = time.perf_counter(), time.process_time()
-        tokens = bm.step(tokens, pos, [greedy] * a.batch)
+        tokens = bm.step(tokens, pos, [greedy] * busy + [None] * (a.batch - busy))
         wall.append((time.perf_counter() - t) * 1e3)
         cpu.append((time.process_time() - c) * 1e3)
         pos = pos + 1
         seen.append(np.asarray(tokens).copy())
-    print(f"batch {a.batch}: step median {statistics.median(wall):.1f} ms, min "
-          f"{min(wall):.1f} ms, {a.batch * 1e3 / statistics.median(wall):.1f} tokens/s; CPU "
+    print(f"batch {a.batch}, {busy} busy: step median {statistics.median(wall):.1f} ms, min "
+          f"{min(wall):.1f} ms, {busy * 1e3 / statistics.median(wall):.1f} tokens/s; CPU "
           f"median {statistics.median(cpu):.1f} ms, min {min(cpu):.1f} ms, "
-          f"{a.batch * 1e3 / statistics.median(cpu):.1f} tokens per CPU-second")
-    print("tokens", np.stack(seen).T.tolist())
+          f"{busy * 1e3 / statistics.median(cpu):.1f} tokens per CPU-second")
+    print("tokens", np.stack(seen).T[:busy].tolist())
 
 
 if __name__ == "__main__":

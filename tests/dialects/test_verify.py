@@ -145,7 +145,7 @@ CASES = {
                         + ["tensor<1x2x8x4xf32>"],
                         '{carry_state = true, state_size = 8 : i64}',
                         ["tensor<1x3x2x8xf32>", "tensor<1x2x8x8xf32>"],
-                        "operand 'state': expected shape [1, 2, 8, 8]"),
+                        "operand 'state' dim 3: expected 8"),
     # attribute values
     "bad_enum": ("rlx_hir.linear", [X, W], '{activation = "swish", has_bias = false}', [Y],
                  "attribute 'activation': expected one of \"none\", \"gelu\""),
@@ -323,11 +323,13 @@ SCAN_CASES = {
                              'hidden_size = 8 : i64, num_layers = 1 : i64}',
                              ["tensor<1x3x8xf32>"],
                              "operands: expected 5 (x, w_ih, w_hh, bias, lengths)"),
-    "gdn_state_batch": ("rlx_hir.gated_delta_net", [*GDN_IN, "tensor<2x2x8x8xf32>"],
+    "gdn_state_batch": ("rlx_hir.gated_delta_net",
+                        ["tensor<2x3x2x8xf32>"] * 3 + ["tensor<2x3x2xf32>"] * 2
+                        + ["tensor<1x2x8x8xf32>"],
                         "{carry_state = true, state_size = 8 : i64}",
-                        ["tensor<1x3x2x8xf32>", "tensor<1x2x8x8xf32>"],
-                        "operand 'state': expected shape [1, 2, 8, 8] ([B, H, state_size, "
-                        "state_size]), found [2, 2, 8, 8]"),
+                        ["tensor<2x3x2x8xf32>", "tensor<1x2x8x8xf32>"],
+                        "operand 'state' dim 0: expected >= 2 ([B', H, state_size, "
+                        "state_size], B' >= B: row b < B is q's row b), found 1"),
     "gdn_in_place_without_carry": ("rlx_hir.gated_delta_net", GDN_IN,
                                    "{carry_state = false, state_in_place = true, "
                                    "state_size = 8 : i64}", ["tensor<1x3x2x8xf32>"],

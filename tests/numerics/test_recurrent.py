@@ -476,13 +476,15 @@ def test_gated_delta_net_decode_steps_chain() -> None:
     assert_close(state, final_whole, "f32", "chained final_state")
 
 
-def gdn_step_module(b: int, h: int, n: int) -> rlx.HirModule:
-    """One decode step with ``state_in_place`` (llvm-cpu: the gdn_kernel dispatch)."""
-    m = rlx.HirModule(f"gdn_step_{b}x{h}x{n}")
+def gdn_step_module(b: int, h: int, n: int, extra: int = 0, in_place: bool = True
+                    ) -> rlx.HirModule:
+    """One decode step of ``b`` rows on a state of ``b + extra`` (``state_in_place``:
+    llvm-cpu's gdn_kernel dispatch)."""
+    m = rlx.HirModule(f"gdn_step_{b}x{h}x{n}_{extra}_{int(in_place)}")
     q, k, v = (m.input(name, (b, 1, h, n)) for name in "qkv")
     g, beta = m.input("g", (b, 1, h)), m.input("beta", (b, 1, h))
-    y, final = m.gated_delta_net_carry(q, k, v, g, beta, m.input("state", (b, h, n, n)), n,
-                                       state_in_place=True)
+    y, final = m.gated_delta_net_carry(q, k, v, g, beta, m.input("state", (b + extra, h, n, n)),
+                                       n, state_in_place=in_place)
     m.set_outputs([y, final])
     return m
 
@@ -491,20 +493,28 @@ def gdn_step_module(b: int, h: int, n: int) -> rlx.HirModule:
 def test_gated_delta_net_in_place_step_matches_qwen3_next(target: str) -> None:
     """The in-place decode step (a hand-written kernel on llvm-cpu, checked to be the one
     compiled; the linalg step elsewhere) against HF's rule, over chained steps that each
-    take the previous final state, at Qwen3.5's n = 128 and at 32."""
-    for b, h, n in ((3, 2, 32), (2, 2, 128)):
-        module = gdn_step_module(b, h, n)
+    take the previous final state, at Qwen3.5's n = 128 and at 32; and a state of more rows
+    than the step (a batched server's first slots): its other rows come back unchanged, in
+    place and in the linalg form."""
+    for b, h, n, extra, in_place in ((3, 2, 32, 0, True), (2, 2, 128, 0, True),
+                                     (2, 2, 32, 3, True), (2, 2, 32, 3, False)):
+        module = gdn_step_module(b, h, n, extra, in_place)
         if target == "llvm-cpu":
-            assert f"rlx_gdn_step_{b * h}x{n}" in rlx.compile(module, emit="linalg")
+            kernel = f"rlx_gdn_step_{b * h}x{n}" in rlx.compile(module, emit="linalg")
+            assert kernel == in_place
         prog = rlx.runtime.load(rlx.compile(module, target), DEVICE[target])
-        rng = np.random.default_rng(n)
-        state = want_state = gdn_inputs(rng, 1, (b, h, n))["state"]
+        rng = np.random.default_rng(n + extra)
+        state = gdn_inputs(rng, 1, (b + extra, h, n))["state"]
+        want_state = state
         for step in range(3):
             x = {**gdn_inputs(rng, 1, (b, h, n)), "state": state}
             y, state = prog.main(**x)
-            want_y, want_state = hf_gdn({**x, "state": want_state}, carry=True)
-            assert_close(y, want_y, "f32", f"in-place step {step} y ({b}x{h}x{n})")
-            assert_close(state, want_state, "f32", f"in-place step {step} state ({b}x{h}x{n})")
+            want_y, want_rows = hf_gdn({**x, "state": want_state[:b]}, carry=True)
+            want_state = np.concatenate([want_rows, want_state[b:]])
+            what = f"step {step} ({b}x{h}x{n} of {b + extra} rows, in place {in_place})"
+            assert_close(y, want_y, "f32", f"{what} y")
+            assert_close(state, want_state, "f32", f"{what} state")
+            np.testing.assert_array_equal(np.asarray(state)[b:], want_state[b:], what)
             state = np.asarray(state)
 
 

@@ -38,8 +38,8 @@ Entry points:
   [1, B]``, the caches, and each slot's new conv frames.
 - ``decode_R`` for each ``R`` of :func:`rlx.models.llama_batch.step_rows` below ``batch``:
   ``decode`` for slots ``0 .. R - 1`` only (their own states in and out, the first ``R``
-  rows of the delta states stepped and written back); the other slots' KV rows and delta
-  states are left as they are.
+  rows of the delta states stepped: ``gated_delta_net`` takes a state of more rows than its
+  inputs); the other slots' KV rows and delta states are left as they are.
 - ``sample``: :mod:`rlx.models.sampling`.
 """
 
@@ -102,12 +102,12 @@ def _slot_inputs(h: HirModule, c: Qwen35Config, slot: int) -> list[HirValue]:
             for i, s in zip(linear, slot_state_shapes(c), strict=True)]
 
 
-def _write_states(ctx: _Ctx, batched: HirValue, new: HirValue, first: HirValue) -> HirValue:
-    """``new [R, H, d, d]`` written over slots ``first[0] .. + R - 1`` of ``batched [batch,
+def _write_states(ctx: _Ctx, batched: HirValue, new: HirValue, slot: HirValue) -> HirValue:
+    """A prompt's ``new [1, H, d, d]`` written over slot ``slot[0]`` of ``batched [batch,
     H, d, d]`` in place (``write_rows`` on the states as rows of ``[1, batch, H d d]``)."""
     b, hv, d, _ = batched.shape
     rows = ctx.h.mir("write_rows", [ctx.reshape(batched, 1, b, hv * d * d),
-                                    ctx.reshape(new, 1, -1, hv * d * d), ctx.slot0, first])
+                                    ctx.reshape(new, 1, -1, hv * d * d), ctx.slot0, slot])
     return ctx.reshape(rows, b, hv, d, d)
 
 
@@ -178,10 +178,8 @@ def _decode(h: HirModule, c: Qwen35Config, rows: int, batch: int, context: int) 
         else:
             j = len(new[0])
             conv_state = _stack(ctx, [own[b][j] for b in range(rows)])
-            ssm = ssms[j] if rows == batch else h.mir("narrow", [ssms[j]], axis=0, start=0,
-                                                      len=rows)
-            x, conv, ssm = _delta_step(ctx, i, x, conv_state, ssm)
-            ssms[j] = ssm if rows == batch else _write_states(ctx, ssms[j], ssm, ctx.slot0)
+            # the whole batched state: its first `rows` slots step, the rest stay as they are
+            x, conv, ssms[j] = _delta_step(ctx, i, x, conv_state, ssms[j])
             for b in range(rows):
                 new[b].append(_row(ctx, conv, b, rows))
         h.label_nodes_since(start, f"layers.{i}")
@@ -227,7 +225,8 @@ def _delta_step(ctx: _Ctx, i: int, x: HirValue, conv_state: HirValue, ssm: HirVa
                 ) -> tuple[HirValue, HirValue, HirValue]:
     """The Gated DeltaNet layer of ``R`` tokens (``x [1, R, E]``), token b one step of row
     b's recurrence: the projections run on the R tokens as one sequence, the conv and the
-    delta rule on R rows of one step each. Returns (y, conv frames, delta state) ``[R, ..]``."""
+    delta rule on R rows of one step each (``ssm``: the batched ``[batch, ..]`` state, its
+    first R rows stepped in place). Returns (y, conv frames ``[R, ..]``, the delta state)."""
     h, c = ctx.h, ctx.c
     pre = f"layers.{i}."
     mixed, z, b, a = ctx.linears(ctx.norm(x, pre + "ln1"),

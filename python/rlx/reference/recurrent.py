@@ -32,15 +32,22 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 def gated_delta_net(q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.ndarray,
                     beta: np.ndarray, state: np.ndarray | None = None, *, state_size: int,
-                    carry_state: bool = False
+                    carry_state: bool = False, state_in_place: bool | None = None
                     ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     """Spec 2.12, per batch row and head, state ``S[i, j]`` (i key, j value dim)::
 
         S <- exp(g_t) S;  u = kᵀS;  d = (v - u) beta_t;  S <- S + k dᵀ;  y_t = qᵀS / sqrt(n)
-    """
+
+    A carried state of more rows than ``q`` steps its first ``B`` and returns the rest as
+    they are; ``state_in_place`` changes no value."""
     q, k, v, g, beta = (_f(a) for a in (q, k, v, g, beta))
     b, s, h, n = q.shape
     assert n == state_size
+    if carry_state and _f(state).shape[0] > b:
+        whole = _f(state).copy()
+        y, whole[:b] = gated_delta_net(q, k, v, g, beta, whole[:b], state_size=n,
+                                       carry_state=True)
+        return y, whole
     st = _f(state).copy() if carry_state else np.zeros((b, h, n, n))
     y = np.zeros((b, s, h, n))
     for t in range(s):

@@ -48,9 +48,12 @@ def gdn_results(c: Check) -> list[TensorInfo]:
                "carry_state = false")
     if c.has("state"):
         checks.float_operands(c, "q", "state", types=BLOCK_FLOAT_TYPES)
-        c.shape("state", (c.ref("q", 0), c.ref("q", 2), n, n),
-                "[B, H, state_size, state_size]")
-        return [t, state]
+        c.rank("state", 4)
+        c.at_least("state", 0, c.ref("q", 0), "[B', H, state_size, state_size], B' >= B: "
+                   "row b < B is q's row b")
+        for axis, want in ((1, c.ref("q", 2)), (2, n), (3, n)):
+            c.dim("state", axis, want, "[B', H, state_size, state_size]")
+        return [t, state.with_shape(c["state"].shape)]
     return [t]
 
 
@@ -61,11 +64,13 @@ def gated_delta_net(c: Check) -> list[TensorInfo]:
 
     Operands: ``q``, ``k``, ``v`` ``[B, S, H, n]`` (q and k L2-normalized by the caller, not
     pre-scaled), ``g`` ``[B, S, H]`` (log decay), ``beta`` ``[B, S, H]``, and ``state``
-    ``[B, H, n, n]`` iff ``carry_state`` (else the state starts at zero; with
+    ``[B', H, n, n]`` iff ``carry_state`` (``B' >= B``: rows ``b < B`` are stepped by
+    row ``b`` of the inputs, rows from ``B`` on are returned as they are: a batched
+    server's first ``B`` slots; else the state starts at zero; with
     ``state_in_place`` the final state may reuse ``state``'s buffer, a lowering's licence
     that changes no value: the caller does not read ``state`` after the op). Per step:
     ``S = exp(g) S; S += k ⊗ (beta (v - kᵀS)); y = qᵀS / sqrt(n)``. Results: ``y``
-    ``[B, S, H, n]`` and, iff ``carry_state``, ``final_state`` ``[B, H, n, n]``.
+    ``[B, S, H, n]`` and, iff ``carry_state``, ``final_state`` ``[B', H, n, n]``.
 
     Example::
 

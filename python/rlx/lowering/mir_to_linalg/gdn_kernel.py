@@ -26,9 +26,12 @@ so the in-place update races with nothing. ``S`` of 128 x 128 is 64 KiB: pass 2 
 the L2 that pass 1 brought it to.
 
 **Bounds** (all shapes static, checked by :func:`kernel_for`: ``n % 16 == 0``, ``n <=
-MAX_N``): the guard runs ``w < B · H`` (``_guard``); ``S [B · H, n, n]`` at ``[w, i, 16 s +
-[0, 16)]`` with ``i < n``, ``s < n / 16``; ``k``, ``q``, ``v``, ``y [B · H, n]`` at ``[w, i]``
-and ``[w, 16 s + [0, 16)]``; ``e``, ``β``, ``kq [B · H]`` at ``[w]``.
+MAX_N``, the state's ``B' >= B`` by the op's verifier): the guard runs ``w < B · H``
+(``_guard``); ``S [B' · H, n, n]`` at ``[w, i, 16 s + [0, 16)]`` with ``w < B · H <= B' ·
+H``, ``i < n``, ``s < n / 16``; ``k``, ``q``, ``v``, ``y [B · H, n]`` at ``[w, i]`` and ``[w,
+16 s + [0, 16)]``; ``e``, ``β``, ``kq [B · H]`` at ``[w]``. A state of ``B' > B`` rows (a
+batched server's, whose first ``B`` slots step): rows ``w >= B · H`` are neither read nor
+written, so the tied result holds them as they were.
 """
 
 from __future__ import annotations
@@ -59,18 +62,21 @@ registers (16 at 128: half of AVX-512's)."""
 
 @dataclass(frozen=True)
 class GdnStepKernel:
-    """The kernel for ``rows = B · H`` states of ``n x n``."""
+    """The kernel for ``rows = B · H`` states of ``n x n``, the first of ``state_rows = B'
+    · H`` (a state of more rows than the step: the rest are left as they are)."""
 
     rows: int
+    state_rows: int
     n: int
 
     @property
     def symbol(self) -> str:
-        return f"rlx_gdn_step_{self.rows}x{self.n}"
+        extra = f"_of{self.state_rows}" if self.state_rows != self.rows else ""
+        return f"rlx_gdn_step_{self.rows}x{self.n}{extra}"
 
     def text(self) -> str:
         r, n = self.rows, self.n
-        args = [Binding("s", memref([r, n, n], "f32"))]
+        args = [Binding("s", memref([self.state_rows, n, n], "f32"))]
         args += [Binding(name, memref([r, n], "f32")) for name in ("k", "q", "v")]
         args += [Binding(name, memref([r], "f32")) for name in ("e", "beta", "kq")]
         args.append(Binding("y", memref([r, n], "f32")))
@@ -78,7 +84,7 @@ class GdnStepKernel:
 
     def _body(self, t: Text) -> None:
         n, vecs = self.n, self.n // LANES
-        sm, vm = memref([self.rows, n, n], "f32"), memref([self.rows, n], "f32")
+        sm, vm = memref([self.state_rows, n, n], "f32"), memref([self.rows, n], "f32")
         hm = memref([self.rows], "f32")
         t(f"%cn = arith.constant {n} : index")
         for s in range(vecs):
@@ -140,18 +146,19 @@ def kernel_for(ctx: LoweringContext, state: ir.Value, q: ir.Value) -> GdnStepKer
     b, _, h, n = (int(d or 0) for d in shape)      # all static: checked above
     if n % LANES or n > MAX_N:
         return None
-    return GdnStepKernel(b * h, n)
+    return GdnStepKernel(b * h, int(emit.static_shape(state)[0] or 0) * h, n)
 
 
 def dispatch(ctx: LoweringContext, kern: GdnStepKernel, state: ir.Value,
              vectors: tuple[ir.Value, ir.Value, ir.Value],
              per_head: tuple[ir.Value, ir.Value, ir.Value]) -> tuple[ir.Value, ir.Value]:
-    """``(S', y)`` of one step: ``state [B, H, n, n]`` f32 (tied to ``S'``), ``vectors`` =
+    """``(S', y)`` of one step: ``state [B', H, n, n]`` f32 (tied to ``S'``), ``vectors`` =
     ``k, q, v [B, 1, H, n]`` f32, ``per_head`` = ``e, β, kq [B, 1, H]`` f32; ``y [B, H,
     n]``."""
     record(ctx, kern)
-    b, h, n, _ = emit.static_shape(state)
-    flat_s = emit.collapse(state, [[0, 1], [2], [3]])
+    bs, h, n, _ = emit.static_shape(state)
+    b = emit.static_shape(vectors[0])[0]
+    flat_s = emit.collapse(state, [[0, 1], [2], [3]])     # [B' H, n, n]: rows w < B H stepped
     flat_v = [emit.collapse(x, [[0, 1, 2], [3]]) for x in vectors]
     flat_h = [emit.collapse(x, [[0, 1, 2]]) for x in per_head]
     entry = ir.SymbolRefAttr.get([kern.symbol, kern.symbol])
@@ -161,7 +168,7 @@ def dispatch(ctx: LoweringContext, kern: GdnStepKernel, state: ir.Value,
     op = flow.DispatchOp([flat_s.type, y_t], [emit.index(kern.rows)],
                          ir.ArrayAttr.get([entry]), [flat_s, *flat_v, *flat_h], [], [],
                          tied_operands=tied)
-    new = emit.expand(op.results[0], [[0, 1], [2], [3]], [b, h, n, n])
+    new = emit.expand(op.results[0], [[0, 1], [2], [3]], [bs, h, n, n])
     y = emit.expand(op.results[1], [[0, 1], [2]], [b, h, n])
     return new, y
 

@@ -114,13 +114,19 @@ def lower_gated_delta_net(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
                       [emit.identity(4), emit.identity(4), emit.amap(4, [0, 1, 2])],
                       [P, P, P, R], lambda kv, qv, acc: arith.addf(
                           acc, arith.mulf(arith.mulf(kv, qv), scale)))[0]
-    state = _f32(op["state"]) if op.has("state") else emit.filled([b, h, n, n], f32, 0.0)
+    whole = _f32(op["state"]) if op.has("state") else None
     kern = gdn_kernel.kernel_for(ctx, op["state"], k) if op.attrs.get("state_in_place") \
         else None
     if kern is not None:         # one step, the state updated in its buffer (gdn_kernel)
-        final, y1 = gdn_kernel.dispatch(ctx, kern, state, (k, q, v), (decay, beta, kq))
+        assert whole is not None
+        final, y1 = gdn_kernel.dispatch(ctx, kern, whole, (k, q, v), (decay, beta, kq))
         y = emit.expand(y1, [[0, 1], [2], [3]], [b, 1, h, n])
         return [emit.convert_tensor(y, out_t), final]
+    # a state of more rows than q (B' > B, or either dynamic): its first B rows are stepped
+    more = whole is not None and (emit.static_shape(whole)[0] != emit.static_shape(k)[0]
+                                  or None in (emit.static_shape(whole)[0], b))
+    state = (emit.filled([b, h, n, n], f32, 0.0) if whole is None else
+             emit.extract_slice(whole, [0, 0, 0, 0], [b, h, n, n]) if more else whole)
     def step(t: ir.Value, carried: list[ir.Value]) -> list[ir.Value]:
         st, y = carried
         kt, qt, vt = (emit.extract_slice(x, [0, t, 0, 0], [b, 1, h, n]) for x in (k, q, v))
@@ -131,7 +137,9 @@ def lower_gated_delta_net(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
 
     final, y = emit.for_loop(s, [state, emit.empty([b, s, h, n], f32)], step)
     out = [emit.convert_tensor(y, out_t)]
-    if op.has("state"):
+    if whole is not None:
+        if more:
+            final = emit.insert_slice(final, whole, [0, 0, 0, 0])
         out.append(emit.convert_tensor(final, emit.elem(op["state"])))
     return out
 
