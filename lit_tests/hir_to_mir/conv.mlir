@@ -31,3 +31,18 @@ module @dwconv_carry {
     return %y, %f : tensor<1x?x8xf32>, tensor<1x3x8xf32>
   }
 }
+
+// -----
+
+// A dynamic batch (a batched server's prompts): the reshapes copy the dynamic dims
+// (-2 - k: input dim k) instead of naming the batch.
+// CHECK-LABEL: module @dwconv_rows
+// CHECK:      "rlx_mir.reshape"(%{{.*}}) {new_shape = array<i64: -2, -3, 1, -4>} {{.*}} -> tensor<?x8x1x?xf32> loc("conv")
+// CHECK:      "rlx_mir.conv"
+// CHECK-NEXT: "rlx_mir.reshape"(%{{.*}}) {new_shape = array<i64: -2, -3, -5>} {{.*}} -> tensor<?x8x?xf32> loc("conv")
+module @dwconv_rows {
+  func.func @main(%x: tensor<?x?x8xf32>, %w: tensor<8x1x1x4xf32>, %pad: tensor<?x3x8xf32>) -> tensor<?x?x8xf32> {
+    %y = "rlx_hir.depthwise_conv1d_causal"(%x, %w, %pad) {kernel_size = 4 : i64} : (tensor<?x?x8xf32>, tensor<8x1x1x4xf32>, tensor<?x3x8xf32>) -> tensor<?x?x8xf32> loc("conv")
+    return %y : tensor<?x?x8xf32>
+  }
+}

@@ -126,3 +126,23 @@ def test_depthwise_conv1d_causal_carry_chains_chunks(target: str) -> None:
     want = torch_conv(x, w, np.zeros((B, K - 1, C), np.float32))
     assert_close(np.concatenate(outs, axis=1), want, "f32", "chained with carry")
     np.testing.assert_array_equal(state, x[:, S - K + 1:])
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_depthwise_conv1d_causal_dynamic_batch(target: str) -> None:
+    """Batch and sequence both dynamic (a batched server's prompts): one compiled module
+    over 1, 3 and 5 rows of different lengths, against torch, with the carried frames."""
+    h = rlx.HirModule("dwconv_rows")
+    y, final = h.depthwise_conv1d_causal_carry(h.input("x", (None, None, C)),
+                                               h.param("w", (C, 1, 1, K)),
+                                               h.input("pad", (None, K - 1, C)), kernel_size=K)
+    h.set_outputs([y, final])
+    rng = np.random.default_rng(2)
+    w = rng.standard_normal((C, 1, 1, K)).astype(np.float32)
+    prog = rlx.runtime.load(rlx.compile(h, target), DEVICE[target], {"w": w})
+    for rows, seq in ((1, 5), (3, 1), (5, 9)):
+        x = rng.standard_normal((rows, seq, C)).astype(np.float32)
+        pad = rng.standard_normal((rows, K - 1, C)).astype(np.float32)
+        out, frames = prog.main(x, pad)
+        assert_close(out, torch_conv(x, w, pad), "f32", f"{rows} rows of {seq}")
+        np.testing.assert_array_equal(frames, np.concatenate([pad, x], axis=1)[:, -(K - 1):])

@@ -14,12 +14,11 @@ def depthwise_conv1d_causal_result(c: Check) -> TensorInfo:
     x = checks.float_operands(c, "input", "weight", "left_pad")
     c.rank("input", 3)
     channels = x.shape[2]
-    if channels is None or x.shape[0] is None:
-        c.fail("operand 'input'", "static batch and channel dims ([B, ?, C]: only the "
-               "sequence may be dynamic)", str(x))
+    if channels is None:
+        c.fail("operand 'input'", "a static channel dim ([B, S, C]: C static)", str(x))
     c.shape("weight", (channels, 1, 1, k), "[C, 1, 1, kernel_size] (grouped conv layout)")
-    c.shape("left_pad", (x.shape[0], k - 1, channels), "[B, kernel_size - 1, C]: the frames "
-            "before the first input frame")
+    c.shape("left_pad", (c.ref("input", 0), k - 1, channels), "[B, kernel_size - 1, C]: the "
+            "frames before the first input frame")
     return x
 
 
@@ -39,7 +38,7 @@ def depthwise_conv1d_causal(c: Check) -> list[TensorInfo]:
     or the previous chunk's last K - 1 frames when streaming). With
     ``P = concat(left_pad, input)`` along S: ``y[b, t, c] = Σ_j weight[c, 0, 0, j] *
     P[b, t + j, c]``; ``weight[c, 0, 0, K - 1]`` multiplies the current frame.
-    Attribute ``kernel_size = K``. Result ``[B, S, C]``; B and C are static, S may be
+    Attribute ``kernel_size = K``. Result ``[B, S, C]``; C is static, B and S may be
     dynamic. With ``carry`` (rlx; RLX streams by hand) a second result ``final_frames``
     ``[B, K - 1, C]``: the last ``K - 1`` frames of ``P``, the ``left_pad`` of the next
     chunk (a causal conv's state between calls: chunks chained this way equal one call).

@@ -18,10 +18,13 @@ def lower_depthwise_conv1d_causal(ctx: LoweringContext, op: Decoded) -> list[ir.
     k = op.attrs["kernel_size"]
     b, _, c = emit.static_shape(op["input"])
     padded = mir("concat", op["left_pad"], op["input"], axis=1)
-    nchw = mir("reshape", mir("transpose", padded, perm=[0, 2, 1]), new_shape=[b, c, 1, -1])
+    # a dynamic batch (several prompts) keeps its dims by copying them (-2 - k: input dim k)
+    nchw = mir("reshape", mir("transpose", padded, perm=[0, 2, 1]),
+               new_shape=[b, c, 1, -1] if b is not None else [-2, -3, 1, -4])
     y = mir("conv", nchw, op["weight"], kernel_size=[1, k], stride=[1, 1], padding=[0, 0],
             dilation=[1, 1], groups=c)
-    out = [mir("transpose", mir("reshape", y, new_shape=[b, c, -1]), perm=[0, 2, 1])]
+    out = [mir("transpose", mir("reshape", y, new_shape=[b, c, -1] if b is not None
+                                else [-2, -3, -5]), perm=[0, 2, 1])]
     if op.attrs.get("carry"):
         out.append(mir("narrow", padded, axis=1, start=-(k - 1), len=k - 1))
     return out
