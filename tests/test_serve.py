@@ -182,8 +182,8 @@ class _Recorder:
     """A stand-in for :class:`BatchModel` that records the engine's prefill groups (the
     prompts' lengths, per call) and gives token 1 for everything."""
 
-    def __init__(self, batch: int, multi_prompt: bool) -> None:
-        self.batch, self.context, self.multi_prompt = batch, 1000, multi_prompt
+    def __init__(self, batch: int) -> None:
+        self.batch, self.context = batch, 1000
         self.groups: list[list[int]] = []
 
     def prefill_many(self, slots: list[int], prompts: list[list[int]], sampling: Any
@@ -196,14 +196,12 @@ class _Recorder:
         return np.ones(self.batch, np.int64)
 
 
-@pytest.mark.parametrize("multi_prompt", [True, False])
-def test_prefill_groups_prompts_of_similar_length(multi_prompt: bool) -> None:
+def test_prefill_groups_prompts_of_similar_length() -> None:
     """Queued before the engine starts, 4 slots: prompts of 10, 12, 100, 11, 9 and 14
-    tokens. A module that takes several prompts a call gets the oldest four that keep the
-    padded call within twice their tokens (10, 12, 11, 9: 100 would pad 4 prompts to 400
-    tokens), then, once slots free, 100 (first in line) with 14 (200 padded tokens for
-    114); a one-prompt module gets one call each, in arrival order. Every request ends."""
-    model = _Recorder(4, multi_prompt)
+    tokens. The engine prefills the oldest four that keep the padded call within twice
+    their tokens (10, 12, 11, 9: 100 would pad 4 prompts to 400 tokens), then, once slots
+    free, 100 (first in line) with 14 (200 padded tokens for 114). Every request ends."""
+    model = _Recorder(4)
     engine = Engine(model, None)  # type: ignore[arg-type]
     done: list[Event] = []
     for n in (10, 12, 100, 11, 9, 14):
@@ -211,10 +209,7 @@ def test_prefill_groups_prompts_of_similar_length(multi_prompt: bool) -> None:
     engine.start().stop(timeout=30)
     finished = [e for e in done if e.finish is not None]
     assert [e.finish for e in finished] == ["length"] * 6
-    if multi_prompt:
-        assert model.groups == [[10, 12, 11, 9], [100, 14]]
-    else:
-        assert model.groups == [[10], [12], [100], [11], [9], [14]]
+    assert model.groups == [[10, 12, 11, 9], [100, 14]]
 
 
 def test_step_rows() -> None:

@@ -58,15 +58,19 @@ def test_batched_steps_equal_alone(model_dir: Path, hf: Any) -> None:
     """Two slots (``decode_1`` and the 2-row ``decode``): sequence 0 alone in slot 0 (1
     row), 1 joining in slot 1 (2 rows), 0 ending and slot 0 taken by sequence 2 while 1
     runs, 1 ending and 2 alone (1 row: slot 1 left as it is), slot 1 taken by sequence 3
-    (2 rows). A reused slot's old KV rows, conv frames and delta state must not leak into
-    its new sequence; every sequence gets HF's greedy tokens of its prompt alone."""
+    (2 rows); then both slots taken at once by sequences 4 and 5, prompts of 3 and 7 tokens
+    prefilled in one call (right-padded: the padding must not reach the shorter one's conv
+    frames or delta state). A reused slot's old KV rows, conv frames and delta state must
+    not leak into its new sequence; every sequence gets HF's greedy tokens of its prompt
+    alone."""
     model = BatchModel(load_model(model_dir), SLOTS, CONTEXT)
     assert model.rows == [1, 2]
     greedy = Sampling()
-    prompts = [[5, 17, 42, 9], [77, 3, 120, 64, 31, 8], [200, 11], [9, 300, 4, 150, 61]]
-    slot_of = {0: 0, 1: 1, 2: 0, 3: 1}
+    prompts = [[5, 17, 42, 9], [77, 3, 120, 64, 31, 8], [200, 11], [9, 300, 4, 150, 61],
+               [13, 250, 7], [88, 41, 19, 230, 5, 66, 12]]
+    slot_of = {0: 0, 1: 1, 2: 0, 3: 1, 4: 0, 5: 1}
     got: dict[int, list[int]] = {}
-    schedule = [({0}, 3), ({0, 1}, 3), ({2, 1}, 3), ({2}, 3), ({2, 3}, 3)]
+    schedule = [({0}, 3), ({0, 1}, 3), ({2, 1}, 3), ({2}, 3), ({2, 3}, 3), ({4, 5}, 3)]
     for busy, steps in schedule:
         new = sorted(busy - set(got))
         firsts = model.prefill_many([slot_of[s] for s in new], [prompts[s] for s in new],
@@ -82,7 +86,7 @@ def test_batched_steps_equal_alone(model_dir: Path, hf: Any) -> None:
                              [greedy if b in slots else None for b in range(SLOTS)])
             for seq in busy:
                 got[seq].append(int(nxt[slot_of[seq]]))
-    assert model.calls == {1: 3 + 3, 2: 3 + 3 + 3}
+    assert model.calls == {1: 3 + 3, 2: 3 + 3 + 3 + 3}
     for seq, ids in enumerate(prompts):
         assert got[seq] == hf_reference(hf, ids, len(got[seq]))[1], f"sequence {seq}"
 

@@ -53,8 +53,6 @@ from rlx.models.llama_cache import cache_inputs, decode_rows, write_prompt
 from rlx.models.sampling import add_sample_function
 
 FUNCTIONS = ("prefill", "decode", "sample")
-MULTI_PROMPT = True
-"""``prefill`` takes several prompts a call (right-padded: ``ids [P, S]``)."""
 """The functions of every batched module (beside ``decode_R``, see the docstring)."""
 
 
@@ -86,11 +84,6 @@ def _decode(h: HirModule, c: LlamaConfig, rows: int, batch: int, context: int) -
 def state_shapes(c: LlamaConfig, batch: int, context: int) -> list[tuple[int, ...]]:
     """The cache tensors in order: ``k_i``, ``v_i`` ``[batch, context, kv_dim]`` per layer."""
     return [(batch, context, c.kv_dim)] * (2 * c.num_layers)
-
-
-def slot_state_shapes(c: LlamaConfig) -> list[tuple[int, ...]]:
-    """A slot's state of its own, beside the batched cache: none (Qwen3.5's has some)."""
-    return []
 
 
 def step_rows(batch: int, rows: Sequence[int] | None = None) -> list[int]:
@@ -136,5 +129,5 @@ def batched_module(name: str, vocab_size: int, batch: int, context: int,
     return h
 
 
-__all__ = ["FUNCTIONS", "MULTI_PROMPT", "batched_module", "build", "decode_function",
-           "slot_state_shapes", "state_shapes", "step_rows"]
+__all__ = ["FUNCTIONS", "batched_module", "build", "decode_function",
+           "state_shapes", "step_rows"]

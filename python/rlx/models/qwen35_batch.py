@@ -3,43 +3,45 @@ each at its own position with its own KV cache slot and its own DeltaNet states:
 Qwen3.5 counterpart of :mod:`rlx.models.llama_batch`, with the same entry points, so
 :class:`rlx.serve.engine.BatchModel` runs either.
 
-The state has two parts:
+Every state is batched (:func:`state_shapes`; row ``b`` is slot ``b``'s), every function's
+inputs and outputs: each full-attention layer's ``k_i``, ``v_i`` ``[batch, context,
+kv_heads * head_dim]`` (as LLaMA's batched cache: rows ``0 .. pos_b`` of slot ``b`` hold its
+keys), each linear-attention layer's ``ssm_i [batch, V_heads, d, d]`` (the delta-rule
+state) and ``conv_i [batch, K - 1, C]`` (the last K - 1 inputs of its causal conv).
 
-- batched (:func:`state_shapes`), every function's inputs and outputs, updated in place:
-  each full-attention layer's ``k_i``, ``v_i`` ``[batch, context, kv_heads * head_dim]``
-  (as LLaMA's batched cache: rows ``0 .. pos_b`` of slot ``b`` hold its keys), and each
-  linear-attention layer's ``ssm_i [batch, V_heads, d, d]`` (slot ``b``'s delta-rule state
-  at row ``b``). A decode step must read a slot's old delta state as well as write it, and
-  IREE (3.13) updates an argument in place only where a write is its one use: the step is
-  ``gated_delta_net`` with ``state_in_place``, on llvm-cpu one dispatch that reads and
-  writes the state in its buffer (``mir_to_linalg.gdn_kernel``). Before it, each slot kept
-  its delta state in a buffer of its own and a step stacked them into the recurrence's rows
-  and split them out again (an 8-slot 0.8B step: 166 ms, against 82 ms now, same tokens;
-  benchmarks/results/serve.md); before that, batched states were cloned whole every step.
-- per slot (:func:`slot_state_shapes`), buffers of the slot's own: each linear-attention
-  layer's ``conv_i [1, K - 1, C]`` (the last K - 1 inputs of its causal conv), which a step
-  takes for its slots and returns new (72 KiB a layer at 0.8B).
+- The delta states are updated in place. A decode step must read a slot's old delta state
+  as well as write it, and IREE (3.13) updates an argument in place only where a write is
+  its one use: the step is ``gated_delta_net`` with ``state_in_place``, on llvm-cpu one
+  dispatch that reads and writes the state in its buffer (``mir_to_linalg.gdn_kernel``).
+  Before it, each slot kept its delta state in a buffer of its own and a step stacked them
+  into the recurrence's rows and split them out again (an 8-slot 0.8B step: 166 ms, against
+  82-94 ms now, same tokens; benchmarks/results/serve.md); before that, batched states were
+  cloned whole every step.
+- The conv frames (72 KiB a layer and slot at 0.8B) are a step's new tensor: its rows'
+  new frames, with the other slots' rows concatenated where it runs fewer than ``batch``.
+- A prefill writes its prompts' rows of every state (``write_rows`` at their slots).
 
 Entry points:
 
-- ``prefill(ids [1, S] i32, cos [S, hd/2], sin [S, hd/2], last [1, 1] i32, slot [1] i32,
-  k_*, v_*)``: the prompt run from an empty state (attention over its own keys, conv frames
-  and delta state from zero), its K / V written into rows ``0 .. S-1`` of slot ``slot``;
-  returns ``logits [1, 1, V]`` of the last position, ``next [1, 1]``, the caches (with the
-  prompt's delta states written at row ``slot`` of each ``ssm_i``) and the prompt's conv
-  frames (``conv_i`` per linear layer: the slot's new own state).
+- ``prefill(ids [P, S] i32, cos [S, hd/2], sin [S, hd/2], last [P, 1] i32, slot [P] i32,
+  k_*, v_*, ssm_*, conv_*)``: ``P`` prompts, right-padded to the longest (``last``: each
+  one's last token), each run from an empty state (attention over its own keys, conv frames
+  and delta state from zero; a padding step leaves the DeltaNet states as they are, and the
+  frames kept are the prompt's own last inputs: ``qwen35_hir.linear_layer``'s ``padded``);
+  its K / V written into rows ``0 .. S-1`` of slot ``slot[p]``, its delta state and conv
+  frames into row ``slot[p]``. Returns ``logits [P, 1, V]`` of each last position, ``next
+  [P, 1]`` and the state.
 - ``decode(ids [1, B] i32, cos [B, hd/2], sin [B, hd/2], pos [B] i32, k_*, v_*, ssm_*,
-  then slot 0's own state, slot 1's, ...)``: token ``b`` the next one of slot ``b`` at position
-  ``pos[b]``; the attention layers write its K / V at that row and attend to the slot's
-  first ``pos[b] + 1`` keys (``causal_lengths``); the linear layers advance each slot's conv
-  frames and delta state by the one token (the slots' conv frames stacked as the batch
-  axis of ``depthwise_conv1d_causal``, the batched delta states the rows of
+  conv_*)``: token ``b`` the next one of slot ``b`` at position ``pos[b]``; the attention
+  layers write its K / V at that row and attend to the slot's first ``pos[b] + 1`` keys
+  (``causal_lengths``); the linear layers advance each slot's conv frames and delta state
+  by the one token (the slots as the batch rows of ``depthwise_conv1d_causal`` and
   ``gated_delta_net``: each row its own recurrence). Returns ``logits [1, B, V]``, ``next
-  [1, B]``, the caches, and each slot's new conv frames.
+  [1, B]`` and the state.
 - ``decode_R`` for each ``R`` of :func:`rlx.models.llama_batch.step_rows` below ``batch``:
-  ``decode`` for slots ``0 .. R - 1`` only (their own states in and out, the first ``R``
-  rows of the delta states stepped: ``gated_delta_net`` takes a state of more rows than its
-  inputs); the other slots' KV rows and delta states are left as they are.
+  ``decode`` for slots ``0 .. R - 1`` only (the first ``R`` rows of the delta states
+  stepped: ``gated_delta_net`` takes a state of more rows than its inputs); the other slots'
+  rows of every state are left as they are.
 - ``sample``: :mod:`rlx.models.sampling`.
 """
 
@@ -65,66 +67,73 @@ from rlx.models.qwen35_hir import (
 
 FUNCTIONS = ("prefill", "decode", "sample")
 """The functions of every batched module (beside ``decode_R``)."""
-MULTI_PROMPT = False
-"""``prefill`` takes one prompt a call: a padded prompt's padding would run through the
-DeltaNet recurrence."""
 
 
 def state_shapes(c: Qwen35Config, batch: int, context: int) -> list[tuple[int, ...]]:
-    """The batched state (every function's, updated in place): ``k_i``, ``v_i`` ``[batch,
-    context, kv_dim]`` of each full-attention layer ``i``, then ``ssm_i [batch, V_heads, d,
-    d]`` of each linear-attention layer ``i``."""
+    """The batched state (every function's): ``k_i``, ``v_i`` ``[batch, context, kv_dim]``
+    of each full-attention layer ``i``, then ``ssm_i [batch, V_heads, d, d]`` and ``conv_i
+    [batch, K - 1, C]`` of each linear-attention layer ``i`` (row ``b``: slot ``b``'s)."""
     d, full = c.linear_head_dim, c.layer_types.count(FULL)
-    return [(batch, context, c.kv_dim)] * (2 * full) + [(batch, c.linear_v_heads, d, d)] * (
-        len(c.layer_types) - full)
-
-
-def slot_state_shapes(c: Qwen35Config) -> list[tuple[int, ...]]:
-    """One slot's own state: ``conv_i [1, K - 1, C]`` of each linear-attention layer ``i``,
-    in layer order."""
-    return [(1, c.conv_kernel - 1, c.conv_dim)] * (
-        len(c.layer_types) - c.layer_types.count(FULL))
+    linear = len(c.layer_types) - full
+    return ([(batch, context, c.kv_dim)] * (2 * full) + [(batch, c.linear_v_heads, d, d)]
+            * linear + [(batch, c.conv_kernel - 1, c.conv_dim)] * linear)
 
 
 def _cache_inputs(h: HirModule, c: Qwen35Config, batch: int, context: int
-                  ) -> tuple[list[HirValue], list[HirValue]]:
-    """The batched state's inputs (:func:`state_shapes`): the KV caches, the delta states."""
+                  ) -> tuple[list[HirValue], list[HirValue], list[HirValue]]:
+    """The batched state's inputs (:func:`state_shapes`): the KV caches, the delta states,
+    the conv frames."""
     full = [i for i, kind in enumerate(c.layer_types) if kind == FULL]
     linear = [i for i, kind in enumerate(c.layer_types) if kind != FULL]
     shapes = state_shapes(c, batch, context)
     kv = [h.input(f"{kv}_{i}", shapes[0]) for i in full for kv in "kv"]
-    return kv, [h.input(f"ssm_{i}", shapes[-1]) for i in linear]
-
-
-def _slot_inputs(h: HirModule, c: Qwen35Config, slot: int) -> list[HirValue]:
-    linear = [i for i, kind in enumerate(c.layer_types) if kind != FULL]
-    return [h.input(f"conv_{i}_slot{slot}", s)
-            for i, s in zip(linear, slot_state_shapes(c), strict=True)]
+    return (kv, [h.input(f"ssm_{i}", shapes[2 * len(full)]) for i in linear],
+            [h.input(f"conv_{i}", shapes[-1]) for i in linear])
 
 
 def _write_states(ctx: _Ctx, batched: HirValue, new: HirValue, slot: HirValue) -> HirValue:
-    """A prompt's ``new [1, H, d, d]`` written over slot ``slot[0]`` of ``batched [batch,
-    H, d, d]`` in place (``write_rows`` on the states as rows of ``[1, batch, H d d]``)."""
-    b, hv, d, _ = batched.shape
-    rows = ctx.h.mir("write_rows", [ctx.reshape(batched, 1, b, hv * d * d),
-                                    ctx.reshape(new, 1, -1, hv * d * d), ctx.slot0, slot])
-    return ctx.reshape(rows, b, hv, d, d)
+    """Prompts' ``new [P, ...]`` written over slots ``slot [P]`` of ``batched [batch, ...]``
+    in place (``write_rows`` on each slot's state as one row ``[batch, 1, size]``)."""
+    size = int(np.prod(batched.shape[1:]))
+    zeros = ctx.h.mir("binary", [slot, slot], kind="sub")
+    # fused into the scatter, the prompts' state (its dynamic rows) was stack-allocated
+    # ("stack allocation size overflows 64 bits", IREE 3.13): it is materialized first
+    new = ctx.h.mir("barrier", [new])
+    rows = ctx.h.mir("write_rows", [ctx.reshape(batched, batched.shape[0], 1, size),
+                                    ctx.reshape(new, -1, 1, size), slot, zeros])
+    return ctx.reshape(rows, *batched.shape)
+
+
+def _padding(ctx: _Ctx, ids: HirValue, last: HirValue) -> tuple[HirValue, HirValue]:
+    """``linear_layer``'s ``padded`` for prompts ``ids [P, S]`` whose last tokens are at
+    ``last [P, 1]``: ``t <= last`` as ``[P, S, 1]`` f32, and ``last + 1 + [0, K - 1)``."""
+    h, k = ctx.h, ctx.c.conv_kernel
+    t = h.mir("cast", [h.mir("reshape", [h.mir("iota", [ids], axis=1)], new_shape=[1, -1])],
+              to="i32")
+    valid = h.mir("cast", [h.mir("compare", [t, last], kind="le")], to="f32")
+    at = h.mir("binary", [last, h.constant(np.arange(1, k, dtype=np.int32)[None], "i32")],
+               kind="add")
+    return ctx.reshape(valid, -2, -3, 1), at
 
 
 def _prefill(h: HirModule, c: Qwen35Config, batch: int, context: int) -> None:
-    """One sequence's prompt from an empty state: its K / V written into one slot of the
-    batched caches, its conv frames and delta states returned (the slot's own state)."""
+    """``P`` prompts at once (right-padded to one length ``S``), each from an empty state:
+    its K / V, delta states and conv frames written into its slot of the batched state."""
     hd2 = c.head_dim // 2
-    ids = h.input("ids", (1, "seq"), "i32")
+    ids = h.input("ids", ("prompts", "seq"), "i32")
     cos, sin = h.input("cos", ("seq", hd2)), h.input("sin", ("seq", hd2))
-    last = h.input("last", (1, 1), "i32")
-    slot = h.input("slot", (1,), "i32")
-    cache, ssms = _cache_inputs(h, c, batch, context)
-    ctx = _Ctx(h, c)
-    zeros = [_zeros(ctx, shape) for shape in (slot_state_shapes(c)[0], (1, *ssms[0].shape[1:]))]
+    last = h.input("last", ("prompts", 1), "i32")
+    slot = h.input("slot", ("prompts",), "i32")
+    cache, ssms, convs = _cache_inputs(h, c, batch, context)
+    ctx = _Ctx(h, c, prompts=True)
+    start = len(h)
+    padded = _padding(ctx, ids, last)
+    none = h.mir("cast", [h.mir("binary", [last, last], kind="sub")], to="f32")  # [P, 1] 0s
+    zeros = [h.mir("binary", [_zeros(ctx, (1, *t.shape[1:])), ctx.reshape(
+        none, -1, *[1] * (len(t.shape) - 1))], kind="add") for t in (convs[0], ssms[0])]
+    h.label_nodes_since(start, "positions")
     x = h.named("embed", lambda h: h.mir("gather", [ctx.p("embed"), ids], axis=0))
     fresh: list[HirValue] = []
-    own: list[HirValue] = []
     for i, kind in enumerate(c.layer_types):
         start = len(h)
         if kind == FULL:
@@ -132,16 +141,16 @@ def _prefill(h: HirModule, c: Qwen35Config, batch: int, context: int) -> None:
             # the partial RoPE fused into the scatter fails on llvm-cpu (_attention_step)
             fresh += [h.mir("barrier", [k]), v]
         else:
-            x, conv, ssm = linear_layer(ctx, i, x, *zeros)
-            own.append(conv)
-            j = len(own) - 1
+            x, conv, ssm = linear_layer(ctx, i, x, *zeros, padded=padded)
+            j = len([t for t in c.layer_types[:i] if t != FULL])
             ssms[j] = _write_states(ctx, ssms[j], ssm, slot)
+            convs[j] = _write_states(ctx, convs[j], conv, slot)
         h.label_nodes_since(start, f"layers.{i}")
     start = len(h)
     logits = _head(ctx, ctx.norm(h.mir("gather", [x, last], axis=1, batch_dims=1), "norm"))
     h.label_nodes_since(start, "lm_head")
     nxt = h.named("next", lambda h: h.mir("argmax", [logits], axis=-1, keep_dim=False))
-    h.set_outputs([logits, nxt, *write_prompt(h, fresh, cache, slot), *ssms, *own])
+    h.set_outputs([logits, nxt, *write_prompt(h, fresh, cache, slot), *ssms, *convs])
 
 
 def _zeros(ctx: _Ctx, shape: tuple[int, ...]) -> HirValue:
@@ -151,15 +160,13 @@ def _zeros(ctx: _Ctx, shape: tuple[int, ...]) -> HirValue:
 
 
 def _decode(h: HirModule, c: Qwen35Config, rows: int, batch: int, context: int) -> None:
-    """Token b the next one of slot b, for slots ``0 .. rows - 1``: the batched KV caches
-    and each of those slots' own states in (``*_slot{b}``), the caches and the slots' new
-    states out."""
+    """Token b the next one of slot b, for slots ``0 .. rows - 1``: the batched state in and
+    out (the other slots' rows as they were)."""
     hd2 = c.head_dim // 2
     ids = h.input("ids", (1, rows), "i32")
     cos, sin = h.input("cos", (rows, hd2)), h.input("sin", (rows, hd2))
     pos = h.input("pos", (rows,), "i32")
-    cache, ssms = _cache_inputs(h, c, batch, context)
-    own = [_slot_inputs(h, c, b) for b in range(rows)]
+    cache, ssms, convs = _cache_inputs(h, c, batch, context)
     ctx = _Ctx(h, c)
     start = len(h)
     slots = h.constant(np.arange(rows, dtype=np.int32), "i32")
@@ -167,7 +174,6 @@ def _decode(h: HirModule, c: Qwen35Config, rows: int, batch: int, context: int) 
     h.label_nodes_since(start, "positions")
     x = h.named("embed", lambda h: h.mir("gather", [ctx.p("embed"), ids], axis=0))
     kv: list[HirValue] = []
-    new: list[list[HirValue]] = [[] for _ in range(rows)]
     for i, kind in enumerate(c.layer_types):
         start = len(h)
         if kind == FULL:
@@ -176,28 +182,23 @@ def _decode(h: HirModule, c: Qwen35Config, rows: int, batch: int, context: int) 
                                       (slots, pos, seen), rows)
             kv += [k, v]
         else:
-            j = len(new[0])
-            conv_state = _stack(ctx, [own[b][j] for b in range(rows)])
-            # the whole batched state: its first `rows` slots step, the rest stay as they are
-            x, conv, ssms[j] = _delta_step(ctx, i, x, conv_state, ssms[j])
-            for b in range(rows):
-                new[b].append(_row(ctx, conv, b, rows))
+            j = len([t for t in c.layer_types[:i] if t != FULL])
+            # the whole batched delta state: its first `rows` slots step, the rest stay
+            x, conv, ssms[j] = _delta_step(ctx, i, x, _rows(ctx, convs[j], rows), ssms[j])
+            convs[j] = conv if rows == batch else h.mir(
+                "concat", [conv, h.mir("narrow", [convs[j]], axis=0, start=rows,
+                                       len=batch - rows)], axis=0)
         h.label_nodes_since(start, f"layers.{i}")
     start = len(h)
     logits = _head(ctx, ctx.norm(x, "norm"))
     h.label_nodes_since(start, "lm_head")
     nxt = h.named("next", lambda h: h.mir("argmax", [logits], axis=-1, keep_dim=False))
-    h.set_outputs([logits, nxt, *kv, *ssms, *(t for row in new for t in row)])
+    h.set_outputs([logits, nxt, *kv, *ssms, *convs])
 
 
-def _stack(ctx: _Ctx, states: list[HirValue]) -> HirValue:
-    """Slots' ``[1, ...]`` states as one ``[R, ...]`` batch (the recurrence's rows)."""
-    return states[0] if len(states) == 1 else ctx.h.mir("concat", states, axis=0)
-
-
-def _row(ctx: _Ctx, t: HirValue, b: int, rows: int) -> HirValue:
-    """Row ``b`` of ``t [R, ...]`` as ``[1, ...]`` (a slot's new state)."""
-    return t if rows == 1 else ctx.h.mir("narrow", [t], axis=0, start=b, len=1)
+def _rows(ctx: _Ctx, t: HirValue, rows: int) -> HirValue:
+    """The first ``rows`` rows of ``t [batch, ...]``."""
+    return t if rows == t.shape[0] else ctx.h.mir("narrow", [t], axis=0, start=0, len=rows)
 
 
 def _attention_step(ctx: _Ctx, i: int, x: HirValue, cos: HirValue, sin: HirValue,
@@ -252,4 +253,4 @@ def build(c: Qwen35Config, batch: int, context: int, name: str = "qwen35_batch",
                           lambda h, r: _decode(h, c, r, batch, context))
 
 
-__all__ = ["FUNCTIONS", "MULTI_PROMPT", "build", "slot_state_shapes", "state_shapes"]
+__all__ = ["FUNCTIONS", "build", "state_shapes"]

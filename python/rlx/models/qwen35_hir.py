@@ -40,6 +40,9 @@ class _Ctx:
     context: int | None = None
     """The KV cache preallocated to this many rows and updated in place (``filled`` rows
     of it hold keys); None: the cache grows by concatenation each call."""
+    prompts: bool = False
+    """The hidden states are ``[P, S, E]``, P prompts of a batched prefill (both dynamic);
+    else ``[1, S, E]``."""
 
     def __post_init__(self) -> None:
         self.shapes = param_shapes(self.c, mtp=True)
@@ -119,6 +122,10 @@ class _Ctx:
     def reshape(self, x: HirValue, *shape: int) -> HirValue:
         return self.h.mir("reshape", [x], new_shape=list(shape))
 
+    def tokens(self, x: HirValue, *tail: int) -> HirValue:
+        """``x [B, S, ...]`` as ``[B, S, *tail]`` (``B`` 1, or :attr:`prompts`)."""
+        return self.reshape(x, -2, -3, *tail) if self.prompts else self.reshape(x, 1, -1, *tail)
+
 
 # --------------------------------------------------------------------------------------
 # Layers
@@ -132,13 +139,13 @@ def attention_qkv(ctx: _Ctx, x: HirValue, pre: str, cos: HirValue, sin: HirValue
     h, c = ctx.h, ctx.c
     nh, nkv, hd = c.num_heads, c.num_kv_heads, c.head_dim
     qg, k, v = ctx.linears(x, [pre + "q", pre + "k", pre + "v"])
-    qg = ctx.reshape(qg, 1, -1, nh, 2 * hd)
+    qg = ctx.tokens(qg, nh, 2 * hd)
     q = h.mir("narrow", [qg], axis=3, start=0, len=hd)
-    gate = ctx.reshape(h.mir("narrow", [qg], axis=3, start=hd, len=hd), 1, -1, nh * hd)
+    gate = ctx.tokens(h.mir("narrow", [qg], axis=3, start=hd, len=hd), nh * hd)
     q = h.rope(ctx.norm(q, pre + "q_norm"), cos, sin, hd, c.n_rot, "neox")
-    k = h.rope(ctx.norm(ctx.reshape(k, 1, -1, nkv, hd), pre + "k_norm"), cos, sin, hd,
+    k = h.rope(ctx.norm(ctx.tokens(k, nkv, hd), pre + "k_norm"), cos, sin, hd,
                c.n_rot, "neox")
-    return ctx.reshape(q, 1, -1, nh * hd), ctx.reshape(k, 1, -1, nkv * hd), v, gate
+    return ctx.tokens(q, nh * hd), ctx.tokens(k, nkv * hd), v, gate
 
 
 def full_layer(ctx: _Ctx, i: int, x: HirValue, cos: HirValue, sin: HirValue,
@@ -176,7 +183,7 @@ def full_layer(ctx: _Ctx, i: int, x: HirValue, cos: HirValue, sin: HirValue,
 
 def _heads(ctx: _Ctx, x: HirValue, start: int, heads: int) -> HirValue:
     d = ctx.c.linear_head_dim
-    return ctx.reshape(ctx.last(x, start, heads * d), 1, -1, heads, d)
+    return ctx.tokens(ctx.last(x, start, heads * d), heads, d)
 
 
 def _expand_heads(ctx: _Ctx, x: HirValue) -> HirValue:
@@ -187,13 +194,12 @@ def _expand_heads(ctx: _Ctx, x: HirValue) -> HirValue:
     if nk == nv:
         return x
     g = nv // nk
+    lead = [-1, -1] if ctx.prompts else [1, -1]
     if c.v_head_order == "grouped":
-        wide = ctx.h.mir("expand", [ctx.reshape(x, 1, -1, nk, 1, d)],
-                         target_shape=[1, -1, nk, g, d])
+        wide = ctx.h.mir("expand", [ctx.tokens(x, nk, 1, d)], target_shape=[*lead, nk, g, d])
     else:
-        wide = ctx.h.mir("expand", [ctx.reshape(x, 1, -1, 1, nk, d)],
-                         target_shape=[1, -1, g, nk, d])
-    return ctx.reshape(wide, 1, -1, nv, d)
+        wide = ctx.h.mir("expand", [ctx.tokens(x, 1, nk, d)], target_shape=[*lead, g, nk, d])
+    return ctx.tokens(wide, nv, d)
 
 
 def delta_inputs(ctx: _Ctx, pre: str, conv: HirValue, a: HirValue, b: HirValue
@@ -218,27 +224,38 @@ def delta_inputs(ctx: _Ctx, pre: str, conv: HirValue, a: HirValue, b: HirValue
 def delta_output(ctx: _Ctx, pre: str, x: HirValue, y: HirValue, z: HirValue) -> HirValue:
     """Gated RMSNorm ``rms(y) w * silu(z)`` per head, ``out_proj``, residual, FFN."""
     c = ctx.c
-    gate = ctx.act(ctx.reshape(z, 1, -1, c.linear_v_heads, c.linear_head_dim), "silu")
+    gate = ctx.act(ctx.tokens(z, c.linear_v_heads, c.linear_head_dim), "silu")
     y = ctx.mul(ctx.norm(y, pre + "norm"), gate)
     # a per-head norm reshaped into a data-tiled matmul's input: IREE 3.13 fuses it into
     # the operand's encoding and fails to compile that dispatch (stack allocation)
-    y = ctx.h.mir("barrier", [ctx.reshape(y, 1, -1, c.value_dim)])
+    y = ctx.h.mir("barrier", [ctx.tokens(y, c.value_dim)])
     x1 = ctx.add(x, ctx.linear(y, pre + "out"))
     return ctx.add(x1, ctx.ffn(ctx.norm(x1, pre + "ln2"), pre))
 
 
-def linear_layer(ctx: _Ctx, i: int, x: HirValue, conv_state: HirValue, ssm: HirValue
+def linear_layer(ctx: _Ctx, i: int, x: HirValue, conv_state: HirValue, ssm: HirValue,
+                 padded: tuple[HirValue, HirValue] | None = None
                  ) -> tuple[HirValue, HirValue, HirValue]:
-    """Gated DeltaNet layer; returns (y, conv state, recurrent state)."""
+    """Gated DeltaNet layer; returns (y, conv state, recurrent state). ``padded``:
+    right-padded prompts (:attr:`_Ctx.prompts`), ``(valid [P, S, 1] f32, frames [P, K - 1]
+    i32)``: 1 at a prompt's own tokens, and the positions of its last ``K - 1`` inputs in the
+    conv's ``concat(conv_state, x)``."""
     h, c = ctx.h, ctx.c
     pre = f"layers.{i}."
     mixed, z, b, a = ctx.linears(ctx.norm(x, pre + "ln1"),
                                  [pre + n for n in ("qkv", "z", "b", "a")])
-    conv, conv_state = h.depthwise_conv1d_causal_carry(mixed, ctx.p(pre + "conv"), conv_state,
-                                                       c.conv_kernel)
+    conv, frames = h.depthwise_conv1d_causal_carry(mixed, ctx.p(pre + "conv"), conv_state,
+                                                   c.conv_kernel)
     q, k, v, g, beta = delta_inputs(ctx, pre, ctx.act(conv, "silu"), a, b)
+    if padded is not None:
+        # a padding step with g = beta = 0 leaves the state exactly as it is (exp(0) S,
+        # plus k times a zero delta); the carried frames are each prompt's own last inputs
+        valid, at = padded
+        g, beta = ctx.mul(g, valid), ctx.mul(beta, valid)
+        frames = h.mir("gather", [h.mir("concat", [conv_state, mixed], axis=1), at], axis=1,
+                       batch_dims=1)
     y, ssm = h.gated_delta_net_carry(q, k, v, g, beta, ssm, c.linear_head_dim)
-    return delta_output(ctx, pre, x, y, z), conv_state, ssm
+    return delta_output(ctx, pre, x, y, z), frames, ssm
 
 
 def linear_layer_steps(ctx: _Ctx, i: int, x: HirValue, conv_state: HirValue, ssm: HirValue,

@@ -101,8 +101,6 @@ class BatchModel:
         self.calls = {r: 0 for r in self.rows}
         """Decode calls made, per row count."""
         kind = qwen35_batch if isinstance(model, Qwen35Model) else llama_batch
-        self.multi_prompt: bool = kind.MULTI_PROMPT
-        """``prefill`` takes several prompts in one call (LLaMA; Qwen3.5 one a call)."""
         module = kind.build(c, batch, context, rows=self.rows)  # type: ignore[arg-type]
         self.vmfb = compile(module, target, cache=resolve_cache(cache), **options)
         self.program = runtime.load(self.vmfb, TargetConfig(target).runtime_device,
@@ -111,12 +109,6 @@ class BatchModel:
         self.cache: tuple[Any, ...] = tuple(
             self.program.upload(np.zeros(shape, np.float32))
             for shape in kind.state_shapes(c, batch, context))  # type: ignore[arg-type]
-        own = kind.slot_state_shapes(c)  # type: ignore[arg-type]
-        self.own: list[tuple[Any, ...]] = [
-            tuple(self.program.upload(np.zeros(shape, np.float32)) for shape in own)
-            for _ in range(batch)]
-        """Each slot's own state (Qwen3.5's DeltaNet states; none for LLaMA): a step takes
-        and returns those of its slots, a prefill returns its slot's."""
         self.seen1 = self.program.upload(np.zeros((1, c.vocab_size), np.float32))
 
     def prefill(self, slot: int, ids: Sequence[int], sampling: Sampling) -> int:
@@ -126,13 +118,9 @@ class BatchModel:
     def prefill_many(self, slots: Sequence[int], prompts: Sequence[Sequence[int]],
                      sampling: Sequence[Sampling]) -> list[int]:
         """Run ``prompts[p]`` into ``slots[p]``; the token after each. One call for all of
-        them where the module takes several prompts (LLaMA's: right-padded to the longest),
-        else one call each."""
+        them, right-padded to the longest."""
         if not prompts:
             return []
-        if len(prompts) > 1 and not self.multi_prompt:
-            return [self.prefill_many([s], [p], [g])[0]
-                    for s, p, g in zip(slots, prompts, sampling, strict=True)]
         n = max(len(p) for p in prompts)
         ids = np.zeros((len(prompts), n), np.int32)
         for row, p in zip(ids, prompts, strict=True):
@@ -141,7 +129,7 @@ class BatchModel:
         cos, sin = self.rope_tables(range(n))
         out = self.program.prefill.on_device(ids, cos, sin, last,
                                              np.asarray(slots, np.int32), *self.cache)
-        self._update(out, list(slots))
+        self.cache = tuple(out[2:])
         tokens = [int(t) for t in out[1].numpy().reshape(-1)]
         if all(s.greedy for s in sampling):
             return tokens
@@ -153,14 +141,6 @@ class BatchModel:
                     np.array([len(prompts[p])], np.int32))
                 tokens[p] = int(token.numpy().reshape(-1)[0])
         return tokens
-
-    def _update(self, out: Sequence[Any], slots: list[int]) -> None:
-        """Keep a call's new state: the batched caches after ``logits`` and ``next``, then
-        the own state of each of ``slots`` in order."""
-        n, per = len(self.cache), len(self.own[0])
-        self.cache = tuple(out[2:2 + n])
-        for i, b in enumerate(slots):
-            self.own[b] = tuple(out[2 + n + i * per:2 + n + (i + 1) * per])
 
     def step(self, tokens: np.ndarray, positions: np.ndarray,
              sampling: Sequence[Sampling | None]) -> np.ndarray:
@@ -174,9 +154,8 @@ class BatchModel:
         self.calls[rows] += 1
         cos, sin = self.rope_tables(positions[:rows])
         out = fn.on_device(tokens[None, :rows].astype(np.int32), cos, sin,
-                           positions[:rows].astype(np.int32), *self.cache,
-                           *(t for b in range(rows) for t in self.own[b]))
-        self._update(out, list(range(rows)))
+                           positions[:rows].astype(np.int32), *self.cache)
+        self.cache = tuple(out[2:])
         greedy = np.zeros(self.batch, np.int64)
         greedy[:rows] = out[1].numpy().reshape(-1)
         hot = [b for b, s in enumerate(sampling) if s is not None and not s.greedy]
@@ -303,11 +282,10 @@ class Engine:
                 self._deliver(r, token)
 
     def _group(self) -> list[Request]:
-        """The next prompts to prefill together, oldest first, at most the free slots: one
-        where the model prefills a prompt a call; else each next one that keeps the padded
-        call (prompts x the longest) within twice its real tokens and
-        :attr:`prefill_tokens` (a longer prompt alone goes alone). Requests left out wait
-        in :attr:`held`, first in line for the next call."""
+        """The next prompts to prefill together, oldest first, at most the free slots:
+        each next one that keeps the padded call (prompts x the longest) within twice its
+        real tokens and :attr:`prefill_tokens` (a longer prompt alone goes alone). Requests
+        left out wait in :attr:`held`, first in line for the next call."""
         while not self.waiting.empty():
             self.held.append(self.waiting.get_nowait())
         group: list[Request] = []
@@ -317,7 +295,7 @@ class Engine:
                 self.held.remove(request)
                 request.emit(Event(finish="cancelled"))
                 continue
-            if len(group) == self.free_slots or (group and not self.model.multi_prompt):
+            if len(group) == self.free_slots:
                 break
             n = len(request.prompt_ids)
             padded = max(longest, n) * (len(group) + 1)
