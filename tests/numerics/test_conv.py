@@ -104,20 +104,27 @@ def test_depthwise_conv1d_causal_matches_torch(target: str) -> None:
     assert_close(streamed, zero_padded, "f32", "streamed in chunks vs zero left padding")
 
 
+def carry_program(batch: int | None, rng: np.random.Generator, target: str
+                  ) -> tuple[rlx.runtime.Program, np.ndarray]:
+    """The ``carry`` block over ``[batch, ?, C]`` (None: a dynamic batch), loaded with a
+    random weight; returns the program and the weight."""
+    h = rlx.HirModule(f"dwconv_carry_{batch}")
+    y, final = h.depthwise_conv1d_causal_carry(h.input("x", (batch, None, C)),
+                                               h.param("w", (C, 1, 1, K)),
+                                               h.input("pad", (batch, K - 1, C)), kernel_size=K)
+    h.set_outputs([y, final])
+    w = rng.standard_normal((C, 1, 1, K)).astype(np.float32)
+    return rlx.runtime.load(rlx.compile(h, target), DEVICE[target], {"w": w}), w
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_depthwise_conv1d_causal_carry_chains_chunks(target: str) -> None:
     """With ``carry`` the block returns the last K-1 frames of ``[left_pad | x]``: fed back
     as the next call's ``left_pad``, chunks of any length (1 and longer than K) continue
     the long convolution exactly, and the last state is the sequence's last K-1 frames."""
-    h = rlx.HirModule("dwconv_carry")
-    y, final = h.depthwise_conv1d_causal_carry(h.input("x", (B, None, C)),
-                                               h.param("w", (C, 1, 1, K)),
-                                               h.input("pad", (B, K - 1, C)), kernel_size=K)
-    h.set_outputs([y, final])
     rng = np.random.default_rng(1)
-    w = rng.standard_normal((C, 1, 1, K)).astype(np.float32)
+    prog, w = carry_program(B, rng, target)
     x = rng.standard_normal((B, S, C)).astype(np.float32)
-    prog = rlx.runtime.load(rlx.compile(h, target), DEVICE[target], {"w": w})
     state = np.zeros((B, K - 1, C), np.float32)
     outs = []
     for lo, hi in ((0, 1), (1, 7), (7, 8), (8, S)):
@@ -132,14 +139,8 @@ def test_depthwise_conv1d_causal_carry_chains_chunks(target: str) -> None:
 def test_depthwise_conv1d_causal_dynamic_batch(target: str) -> None:
     """Batch and sequence both dynamic (a batched server's prompts): one compiled module
     over 1, 3 and 5 rows of different lengths, against torch, with the carried frames."""
-    h = rlx.HirModule("dwconv_rows")
-    y, final = h.depthwise_conv1d_causal_carry(h.input("x", (None, None, C)),
-                                               h.param("w", (C, 1, 1, K)),
-                                               h.input("pad", (None, K - 1, C)), kernel_size=K)
-    h.set_outputs([y, final])
     rng = np.random.default_rng(2)
-    w = rng.standard_normal((C, 1, 1, K)).astype(np.float32)
-    prog = rlx.runtime.load(rlx.compile(h, target), DEVICE[target], {"w": w})
+    prog, w = carry_program(None, rng, target)
     for rows, seq in ((1, 5), (3, 1), (5, 9)):
         x = rng.standard_normal((rows, seq, C)).astype(np.float32)
         pad = rng.standard_normal((rows, K - 1, C)).astype(np.float32)

@@ -52,7 +52,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from rlx.dialects.builder import HirModule, HirValue
-from rlx.models.llama_batch import batched_module
+from rlx.models.llama_batch import batched_module, prompt_logits
 from rlx.models.llama_cache import attend_cache, write_prompt
 from rlx.models.qwen35 import FULL, Qwen35Config
 from rlx.models.qwen35_hir import (
@@ -146,9 +146,7 @@ def _prefill(h: HirModule, c: Qwen35Config, batch: int, context: int) -> None:
             ssms[j] = _write_states(ctx, ssms[j], ssm, slot)
             convs[j] = _write_states(ctx, convs[j], conv, slot)
         h.label_nodes_since(start, f"layers.{i}")
-    start = len(h)
-    logits = _head(ctx, ctx.norm(h.mir("gather", [x, last], axis=1, batch_dims=1), "norm"))
-    h.label_nodes_since(start, "lm_head")
+    logits = prompt_logits(h, x, last, batch, lambda rows: _head(ctx, ctx.norm(rows, "norm")))
     nxt = h.named("next", lambda h: h.mir("argmax", [logits], axis=-1, keep_dim=False))
     h.set_outputs([logits, nxt, *write_prompt(h, fresh, cache, slot), *ssms, *convs])
 
