@@ -31,7 +31,7 @@ import transformers
 from rlx.generate import Sampling, load_model
 from rlx.models import llama_batch
 from rlx.models.llama import ModelError
-from rlx.serve.engine import BatchModel, Engine, Event, Request
+from rlx.serve.engine import BatchModel, Engine, EngineError, Event, Request
 from rlx.tokenizer import load as load_tokenizer
 from serve_fixtures import (
     BATCH,
@@ -255,6 +255,10 @@ def test_steps_run_the_rows_of_their_busy_slots(model_dir: Path) -> None:
     assert model.calls == {1: 3, 2: 3, 4: 3 + 3}
     for slot, ids in prompts.items():
         assert got[slot] == hf_greedy(model_dir, ids, len(got[slot])), f"slot {slot}"
+    for slots, batch in (([BATCH], [[5]]), ([1, 1], [[5], [6]]), ([0], [[]])):
+        with pytest.raises(EngineError, match=r"prefill: expected distinct slots in 0 \.\. "
+                           rf"{BATCH - 1} and non-empty prompts, found slots"):
+            model.prefill_many(slots, batch, [greedy] * len(batch))
 
 
 def test_bad_requests_get_openai_errors(server: ServerProcess, client: openai.OpenAI) -> None:

@@ -109,8 +109,10 @@ def prompt_logits(h: HirModule, x: HirValue, last: HirValue, batch: int,
     data-tiled pack every call (Qwen3.5-0.8B's 248320 x 1024 Q8_0 head: ~300 ms of a
     1-prompt prefill, against ~200 ms for all the rest at 8 tokens). Within the batched
     GEMV kernel's rows (``batch <= MAX_BATCH``) the head runs on ``batch`` static rows
-    instead: the prompts' rows, the last one repeated (``min(b, P - 1)``; P <= batch, one
-    prompt a slot), and the first P rows of its logits are kept."""
+    instead: the prompts' rows, the last one repeated (``min(b, P - 1)``), and the first P
+    rows of its logits are kept. Relied on: ``P <= batch`` (one prompt a slot), which
+    ``BatchModel.prefill_many`` checks; a larger P reads no row out of bounds (the gathers
+    clamp their indices) but would repeat row ``batch - 1``'s logits."""
     start = len(h)
     rows = h.mir("gather", [x, last], axis=1, batch_dims=1)              # [P, 1, E]
     if batch > MAX_BATCH:

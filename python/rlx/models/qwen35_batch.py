@@ -93,14 +93,12 @@ def _cache_inputs(h: HirModule, c: Qwen35Config, batch: int, context: int
 
 def _write_states(ctx: _Ctx, batched: HirValue, new: HirValue, slot: HirValue) -> HirValue:
     """Prompts' ``new [P, ...]`` written over slots ``slot [P]`` of ``batched [batch, ...]``
-    in place (``write_rows`` on each slot's state as one row ``[batch, 1, size]``)."""
+    in place: ``write_prompt`` of each slot's state as one row ``[batch, 1, size]``."""
     size = int(np.prod(batched.shape[1:]))
-    zeros = ctx.h.mir("binary", [slot, slot], kind="sub")
     # fused into the scatter, the prompts' state (its dynamic rows) was stack-allocated
     # ("stack allocation size overflows 64 bits", IREE 3.13): it is materialized first
-    new = ctx.h.mir("barrier", [new])
-    rows = ctx.h.mir("write_rows", [ctx.reshape(batched, batched.shape[0], 1, size),
-                                    ctx.reshape(new, -1, 1, size), slot, zeros])
+    new = ctx.reshape(ctx.h.mir("barrier", [new]), -1, 1, size)
+    rows, = write_prompt(ctx.h, [new], [ctx.reshape(batched, batched.shape[0], 1, size)], slot)
     return ctx.reshape(rows, *batched.shape)
 
 

@@ -118,9 +118,17 @@ class BatchModel:
     def prefill_many(self, slots: Sequence[int], prompts: Sequence[Sequence[int]],
                      sampling: Sequence[Sampling]) -> list[int]:
         """Run ``prompts[p]`` into ``slots[p]``; the token after each. One call for all of
-        them, right-padded to the longest."""
+        them, right-padded to the longest. The slots must be distinct and each below the
+        batch (the module writes each prompt's state at its slot, and computes the logits
+        of at most ``batch`` prompts: ``llama_batch.prompt_logits``), the prompts non-empty:
+        else an :class:`EngineError` naming what was found."""
         if not prompts:
             return []
+        bad = [s for s in slots if not 0 <= s < self.batch]
+        if bad or len(set(slots)) != len(slots) or any(not p for p in prompts):
+            raise EngineError(f"error: prefill: expected distinct slots in 0 .. "
+                              f"{self.batch - 1} and non-empty prompts, found slots "
+                              f"{list(slots)}, prompt lengths {[len(p) for p in prompts]}")
         n = max(len(p) for p in prompts)
         ids = np.zeros((len(prompts), n), np.int32)
         for row, p in zip(ids, prompts, strict=True):

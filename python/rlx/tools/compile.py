@@ -45,8 +45,9 @@ def _parser() -> argparse.ArgumentParser:
                         "hand-written kernels")
     p.add_argument("--no-attention-kernel", action="store_true",
                    help="llvm-cpu: attention in the decomposed form (decode: seven "
-                        "dispatches; prefill: every score stored) instead of rlx's "
-                        "hand-written kernels (one dispatch each)")
+                        "dispatches; prefill: every score stored), and an in-place "
+                        "gated_delta_net step as linalg, instead of rlx's hand-written "
+                        "kernels (one dispatch each)")
     p.add_argument("--activation-quant", choices=ACTIVATION_QUANTS,
                    help="llvm-cpu: decode GEMVs of Q8_0 / Q5_0 / Q4_0 / Q6_K / Q4_K weights with x "
                         "quantized to int8 blocks of 32 and integer dot products (llama.cpp's "

@@ -127,6 +127,7 @@ def lower_gated_delta_net(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
                                   or None in (emit.static_shape(whole)[0], b))
     state = (emit.filled([b, h, n, n], f32, 0.0) if whole is None else
              emit.extract_slice(whole, [0, 0, 0, 0], [b, h, n, n]) if more else whole)
+
     def step(t: ir.Value, carried: list[ir.Value]) -> list[ir.Value]:
         st, y = carried
         kt, qt, vt = (emit.extract_slice(x, [0, t, 0, 0], [b, 1, h, n]) for x in (k, q, v))
