@@ -4,7 +4,7 @@
 // needs a dequant without constant tensors (its nibble shifts computed from the loop
 // indices: a constant in the dispatch keeps IREE from fusing the pack into it) and with its
 // mergeable K loops merged by rlx (IREE's own merging leaves a reshape between the two).
-// RUN: %rlx-compile %s --target=llvm-cpu --emit=linalg | %iree-compile - --compile-to=flow --iree-hal-target-device=local --iree-hal-local-target-device-backends=llvm-cpu --iree-llvmcpu-target-cpu=host --iree-opt-level=O3 --iree-opt-data-tiling=true | FileCheck %s
+// RUN: %rlx-compile %s --target=llvm-cpu --no-prefill-kernels --emit=linalg | %iree-compile - --compile-to=flow --iree-hal-target-device=local --iree-hal-local-target-device-backends=llvm-cpu --iree-llvmcpu-target-cpu=host --iree-opt-level=O3 --iree-opt-data-tiling=true | FileCheck %s
 
 // CHECK-LABEL:   util.func public @main$async(
 // CHECK-NOT:     flow.tensor.encode %{{.+}} : tensor<{{[0-9]}}

@@ -294,8 +294,8 @@ module @q5_1_q4_1 {
 // CHECK:           %[[X:.*]] = stream.binding.subspan %arg0[%c0] : !stream.binding -> memref<3x64xf32>
 // CHECK:           %[[R:.*]] = stream.binding.subspan %arg3[%c0] : !stream.binding -> memref<3x40xf32>
 // CHECK:           %[[Y:.*]] = stream.binding.subspan %arg4[%c0] : !stream.binding -> memref<3x40xf32>
-// CHECK:           %[[WT:.*]] = memref.alloca() : memref<4x64xf32>
-// CHECK:           %[[ACC:.*]] = memref.alloca() : memref<3x32xf32>
+// CHECK:           %[[WT:.*]] = memref.alloca() alignment = 64 : memref<4x64xf32>
+// CHECK:           %[[ACC:.*]] = memref.alloca() alignment = 64 : memref<3x32xf32>
 // CHECK:             arith.sitofp %{{.*}} : vector<16xi8> to vector<16xf32>
 // CHECK:             arith.mulf
 // CHECK:             vector.store %{{.*}}, %[[WT]][%{{.*}}, %{{.*}}] : memref<4x64xf32>, vector<16xf32>
@@ -310,13 +310,13 @@ module @q5_1_q4_1 {
 // CHECK:                 vector.fma %{{.*}} : vector<8xf32>
 // CHECK:                 vector.load %[[X]][%[[V1]], %{{.*}}] : memref<3x64xf32>, vector<8xf32>
 // CHECK:               vector.store %{{.*}}, %[[ACC]][%[[V1]], %{{.*}}] : memref<3x32xf32>, vector<8xf32>
-// CHECK:           scf.for %[[V:.*]] = %c0 to %c3 step %c1 {
+// CHECK:           scf.for %[[V:.*]] = %c0 to %c3{{(_[0-9]+)?}} step %c1 {
 // CHECK:             vector.reduction <add>, %{{.*}} : vector<8xf32> into f32
 // CHECK:             memref.load %[[R]][%[[V]], %{{.*}}] : memref<3x40xf32>
 // CHECK:             memref.store %{{.*}}, %[[Y]][%[[V]], %{{.*}}] : memref<3x40xf32>
 // CHECK:       stream.executable private @rlx_gemv_q4_k_8x256_m2
-// CHECK:           memref.alloca() : memref<4x256xf32>
-// CHECK:           memref.alloca() : memref<2x32xf32>
+// CHECK:           memref.alloca() alignment = 64 : memref<4x256xf32>
+// CHECK:           memref.alloca() alignment = 64 : memref<2x32xf32>
 // CHECK:       func.func @main(
 // CHECK:         %[[XB:.*]] = tensor.collapse_shape %arg0 {{\[}}[0, 1], [2]] : tensor<1x3x64xf32> into tensor<3x64xf32>
 // CHECK:         %[[RB:.*]] = tensor.collapse_shape %arg1 {{\[}}[0, 1], [2]] : tensor<1x3x40xf32> into tensor<3x40xf32>
@@ -325,8 +325,8 @@ module @q5_1_q4_1 {
 // With 16 lanes: acc [M, 64], up to four rows of x a pass (M = 3: one pass of three).
 // WIDE-LABEL:  module @batched
 // WIDE:        stream.executable private @rlx_gemv_q8_0_40x64_m3w_add
-// WIDE:            memref.alloca() : memref<4x64xf32>
-// WIDE:            memref.alloca() : memref<3x64xf32>
+// WIDE:            memref.alloca() alignment = 64 : memref<4x64xf32>
+// WIDE:            memref.alloca() alignment = 64 : memref<3x64xf32>
 // WIDE:                affine.apply affine_map<()[s0] -> (s0 * 3)>()
 // WIDE:                affine.apply affine_map<()[s0] -> (s0 * 3 + 2)>()
 // WIDE:                  vector.fma %{{.*}} : vector<16xf32>
@@ -349,16 +349,47 @@ module @batched {
 
 // -----
 
-// Not a decode GEMV (M = 9 > 8), a row count that is not a multiple of 4, another scheme: the
-// fused form.
+// A prefill (M dynamic, or above 8) of a Q8_0 weight: the batched body with M an index operand
+// (%m_rows), its rows a block at a time (64; with 16 lanes and workgroups of 4 rows, as
+// here, acc [64, 64]: one row tile a pass).
+// CHECK-LABEL: module @prefill
+// CHECK:       stream.executable private @rlx_gemv_q8_0_40x64_mdyn
+// CHECK:         func.func @rlx_gemv_q8_0_40x64_mdyn(
+// CHECK:           stream.binding.subspan %{{.*}}[%c0] : !stream.binding -> memref<?x64xf32>{%[[M:arg[0-9]+]]}
+// CHECK:           stream.binding.subspan %{{.*}}[%c0] : !stream.binding -> memref<?x40xf32>{%[[M]]}
+// CHECK:           memref.alloca() alignment = 64 : memref<4x64xf32>
+// CHECK:           memref.alloca() alignment = 64 : memref<64x32xf32>
+// CHECK:             scf.for %{{.*}} = %c0 to %[[M]] step %c64
+// CHECK:       flow.dispatch @rlx_gemv_q8_0_40x64_mdyn::@rlx_gemv_q8_0_40x64_mdyn[%c40](%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (tensor<?x64xf32>{%{{.*}}}, tensor<10x256xi8>, tensor<10x8xf16>, index) -> tensor<?x40xf32>{%{{.*}}}
+// CHECK:       flow.dispatch @rlx_gemv_q8_0_40x64_mdyn::@rlx_gemv_q8_0_40x64_mdyn[%c40](%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (tensor<9x64xf32>, tensor<10x256xi8>, tensor<10x8xf16>, index) -> tensor<9x40xf32>
+// WIDE-LABEL:  module @prefill
+// WIDE:        stream.executable private @rlx_gemv_q8_0_40x64_mdynw
+// WIDE:            memref.alloca() alignment = 64 : memref<4x64xf32>
+// WIDE:            memref.alloca() alignment = 64 : memref<64x64xf32>
+// OFF-LABEL:   module @prefill
+// OFF-NOT:     stream.executable
+// OFF:         return
+module @prefill {
+  func.func @main(%x: tensor<1x?x64xf32>, %x9: tensor<9x64xf32>) -> (tensor<1x?x40xf32>, tensor<9x40xf32>) {
+    %w = "rlx_mir.param"() {name = "w"} : () -> tensor<40x68xi8>
+    %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q8_0"} : (tensor<1x?x64xf32>, tensor<40x68xi8>) -> tensor<1x?x40xf32>
+    %z = "rlx_mir.dequant_matmul"(%x9, %w) {scheme = "gguf_q8_0"} : (tensor<9x64xf32>, tensor<40x68xi8>) -> tensor<9x40xf32>
+    return %y, %z : tensor<1x?x40xf32>, tensor<9x40xf32>
+  }
+}
+
+// -----
+
+// Not a decode GEMV (M = 9 > 8) of a scheme with no prefill form (Q6_K), a row count that is
+// not a multiple of 4, another scheme: the fused form.
 // CHECK-LABEL: module @fused
 // CHECK-NOT:   stream.executable
 // CHECK-NOT:   flow.dispatch
 // CHECK:       return
 module @fused {
-  func.func @main(%x: tensor<9x64xf32>, %x1: tensor<1x64xf32>, %x2: tensor<1x256xf32>) -> (tensor<9x40xf32>, tensor<1x6xf32>, tensor<1x40xf32>) {
-    %w = "rlx_mir.param"() {name = "w"} : () -> tensor<40x68xi8>
-    %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q8_0"} : (tensor<9x64xf32>, tensor<40x68xi8>) -> tensor<9x40xf32>
+  func.func @main(%x: tensor<9x256xf32>, %x1: tensor<1x64xf32>, %x2: tensor<1x256xf32>) -> (tensor<9x40xf32>, tensor<1x6xf32>, tensor<1x40xf32>) {
+    %w = "rlx_mir.param"() {name = "w"} : () -> tensor<40x210xi8>
+    %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q6_k"} : (tensor<9x256xf32>, tensor<40x210xi8>) -> tensor<9x40xf32>
     %v = "rlx_mir.param"() {name = "v"} : () -> tensor<6x144xi8>
     %z = "rlx_mir.dequant_matmul"(%x2, %v) {scheme = "gguf_q4_k"} : (tensor<1x256xf32>, tensor<6x144xi8>) -> tensor<1x6xf32>
     %u = "rlx_mir.param"() {name = "u"} : () -> tensor<40x110xi8>

@@ -76,6 +76,7 @@ class TargetConfig:
     attention: str | None = None
     compute_barriers: bool | None = None
     gemv_kernels: bool | None = None
+    prefill_kernels: bool | None = None
     attention_kernel: bool | None = None
     activation_quant: str | None = None
     extra_flags: tuple[str, ...] = field(default=())
@@ -84,7 +85,7 @@ class TargetConfig:
         if self.target not in TARGETS:
             raise CompileError(f"error: unknown target {self.target!r} (expected one of "
                                f"{', '.join(TARGETS)})")
-        for name in ("gemv_kernels", "attention_kernel"):
+        for name in ("gemv_kernels", "prefill_kernels", "attention_kernel"):
             if getattr(self, name) and self.target != "llvm-cpu":
                 raise CompileError(f"error: {name}=True: rlx's hand-written kernels are "
                                    f"llvm-cpu code, the target is {self.target!r}")
@@ -118,6 +119,7 @@ class TargetConfig:
                                f"{growth[-1]!r}") from None
         return LoweringOptions(attention=self.attention or default, compute_barriers=barriers,
                                data_tiling=tiling, gemv_kernels=kernels,
+                               prefill_kernels=self.prefill_kernels is not False,
                                attention_kernel=attention_kernel, target=self.target,
                                hoist_growth=hoist, separate_decode_dequant=(
                                    self.target == "vulkan" and self.vulkan_target == "llvmpipe"),
@@ -503,7 +505,10 @@ def compile(
     ``cuda_arch``, ``rocm_arch``, ``opt_level``, ``data_tiling``, ``attention``
     (``"decomposed"`` / ``"fused"``), ``compute_barriers``, ``gemv_kernels`` (llvm-cpu:
     decode GEMVs of Q8_0 / Q4_K, and of Q5_0 / Q4_0 / Q6_K within the hoisting threshold,
-    through rlx's hand-written kernels; default on), ``attention_kernel`` (llvm-cpu: f32 attention
+    through rlx's hand-written kernels; default on), ``prefill_kernels`` (llvm-cpu, with
+    ``gemv_kernels``: a dequant_matmul of many rows, a prefill's, of F16 / BF16 / Q8_0 / Q5_0
+    / Q4_0 / Q4_K weights through the batched kernel's body on the decode kernel's planes;
+    default on), ``attention_kernel`` (llvm-cpu: f32 attention
     through rlx's hand-written kernels, one query against a KV cache (decode) or several
     (prefill), and a one-step ``gated_delta_net`` with ``state_in_place``; default on),
     ``activation_quant`` (llvm-cpu, default None; ``"q8"``: decode GEMVs' ``x`` quantized to

@@ -43,6 +43,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="llvm-cpu: decode GEMVs of Q8_0 / Q4_K (and small Q5_0 / Q4_0 / Q6_K) "
                         "weights as IREE-generated fused dequant + matvec instead of rlx's "
                         "hand-written kernels")
+    p.add_argument("--no-prefill-kernels", action="store_true",
+                   help="llvm-cpu: prefill matmuls (many rows) of F16 / BF16 / Q8_0 / Q5_0 / "
+                        "Q4_0 / Q4_K weights as IREE's data-tiled matmul (the weight "
+                        "dequantized and packed each call) instead of rlx's batched kernel")
     p.add_argument("--no-attention-kernel", action="store_true",
                    help="llvm-cpu: attention in the decomposed form (decode: seven "
                         "dispatches; prefill: every score stored), and an in-place "
@@ -69,6 +73,8 @@ def _main() -> int:
         options["data_tiling"] = False
     if args.no_gemv_kernels:
         options["gemv_kernels"] = False
+    if args.no_prefill_kernels:
+        options["prefill_kernels"] = False
     if args.no_attention_kernel:
         options["attention_kernel"] = False
     if args.activation_quant:

@@ -1,6 +1,6 @@
 """The batched form of the decode GEMV kernels (:mod:`.gemv_kernels`): ``y [M, N] = x [M, K]
-W^T`` for ``M = 2 .. MAX_BATCH`` rows of ``x`` (the sequences of a batched decode step), on
-the same tile-interleaved weight planes (:mod:`.gemv_planes`).
+W^T`` for ``M = 2 .. MAX_BATCH`` rows of ``x`` (the sequences of a batched decode step) or a
+dynamic ``M`` (a prefill), on the same tile-interleaved weight planes (:mod:`.gemv_planes`).
 
 Where ``M = 1`` streams the weights at the read bandwidth, ``M`` rows make the kernel compute
 bound, and what it computes per weight decides its speed: a row tile's weights are
@@ -24,21 +24,43 @@ body with the weights converted once per pass of two rows of ``x`` and the block
 applied per row of ``x``: more FP work per weight and row) and 1.14-1.29 for the prefill
 form that ``M > 1`` ran before (M = 1: 0.10-0.12); Q4_K 2048 x 2048 1.69 against 6.78.
 
-**Bounds.** The shapes are those :class:`.gemv_kernels.Kernel` checks (``K`` whole blocks,
-``rows`` a multiple of 4 dividing ``N``, ``1 <= M <= MAX_BATCH``), all static; with ``C = 32
-cb`` (``cb`` blocks of 32 dividing ``K / 32``; 256 for Q6_K and Q4_K, ``K % 256 = 0``) and
-the chunk ``ch < K / C``:
+**The prefill form** (``Kernel.batch`` = :data:`DYNAMIC_M`: ``M`` rows known at run time, a
+prompt's; F16 / BF16 (``half``: ``wt`` = the 16-bit values converted, exact), Q8_0 / Q5_0 /
+Q4_0 and Q4_K, the schemes whose decode kernel reads these same planes, so that no second
+copy of a weight is held) runs this body with ``M`` taken a block of ``B`` rows at a time
+(``acc [B, ...]`` on the stack), each block through every chunk. With 16 lanes and ``rows``
+a multiple of 8 a pass multiplies **two tiles** (8 rows of ``W``, ``wt [8, C]``) with 2 rows
+of ``x`` (:func:`tiles_per_pass`, ``B = 32``): ``x`` streams from L2, and with one tile
+each ``x`` load fed 4 FMAs against 8 here. The stack buffers are 64-byte aligned
+(:func:`aligned_alloca`): LLVM had put ``wt``'s rows off a cache line, and every 64-byte
+load of them spanned two (a 5632 x 2048 F16 weight at M = 128: 261 -> 289 GFLOP/s). Measured
+(Zen 5, 2 threads, best of 15, one call of the dequant_matmul alone; IREE's data-tiled f32
+matmul after the weight's dequant-and-pack, which it redoes each call, in brackets): 5632 x
+2048 F16 at M = 16 190 GFLOP/s (64), M = 128 289 (218), M = 512 318 (330). Tried and left:
+8 rows of ``W`` by 3 of ``x`` (24 accumulators; LLVM spilled and rotated registers: 243),
+chunks of 512 weights with ``B = 16`` (267), the block loop outside the tile loop (each
+block re-reads the weights: no gain).
 
-- the tile: ``tile < N / 4`` and ``r_i < N`` as in :mod:`.gemv_kernels`;
-- rows of ``x``: ``v < M`` (the loops over ``M``; a pass of ``P`` rows takes rows
-  ``min(P p + j, M - 1)``, ``p < ceil(M / P)``, ``j < P``, so that where ``P`` does not
-  divide ``M`` the last pass computes row ``M - 1`` more than once from the same partial
-  sums and stores the same value each time);
-- with ``L`` lanes (8 or 16; ``L`` divides ``C = 32 cb``): ``acc [M, 4 L]`` at ``[v, L i +
-  [0, L)]``, ``i < 4``; ``wt [4, C]`` stored at ``[i, 32 u + 16 h + [0, 16)] < C`` (``u <
-  cb``, ``h < 2``; Q4_K: ``[i, 128 cc + 16 j + [0, 16)] < 256``, ``cc < 2``, ``j < 8``) and
-  read at ``[i, L s + [0, L)]``, ``s < C / L``;
-- ``x [M, K]`` at ``[v, C ch + L s + [0, L)] <= C (K / C - 1) + C - 1 = K - 1``;
+**Bounds.** The shapes are those :class:`.gemv_kernels.Kernel` checks (``K`` whole blocks,
+``rows`` a multiple of 4 dividing ``N``, ``1 <= M <= MAX_BATCH`` or dynamic), static but
+``M``; with ``C = 32 cb`` (``cb`` blocks of 32 dividing ``K / 32``; 256 for Q6_K and Q4_K,
+``K % 256 = 0``), the chunk ``ch < K / C`` and ``T`` tiles a pass (``T = 2`` only where 8
+divides ``rows``; ``S = 4 T`` rows of ``W``):
+
+- the tiles: step ``tl < rows / S``; tile ``tile = wg · rows / 4 + T tl + tq < N / 4``
+  (``tq < T``, ``wg < N / rows``) and ``r_i = 4 (wg · rows / 4 + T tl) + i < N``, ``i < S``;
+- rows of ``x``: the block ``[mb0, mb0 + B')`` with ``B' = min(B, M - mb0) >= 1`` (``mb0 <
+  M`` by the loop; static ``M``: one block, ``B' = M``), so ``mb0 + v < M`` for ``v < B'``
+  (the loops over the block; a pass of ``P`` rows takes rows ``min(P p + j, B' - 1)``, ``p
+  < ceil(B' / P)``, ``j < P``, so that where ``P`` does not divide ``B'`` the last pass
+  computes row ``B' - 1`` more than once from the same partial sums and stores the same
+  value each time);
+- with ``L`` lanes (8 or 16; ``L`` divides ``C = 32 cb``): ``acc [B, S L]`` at ``[v, L i +
+  [0, L)]``, ``v < B' <= B``, ``i < S``; ``wt [S, C]`` stored at ``[4 tq + i, 32 u + 16 h +
+  [0, 16)] < C`` (``i < 4``, ``u < cb``, ``h < 2``; Q4_K: ``[4 tq + i, 128 cc + 16 j + [0,
+  16)] < 256``, ``cc < 2``, ``j < 8``) and read at ``[i, L s + [0, L)]``, ``s < C / L``;
+- ``x [M, K]`` at ``[mb0 + v, C ch + L s + [0, L)] <= C (K / C - 1) + C - 1 = K - 1``;
+- half planes: as the i8 ``q`` below (``w [N / 4, 4 K]``);
 - i8 planes: block ``b = cb ch + u < K / 32`` reads ``q [N / 4, 4 K]`` at ``128 b + 32 i +
   16 h + [0, 16) < 4 K``, Q8_0's ``d [N / 4, K / 8]`` at ``4 b + i < K / 8``, Q6_K's
   ``d [N / 4, K / 4]`` at ``8 b + 2 i + h < K / 4``;
@@ -46,7 +68,7 @@ the chunk ``ch < K / C``:
   K / 2`` and ``s [N / 4, K / 8]`` at ``16 c + 4 i + g < K / 8`` (``g < 4``); group
   ``4 c + g`` of row ``i`` has its ``M`` at ``m[tile, 32 ch + 8 i + 4 cc + g]``, at most
   ``32 (K / 256 - 1) + 31 < K / 8``;
-- ``y``, ``r [M, N]`` at ``[v, r_i]``.
+- ``y``, ``r [M, N]`` at ``[mb0 + v, r_i]``.
 """
 
 from __future__ import annotations
@@ -57,9 +79,9 @@ from rlx.lowering.mir_to_linalg.executable import I16, V16, Text, memref
 from rlx.lowering.mir_to_linalg.quant.gemv_text import (
     ROWS_PER_TILE,
     at,
+    half_to_f32,
     q4_k_constants,
     q4_k_nibble,
-    rows_loop,
 )
 
 V8 = "vector<8xf32>"
@@ -71,6 +93,22 @@ load per two FMAs."""
 WIDE_VECTORS_PER_PASS = 4
 """With 16 lanes (AVX-512): 4 x 4 accumulators of 32 registers, one ``wt`` load per four
 FMAs."""
+
+
+DYNAMIC_M = 0
+"""``Kernel.batch`` of the prefill form: ``M`` rows of ``x`` known only at run time."""
+PREFILL_BLOCK = 64
+"""Rows of ``x`` the prefill form multiplies with a chunk of weights before the next chunk:
+``acc [64, 4 L]`` f32 (16 KiB at 16 lanes, with ``wt``'s 4 KiB within IREE's 32 KiB stack)."""
+
+
+PREFILL_BLOCK_WIDE = 32
+"""The prefill block of a pass of two tiles: ``acc [36, 8 L]`` (18 KiB at 16 lanes) and ``wt
+[8, 256]`` (8 KiB); 12 passes of 3 rows."""
+PREFILL_PER_WIDE = 2
+PREFILL_CHUNK_BLOCKS = 8
+"""Rows of ``x`` a pass of two tiles multiplies (:func:`tiles_per_pass`): 8 x 3
+accumulators."""
 
 
 class Shape(Protocol):
@@ -86,12 +124,13 @@ class Shape(Protocol):
     def bindings(self) -> dict[str, str]: ...
 
 
-def chunk_blocks(form: str, k: int) -> int:
-    """``cb``: blocks of 32 a chunk holds (a divisor of ``K / 32``; 8 for Q6_K / Q4_K)."""
+def chunk_blocks(form: str, k: int, most: int = CHUNK_BLOCKS) -> int:
+    """``cb``: blocks of 32 a chunk holds (a divisor of ``K / 32`` up to ``most``; 8 for
+    Q6_K / Q4_K)."""
     nb = k // 32
-    if form != "byte":
+    if form not in ("byte", "half"):
         return CHUNK_BLOCKS
-    return max(d for d in range(1, CHUNK_BLOCKS + 1) if nb % d == 0)
+    return max(d for d in range(1, most + 1) if nb % d == 0)
 
 
 def rows_per_pass(lanes: int, batch: int) -> int:
@@ -104,63 +143,147 @@ def rows_per_pass(lanes: int, batch: int) -> int:
     return min(range(most, 0, -1), key=lambda p: (-(-batch // p) * p, -(-batch // p)))
 
 
+def aligned_alloca(mem: str) -> str:
+    """A stack buffer on a cache line: a 64-byte vector load of an unaligned one spans two
+    lines (the prefill form's ``wt`` loads, at a row offset LLVM chose, did)."""
+    return ('"memref.alloca"() <{alignment = 64 : i64, operandSegmentSizes = '
+            f'array<i32: 0, 0>}}> : () -> {mem}')
+
+
+def tiles_per_pass(kern: Shape) -> int:
+    """Row tiles (of 4 rows of ``W``) a pass multiplies: 2 in the prefill form with 16
+    lanes where ``rows`` allows (8 rows of ``W`` times 3 of ``x``: 24 accumulators, each
+    ``x`` load feeding 8 FMAs where one tile's feeds 4: ``x`` streams from L2), else 1."""
+    wide = kern.batch == DYNAMIC_M and kern.lanes == 16 and kern.rows % 8 == 0
+    return 2 if wide else 1
+
+
 def batched_body(t: Text, kern: Shape, form: str) -> None:
     """The body for ``kern`` (``form``: ``byte`` for Q8_0 / Q5_0 / Q4_0, ``sixteen`` for
-    Q6_K, ``q4_k``); see the module docstring."""
-    cb = chunk_blocks(form, kern.k)
+    Q6_K, ``q4_k``, ``half`` for F16 / BF16); see the module docstring. ``kern.batch`` =
+    :data:`DYNAMIC_M`: ``M`` is the kernel's ``%m_rows`` (the prefill form), its rows taken
+    :data:`PREFILL_BLOCK` at a time."""
+    tp = tiles_per_pass(kern)
+    cb = chunk_blocks(form, kern.k, PREFILL_CHUNK_BLOCKS if tp == 2 else CHUNK_BLOCKS)
     wc = 32 * cb
     lanes = kern.lanes
     vl = f"vector<{lanes}xf32>"
-    wt = memref([ROWS_PER_TILE, wc], "f32")
-    acc = memref([kern.batch, lanes * ROWS_PER_TILE], "f32")
-    per = rows_per_pass(lanes, kern.batch)
-    for name, value in (("c8", 8), ("c16", 16), ("c32", 32), ("c_batch", kern.batch),
-                        ("c_chunks", kern.k // wc), ("c_blocks", cb), ("c_wc", wc),
-                        ("c_lanes", lanes), ("c_slices", wc // lanes),
-                        ("c_last", kern.batch - 1), ("c_passes", -(-kern.batch // per))):
+    span = ROWS_PER_TILE * tp
+    wt = memref([span, wc], "f32")
+    block = (kern.batch if kern.batch != DYNAMIC_M else
+             PREFILL_BLOCK_WIDE if tp == 2 else PREFILL_BLOCK)
+    acc = memref([block, lanes * span], "f32")
+    per = PREFILL_PER_WIDE if tp == 2 else rows_per_pass(lanes, block)
+    for name, value in (("c4", 4), ("c8", 8), ("c16", 16), ("c32", 32), ("c_block", block),
+                        ("c_per", per), ("c_chunks", kern.k // wc), ("c_blocks", cb),
+                        ("c_wc", wc), ("c_lanes", lanes), ("c_slices", wc // lanes),
+                        ("c_tp", tp), ("c_steps", kern.rows // span)):
         t(f"%{name} = arith.constant {value} : index")
-    for i in range(ROWS_PER_TILE):
-        t(f"%wr{i} = arith.constant {i} : index")
+    for i in range(span):
+        t(f"%wm{i} = arith.constant {i} : index")
         t(f"%ca{i} = arith.constant {lanes * i} : index")
     t(f"%zerol = arith.constant dense<0.0> : {vl}")
     if form == "q4_k":
         _q4_k_constants(t)
-    t(f"%wt = memref.alloca() : {wt}")
-    t(f"%accb = memref.alloca() : {acc}")
-    rows_loop(t, kern.rows)
+    if form == "half" and kern.bindings["w"].endswith("xi16>"):
+        t("%sh16 = arith.constant dense<16> : vector<16xi32>")
+    t(f"%wt = {aligned_alloca(wt)}")
+    t(f"%accb = {aligned_alloca(acc)}")
+    # tiles tilep .. tilep + tp - 1 of the workgroup's rows / 4, rows r0 .. r{span - 1}
+    t(f"%tile0 = {at('%wg', kern.rows // ROWS_PER_TILE, 0)}")
+    t.block("scf.for %tl = %c0 to %c_steps step %c1")
+    t(f"%tilep = {at('%tl', tp, 0)}")
+    t("%tilef = arith.addi %tile0, %tilep : index")
+    t("%r0 = arith.muli %tilef, %c4 : index")
+    for i in range(1, span):
+        t(f"%r{i} = arith.addi %r{i - 1}, %c1 : index")
+    if kern.batch == DYNAMIC_M:                  # rows mb0 .. mb0 + c_batch - 1 of x
+        t.block("scf.for %mb0 = %c0 to %m_rows step %c_block")
+        t("%left = arith.subi %m_rows, %mb0 : index")
+        t("%c_batch = arith.minui %left, %c_block : index")
+    else:
+        t(f"%c_batch = arith.constant {kern.batch} : index")
+    t("%c_last = arith.subi %c_batch, %c1 : index")
+    t("%c_passes = arith.ceildivui %c_batch, %c_per : index")
     t.block("scf.for %vz = %c0 to %c_batch step %c1")
-    for i in range(ROWS_PER_TILE):
+    for i in range(span):
         t(f"vector.store %zerol, %accb[%vz, %ca{i}] : {acc}, {vl}")
     t.end()
     t.block("scf.for %ch = %c0 to %c_chunks step %c1")
-    if form == "q4_k":
-        _q4_k_chunk(t, kern, wt)
-    else:
-        _byte_chunk(t, kern, wt, form == "sixteen")
-    _multiply(t, kern, wt, acc, per)
+    _dequant_chunk(t, kern, wt, form)
+    _multiply(t, kern, wt, acc, per, span)
     t.end()
+    _store(t, kern, acc, span)
+    if kern.batch == DYNAMIC_M:
+        t.end()
+    t.end()
+
+
+def _store(t: Text, kern: Shape, acc: str, span: int) -> None:
+    """``y[mb0 + v, r_i]`` = the lanes of ``acc[v, L i ..]`` summed (plus ``r``'s) for the
+    block's rows ``v`` and the pass's ``span`` rows of ``W``."""
+    vl = f"vector<{kern.lanes}xf32>"
     t.block("scf.for %vy = %c0 to %c_batch step %c1")
-    for i in range(ROWS_PER_TILE):
+    my = "%my" if kern.batch == DYNAMIC_M else "%vy"
+    if kern.batch == DYNAMIC_M:
+        t("%my = arith.addi %mb0, %vy : index")
+    for i in range(span):
         t(f"%sum{i} = vector.load %accb[%vy, %ca{i}] : {acc}, {vl}")
         t(f"%y{i} = vector.reduction <add>, %sum{i} : {vl} into f32")
         value = f"%y{i}"
         if kern.residual:
-            t(f"%res{i} = memref.load %r[%vy, %r{i}] : {kern.bindings['r']}")
+            t(f"%res{i} = memref.load %r[{my}, %r{i}] : {kern.bindings['r']}")
             t(f"%out{i} = arith.addf %y{i}, %res{i} : f32")
             value = f"%out{i}"
-        t(f"memref.store {value}, %y[%vy, %r{i}] : {kern.bindings['y']}")
-    t.end()
+        t(f"memref.store {value}, %y[{my}, %r{i}] : {kern.bindings['y']}")
     t.end()
 
 
-def _byte_chunk(t: Text, kern: Shape, wt: str, sixteen: bool) -> None:
-    """``wt`` = chunk ``%ch`` of the tile's i8 weights times their scales."""
-    q, d = kern.bindings["q"], kern.bindings["d"]
+def _dequant_chunk(t: Text, kern: Shape, wt: str, form: str) -> None:
+    """``wt`` rows ``4 tq ..`` = chunk ``%ch`` of tile ``tilef + tq`` (``tq < T``)."""
+    t.block("scf.for %tq = %c0 to %c_tp step %c1")
+    t("%tile = arith.addi %tilef, %tq : index")
+    t("%wr0 = arith.muli %tq, %c4 : index")
+    for i in range(1, ROWS_PER_TILE):
+        t(f"%wr{i} = arith.addi %wr{i - 1}, %c1 : index")
+    if form == "q4_k":
+        _q4_k_chunk(t, kern, wt)
+    elif form == "half":
+        _half_chunk(t, kern, wt)
+    else:
+        _byte_chunk(t, kern, wt, form == "sixteen")
+    t.end()
+
+
+def _half_chunk(t: Text, kern: Shape, wt: str) -> None:
+    """``wt`` = chunk ``%ch`` of the tile's 16-bit weights as f32 (F16: ``extf``; BF16: the
+    bits widened and shifted into an f32's top half; exact)."""
+    w = kern.bindings["w"]
+    half = "i16" if w.endswith("xi16>") else "f16"
+    _blocks_of_chunk(t)
+    for i in range(ROWS_PER_TILE):
+        for h in range(2):
+            t(f"%wk{i}_{h} = {at('%b', 32 * ROWS_PER_TILE, 32 * i + 16 * h)}")
+            t(f"%h{i}_{h} = vector.load %w[%tile, %wk{i}_{h}] : {w}, vector<16x{half}>")
+            half_to_f32(t, f"%h{i}_{h}", f"%w{i}_{h}", half)
+            t(f"vector.store %w{i}_{h}, %wt[%wr{i}, %ku{h}] : {wt}, {V16}")
+    t.end()
+
+
+def _blocks_of_chunk(t: Text) -> None:
+    """Open the loop over the blocks of 32 of chunk ``%ch``: block ``%b``, its two halves at
+    ``wt`` columns ``%ku0``, ``%ku1``."""
     t("%bch = arith.muli %ch, %c_blocks : index")
     t.block("scf.for %u = %c0 to %c_blocks step %c1")
     t("%b = arith.addi %bch, %u : index")
     t("%ku0 = arith.muli %u, %c32 : index")
     t("%ku1 = arith.addi %ku0, %c16 : index")
+
+
+def _byte_chunk(t: Text, kern: Shape, wt: str, sixteen: bool) -> None:
+    """``wt`` = chunk ``%ch`` of the tile's i8 weights times their scales."""
+    q, d = kern.bindings["q"], kern.bindings["d"]
+    _blocks_of_chunk(t)
     for i in range(ROWS_PER_TILE):
         if not sixteen:
             t(f"%dk{i} = {at('%b', ROWS_PER_TILE, i)}")
@@ -214,9 +337,9 @@ def _q4_k_chunk(t: Text, kern: Shape, wt: str) -> None:
                 t(f"vector.store %w{n}_{j}, %wt[%wr{i}, %wo{128 * cc + 16 * j}] : {wt}, {V16}")
 
 
-def _multiply(t: Text, kern: Shape, wt: str, acc: str, per: int) -> None:
-    """``acc[v, L i + l] += Σ_s wt[i, L s + l] · x[v, C ch + L s + l]`` (``L`` lanes) for
-    every row ``v`` of ``x``, ``per`` at a time."""
+def _multiply(t: Text, kern: Shape, wt: str, acc: str, per: int, span: int) -> None:
+    """``acc[v, L i + l] += Σ_s wt[i, L s + l] · x[mb0 + v, C ch + L s + l]`` (``L`` lanes,
+    ``i < span`` rows of ``W``) for every row ``v`` of the block, ``per`` at a time."""
     x, lanes = kern.bindings["x"], kern.lanes
     vl = f"vector<{lanes}xf32>"
     t("%kc = arith.muli %ch, %c_wc : index")
@@ -225,7 +348,9 @@ def _multiply(t: Text, kern: Shape, wt: str, acc: str, per: int) -> None:
     for j in range(per):
         t(f"%vu{j} = {at('%pv', per, j)}")
         t(f"%v{j} = arith.minui %vu{j}, %c_last : index")
-        for i in range(ROWS_PER_TILE):
+        if kern.batch == DYNAMIC_M:              # the block's row in x
+            t(f"%xv{j} = arith.addi %mb0, %v{j} : index")
+        for i in range(span):
             t(f"%ai{j}_{i} = vector.load %accb[%v{j}, %ca{i}] : {acc}, {vl}")
             accs.append(f"%ma{j}_{i} = %ai{j}_{i}")
     types = ", ".join([vl] * len(accs))
@@ -233,21 +358,32 @@ def _multiply(t: Text, kern: Shape, wt: str, acc: str, per: int) -> None:
             f"iter_args({', '.join(accs)}) -> ({types})")
     t("%ks = arith.muli %sl, %c_lanes : index")
     t("%kx = arith.addi %kc, %ks : index")
-    for i in range(ROWS_PER_TILE):
-        t(f"%wv{i} = vector.load %wt[%wr{i}, %ks] : {wt}, {vl}")
+    for i in range(span):
+        t(f"%wv{i} = vector.load %wt[%wm{i}, %ks] : {wt}, {vl}")
     new = []
     for j in range(per):
-        t(f"%xs{j} = vector.load %x[%v{j}, %kx] : {x}, {vl}")
-        for i in range(ROWS_PER_TILE):
+        row = f"%xv{j}" if kern.batch == DYNAMIC_M else f"%v{j}"
+        t(f"%xs{j} = vector.load %x[{row}, %kx] : {x}, {vl}")
+        for i in range(span):
             t(f"%mn{j}_{i} = vector.fma %wv{i}, %xs{j}, %ma{j}_{i} : {vl}")
             new.append(f"%mn{j}_{i}")
     t(f"scf.yield {', '.join(new)} : {types}")
     t.end()
     for j in range(per):
-        for i in range(ROWS_PER_TILE):
-            t(f"vector.store %mm#{ROWS_PER_TILE * j + i}, %accb[%v{j}, %ca{i}] : {acc}, {vl}")
+        for i in range(span):
+            t(f"vector.store %mm#{span * j + i}, %accb[%v{j}, %ca{i}] : {acc}, {vl}")
     t.end()
 
 
-__all__ = ["CHUNK_BLOCKS", "VECTORS_PER_PASS", "WIDE_VECTORS_PER_PASS", "batched_body",
-           "chunk_blocks", "rows_per_pass"]
+__all__ = [
+    "CHUNK_BLOCKS",
+    "DYNAMIC_M",
+    "PREFILL_BLOCK",
+    "PREFILL_PER_WIDE",
+    "VECTORS_PER_PASS",
+    "WIDE_VECTORS_PER_PASS",
+    "batched_body",
+    "chunk_blocks",
+    "rows_per_pass",
+    "tiles_per_pass",
+]

@@ -15,6 +15,7 @@ from rlx.lowering.mir_to_linalg.quant.gemv_text import (
     V8,
     at,
     close_reduction,
+    half_to_f32,
     q4_k_constants,
     q4_k_mins,
     q4_k_nibble,
@@ -124,12 +125,7 @@ def half_body(t: Text, kern: ExactKernel) -> None:
         for h in range(2):
             t(f"%wk{i}_{h} = {at('%b', 32 * tile, 32 * i + 16 * h)}")
             t(f"%w{i}_{h} = vector.load %w[%tile, %wk{i}_{h}] : {w}, vector<16x{half}>")
-            if half == "f16":
-                t(f"%f{i}_{h} = arith.extf %w{i}_{h} : vector<16xf16> to {V16}")
-            else:
-                t(f"%u{i}_{h} = arith.extui %w{i}_{h} : vector<16xi16> to vector<16xi32>")
-                t(f"%t{i}_{h} = arith.shli %u{i}_{h}, %sh16 : vector<16xi32>")
-                t(f"%f{i}_{h} = arith.bitcast %t{i}_{h} : vector<16xi32> to {V16}")
+            half_to_f32(t, f"%w{i}_{h}", f"%f{i}_{h}", half)
         t(f"%p{i} = vector.fma %f{i}_0, %x0, %a{i} : {V16}")
         t(f"%n{i} = vector.fma %f{i}_1, %x1, %p{i} : {V16}")
         return f"%n{i}"

@@ -68,7 +68,11 @@ receives ``[g, u]`` and computes ``x = silu(g) · u`` there (a SwiGLU FFN's down
 each row tile once into an f32 stack buffer and multiplies it with every row of ``x``
 (:mod:`.gemv_batched`, with its own bounds argument). The residual form holds for it
 (``r [M, N]``); the RMSNorm and SwiGLU prologues are ``M = 1`` only (:mod:`.fuse`: their
-stack buffer would be ``M x K``).
+stack buffer would be ``M x K``). **Prefill** (``M`` dynamic or above ``MAX_BATCH``; F16 /
+BF16, Q8_0 / Q5_0 / Q4_0, Q4_K: :data:`PREFILL_SCHEMES`; ``LoweringOptions.prefill_kernels``):
+the batched body with ``M`` taken a block at a time, ``M`` an index operand (the one
+run-time value that reaches an index: :mod:`.gemv_batched`'s bounds), instead of IREE's
+data-tiled matmul, which dequantizes and packs the whole weight on every call.
 
 **Bounds** (``M = 1``; ``M > 1``: :mod:`.gemv_batched`). Every shape is static and the
 workload is the constant ``N``: nothing the host passes at run time reaches an index. Every
@@ -115,6 +119,7 @@ from rlx.ir.diagnostics import LoweringError
 from rlx.lowering import emit
 from rlx.lowering.mir_to_linalg.executable import (
     Binding,
+    Scalar,
     Text,
     executable_text,
     f32_bits,
@@ -122,7 +127,7 @@ from rlx.lowering.mir_to_linalg.executable import (
     record,
 )
 from rlx.lowering.mir_to_linalg.quant import gemv_exact
-from rlx.lowering.mir_to_linalg.quant.gemv_batched import batched_body
+from rlx.lowering.mir_to_linalg.quant.gemv_batched import DYNAMIC_M, batched_body
 from rlx.lowering.mir_to_linalg.quant.gemv_prologues import glu_prologue, norm_prologue
 from rlx.lowering.mir_to_linalg.quant.gemv_q8 import MAX_Q8_K, q8_body
 from rlx.lowering.mir_to_linalg.quant.gemv_text import (
@@ -170,6 +175,11 @@ weight, the file's 0.69: hoisted at any size)."""
 M1_ONLY = (*HALF_PLANE, *MIN_PLANE, Q5_K)
 """Schemes with no batched body: a batched step (``M > 1``) keeps IREE's matmul."""
 SCHEMES = (*I8_PLANE, "gguf_q4_k", Q5_K, *HALF_PLANE)
+PREFILL_SCHEMES = (*BYTE_PLANE, "gguf_q4_k", *HALF_PLANE)
+"""Schemes with a prefill form (``M`` dynamic or above :data:`MAX_BATCH`: the batched body,
+its rows of ``x`` taken a block at a time, :mod:`.gemv_batched`), on the planes the decode
+kernel reads (no second copy of the weight held). Not Q6_K: its decode reads planes of the
+file's size and the batched body a widened plane."""
 Q8_SCHEMES = (*BYTE_PLANE, *SIXTEEN_PLANE, "gguf_q4_k", Q5_K)
 """Schemes with an ``activation_quant="q8"`` kernel (:mod:`.gemv_q8`, ``M = 1``); the rest
 (F16 / BF16, Q5_1 / Q4_1) run their exact kernel in the ``q8`` mode."""
@@ -218,16 +228,20 @@ class Kernel:
             raise LoweringError(f"error: GEMV kernel {self.symbol}: expected rows per "
                                 f"workgroup a multiple of {ROWS_PER_TILE} dividing N = "
                                 f"{self.n}, found {self.rows}")
-        if not 1 <= self.batch <= MAX_BATCH:
+        if not (1 <= self.batch <= MAX_BATCH or self.batch == DYNAMIC_M):
             raise LoweringError(f"error: GEMV kernel {self.symbol}: expected 1 to {MAX_BATCH}"
-                                f" rows of x, found {self.batch}")
+                                f" rows of x (or {DYNAMIC_M}: dynamic), found {self.batch}")
+        if self.batch == DYNAMIC_M and self.scheme not in PREFILL_SCHEMES:
+            raise LoweringError(f"error: GEMV kernel {self.symbol}: expected one of "
+                                f"{', '.join(PREFILL_SCHEMES)} for a dynamic M, found "
+                                f"{self.scheme}")
         if self.batch > 1 and self.scheme in M1_ONLY:
             raise LoweringError(f"error: GEMV kernel {self.symbol}: expected M = 1 for "
                                 f"{self.scheme} (no batched body), found M = {self.batch}")
-        if self.batch > 1 and (self.norm_eps is not None or self.glu):
+        if self.batch != 1 and (self.norm_eps is not None or self.glu):
             raise LoweringError(f"error: GEMV kernel {self.symbol}: expected no RMSNorm or "
                                 f"SwiGLU prologue with {self.batch} rows of x (M = 1 only)")
-        if self.int_dot is not None and (self.batch > 1 or self.scheme not in Q8_SCHEMES
+        if self.int_dot is not None and (self.batch != 1 or self.scheme not in Q8_SCHEMES
                                          or self.k > MAX_Q8_K):
             raise LoweringError(f"error: GEMV kernel {self.symbol}: expected M = 1, one of "
                                 f"{', '.join(Q8_SCHEMES)} and K <= {MAX_Q8_K} for 8-bit "
@@ -239,7 +253,8 @@ class Kernel:
         norm = "" if self.norm_eps is None else f"_rms{f32_bits(self.norm_eps):08x}"
         glu = "_glu" if self.glu else ""
         add = "_add" if self.residual else ""
-        batch = f"_m{self.batch}" if self.batch > 1 else ""
+        batch = (f"_m{self.batch}" if self.batch > 1 else
+                 "_mdyn" if self.batch == DYNAMIC_M else "")
         batch += "w" if self.lanes == 16 else ""
         q8 = "" if self.int_dot is None else f"_q8{self.int_dot}"
         return (f"rlx_gemv_{self.scheme.removeprefix('gguf_')}_{self.n}x{self.k}{batch}{q8}"
@@ -294,7 +309,8 @@ class Kernel:
         else:
             planes = {"q": memref([n, k // 8], "i32"), "s": memref([n, k // 32], "f32"),
                       "m": memref([n, k // 32], "f32")}
-        lead = [self.batch] if self.batch > 1 else []
+        lead: list[int | str] = (["?"] if self.batch == DYNAMIC_M else
+                                 [self.batch] if self.batch > 1 else [])
         vec = memref([self.k], "f32")
         norm = {} if self.norm_eps is None else {"gamma": vec, "beta": vec}
         y = memref([*lead, self.n], "f32")
@@ -338,8 +354,12 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
     "q8"``, ``M = 1`` and ``K <= MAX_Q8_K``, the kernel's ``q8`` form (:mod:`.gemv_q8`)."""
     if not options.gemv_kernels or scheme not in SCHEMES:
         return None
-    if m is None or not 1 <= m <= MAX_BATCH or n % ROWS_PER_TILE:
+    if (m is not None and m < 1) or n % ROWS_PER_TILE:
         return None
+    if m is None or m > MAX_BATCH:                    # prefill: the batched body, M blocked
+        if scheme not in PREFILL_SCHEMES or not options.prefill_kernels:
+            return None
+        m = DYNAMIC_M
     if scheme in M1_ONLY and (m > 1 or k % 32):       # M = 1 only; 32 weights a step
         return None
     if k % QUANT_SCHEMES[scheme].block_elems:         # not whole blocks: not a GGUF weight
@@ -362,9 +382,13 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
         return None
     q8 = (options.activation_quant == "q8" and m == 1 and scheme in Q8_SCHEMES
           and k <= MAX_Q8_K)
+    if m == DYNAMIC_M and options.activation_quant == "q8" and scheme == "gguf_q4_k":
+        # the q8 decode reads other planes (the file's bytes): the prefill form's would be
+        # a second copy of the weight held in memory
+        return None
     return Kernel(scheme, n, k, workgroup_rows(n, k), batch=m,
                   int_dot=options.int_dot if q8 else None,
-                  lanes=16 if m > 1 and options.vector_bits >= 512 else 8)
+                  lanes=16 if m != 1 and options.vector_bits >= 512 else 8)
 
 
 def workgroup_rows(n: int, k: int) -> int:
@@ -388,22 +412,26 @@ IREE's llvm-cpu stack limit is 32 KiB and the Q4_K kernel has group sums there t
 
 def kernel_text(kern: Kernel) -> str:
     """The ``stream.executable`` of one kernel (one per scheme and shape)."""
-    args = []
+    args: list[Binding | Scalar] = []
+    dynamic = ("%m_rows",) if kern.batch == DYNAMIC_M else ()
     for name, mem in kern.bindings.items():
         if name == "x" and kern.norm_eps is not None:
             name = "xin"
         elif name == "x" and kern.glu:
             name = "gu"
-        args.append(Binding(name, mem))
+        if name == "y" and dynamic:              # M: an index operand before the result
+            args.append(Scalar("m_rows"))
+        args.append(Binding(name, mem, dynamic if name in ("x", "r", "y") else ()))
 
     def body(t: Text) -> None:
         if kern.norm_eps is not None:
             norm_prologue(t, kern.k, kern.norm_eps)
         if kern.glu:
             glu_prologue(t, kern.k)
-        if kern.batch > 1:
+        if kern.batch != 1:
             form = ("byte" if kern.scheme in BYTE_PLANE else
-                    "sixteen" if kern.scheme in SIXTEEN_PLANE else "q4_k")
+                    "sixteen" if kern.scheme in SIXTEEN_PLANE else
+                    "half" if kern.scheme in HALF_PLANE else "q4_k")
             batched_body(t, kern, form)
             return
         if kern.int_dot is not None:
@@ -422,20 +450,29 @@ def kernel_text(kern: Kernel) -> str:
 
 def dispatch(ctx: LoweringContext, kern: Kernel, x: ir.Value, planes: list[ir.Value],
              residual: ir.Value | None = None, norm: Sequence[ir.Value] = ()) -> ir.Value:
-    """``y [N]`` f32 = the kernel on ``x [K]`` f32 (``[2 K]`` in the SwiGLU form) and the
-    repacked weight ``planes`` (plus ``residual [N]`` f32 in the residual form; ``norm`` =
-    gamma, beta ``[K]`` f32 in the RMSNorm form); records the executable for
+    """``y [N]`` f32 = the kernel on ``x [K]`` f32 (``[2 K]`` in the SwiGLU form; ``[M,
+    K]`` batched, ``M`` a dynamic dim in the prefill form) and the repacked weight
+    ``planes`` (plus ``residual``, shaped as ``y``, in the residual form; ``norm`` = gamma,
+    beta ``[K]`` f32 in the RMSNorm form); records the executable for
     :func:`..executable.declare_executables`."""
     assert (residual is not None) == kern.residual
     assert bool(norm) == (kern.norm_eps is not None)
     record(ctx, kern)
     entry = ir.SymbolRefAttr.get([kern.symbol, kern.symbol])
-    y = ir.RankedTensorType.get([*([kern.batch] if kern.batch > 1 else []), kern.n], emit.f32())
     operands = [x, *norm, *planes, *([residual] if residual is not None else [])]
+    if kern.batch == DYNAMIC_M:                  # x, r, y [M, .]: M an index operand
+        size = emit.dim(x, 0)                    # (static where the module's M is)
+        m = emit.as_value(size)
+        y = emit.tensor_type([size, kern.n], emit.f32())
+        dims = [m for v in (x, residual) if v is not None and emit.static_shape(v)[0] is None]
+        return flow.DispatchOp([y], [emit.index(kern.n)], ir.ArrayAttr.get([entry]),
+                               [*operands, m], dims, dims[:1]).results[0]
+    y = ir.RankedTensorType.get([*([kern.batch] if kern.batch > 1 else []), kern.n], emit.f32())
     return flow.DispatchOp([y], [emit.index(kern.n)], ir.ArrayAttr.get([entry]), operands,
                            [], []).results[0]
 
 
 __all__ = ["BYTE_PLANE", "HALF_PLANE", "I8_PLANE", "M1_ONLY", "MAX_BATCH", "MAX_NORM_K",
-           "MIN_PLANE", "Q5_K", "Q8_SCHEMES", "ROWS_PER_TILE", "SCHEMES", "SIXTEEN_PLANE",
+           "MIN_PLANE", "PREFILL_SCHEMES", "Q5_K", "Q8_SCHEMES", "ROWS_PER_TILE", "SCHEMES",
+           "SIXTEEN_PLANE",
            "Kernel", "dispatch", "kernel_for", "kernel_text", "workgroup_rows"]

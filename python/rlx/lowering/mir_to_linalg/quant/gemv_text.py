@@ -29,6 +29,18 @@ def rows_loop(t: Text, rows: int) -> None:
         t(f"%r{i} = arith.addi %r{i - 1}, %c1 : index")
 
 
+def half_to_f32(t: Text, src: str, dst: str, half: str) -> None:
+    """``dst`` (16 f32 lanes) = ``src``'s 16-bit values, exact: F16 (``half = "f16"``) by
+    ``extf``; BF16 bits (``"i16"``) widened and shifted into an f32's top half (needs
+    ``%sh16``, a vector of 16s)."""
+    if half == "f16":
+        t(f"{dst} = arith.extf {src} : vector<16xf16> to {V16}")
+        return
+    t(f"{dst}_u = arith.extui {src} : vector<16xi16> to vector<16xi32>")
+    t(f"{dst}_s = arith.shli {dst}_u, %sh16 : vector<16xi32>")
+    t(f"{dst} = arith.bitcast {dst}_s : vector<16xi32> to {V16}")
+
+
 def at(name: str, stride: int, offset: int) -> str:
     """An index ``name * stride + offset`` (an affine.apply's right-hand side)."""
     return f"affine.apply affine_map<()[s0] -> (s0 * {stride} + {offset})>()[{name}]"
@@ -134,5 +146,5 @@ def store_row(t: Text, bindings: dict[str, str], i: int, value: str) -> None:
     t(f"memref.store {value}, %y[%r{i}] : {bindings['y']}")
 
 
-__all__ = ["ROWS_PER_TILE", "V8", "at", "close_reduction", "q4_k_constants", "q4_k_mins",
-           "q4_k_nibble", "q6_k_scales", "reduction", "rows_loop", "store_row"]
+__all__ = ["ROWS_PER_TILE", "V8", "at", "close_reduction", "half_to_f32", "q4_k_constants",
+           "q4_k_mins", "q4_k_nibble", "q6_k_scales", "reduction", "rows_loop", "store_row"]

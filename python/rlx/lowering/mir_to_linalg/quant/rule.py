@@ -180,16 +180,16 @@ def _through_kernel(ctx: LoweringContext, op: Decoded, kern: gemv_kernels.Kernel
     else:
         x2 = rows_of(op["x"])
     xk = emit.convert_tensor(x2, emit.f32())     # [M, K]; M = 1: [K]
-    lead = [kern.batch] if kern.batch > 1 else []
-    if not lead:
+    rows = kern.batch != 1                       # batched or prefill: x [M, K], y [M, N]
+    if not rows:
         xk = emit.collapse(xk, [[0, 1]])
     residual = None
     if near.residual is not None:                # y = r + W x in the kernel
         kern = dataclasses.replace(kern, residual=True)
-        residual = emit.reshape(near.residual, [*lead, n])
+        residual = rows_of(near.residual) if rows else emit.reshape(near.residual, [n])
     y = gemv_kernels.dispatch(ctx, kern, xk, kernel_planes(kern, op["w"]), residual,
                               gamma_beta)
-    return y if lead else emit.expand(y, [[0, 1]], [1, n])
+    return y if rows else emit.expand(y, [[0, 1]], [1, n])
 
 
 @MIR_TO_LINALG.register("dequant_matmul")
