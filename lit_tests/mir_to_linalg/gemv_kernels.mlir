@@ -362,25 +362,44 @@ module @batched {
 // CHECK:             scf.for %{{.*}} = %c0 to %[[M]] step %c64
 // CHECK:       flow.dispatch @rlx_gemv_q8_0_40x64_mdyn::@rlx_gemv_q8_0_40x64_mdyn[%c40](%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (tensor<?x64xf32>{%{{.*}}}, tensor<10x256xi8>, tensor<10x8xf16>, index) -> tensor<?x40xf32>{%{{.*}}}
 // CHECK:       flow.dispatch @rlx_gemv_q8_0_40x64_mdyn::@rlx_gemv_q8_0_40x64_mdyn[%c40](%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (tensor<9x64xf32>, tensor<10x256xi8>, tensor<10x8xf16>, index) -> tensor<9x40xf32>
+// With 16 lanes and workgroups of a multiple of 16 rows (64 x 64: 4 of 16), the outer-product
+// form (gemm_prefill): x packed [T, K, 16] by a generic before the dispatch (T after M among
+// the index operands), each chunk dequantized into wt [4, C] and transposed into wtT [C, 16],
+// 16 rows of x a pass broadcast against one wtT row, the partial sums in y.
 // WIDE-LABEL:  module @prefill
+// WIDE:        stream.executable private @rlx_gemv_q8_0_64x64_mdynw
+// WIDE:          func.func @rlx_gemv_q8_0_64x64_mdynw(
+// WIDE:            stream.binding.subspan %{{.*}}[%c0] : !stream.binding -> memref<?x64x16xf32>{%{{arg[0-9]+}}}
+// WIDE:            memref.alloca() alignment = 64 : memref<4x64xf32>
+// WIDE:            memref.alloca() alignment = 64 : memref<64x16xf32>
+// WIDE:                vector.transpose %{{.*}}, [1, 0] : vector<4x16xf32> to vector<16x4xf32>
+// WIDE:                  memref.load %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] : memref<?x64x16xf32>
+// WIDE-NEXT:             vector.broadcast %{{.*}} : f32 to vector<16xf32>
+// WIDE-NEXT:             vector.fma %{{.*}} : vector<16xf32>
 // WIDE:        stream.executable private @rlx_gemv_q8_0_40x64_mdynw
 // WIDE:            memref.alloca() alignment = 64 : memref<4x64xf32>
 // WIDE:            memref.alloca() alignment = 64 : memref<64x64xf32>
+// WIDE:        func.func @main(
+// WIDE:          linalg.generic {{.*}} outs(%{{.*}} : tensor<?x64x16xf32>)
+// WIDE:            tensor.extract %{{.*}} : tensor<?x64xf32>
+// WIDE:          flow.dispatch @rlx_gemv_q8_0_64x64_mdynw::@rlx_gemv_q8_0_64x64_mdynw[%c64](%{{.*}}) : (tensor<?x64x16xf32>{%{{.*}}}, tensor<16x256xi8>, tensor<16x8xf16>, index, index) -> tensor<?x64xf32>{%{{.*}}}
 // OFF-LABEL:   module @prefill
 // OFF-NOT:     stream.executable
 // OFF:         return
 module @prefill {
-  func.func @main(%x: tensor<1x?x64xf32>, %x9: tensor<9x64xf32>) -> (tensor<1x?x40xf32>, tensor<9x40xf32>) {
+  func.func @main(%x: tensor<1x?x64xf32>, %x9: tensor<9x64xf32>) -> (tensor<1x?x40xf32>, tensor<9x40xf32>, tensor<1x?x64xf32>) {
     %w = "rlx_mir.param"() {name = "w"} : () -> tensor<40x68xi8>
     %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q8_0"} : (tensor<1x?x64xf32>, tensor<40x68xi8>) -> tensor<1x?x40xf32>
     %z = "rlx_mir.dequant_matmul"(%x9, %w) {scheme = "gguf_q8_0"} : (tensor<9x64xf32>, tensor<40x68xi8>) -> tensor<9x40xf32>
-    return %y, %z : tensor<1x?x40xf32>, tensor<9x40xf32>
+    %u = "rlx_mir.param"() {name = "u"} : () -> tensor<64x68xi8>
+    %o = "rlx_mir.dequant_matmul"(%x, %u) {scheme = "gguf_q8_0"} : (tensor<1x?x64xf32>, tensor<64x68xi8>) -> tensor<1x?x64xf32>
+    return %y, %z, %o : tensor<1x?x40xf32>, tensor<9x40xf32>, tensor<1x?x64xf32>
   }
 }
 
 // -----
 
-// Not a decode GEMV (M = 9 > 8) of a scheme with no prefill form (Q6_K), a row count that is
+// Not a decode GEMV (M = 9 > 8) of a scheme with no prefill form (Q5_K), a row count that is
 // not a multiple of 4, another scheme: the fused form.
 // CHECK-LABEL: module @fused
 // CHECK-NOT:   stream.executable
@@ -388,8 +407,8 @@ module @prefill {
 // CHECK:       return
 module @fused {
   func.func @main(%x: tensor<9x256xf32>, %x1: tensor<1x64xf32>, %x2: tensor<1x256xf32>) -> (tensor<9x40xf32>, tensor<1x6xf32>, tensor<1x40xf32>) {
-    %w = "rlx_mir.param"() {name = "w"} : () -> tensor<40x210xi8>
-    %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q6_k"} : (tensor<9x256xf32>, tensor<40x210xi8>) -> tensor<9x40xf32>
+    %w = "rlx_mir.param"() {name = "w"} : () -> tensor<40x176xi8>
+    %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q5_k"} : (tensor<9x256xf32>, tensor<40x176xi8>) -> tensor<9x40xf32>
     %v = "rlx_mir.param"() {name = "v"} : () -> tensor<6x144xi8>
     %z = "rlx_mir.dequant_matmul"(%x2, %v) {scheme = "gguf_q4_k"} : (tensor<1x256xf32>, tensor<6x144xi8>) -> tensor<1x6xf32>
     %u = "rlx_mir.param"() {name = "u"} : () -> tensor<40x110xi8>

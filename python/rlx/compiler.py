@@ -507,7 +507,7 @@ def compile(
     decode GEMVs of Q8_0 / Q4_K, and of Q5_0 / Q4_0 / Q6_K within the hoisting threshold,
     through rlx's hand-written kernels; default on), ``prefill_kernels`` (llvm-cpu, with
     ``gemv_kernels``: a dequant_matmul of many rows, a prefill's, of F16 / BF16 / Q8_0 / Q5_0
-    / Q4_0 / Q4_K weights through the batched kernel's body on the decode kernel's planes;
+    / Q4_0 / Q4_K / Q6_K weights through the batched kernel's body on the decode kernel's planes;
     default on), ``attention_kernel`` (llvm-cpu: f32 attention
     through rlx's hand-written kernels, one query against a KV cache (decode) or several
     (prefill), and a one-step ``gated_delta_net`` with ``state_in_place``; default on),

@@ -395,13 +395,14 @@ def test_gemv_kernels_batched(bits: int | str, monkeypatch: pytest.MonkeyPatch) 
 
 @pytest.mark.parametrize("bits", [256, "host"])
 def test_gemv_kernels_prefill(bits: int | str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The prefill form (x [1, S, K] with S dynamic: the batched body over the decode
-    planes, rows of x a block at a time; with 16 lanes two row tiles a pass) against the
-    float64 reference for every scheme it takes (F16, BF16, Q8_0, Q5_0, Q4_0, Q4_K), at
-    S = 1, under one block, across blocks with a remainder (33, 67: blocks of 32 and 64)
-    and a pass that repeats its last row, rows per workgroup a multiple of 4 but not of 8
-    (one tile a pass: 12 x 576), and a residual add taken in; the kernels are checked to
-    be what ran. With 8 lanes (forced) and with what this machine has."""
+    """The prefill form (x [1, S, K] with S dynamic, over the decode planes) against the
+    float64 reference for every scheme it takes (F16, BF16, Q8_0, Q5_0, Q4_0, Q4_K, Q6_K), at
+    S = 1, under one block, across blocks with a remainder (33, 67: blocks of 64 rows, passes
+    of 16) and a pass that repeats its last row, and a residual add taken in; the kernels are
+    checked to be what ran. With 8 lanes (forced: the dot form, gemv_batched) and with what
+    this machine has (16 lanes where it has AVX-512, the CPUs of CI: the outer-product form,
+    gemm_prefill, where a workgroup's rows are a multiple of 16 (48, 16, 64, 32 rows here),
+    the dot form where not (12, 40))."""
     host = rlx.compiler.vector_bits_of("host", ())
     wide = "w" if bits == "host" and host == 512 else ""
     if bits == 256:
@@ -410,7 +411,7 @@ def test_gemv_kernels_prefill(bits: int | str, monkeypatch: pytest.MonkeyPatch) 
     h = rlx.HirModule("prefill")
     cases = [("gguf_f16", 48, 576), ("gguf_bf16", 16, 256), ("gguf_q8_0", 64, 1536),
              ("gguf_q8_0", 12, 576), ("gguf_q5_0", 48, 576), ("gguf_q4_0", 32, 512),
-             ("gguf_q4_k", 48, 512)]
+             ("gguf_q4_k", 48, 512), ("gguf_q6_k", 40, 512)]
     weights, outs = {}, []
     for s, rows, k in cases:
         name = f"{s}.{rows}x{k}"
@@ -490,8 +491,8 @@ def test_batched_kernel_rows_the_bounds_rest_on() -> None:
         with pytest.raises(LoweringError, match=f"expected 1 to {MAX_BATCH} rows of x "
                                                 f"\\(or 0: dynamic\\), found {batch}"):
             Kernel("gguf_q8_0", 8, 32, 4, batch=batch)
-    with pytest.raises(LoweringError, match="for a dynamic M, found gguf_q6_k"):
-        Kernel("gguf_q6_k", 8, 256, 4, batch=DYNAMIC_M)
+    with pytest.raises(LoweringError, match="for a dynamic M, found gguf_q5_k"):
+        Kernel("gguf_q5_k", 8, 256, 4, batch=DYNAMIC_M)
     for extra in ({"norm_eps": 1e-5}, {"glu": True}):
         with pytest.raises(LoweringError, match="no RMSNorm or SwiGLU prologue with 2 rows"):
             Kernel("gguf_q4_k", 8, 256, 4, batch=2, **extra)
@@ -503,9 +504,10 @@ def test_batched_kernel_rows_the_bounds_rest_on() -> None:
         None: (0, "rlx_gemv_q8_0_64x576_mdyn")}
     off = LoweringOptions(gemv_kernels=True, prefill_kernels=False)
     assert kernel_for("gguf_q8_0", None, 64, 576, off) is None
-    assert kernel_for("gguf_q6_k", None, 64, 256, options) is None     # no prefill form
     q8 = LoweringOptions(gemv_kernels=True, activation_quant="q8")
-    assert kernel_for("gguf_q4_k", None, 64, 256, q8) is None           # other decode planes
+    for scheme in ("gguf_q4_k", "gguf_q6_k"):    # q8: the decode reads other planes
+        assert kernel_for(scheme, None, 64, 256, options) is not None
+        assert kernel_for(scheme, None, 64, 256, q8) is None
     for scheme in M1_ONLY:                       # no batched body: M > 1 keeps the fused form
         k = 256 if scheme == "gguf_q5_k" else 576
         assert kernel_for(scheme, 1, 64, k, options) is not None, scheme

@@ -55,9 +55,9 @@ class LoweringOptions:
     targets)."""
     prefill_kernels: bool = True
     """With ``gemv_kernels``: a ``dequant_matmul`` of many rows of ``x`` (``M`` dynamic or
-    above the batched kernels' 8: a prefill) of F16 / BF16, Q8_0 / Q5_0 / Q4_0 or Q4_K
-    weights runs the batched kernel's body over the decode kernel's planes, its rows taken 64
-    at a time (:mod:`.mir_to_linalg.quant.gemv_batched`), instead of dequantizing the whole
+    above the batched kernels' 8: a prefill) of F16 / BF16, Q8_0 / Q5_0 / Q4_0, Q4_K or Q6_K
+    weights runs the batched kernel's body over the decode kernel's planes, its rows taken a
+    block at a time (:mod:`.mir_to_linalg.quant.gemv_batched`), instead of dequantizing the whole
     weight into IREE's data-tiled matmul on every call."""
     attention_kernel: bool = False
     """f32 attention through rlx's hand-written llvm-cpu kernels: one query against the

@@ -45,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
                         "hand-written kernels")
     p.add_argument("--no-prefill-kernels", action="store_true",
                    help="llvm-cpu: prefill matmuls (many rows) of F16 / BF16 / Q8_0 / Q5_0 / "
-                        "Q4_0 / Q4_K weights as IREE's data-tiled matmul (the weight "
+                        "Q4_0 / Q4_K / Q6_K weights as IREE's data-tiled matmul (the weight "
                         "dequantized and packed each call) instead of rlx's batched kernel")
     p.add_argument("--no-attention-kernel", action="store_true",
                    help="llvm-cpu: attention in the decomposed form (decode: seven "

@@ -26,29 +26,27 @@ form that ``M > 1`` ran before (M = 1: 0.10-0.12); Q4_K 2048 x 2048 1.69 against
 
 **The prefill form** (``Kernel.batch`` = :data:`DYNAMIC_M`: ``M`` rows known at run time, a
 prompt's; F16 / BF16 (``half``: ``wt`` = the 16-bit values converted, exact), Q8_0 / Q5_0 /
-Q4_0 and Q4_K, the schemes whose decode kernel reads these same planes, so that no second
-copy of a weight is held) runs this body with ``M`` taken a block of ``B`` rows at a time
-(``acc [B, ...]`` on the stack), each block through every chunk. With 16 lanes and ``rows``
-a multiple of 8 a pass multiplies **two tiles** (8 rows of ``W``, ``wt [8, C]``) with 2 rows
-of ``x`` (:func:`tiles_per_pass`, ``B = 32``): ``x`` streams from L2, and with one tile
-each ``x`` load fed 4 FMAs against 8 here. The stack buffers are 64-byte aligned
-(:func:`aligned_alloca`): LLVM had put ``wt``'s rows off a cache line, and every 64-byte
-load of them spanned two (a 5632 x 2048 F16 weight at M = 128: 261 -> 289 GFLOP/s). Measured
-(Zen 5, 2 threads, best of 15, one call of the dequant_matmul alone; IREE's data-tiled f32
-matmul after the weight's dequant-and-pack, which it redoes each call, in brackets): 5632 x
-2048 F16 at M = 16 190 GFLOP/s (64), M = 128 289 (218), M = 512 318 (330). Tried and left:
-8 rows of ``W`` by 3 of ``x`` (24 accumulators; LLVM spilled and rotated registers: 243),
-chunks of 512 weights with ``B = 16`` (267), the block loop outside the tile loop (each
-block re-reads the weights: no gain).
+Q4_0, Q4_K and Q6_K (``q6_k``: ``wt = (d · sc) · (q - 32)`` from the exact decode's packed
+planes, :func:`.gemv_exact.q6_k_body`'s), the schemes whose decode kernel reads these same
+planes, so that no second copy of a weight is held) runs this body with ``M`` taken a block
+of ``B = 64`` rows at a time (``acc [B, ...]`` on the stack), each block through every
+chunk, where the target has 8 lanes or the workgroup's rows are not a multiple of 16; else
+the outer-product form of :mod:`.gemm_prefill`, on this module's chunk code. The stack
+buffers are 64-byte aligned (:func:`aligned_alloca`): LLVM had put ``wt``'s rows off a cache
+line, and every 64-byte load of them spanned two. Measured (Zen 5, 2 threads, best of 15,
+one 5632 x 2048 F16 dequant_matmul alone, GFLOP/s; IREE's data-tiled f32 matmul after the
+weight's dequant-and-pack, which it redoes each call, in brackets): this body at M = 16 190
+(64), M = 128 289 (218), M = 512 318 (330); tried and left: 8 rows of ``W`` by 3 or 2 of
+``x`` a pass (243, 261 before the alignment), chunks of 512 with ``B = 16`` (267), the
+block loop outside the tile loop (no gain). The outer-product form: 168, 328, 386.
 
 **Bounds.** The shapes are those :class:`.gemv_kernels.Kernel` checks (``K`` whole blocks,
 ``rows`` a multiple of 4 dividing ``N``, ``1 <= M <= MAX_BATCH`` or dynamic), static but
 ``M``; with ``C = 32 cb`` (``cb`` blocks of 32 dividing ``K / 32``; 256 for Q6_K and Q4_K,
-``K % 256 = 0``), the chunk ``ch < K / C`` and ``T`` tiles a pass (``T = 2`` only where 8
-divides ``rows``; ``S = 4 T`` rows of ``W``):
+``K % 256 = 0``) and the chunk ``ch < K / C`` (``S = 4`` rows of ``W`` a pass):
 
-- the tiles: step ``tl < rows / S``; tile ``tile = wg · rows / 4 + T tl + tq < N / 4``
-  (``tq < T``, ``wg < N / rows``) and ``r_i = 4 (wg · rows / 4 + T tl) + i < N``, ``i < S``;
+- the tiles: ``tl < rows / 4``; tile ``tile = wg · rows / 4 + tl < N / 4`` (``wg < N /
+  rows``) and ``r_i = 4 tile + i < N``, ``i < 4``;
 - rows of ``x``: the block ``[mb0, mb0 + B')`` with ``B' = min(B, M - mb0) >= 1`` (``mb0 <
   M`` by the loop; static ``M``: one block, ``B' = M``), so ``mb0 + v < M`` for ``v < B'``
   (the loops over the block; a pass of ``P`` rows takes rows ``min(P p + j, B' - 1)``, ``p
@@ -56,14 +54,18 @@ divides ``rows``; ``S = 4 T`` rows of ``W``):
   computes row ``B' - 1`` more than once from the same partial sums and stores the same
   value each time);
 - with ``L`` lanes (8 or 16; ``L`` divides ``C = 32 cb``): ``acc [B, S L]`` at ``[v, L i +
-  [0, L)]``, ``v < B' <= B``, ``i < S``; ``wt [S, C]`` stored at ``[4 tq + i, 32 u + 16 h +
-  [0, 16)] < C`` (``i < 4``, ``u < cb``, ``h < 2``; Q4_K: ``[4 tq + i, 128 cc + 16 j + [0,
-  16)] < 256``, ``cc < 2``, ``j < 8``) and read at ``[i, L s + [0, L)]``, ``s < C / L``;
+  [0, L)]``, ``v < B' <= B``, ``i < S``; ``wt [S, C]`` stored at ``[i, 32 u + 16 h + [0, 16)] <
+  C`` (``i < 4``, ``u < cb``, ``h < 2``; Q4_K: ``[i, 128 cc + 16 j + [0, 16)] < 256``, ``cc <
+  2``, ``j < 8``) and read at ``[i, L s + [0, L)]``, ``s < C / L``;
 - ``x [M, K]`` at ``[mb0 + v, C ch + L s + [0, L)] <= C (K / C - 1) + C - 1 = K - 1``;
 - half planes: as the i8 ``q`` below (``w [N / 4, 4 K]``);
 - i8 planes: block ``b = cb ch + u < K / 32`` reads ``q [N / 4, 4 K]`` at ``128 b + 32 i +
   16 h + [0, 16) < 4 K``, Q8_0's ``d [N / 4, K / 8]`` at ``4 b + i < K / 8``, Q6_K's
   ``d [N / 4, K / 4]`` at ``8 b + 2 i + h < K / 4``;
+- packed Q6_K: unit ``c = 2 ch + cc < K / 128`` reads ``ql [N / 4, K / 2]`` (i32) and ``qh
+  [N / 4, K / 2]`` (i16) at ``64 c + 16 i + [0, 16) < K / 2``, ``sc [N / 4, K / 4]`` at ``32 c
+  + 8 i + [0, 8) < K / 4`` and ``d [N / 4, K / 64]`` at ``4 (c / 2) + i < K / 64``, as
+  :mod:`.gemv_kernels`' M = 1 body; ``wt`` at ``[i, 128 cc + 16 j + [0, 16)] < 256``;
 - Q4_K: ``c = 2 ch + cc < K / 128`` reads ``q [N / 4, K / 2]`` at ``64 c + 16 i + [0, 16) <
   K / 2`` and ``s [N / 4, K / 8]`` at ``16 c + 4 i + g < K / 8`` (``g < 4``); group
   ``4 c + g`` of row ``i`` has its ``M`` at ``m[tile, 32 ch + 8 i + 4 cc + g]``, at most
@@ -76,6 +78,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from rlx.lowering.mir_to_linalg.executable import I16, V16, Text, memref
+from rlx.lowering.mir_to_linalg.quant.gemv_exact import q6_k_constants, q6_k_unit
 from rlx.lowering.mir_to_linalg.quant.gemv_text import (
     ROWS_PER_TILE,
     at,
@@ -102,15 +105,6 @@ PREFILL_BLOCK = 64
 ``acc [64, 4 L]`` f32 (16 KiB at 16 lanes, with ``wt``'s 4 KiB within IREE's 32 KiB stack)."""
 
 
-PREFILL_BLOCK_WIDE = 32
-"""The prefill block of a pass of two tiles: ``acc [36, 8 L]`` (18 KiB at 16 lanes) and ``wt
-[8, 256]`` (8 KiB); 12 passes of 3 rows."""
-PREFILL_PER_WIDE = 2
-PREFILL_CHUNK_BLOCKS = 8
-"""Rows of ``x`` a pass of two tiles multiplies (:func:`tiles_per_pass`): 8 x 3
-accumulators."""
-
-
 class Shape(Protocol):
     """What the batched body reads of a :class:`.gemv_kernels.Kernel`."""
 
@@ -124,13 +118,12 @@ class Shape(Protocol):
     def bindings(self) -> dict[str, str]: ...
 
 
-def chunk_blocks(form: str, k: int, most: int = CHUNK_BLOCKS) -> int:
-    """``cb``: blocks of 32 a chunk holds (a divisor of ``K / 32`` up to ``most``; 8 for
-    Q6_K / Q4_K)."""
+def chunk_blocks(form: str, k: int) -> int:
+    """``cb``: blocks of 32 a chunk holds (a divisor of ``K / 32``; 8 for Q6_K / Q4_K)."""
     nb = k // 32
     if form not in ("byte", "half"):
         return CHUNK_BLOCKS
-    return max(d for d in range(1, most + 1) if nb % d == 0)
+    return max(d for d in range(1, CHUNK_BLOCKS + 1) if nb % d == 0)
 
 
 def rows_per_pass(lanes: int, batch: int) -> int:
@@ -150,51 +143,38 @@ def aligned_alloca(mem: str) -> str:
             f'array<i32: 0, 0>}}> : () -> {mem}')
 
 
-def tiles_per_pass(kern: Shape) -> int:
-    """Row tiles (of 4 rows of ``W``) a pass multiplies: 2 in the prefill form with 16
-    lanes where ``rows`` allows (8 rows of ``W`` times 3 of ``x``: 24 accumulators, each
-    ``x`` load feeding 8 FMAs where one tile's feeds 4: ``x`` streams from L2), else 1."""
-    wide = kern.batch == DYNAMIC_M and kern.lanes == 16 and kern.rows % 8 == 0
-    return 2 if wide else 1
-
-
 def batched_body(t: Text, kern: Shape, form: str) -> None:
     """The body for ``kern`` (``form``: ``byte`` for Q8_0 / Q5_0 / Q4_0, ``sixteen`` for
     Q6_K, ``q4_k``, ``half`` for F16 / BF16); see the module docstring. ``kern.batch`` =
     :data:`DYNAMIC_M`: ``M`` is the kernel's ``%m_rows`` (the prefill form), its rows taken
     :data:`PREFILL_BLOCK` at a time."""
-    tp = tiles_per_pass(kern)
-    cb = chunk_blocks(form, kern.k, PREFILL_CHUNK_BLOCKS if tp == 2 else CHUNK_BLOCKS)
+    cb = chunk_blocks(form, kern.k)
     wc = 32 * cb
     lanes = kern.lanes
     vl = f"vector<{lanes}xf32>"
-    span = ROWS_PER_TILE * tp
+    span = ROWS_PER_TILE
     wt = memref([span, wc], "f32")
-    block = (kern.batch if kern.batch != DYNAMIC_M else
-             PREFILL_BLOCK_WIDE if tp == 2 else PREFILL_BLOCK)
+    block = kern.batch if kern.batch != DYNAMIC_M else PREFILL_BLOCK
     acc = memref([block, lanes * span], "f32")
-    per = PREFILL_PER_WIDE if tp == 2 else rows_per_pass(lanes, block)
-    for name, value in (("c4", 4), ("c8", 8), ("c16", 16), ("c32", 32), ("c_block", block),
-                        ("c_per", per), ("c_chunks", kern.k // wc), ("c_blocks", cb),
-                        ("c_wc", wc), ("c_lanes", lanes), ("c_slices", wc // lanes),
-                        ("c_tp", tp), ("c_steps", kern.rows // span)):
+    per = rows_per_pass(lanes, block)
+    for name, value in (("c2", 2), ("c4", 4), ("c8", 8), ("c16", 16), ("c32", 32),
+                        ("c_block", block), ("c_per", per), ("c_chunks", kern.k // wc),
+                        ("c_blocks", cb), ("c_wc", wc), ("c_lanes", lanes),
+                        ("c_slices", wc // lanes), ("c_steps", kern.rows // span)):
         t(f"%{name} = arith.constant {value} : index")
     for i in range(span):
         t(f"%wm{i} = arith.constant {i} : index")
+        t(f"%wr{i} = arith.constant {i} : index")
         t(f"%ca{i} = arith.constant {lanes * i} : index")
     t(f"%zerol = arith.constant dense<0.0> : {vl}")
-    if form == "q4_k":
-        _q4_k_constants(t)
-    if form == "half" and kern.bindings["w"].endswith("xi16>"):
-        t("%sh16 = arith.constant dense<16> : vector<16xi32>")
+    chunk_constants(t, kern, form)
     t(f"%wt = {aligned_alloca(wt)}")
     t(f"%accb = {aligned_alloca(acc)}")
-    # tiles tilep .. tilep + tp - 1 of the workgroup's rows / 4, rows r0 .. r{span - 1}
+    # tile wg · rows / 4 + tl of the workgroup's rows / 4, rows r0 .. r3
     t(f"%tile0 = {at('%wg', kern.rows // ROWS_PER_TILE, 0)}")
     t.block("scf.for %tl = %c0 to %c_steps step %c1")
-    t(f"%tilep = {at('%tl', tp, 0)}")
-    t("%tilef = arith.addi %tile0, %tilep : index")
-    t("%r0 = arith.muli %tilef, %c4 : index")
+    t("%tile = arith.addi %tile0, %tl : index")
+    t("%r0 = arith.muli %tile, %c4 : index")
     for i in range(1, span):
         t(f"%r{i} = arith.addi %r{i - 1}, %c1 : index")
     if kern.batch == DYNAMIC_M:                  # rows mb0 .. mb0 + c_batch - 1 of x
@@ -210,7 +190,7 @@ def batched_body(t: Text, kern: Shape, form: str) -> None:
         t(f"vector.store %zerol, %accb[%vz, %ca{i}] : {acc}, {vl}")
     t.end()
     t.block("scf.for %ch = %c0 to %c_chunks step %c1")
-    _dequant_chunk(t, kern, wt, form)
+    dequant_tile_chunk(t, kern, wt, form)
     _multiply(t, kern, wt, acc, per, span)
     t.end()
     _store(t, kern, acc, span)
@@ -239,20 +219,27 @@ def _store(t: Text, kern: Shape, acc: str, span: int) -> None:
     t.end()
 
 
-def _dequant_chunk(t: Text, kern: Shape, wt: str, form: str) -> None:
-    """``wt`` rows ``4 tq ..`` = chunk ``%ch`` of tile ``tilef + tq`` (``tq < T``)."""
-    t.block("scf.for %tq = %c0 to %c_tp step %c1")
-    t("%tile = arith.addi %tilef, %tq : index")
-    t("%wr0 = arith.muli %tq, %c4 : index")
-    for i in range(1, ROWS_PER_TILE):
-        t(f"%wr{i} = arith.addi %wr{i - 1}, %c1 : index")
+def chunk_constants(t: Text, kern: Shape, form: str) -> None:
+    """The constants :func:`dequant_tile_chunk` reads for ``form`` (with ``%c2``, ``%c16``,
+    ``%c32`` and ``%c_blocks``)."""
+    if form == "q4_k":
+        _q4_k_constants(t)
+    if form == "q6_k":
+        q6_k_constants(t)
+    if form == "half" and kern.bindings["w"].endswith("xi16>"):
+        t("%sh16 = arith.constant dense<16> : vector<16xi32>")
+
+
+def dequant_tile_chunk(t: Text, kern: Shape, wt: str, form: str) -> None:
+    """``wt`` rows ``%wr0 .. %wr3`` = chunk ``%ch`` of tile ``%tile``'s weights as f32."""
     if form == "q4_k":
         _q4_k_chunk(t, kern, wt)
+    elif form == "q6_k":
+        _q6_k_chunk(t, kern, wt)
     elif form == "half":
         _half_chunk(t, kern, wt)
     else:
         _byte_chunk(t, kern, wt, form == "sixteen")
-    t.end()
 
 
 def _half_chunk(t: Text, kern: Shape, wt: str) -> None:
@@ -337,6 +324,25 @@ def _q4_k_chunk(t: Text, kern: Shape, wt: str) -> None:
                 t(f"vector.store %w{n}_{j}, %wt[%wr{i}, %wo{128 * cc + 16 * j}] : {wt}, {V16}")
 
 
+def _q6_k_chunk(t: Text, kern: Shape, wt: str) -> None:
+    """``wt`` = chunk ``%ch`` (two 128-weight units ``c``) of the tile's Q6_K weights from
+    the packed planes (:func:`.gemv_exact.q6_k_body`'s): ``(d · sc) · (q - 32)`` per weight,
+    ``q = lo | hi << 4`` from lane ``l`` of the unit's nibble word and 2-bit word."""
+    mem = kern.bindings
+    t.block("scf.for %cc = %c0 to %c2 step %c1")     # a region each: q6_k_scales' names
+    t("%c2ch = arith.muli %ch, %c2 : index")
+    t("%cu = arith.addi %c2ch, %cc : index")
+    for i in range(ROWS_PER_TILE):
+        scales, quants = q6_k_unit(t, mem, "%cu", i)
+        for j in range(8):
+            t(f"%e{i}_{j} = vector.extract {scales}[{j}] : f32 from vector<8xf32>")
+            t(f"%v{i}_{j} = vector.broadcast %e{i}_{j} : f32 to {V16}")
+            t(f"%x{i}_{j} = arith.mulf {quants[j]}, %v{i}_{j} : {V16}")
+            t(f"%o{i}_{j} = {at('%cc', 128, 16 * j)}")
+            t(f"vector.store %x{i}_{j}, %wt[%wr{i}, %o{i}_{j}] : {wt}, {V16}")
+    t.end()
+
+
 def _multiply(t: Text, kern: Shape, wt: str, acc: str, per: int, span: int) -> None:
     """``acc[v, L i + l] += Σ_s wt[i, L s + l] · x[mb0 + v, C ch + L s + l]`` (``L`` lanes,
     ``i < span`` rows of ``W``) for every row ``v`` of the block, ``per`` at a time."""
@@ -379,11 +385,13 @@ __all__ = [
     "CHUNK_BLOCKS",
     "DYNAMIC_M",
     "PREFILL_BLOCK",
-    "PREFILL_PER_WIDE",
     "VECTORS_PER_PASS",
     "WIDE_VECTORS_PER_PASS",
+    "Shape",
+    "aligned_alloca",
     "batched_body",
     "chunk_blocks",
+    "chunk_constants",
+    "dequant_tile_chunk",
     "rows_per_pass",
-    "tiles_per_pass",
 ]

@@ -227,6 +227,46 @@ Q6_K_HIGH_SHIFTS = {j: 2 * j - 4 for j in range(8)}
 moves its 2-bit high field (bits ``2j`` of the ``qh`` lanes) to bits 4-5 of the quant."""
 
 
+def q6_k_constants(t: Text) -> None:
+    """The masks and shifts :func:`q6_k_unit` reads."""
+    t(f"%m15 = arith.constant dense<15> : {I16}")
+    t(f"%m48 = arith.constant dense<48> : {I16}")
+    t(f"%b32 = arith.constant dense<32> : {I16}")
+    shifts = {abs(v) for v in Q6_K_HIGH_SHIFTS.values()} | {4 * j for j in range(8)}
+    for v in sorted(shifts - {0}):
+        t(f"%s{v} = arith.constant dense<{v}> : {I16}")
+
+
+def q6_k_unit(t: Text, mem: dict[str, str], unit: str, i: int) -> tuple[str, list[str]]:
+    """Row ``%r{i}``'s 128-weight unit ``unit`` of the packed Q6_K planes (tile ``%tile``):
+    ``d · sc`` of its eight groups of 16 (8 f32 lanes, :func:`.gemv_text.q6_k_scales`) and,
+    per group ``j``, its 16 quants ``q - 32`` as f32, ``q = lo | hi << 4`` taken from lane
+    ``l`` of the unit's nibble word (nibble ``j`` at bits ``4j``) and 2-bit word (field ``j``
+    at bits ``2j``)."""
+    t(f"%kq{i} = {at(unit, 16 * ROWS_PER_TILE, 16 * i)}")
+    t(f"%w{i} = vector.load %ql[%tile, %kq{i}] : {mem['ql']}, {I16}")
+    t(f"%hh{i} = vector.load %qh[%tile, %kq{i}] : {mem['qh']}, vector<16xi16>")
+    t(f"%h{i} = arith.extui %hh{i} : vector<16xi16> to {I16}")
+    scales = q6_k_scales(t, mem, unit, i)
+    quants = []
+    for j in range(8):
+        lo = f"%w{i}"
+        if j:
+            lo = f"%ls{i}_{j}"
+            t(f"{lo} = arith.shrui %w{i}, %s{4 * j} : {I16}")
+        t(f"%lo{i}_{j} = arith.andi {lo}, %m15 : {I16}")
+        hi, sh = f"%h{i}", Q6_K_HIGH_SHIFTS[j]
+        if sh:
+            hi = f"%hs{i}_{j}"
+            t(f"{hi} = arith.{'shrui' if sh > 0 else 'shli'} %h{i}, %s{abs(sh)} : {I16}")
+        t(f"%hi{i}_{j} = arith.andi {hi}, %m48 : {I16}")
+        t(f"%q{i}_{j} = arith.ori %lo{i}_{j}, %hi{i}_{j} : {I16}")
+        t(f"%qc{i}_{j} = arith.subi %q{i}_{j}, %b32 : {I16}")
+        t(f"%f{i}_{j} = arith.sitofp %qc{i}_{j} : {I16} to {V16}")
+        quants.append(f"%f{i}_{j}")
+    return scales, quants
+
+
 def q6_k_body(t: Text, kern: ExactKernel) -> None:
     """Q6_K at ``M = 1`` from planes of the file's size: per row and chunk ``c`` of 128
     weights, ``Σ_j (d · sc[8c + j]) · Σ_l (q - 32) · x`` over its eight groups of 16, with
@@ -235,14 +275,8 @@ def q6_k_body(t: Text, kern: ExactKernel) -> None:
     signed byte: exact in f32) formed once a chunk for its eight groups."""
     k = kern.k
     mem = kern.bindings
-    i32v = I16                                   # vector<16xi32>
     t(f"%nc = arith.constant {k // 128} : index")
-    t(f"%m15 = arith.constant dense<15> : {i32v}")
-    t(f"%m48 = arith.constant dense<48> : {i32v}")
-    t(f"%b32 = arith.constant dense<32> : {i32v}")
-    shifts = {abs(v) for v in Q6_K_HIGH_SHIFTS.values()} | {4 * j for j in range(8)}
-    for v in sorted(shifts - {0}):
-        t(f"%s{v} = arith.constant dense<{v}> : {i32v}")
+    q6_k_constants(t)
     rows_loop(t, kern.rows)
     reduction(t, "acc", "c", "%nc", "%c1", "a", V16)
     t(f"%k0 = {at('%c', 128, 0)}")
@@ -251,27 +285,10 @@ def q6_k_body(t: Text, kern: ExactKernel) -> None:
         t(f"%x{j} = vector.load %x[%kx{j}] : {memref([k], 'f32')}, {V16}")
     tile = ROWS_PER_TILE
     for i in range(tile):
-        t(f"%kq{i} = {at('%c', 16 * tile, 16 * i)}")
-        t(f"%w{i} = vector.load %ql[%tile, %kq{i}] : {mem['ql']}, {i32v}")
-        t(f"%hh{i} = vector.load %qh[%tile, %kq{i}] : {mem['qh']}, vector<16xi16>")
-        t(f"%h{i} = arith.extui %hh{i} : vector<16xi16> to {i32v}")
-        scales = q6_k_scales(t, mem, "%c", i)
+        scales, quants = q6_k_unit(t, mem, "%c", i)
         prev = f"%a{i}"
         for j in range(8):
-            lo = f"%w{i}"
-            if j:
-                lo = f"%ls{i}_{j}"
-                t(f"{lo} = arith.shrui %w{i}, %s{4 * j} : {i32v}")
-            t(f"%lo{i}_{j} = arith.andi {lo}, %m15 : {i32v}")
-            hi, sh = f"%h{i}", Q6_K_HIGH_SHIFTS[j]
-            if sh:
-                hi = f"%hs{i}_{j}"
-                t(f"{hi} = arith.{'shrui' if sh > 0 else 'shli'} %h{i}, %s{abs(sh)} : {i32v}")
-            t(f"%hi{i}_{j} = arith.andi {hi}, %m48 : {i32v}")
-            t(f"%q{i}_{j} = arith.ori %lo{i}_{j}, %hi{i}_{j} : {i32v}")
-            t(f"%qc{i}_{j} = arith.subi %q{i}_{j}, %b32 : {i32v}")
-            t(f"%f{i}_{j} = arith.sitofp %qc{i}_{j} : {i32v} to {V16}")
-            t(f"%p{i}_{j} = arith.mulf %f{i}_{j}, %x{j} : {V16}")
+            t(f"%p{i}_{j} = arith.mulf {quants[j]}, %x{j} : {V16}")
             t(f"%e{i}_{j} = vector.extract {scales}[{j}] : f32 from {V8}")
             t(f"%v{i}_{j} = vector.broadcast %e{i}_{j} : f32 to {V16}")
             t(f"%A{i}_{j} = vector.fma %p{i}_{j}, %v{i}_{j}, {prev} : {V16}")
@@ -281,4 +298,5 @@ def q6_k_body(t: Text, kern: ExactKernel) -> None:
     t.end()
 
 
-__all__ = ["Q6_K_HIGH_SHIFTS", "ExactKernel", "byte_body", "half_body", "q4_k_body", "q6_k_body"]
+__all__ = ["Q6_K_HIGH_SHIFTS", "ExactKernel", "byte_body", "half_body", "q4_k_body", "q6_k_body",
+           "q6_k_constants", "q6_k_unit"]

@@ -69,7 +69,7 @@ each row tile once into an f32 stack buffer and multiplies it with every row of 
 (:mod:`.gemv_batched`, with its own bounds argument). The residual form holds for it
 (``r [M, N]``); the RMSNorm and SwiGLU prologues are ``M = 1`` only (:mod:`.fuse`: their
 stack buffer would be ``M x K``). **Prefill** (``M`` dynamic or above ``MAX_BATCH``; F16 /
-BF16, Q8_0 / Q5_0 / Q4_0, Q4_K: :data:`PREFILL_SCHEMES`; ``LoweringOptions.prefill_kernels``):
+BF16, Q8_0 / Q5_0 / Q4_0, Q4_K, Q6_K: :data:`PREFILL_SCHEMES`; ``LoweringOptions.prefill_kernels``):
 the batched body with ``M`` taken a block at a time, ``M`` an index operand (the one
 run-time value that reaches an index: :mod:`.gemv_batched`'s bounds), instead of IREE's
 data-tiled matmul, which dequantizes and packs the whole weight on every call.
@@ -127,6 +127,7 @@ from rlx.lowering.mir_to_linalg.executable import (
     record,
 )
 from rlx.lowering.mir_to_linalg.quant import gemv_exact
+from rlx.lowering.mir_to_linalg.quant.gemm_prefill import ROWS, outer_body, outer_form, pack_rows
 from rlx.lowering.mir_to_linalg.quant.gemv_batched import DYNAMIC_M, batched_body
 from rlx.lowering.mir_to_linalg.quant.gemv_prologues import glu_prologue, norm_prologue
 from rlx.lowering.mir_to_linalg.quant.gemv_q8 import MAX_Q8_K, q8_body
@@ -175,11 +176,11 @@ weight, the file's 0.69: hoisted at any size)."""
 M1_ONLY = (*HALF_PLANE, *MIN_PLANE, Q5_K)
 """Schemes with no batched body: a batched step (``M > 1``) keeps IREE's matmul."""
 SCHEMES = (*I8_PLANE, "gguf_q4_k", Q5_K, *HALF_PLANE)
-PREFILL_SCHEMES = (*BYTE_PLANE, "gguf_q4_k", *HALF_PLANE)
+PREFILL_SCHEMES = (*BYTE_PLANE, "gguf_q4_k", "gguf_q6_k", *HALF_PLANE)
 """Schemes with a prefill form (``M`` dynamic or above :data:`MAX_BATCH`: the batched body,
 its rows of ``x`` taken a block at a time, :mod:`.gemv_batched`), on the planes the decode
-kernel reads (no second copy of the weight held). Not Q6_K: its decode reads planes of the
-file's size and the batched body a widened plane."""
+kernel reads (no second copy of the weight held): Q6_K's the exact decode's packed planes of
+the file's size (``Kernel.q6_k_packed``)."""
 Q8_SCHEMES = (*BYTE_PLANE, *SIXTEEN_PLANE, "gguf_q4_k", Q5_K)
 """Schemes with an ``activation_quant="q8"`` kernel (:mod:`.gemv_q8`, ``M = 1``); the rest
 (F16 / BF16, Q5_1 / Q4_1) run their exact kernel in the ``q8`` mode."""
@@ -267,7 +268,8 @@ class Kernel:
         needs no growth to be hoisted and runs at any size; so does the ``q8`` body (the
         file's bytes, :func:`.gemv_q8.q6_k_body`); the batched body reads the widened i8
         plane (``SIXTEEN_PLANE``, within ``hoist_growth``)."""
-        return self.scheme == "gguf_q6_k" and self.batch == 1 and self.int_dot is None
+        return (self.scheme == "gguf_q6_k" and self.batch in (1, DYNAMIC_M)
+                and self.int_dot is None)
 
     @property
     def q6_k_q8(self) -> bool:
@@ -316,6 +318,8 @@ class Kernel:
         y = memref([*lead, self.n], "f32")
         residual = {"r": y} if self.residual else {}
         x = memref([2 * self.k], "f32") if self.glu else memref([*lead, self.k], "f32")
+        if outer_form(self):                     # x packed [T, K, ROWS] (gemm_prefill)
+            x = memref(["?", self.k, ROWS], "f32")
         return {"x": x, **norm, **planes, **residual, "y": y}
 
     def interleave_widths(self) -> list[int]:
@@ -378,17 +382,20 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
     # q8 body the file's bytes, gemv_q8.q6_k_body): no growth, any size.
     grows = scheme in I8_PLANE and n * (
         k - QUANT_SCHEMES[scheme].row_bytes(k)) > options.hoist_growth
-    if grows and not (scheme == "gguf_q6_k" and m == 1):
+    if grows and not (scheme == "gguf_q6_k" and m in (1, DYNAMIC_M)):
         return None
     q8 = (options.activation_quant == "q8" and m == 1 and scheme in Q8_SCHEMES
           and k <= MAX_Q8_K)
-    if m == DYNAMIC_M and options.activation_quant == "q8" and scheme == "gguf_q4_k":
+    if m == DYNAMIC_M and options.activation_quant == "q8" and scheme in (
+            "gguf_q4_k", "gguf_q6_k"):
         # the q8 decode reads other planes (the file's bytes): the prefill form's would be
         # a second copy of the weight held in memory
         return None
-    return Kernel(scheme, n, k, workgroup_rows(n, k), batch=m,
+    wide = m != 1 and options.vector_bits >= 512
+    rows = prefill_rows(n, k) if m == DYNAMIC_M and wide else workgroup_rows(n, k)
+    return Kernel(scheme, n, k, rows, batch=m,
                   int_dot=options.int_dot if q8 else None,
-                  lanes=16 if m != 1 and options.vector_bits >= 512 else 8)
+                  lanes=16 if wide else 8)
 
 
 def workgroup_rows(n: int, k: int) -> int:
@@ -403,6 +410,17 @@ def workgroup_rows(n: int, k: int) -> int:
     even = [r for r in fits if n // r >= MIN_WORKGROUPS and (n // r) % 2 == 0]
     busy = [r for r in fits if n // r >= MIN_WORKGROUPS]
     return (even or busy or fits or [ROWS_PER_TILE])[0]
+
+
+def prefill_rows(n: int, k: int) -> int:
+    """Rows per workgroup of a prefill kernel with 16 lanes: :func:`workgroup_rows`' choice
+    among multiples of 16 (:mod:`.gemm_prefill`'s column blocks), where ``N`` has them."""
+    fits = [r for r in range(n - n % 16, 0, -16) if n % r == 0 and r * k <= WEIGHTS_PER_WORKGROUP]
+    even = [r for r in fits if n // r >= MIN_WORKGROUPS and (n // r) % 2 == 0]
+    busy = [r for r in fits if n // r >= MIN_WORKGROUPS]
+    if n % 16:
+        return workgroup_rows(n, k)
+    return (even or busy or fits or [16])[0]
 
 
 MAX_NORM_K = 4096
@@ -421,7 +439,10 @@ def kernel_text(kern: Kernel) -> str:
             name = "gu"
         if name == "y" and dynamic:              # M: an index operand before the result
             args.append(Scalar("m_rows"))
-        args.append(Binding(name, mem, dynamic if name in ("x", "r", "y") else ()))
+            if outer_form(kern):                 # and the packed x's T
+                args.append(Scalar("m_tiles"))
+        dims = ("%m_tiles",) if name == "x" and outer_form(kern) else dynamic
+        args.append(Binding(name, mem, dims if name in ("x", "r", "y") else ()))
 
     def body(t: Text) -> None:
         if kern.norm_eps is not None:
@@ -430,9 +451,10 @@ def kernel_text(kern: Kernel) -> str:
             glu_prologue(t, kern.k)
         if kern.batch != 1:
             form = ("byte" if kern.scheme in BYTE_PLANE else
+                    "q6_k" if kern.q6_k_packed else
                     "sixteen" if kern.scheme in SIXTEEN_PLANE else
                     "half" if kern.scheme in HALF_PLANE else "q4_k")
-            batched_body(t, kern, form)
+            (outer_body if outer_form(kern) else batched_body)(t, kern, form)
             return
         if kern.int_dot is not None:
             q8_body(t, kern)
@@ -464,9 +486,16 @@ def dispatch(ctx: LoweringContext, kern: Kernel, x: ir.Value, planes: list[ir.Va
         size = emit.dim(x, 0)                    # (static where the module's M is)
         m = emit.as_value(size)
         y = emit.tensor_type([size, kern.n], emit.f32())
-        dims = [m for v in (x, residual) if v is not None and emit.static_shape(v)[0] is None]
+        dynamic = emit.static_shape(x)[0] is None
+        dims = [m] * (dynamic * (1 + (residual is not None)))
+        extra = [m]
+        if outer_form(kern):                     # x packed [T, K, ROWS]: T after M
+            xp, tiles = pack_rows(x)
+            operands[0] = xp
+            extra.append(emit.as_value(tiles))
+            dims = [extra[1], *dims[1:]] if dynamic else []
         return flow.DispatchOp([y], [emit.index(kern.n)], ir.ArrayAttr.get([entry]),
-                               [*operands, m], dims, dims[:1]).results[0]
+                               [*operands, *extra], dims, [m] if dynamic else []).results[0]
     y = ir.RankedTensorType.get([*([kern.batch] if kern.batch > 1 else []), kern.n], emit.f32())
     return flow.DispatchOp([y], [emit.index(kern.n)], ir.ArrayAttr.get([entry]), operands,
                            [], []).results[0]
@@ -475,4 +504,4 @@ def dispatch(ctx: LoweringContext, kern: Kernel, x: ir.Value, planes: list[ir.Va
 __all__ = ["BYTE_PLANE", "HALF_PLANE", "I8_PLANE", "M1_ONLY", "MAX_BATCH", "MAX_NORM_K",
            "MIN_PLANE", "PREFILL_SCHEMES", "Q5_K", "Q8_SCHEMES", "ROWS_PER_TILE", "SCHEMES",
            "SIXTEEN_PLANE",
-           "Kernel", "dispatch", "kernel_for", "kernel_text", "workgroup_rows"]
+           "Kernel", "dispatch", "kernel_for", "kernel_text", "prefill_rows", "workgroup_rows"]

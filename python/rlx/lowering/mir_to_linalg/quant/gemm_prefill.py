@@ -1,0 +1,185 @@
+"""The prefill form of the GEMV kernels as an outer-product GEMM (``y [M, N] = x [M, K] W^T``,
+``M`` known at run time): the 16-lane body where the target has AVX-512 and the workgroup's
+rows are a multiple of 16 (:func:`outer_form`); else :mod:`.gemv_batched`'s dot form.
+
+The dot form multiplies 16 weights of a row with 16 of ``x`` and sums the lanes at the end:
+each ``x`` load feeds as many FMAs as the pass has rows of ``W`` (8), and the partial sums
+go through memory every 256 weights. Here, as IREE's mmt4d ukernel does, the lanes run
+along ``N``: per column block of 16 rows of ``W`` (4 row tiles) and chunk of ``C`` weights,
+each tile's chunk is dequantized into ``wt [4, C]`` by the dot form's own chunk code (every
+scheme the prefill takes), and transposed, 4 x 16 at a time, into ``wtT [C, 16]`` (``wtT[k,
+c]`` = weight ``(4 tq + i, C ch + k)`` with ``c = 4 tq + i``). Then every pass of
+:data:`ROWS` rows of ``x`` keeps ``ROWS`` accumulators of 16 lanes (16 of AVX-512's 32
+registers) for the whole chunk: per ``k`` one load of ``wtT[k]`` and ``ROWS`` FMAs with
+``x[v, k]`` broadcast (an embedded broadcast from L1: a pass reads ``ROWS x C`` floats of
+``x``). The pass's partial sums start from ``y`` (from ``r``, the residual form, or zero at
+the first chunk) and are stored back to ``y`` after each chunk: no horizontal sums and no
+stack buffer of partial sums. The weights are dequantized once per (column block, chunk)
+for all of ``M``.
+
+Semantics are the dequant_matmul's, summed in another order (per output, ``k`` in order
+within a chunk, chunks in order): within the f32 tolerance, as the other kernels.
+
+**Bounds** (the shapes :class:`.gemv_kernels.Kernel` checks; here also ``rows % 16 = 0``,
+so ``N % 16 = 0``; ``C = 32 cb`` as in :mod:`.gemv_batched`, 256 for Q4_K / Q6_K):
+
+- column block ``cbk < rows / 16``: tiles ``tilef + tq = wg · rows / 4 + 4 cbk + tq < N / 4``
+  (``tq < 4``, ``wg < N / rows``), columns ``r0 + [0, 16)`` with ``r0 = 4 tilef``, so ``r0
+  + 15 = 4 (wg · rows / 4 + 4 cbk + 3) + 3 < N``;
+- the chunk code reads the planes as in :mod:`.gemv_batched` (tile ``tilef + tq``) and
+  writes ``wt [4, C]`` at ``[i, [0, C))``; the transpose reads ``wt[i, 16 g + [0, 16)]``,
+  ``g < C / 16``, and writes ``wtT [C, 16]`` at ``[16 g + kk, 4 tq + [0, 4))``, ``kk < 16``;
+- rows of ``x``: a pass ``p < ceil(M / ROWS)`` takes rows ``min(ROWS p + j, M - 1) < M``
+  (``M >= 1``: a dispatch with ``M = 0`` runs no pass); where ``ROWS`` does not divide
+  ``M`` the last pass computes row ``M - 1`` more than once, each from the same loaded
+  partial sums, and stores the same values;
+- ``x`` packed (:func:`pack_rows`) ``[T, K, ROWS]`` at ``[p, C ch + k, j]``, ``p <
+  ceil(M / ROWS) = T`` (``T`` the dispatch's, computed by the same formula from the same
+  ``M``), ``k < C``, ``ch < K / C``, ``j < ROWS``; ``y``, ``r [M, N]`` at ``[v, r0 + [0,
+  16)]``.
+"""
+
+from __future__ import annotations
+
+from iree.compiler import ir
+from iree.compiler.dialects import arith, tensor
+
+from rlx.lowering import emit
+from rlx.lowering.mir_to_linalg.executable import V16, Text, memref
+from rlx.lowering.mir_to_linalg.quant.gemv_batched import (
+    DYNAMIC_M,
+    Shape,
+    aligned_alloca,
+    chunk_blocks,
+    chunk_constants,
+    dequant_tile_chunk,
+)
+from rlx.lowering.mir_to_linalg.quant.gemv_text import ROWS_PER_TILE, at
+
+COLUMNS = 16
+"""Rows of ``W`` a column block holds: one 16-lane vector of outputs."""
+ROWS = 16
+"""Rows of ``x`` a pass multiplies: 16 accumulators (IREE's mmt4d ukernel's 16 x 16 tile)."""
+
+
+def outer_form(kern: Shape) -> bool:
+    """Whether ``kern`` (a prefill kernel) runs this body: 16 lanes, rows a multiple of 16."""
+    return kern.batch == DYNAMIC_M and kern.lanes == 16 and kern.rows % COLUMNS == 0
+
+
+def pack_rows(x: ir.Value) -> tuple[ir.Value, emit.Size]:
+    """``x [M, K]`` f32 as ``xp [T, K, ROWS]`` (``T = ceil(M / ROWS)``), ``xp[p, k, j] =
+    x[min(ROWS p + j, M - 1), k]``: the rows of a pass side by side at each ``k`` (one base
+    address for a pass's broadcasts, as IREE packs an mmt4d's LHS), the last pass's missing
+    rows copies of row ``M - 1`` (the kernel computes and stores them as that row's value);
+    and ``T``."""
+    m, k = emit.dim(x, 0), emit.static_shape(x)[1]
+    assert k is not None
+    tiles: emit.Size = (-(-m // ROWS) if isinstance(m, int) else
+                        arith.ceildivui(m, emit.index(ROWS)))
+    last = emit.index(m - 1) if isinstance(m, int) else arith.subi(m, emit.index(1))
+    out = emit.empty([tiles, k, ROWS], emit.f32())
+
+    def body(_: ir.Value) -> ir.Value:
+        row = arith.addi(arith.muli(emit.loop_index(0), emit.index(ROWS)), emit.loop_index(2))
+        return tensor.extract(x, [arith.minui(row, last), emit.loop_index(1)])
+
+    packed = emit.generic([], [out], [emit.identity(3)], [emit.PARALLEL] * 3, body)[0]
+    return packed, tiles
+
+
+def outer_body(t: Text, kern: Shape, form: str) -> None:
+    """The body for ``kern`` (:func:`outer_form`; ``form`` as :func:`.gemv_batched.batched_body`'s);
+    see the module docstring."""
+    cb = chunk_blocks(form, kern.k)
+    wc = 32 * cb
+    wt = memref([ROWS_PER_TILE, wc], "f32")
+    wtt = memref([wc, COLUMNS], "f32")
+    x, y = kern.bindings["x"], kern.bindings["y"]
+    for name, value in (("c2", 2), ("c4", 4), ("c16", 16), ("c32", 32), ("c_rows", ROWS),
+                        ("c_chunks", kern.k // wc), ("c_blocks", cb), ("c_wc", wc),
+                        ("c_groups", wc // 16), ("c_cols", kern.rows // COLUMNS)):
+        t(f"%{name} = arith.constant {value} : index")
+    t(f"%zero = arith.constant dense<0.0> : {V16}")
+    for j in range(ROWS):
+        t(f"%jc{j} = arith.constant {j} : index")
+    t("%zero4 = arith.constant dense<0.0> : vector<4x16xf32>")
+    chunk_constants(t, kern, form)
+    t(f"%wt = {aligned_alloca(wt)}")
+    t(f"%wtt = {aligned_alloca(wtt)}")
+    t("%c_last = arith.subi %m_rows, %c1 : index")
+    t("%c_passes = arith.ceildivui %m_rows, %c_rows : index")
+    t(f"%tile0 = {at('%wg', kern.rows // ROWS_PER_TILE, 0)}")
+    # chunks outside the column blocks: a chunk of x (M x C floats) stays in L2 while
+    # every column block of the workgroup multiplies it
+    t.block("scf.for %ch = %c0 to %c_chunks step %c1")
+    t("%first = arith.cmpi eq, %ch, %c0 : index")
+    t("%kc = arith.muli %ch, %c_wc : index")
+    t.block("scf.for %cbk = %c0 to %c_cols step %c1")
+    t(f"%tilef = {at('%cbk', 4, 0)}")
+    t("%tilec = arith.addi %tile0, %tilef : index")
+    t("%r0 = arith.muli %tilec, %c4 : index")
+    t.block("scf.for %tq = %c0 to %c4 step %c1")
+    t("%tile = arith.addi %tilec, %tq : index")
+    for i in range(ROWS_PER_TILE):
+        t(f"%wr{i} = arith.constant {i} : index")
+    dequant_tile_chunk(t, kern, wt, form)
+    _transpose(t, wt, wtt)
+    t.end()
+    _passes(t, kern, wtt, x, y)
+    t.end()
+    t.end()
+
+
+def _transpose(t: Text, wt: str, wtt: str) -> None:
+    """``wtT[16 g + kk, 4 tq + i] = wt[i, 16 g + kk]``: a 4 x 16 transpose a group."""
+    t("%col = arith.muli %tq, %c4 : index")
+    t.block("scf.for %g = %c0 to %c_groups step %c1")
+    t("%kg = arith.muli %g, %c16 : index")
+    mat = "%zero4"
+    for i in range(ROWS_PER_TILE):
+        t(f"%tr{i} = vector.load %wt[%wr{i}, %kg] : {wt}, {V16}")
+        t(f"%tm{i} = vector.insert %tr{i}, {mat} [{i}] : {V16} into vector<4x16xf32>")
+        mat = f"%tm{i}"
+    t(f"%tt = vector.transpose {mat}, [1, 0] : vector<4x16xf32> to vector<16x4xf32>")
+    for kk in range(16):
+        t(f"%te{kk} = vector.extract %tt[{kk}] : vector<4xf32> from vector<16x4xf32>")
+        t(f"%tk{kk} = affine.apply affine_map<()[s0] -> (s0 + {kk})>()[%kg]")
+        t(f"vector.store %te{kk}, %wtt[%tk{kk}, %col] : {wtt}, vector<4xf32>")
+    t.end()
+
+
+def _passes(t: Text, kern: Shape, wtt: str, x: str, y: str) -> None:
+    """Every pass of :data:`ROWS` rows of ``x``: ``y[v, r0 ..] (+)= Σ_k wtT[k] x[v, kc + k]``
+    (from ``r`` or zero at the first chunk)."""
+    t.block("scf.for %pv = %c0 to %c_passes step %c1")
+    accs = []
+    for j in range(ROWS):
+        t(f"%vu{j} = {at('%pv', ROWS, j)}")
+        t(f"%v{j} = arith.minui %vu{j}, %c_last : index")
+        t(f"%old{j} = vector.load %y[%v{j}, %r0] : {y}, {V16}")
+        start = "%zero"
+        if kern.residual:
+            t(f"%res{j} = vector.load %r[%v{j}, %r0] : {kern.bindings['r']}, {V16}")
+            start = f"%res{j}"
+        t(f"%a0_{j} = arith.select %first, {start}, %old{j} : {V16}")
+        accs.append(f"%ma{j} = %a0_{j}")
+    types = ", ".join([V16] * ROWS)
+    t.block(f"%mm:{ROWS} = scf.for %k = %c0 to %c_wc step %c1 "
+            f"iter_args({', '.join(accs)}) -> ({types})")
+    t(f"%wcol = vector.load %wtt[%k, %c0] : {wtt}, {V16}")
+    t("%kx = arith.addi %kc, %k : index")
+    new = []
+    for j in range(ROWS):
+        t(f"%xs{j} = memref.load %x[%pv, %kx, %jc{j}] : {x}")
+        t(f"%xb{j} = vector.broadcast %xs{j} : f32 to {V16}")
+        t(f"%mn{j} = vector.fma %wcol, %xb{j}, %ma{j} : {V16}")
+        new.append(f"%mn{j}")
+    t(f"scf.yield {', '.join(new)} : {types}")
+    t.end()
+    for j in range(ROWS):
+        t(f"vector.store %mm#{j}, %y[%v{j}, %r0] : {y}, {V16}")
+    t.end()
+
+
+__all__ = ["COLUMNS", "ROWS", "outer_body", "outer_form", "pack_rows"]
