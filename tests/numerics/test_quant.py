@@ -434,6 +434,34 @@ def test_gemv_kernels_prefill(bits: int | str, monkeypatch: pytest.MonkeyPatch) 
         check_module(h, "llvm-cpu", params=weights, dyn=s)
 
 
+def test_gemv_kernels_prefill_q8_mode() -> None:
+    """Under activation_quant="q8" the decode reads Q4_K's q8 planes (the file's bytes), and
+    the prefill form dequantizes those (x stays f32: the prefill's result is the exact f32
+    product, checked against the float64 reference at its tolerance), in the outer form (48
+    rows) and the dot form (40); Q8_0's planes are the same in both modes; Q6_K's q8 planes
+    have no prefill body and keep the fused form."""
+    rng = np.random.default_rng(9)
+    h = rlx.HirModule("prefill_q8")
+    cases = [("gguf_q4_k", 48, 512), ("gguf_q4_k", 40, 1024), ("gguf_q8_0", 32, 512),
+             ("gguf_q6_k", 32, 256)]
+    weights, outs = {}, []
+    for s, rows, k in cases:
+        name = f"{s}.{rows}x{k}"
+        weights[name] = random_blocks(s, rows, k, rng)
+        random_bits_cover(s, weights[name])
+        x = h.input(f"x{len(outs)}", (1, None, k))
+        outs.append(h.dequant_matmul(x, h.param(name, weights[name].shape, "i8"), scheme=s))
+    h.set_outputs(outs)
+    linalg = rlx.compile(h, "llvm-cpu", emit="linalg", activation_quant="q8")
+    wide = "w" if rlx.compiler.vector_bits_of("host", ()) == 512 else ""
+    dot = int_dot_of("host", ())
+    assert re.findall(r"flow\.dispatch @rlx_gemv_(\w+)::", linalg) == [
+        f"q4_k_48x512_mdyn{wide}_q8{dot}", f"q4_k_40x1024_mdyn{wide}_q8{dot}",
+        f"q8_0_32x512_mdyn{wide}"]
+    for s in (1, 7, 70):
+        check_module(h, "llvm-cpu", params=weights, dyn=s, activation_quant="q8")
+
+
 def hoisted_rows(scheme: str, k: int) -> int:
     """The most rows (a multiple of 4) whose widening to bytes IREE still hoists at K: a
     Q5_0 / Q4_0 weight (Q6_K batched or q8) runs its kernel up to there
@@ -505,9 +533,11 @@ def test_batched_kernel_rows_the_bounds_rest_on() -> None:
     off = LoweringOptions(gemv_kernels=True, prefill_kernels=False)
     assert kernel_for("gguf_q8_0", None, 64, 576, off) is None
     q8 = LoweringOptions(gemv_kernels=True, activation_quant="q8")
-    for scheme in ("gguf_q4_k", "gguf_q6_k"):    # q8: the decode reads other planes
+    for scheme in ("gguf_q4_k", "gguf_q6_k"):
         assert kernel_for(scheme, None, 64, 256, options) is not None
-        assert kernel_for(scheme, None, 64, 256, q8) is None
+    on_q8 = kernel_for("gguf_q4_k", None, 64, 256, q8)    # q8: on the decode's q8 planes
+    assert on_q8 is not None and on_q8.int_dot == "portable"
+    assert kernel_for("gguf_q6_k", None, 64, 256, q8) is None    # no body on its q8 planes
     for scheme in M1_ONLY:                       # no batched body: M > 1 keeps the fused form
         k = 256 if scheme == "gguf_q5_k" else 576
         assert kernel_for(scheme, 1, 64, k, options) is not None, scheme

@@ -27,10 +27,12 @@ form that ``M > 1`` ran before (M = 1: 0.10-0.12); Q4_K 2048 x 2048 1.69 against
 **The prefill form** (``Kernel.batch`` = :data:`DYNAMIC_M`: ``M`` rows known at run time, a
 prompt's; F16 / BF16 (``half``: ``wt`` = the 16-bit values converted, exact), Q8_0 / Q5_0 /
 Q4_0, Q4_K and Q6_K (``q6_k``: ``wt = (d · sc) · (q - 32)`` from the exact decode's packed
-planes, :func:`.gemv_exact.q6_k_body`'s), the schemes whose decode kernel reads these same
-planes, so that no second copy of a weight is held) runs this body with ``M`` taken a block
-of ``B = 64`` rows at a time (``acc [B, ...]`` on the stack), each block through every
-chunk, where the target has 8 lanes or the workgroup's rows are not a multiple of 16; else
+planes, :func:`.gemv_exact.q6_k_body`'s; ``q4_k_q8``: Q4_K under ``activation_quant="q8"``,
+``A · q - B`` from that mode's planes, the file's ``qs`` bytes), the schemes whose decode
+kernel reads these same planes, so that no second copy of a weight is held) runs this body
+with ``M`` taken a block of ``B = 64`` rows at a time (``acc [B, ...]`` on the stack), each
+block through every chunk, where the target has 8 lanes or the workgroup's rows are not a
+multiple of 16; else
 the outer-product form of :mod:`.gemm_prefill`, on this module's chunk code. The stack
 buffers are 64-byte aligned (:func:`aligned_alloca`): LLVM had put ``wt``'s rows off a cache
 line, and every 64-byte load of them spanned two. Measured (Zen 5, 2 threads, best of 15,
@@ -226,6 +228,9 @@ def chunk_constants(t: Text, kern: Shape, form: str) -> None:
         _q4_k_constants(t)
     if form == "q6_k":
         q6_k_constants(t)
+    if form == "q4_k_q8":
+        t("%lo4 = arith.constant dense<15> : vector<16xi8>")
+        t("%sh4 = arith.constant dense<4> : vector<16xi8>")
     if form == "half" and kern.bindings["w"].endswith("xi16>"):
         t("%sh16 = arith.constant dense<16> : vector<16xi32>")
 
@@ -234,6 +239,8 @@ def dequant_tile_chunk(t: Text, kern: Shape, wt: str, form: str) -> None:
     """``wt`` rows ``%wr0 .. %wr3`` = chunk ``%ch`` of tile ``%tile``'s weights as f32."""
     if form == "q4_k":
         _q4_k_chunk(t, kern, wt)
+    elif form == "q4_k_q8":
+        _q4_k_q8_chunk(t, kern, wt)
     elif form == "q6_k":
         _q6_k_chunk(t, kern, wt)
     elif form == "half":
@@ -322,6 +329,51 @@ def _q4_k_chunk(t: Text, kern: Shape, wt: str) -> None:
                 g = j // 2
                 t(f"%w{n}_{j} = vector.fma {f}, %Sv{n}_{g}, %Mv{n}_{g} : {V16}")
                 t(f"vector.store %w{n}_{j}, %wt[%wr{i}, %wo{128 * cc + 16 * j}] : {wt}, {V16}")
+
+
+def _q4_k_q8_chunk(t: Text, kern: Shape, wt: str) -> None:
+    """``wt`` = chunk ``%ch`` (one superblock) of the tile's Q4_K weights from the q8 mode's
+    planes (the file's ``qs`` bytes, :mod:`.gemv_q8`'s): ``A · q - B`` per weight (one
+    rounding), ``A = d · sc`` and ``B = dmin · m`` of its group of 32 (exact in f32); the
+    low nibble of byte ``l`` of a 64-weight pair is weight ``l``, the high one ``32 + l``."""
+    mem = kern.bindings
+    for i in range(ROWS_PER_TILE):
+        t(f"%kd{i} = {at('%ch', ROWS_PER_TILE, i)}")        # d, dmin [tile, 4 s + i]
+        for f in ("d", "dmin"):
+            t(f"%{f}h{i} = memref.load %{f}[%tile, %kd{i}] : {mem[f]}")
+            t(f"%{f}f{i} = arith.extf %{f}h{i} : f16 to f32")
+    t.block("scf.for %pq = %c0 to %c4 step %c1")     # a region each: the pair's names
+    t(f"%pp = {at('%ch', 4, 0)}")
+    t("%pg = arith.addi %pp, %pq : index")           # pair 4 s + p of the row
+    for i in range(ROWS_PER_TILE):
+        for h in range(2):                           # group 2 p + h: sc, m and its A, -B
+            g = f"{i}_{h}"
+            t(f"%ks{g} = {at('%pg', 2 * ROWS_PER_TILE, 2 * i + h)}")
+            t(f"%sb{g} = memref.load %sc[%tile, %ks{g}] : {mem['sc']}")
+            t(f"%km{g} = affine.apply affine_map<()[s0, s1] -> (s0 * 32 + s1 * 2 + "
+              f"{8 * i + h})>()[%ch, %pq]")
+            t(f"%mb{g} = memref.load %mn[%tile, %km{g}] : {mem['mn']}")
+            for b, f in ((f"%sb{g}", "d"), (f"%mb{g}", "dmin")):
+                t(f"%{f}i{g} = arith.extui {b} : i8 to i32")
+                t(f"%{f}c{g} = arith.uitofp %{f}i{g} : i32 to f32")
+                t(f"%{f}s{g} = arith.mulf %{f}c{g}, %{f}f{i} : f32")
+            t(f"%nb{g} = arith.negf %dmins{g} : f32")
+            t(f"%av{g} = vector.broadcast %ds{g} : f32 to {V16}")
+            t(f"%bv{g} = vector.broadcast %nb{g} : f32 to {V16}")
+        for half in range(2):                        # bytes l = 16 half + [0, 16)
+            n = f"{i}_{half}"
+            t(f"%kq{n} = {at('%pg', 32 * ROWS_PER_TILE, 32 * i + 16 * half)}")
+            t(f"%qb{n} = vector.load %q[%tile, %kq{n}] : {mem['q']}, vector<16xi8>")
+            nibbles = {0: f"arith.andi %qb{n}, %lo4", 1: f"arith.shrui %qb{n}, %sh4"}
+            for h, op in nibbles.items():
+                g, v = f"{i}_{h}", f"{n}_{h}"
+                t(f"%nq{v} = {op} : vector<16xi8>")
+                t(f"%ni{v} = arith.extui %nq{v} : vector<16xi8> to {I16}")
+                t(f"%nf{v} = arith.uitofp %ni{v} : {I16} to {V16}")
+                t(f"%nw{v} = vector.fma %nf{v}, %av{g}, %bv{g} : {V16}")
+                t(f"%ko{v} = {at('%pq', 64, 32 * h + 16 * half)}")
+                t(f"vector.store %nw{v}, %wt[%wr{i}, %ko{v}] : {wt}, {V16}")
+    t.end()
 
 
 def _q6_k_chunk(t: Text, kern: Shape, wt: str) -> None:

@@ -180,7 +180,9 @@ PREFILL_SCHEMES = (*BYTE_PLANE, "gguf_q4_k", "gguf_q6_k", *HALF_PLANE)
 """Schemes with a prefill form (``M`` dynamic or above :data:`MAX_BATCH`: the batched body,
 its rows of ``x`` taken a block at a time, :mod:`.gemv_batched`), on the planes the decode
 kernel reads (no second copy of the weight held): Q6_K's the exact decode's packed planes of
-the file's size (``Kernel.q6_k_packed``)."""
+the file's size (``Kernel.q6_k_packed``); under ``activation_quant="q8"`` Q4_K's q8 planes
+(``int_dot`` set on the prefill kernel names those planes; ``x`` stays f32) and no Q6_K
+(its q8 planes, the file's bytes, have no prefill body yet)."""
 Q8_SCHEMES = (*BYTE_PLANE, *SIXTEEN_PLANE, "gguf_q4_k", Q5_K)
 """Schemes with an ``activation_quant="q8"`` kernel (:mod:`.gemv_q8`, ``M = 1``); the rest
 (F16 / BF16, Q5_1 / Q4_1) run their exact kernel in the ``q8`` mode."""
@@ -242,7 +244,9 @@ class Kernel:
         if self.batch != 1 and (self.norm_eps is not None or self.glu):
             raise LoweringError(f"error: GEMV kernel {self.symbol}: expected no RMSNorm or "
                                 f"SwiGLU prologue with {self.batch} rows of x (M = 1 only)")
-        if self.int_dot is not None and (self.batch != 1 or self.scheme not in Q8_SCHEMES
+        prefill_q8 = self.batch == DYNAMIC_M and self.scheme == "gguf_q4_k"
+        if self.int_dot is not None and ((self.batch != 1 and not prefill_q8)
+                                         or self.scheme not in Q8_SCHEMES
                                          or self.k > MAX_Q8_K):
             raise LoweringError(f"error: GEMV kernel {self.symbol}: expected M = 1, one of "
                                 f"{', '.join(Q8_SCHEMES)} and K <= {MAX_Q8_K} for 8-bit "
@@ -384,12 +388,12 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
         k - QUANT_SCHEMES[scheme].row_bytes(k)) > options.hoist_growth
     if grows and not (scheme == "gguf_q6_k" and m in (1, DYNAMIC_M)):
         return None
-    q8 = (options.activation_quant == "q8" and m == 1 and scheme in Q8_SCHEMES
-          and k <= MAX_Q8_K)
-    if m == DYNAMIC_M and options.activation_quant == "q8" and scheme in (
-            "gguf_q4_k", "gguf_q6_k"):
-        # the q8 decode reads other planes (the file's bytes): the prefill form's would be
-        # a second copy of the weight held in memory
+    q8_planes = (options.activation_quant == "q8" and scheme in Q8_SCHEMES
+                 and k <= MAX_Q8_K)               # what the decode (M = 1) reads
+    q8 = q8_planes and (m == 1 or (m == DYNAMIC_M and scheme == "gguf_q4_k"))
+    if m == DYNAMIC_M and q8_planes and scheme == "gguf_q6_k":
+        # the q8 decode reads the file's bytes, which the prefill body does not take yet: its
+        # planes would be a second copy of the weight held in memory
         return None
     wide = m != 1 and options.vector_bits >= 512
     rows = prefill_rows(n, k) if m == DYNAMIC_M and wide else workgroup_rows(n, k)
@@ -451,6 +455,7 @@ def kernel_text(kern: Kernel) -> str:
             glu_prologue(t, kern.k)
         if kern.batch != 1:
             form = ("byte" if kern.scheme in BYTE_PLANE else
+                    "q4_k_q8" if kern.int_dot is not None else
                     "q6_k" if kern.q6_k_packed else
                     "sixteen" if kern.scheme in SIXTEEN_PLANE else
                     "half" if kern.scheme in HALF_PLANE else "q4_k")
