@@ -536,7 +536,8 @@ def test_batched_kernel_rows_the_bounds_rest_on() -> None:
     for scheme in ("gguf_q4_k", "gguf_q6_k"):
         assert kernel_for(scheme, None, 64, 256, options) is not None
     on_q8 = kernel_for("gguf_q4_k", None, 64, 256, q8)    # q8: on the decode's q8 planes
-    assert on_q8 is not None and on_q8.int_dot == "portable"
+    assert on_q8 is not None
+    assert on_q8.int_dot == "portable"
     assert kernel_for("gguf_q6_k", None, 64, 256, q8) is None    # no body on its q8 planes
     for scheme in M1_ONLY:                       # no batched body: M > 1 keeps the fused form
         k = 256 if scheme == "gguf_q5_k" else 576
