@@ -164,7 +164,7 @@ def test_target_defaults() -> None:
     assert TargetConfig("rocm").runtime_device == "hip"
     # decode GEMVs and decode attention through rlx's hand-written kernels: llvm-cpu only,
     # on by default there, off on request; asking for them on a GPU target is an error
-    for name in ("gemv_kernels", "attention_kernel"):
+    for name in ("gemv_kernels", "prefill_kernels", "attention_kernel"):
         assert getattr(cpu.lowering, name)
         assert not getattr(TargetConfig("llvm-cpu", **{name: False}).lowering, name)
         assert not getattr(vk.lowering, name)
@@ -172,6 +172,11 @@ def test_target_defaults() -> None:
         with pytest.raises(CompileError, match=f"{name}=True: rlx's hand-written kernels are "
                                                "llvm-cpu code, the target is 'vulkan'"):
             TargetConfig("vulkan", **{name: True})
+    # the prefill kernels run on the GEMV kernels' planes: off with them, an error if asked for
+    assert not TargetConfig("llvm-cpu", gemv_kernels=False).lowering.prefill_kernels
+    with pytest.raises(CompileError, match="prefill_kernels=True runs the GEMV kernels' "
+                                           "bodies on their planes; found gemv_kernels=False"):
+        TargetConfig("llvm-cpu", gemv_kernels=False, prefill_kernels=True)
 
 
 def test_compiled_module_runs_with_named_inputs() -> None:

@@ -89,6 +89,9 @@ class TargetConfig:
             if getattr(self, name) and self.target != "llvm-cpu":
                 raise CompileError(f"error: {name}=True: rlx's hand-written kernels are "
                                    f"llvm-cpu code, the target is {self.target!r}")
+        if self.prefill_kernels and self.gemv_kernels is False:
+            raise CompileError("error: prefill_kernels=True runs the GEMV kernels' bodies on "
+                               "their planes; found gemv_kernels=False")
         if self.activation_quant is None:
             return
         if self.activation_quant not in ACTIVATION_QUANTS:
@@ -119,7 +122,7 @@ class TargetConfig:
                                f"{growth[-1]!r}") from None
         return LoweringOptions(attention=self.attention or default, compute_barriers=barriers,
                                data_tiling=tiling, gemv_kernels=kernels,
-                               prefill_kernels=self.prefill_kernels is not False,
+                               prefill_kernels=kernels and self.prefill_kernels is not False,
                                attention_kernel=attention_kernel, target=self.target,
                                hoist_growth=hoist, separate_decode_dequant=(
                                    self.target == "vulkan" and self.vulkan_target == "llvmpipe"),

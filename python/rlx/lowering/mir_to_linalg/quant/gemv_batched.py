@@ -45,7 +45,7 @@ block loop outside the tile loop (no gain). The outer-product form: 168, 328, 38
 **Bounds.** The shapes are those :class:`.gemv_kernels.Kernel` checks (``K`` whole blocks,
 ``rows`` a multiple of 4 dividing ``N``, ``1 <= M <= MAX_BATCH`` or dynamic), static but
 ``M``; with ``C = 32 cb`` (``cb`` blocks of 32 dividing ``K / 32``; 256 for Q6_K and Q4_K,
-``K % 256 = 0``) and the chunk ``ch < K / C`` (``S = 4`` rows of ``W`` a pass):
+``K % 256 = 0``) and the chunk ``ch < K / C``:
 
 - the tiles: ``tl < rows / 4``; tile ``tile = wg · rows / 4 + tl < N / 4`` (``wg < N /
   rows``) and ``r_i = 4 tile + i < N``, ``i < 4``;
@@ -55,8 +55,8 @@ block loop outside the tile loop (no gain). The outer-product form: 168, 328, 38
   < ceil(B' / P)``, ``j < P``, so that where ``P`` does not divide ``B'`` the last pass
   computes row ``B' - 1`` more than once from the same partial sums and stores the same
   value each time);
-- with ``L`` lanes (8 or 16; ``L`` divides ``C = 32 cb``): ``acc [B, S L]`` at ``[v, L i +
-  [0, L)]``, ``v < B' <= B``, ``i < S``; ``wt [S, C]`` stored at ``[i, 32 u + 16 h + [0, 16)] <
+- with ``L`` lanes (8 or 16; ``L`` divides ``C = 32 cb``): ``acc [B, 4 L]`` at ``[v, L i +
+  [0, L)]``, ``v < B' <= B``, ``i < 4``; ``wt [4, C]`` stored at ``[i, 32 u + 16 h + [0, 16)] <
   C`` (``i < 4``, ``u < cb``, ``h < 2``; Q4_K: ``[i, 128 cc + 16 j + [0, 16)] < 256``, ``cc <
   2``, ``j < 8``) and read at ``[i, L s + [0, L)]``, ``s < C / L``;
 - ``x [M, K]`` at ``[mb0 + v, C ch + L s + [0, L)] <= C (K / C - 1) + C - 1 = K - 1``;
@@ -154,18 +154,16 @@ def batched_body(t: Text, kern: Shape, form: str) -> None:
     wc = 32 * cb
     lanes = kern.lanes
     vl = f"vector<{lanes}xf32>"
-    span = ROWS_PER_TILE
-    wt = memref([span, wc], "f32")
+    wt = memref([ROWS_PER_TILE, wc], "f32")
     block = kern.batch if kern.batch != DYNAMIC_M else PREFILL_BLOCK
-    acc = memref([block, lanes * span], "f32")
+    acc = memref([block, lanes * ROWS_PER_TILE], "f32")
     per = rows_per_pass(lanes, block)
     for name, value in (("c2", 2), ("c4", 4), ("c8", 8), ("c16", 16), ("c32", 32),
                         ("c_block", block), ("c_per", per), ("c_chunks", kern.k // wc),
                         ("c_blocks", cb), ("c_wc", wc), ("c_lanes", lanes),
-                        ("c_slices", wc // lanes), ("c_steps", kern.rows // span)):
+                        ("c_slices", wc // lanes), ("c_steps", kern.rows // ROWS_PER_TILE)):
         t(f"%{name} = arith.constant {value} : index")
-    for i in range(span):
-        t(f"%wm{i} = arith.constant {i} : index")
+    for i in range(ROWS_PER_TILE):
         t(f"%wr{i} = arith.constant {i} : index")
         t(f"%ca{i} = arith.constant {lanes * i} : index")
     t(f"%zerol = arith.constant dense<0.0> : {vl}")
@@ -177,7 +175,7 @@ def batched_body(t: Text, kern: Shape, form: str) -> None:
     t.block("scf.for %tl = %c0 to %c_steps step %c1")
     t("%tile = arith.addi %tile0, %tl : index")
     t("%r0 = arith.muli %tile, %c4 : index")
-    for i in range(1, span):
+    for i in range(1, ROWS_PER_TILE):
         t(f"%r{i} = arith.addi %r{i - 1}, %c1 : index")
     if kern.batch == DYNAMIC_M:                  # rows mb0 .. mb0 + c_batch - 1 of x
         t.block("scf.for %mb0 = %c0 to %m_rows step %c_block")
@@ -188,28 +186,28 @@ def batched_body(t: Text, kern: Shape, form: str) -> None:
     t("%c_last = arith.subi %c_batch, %c1 : index")
     t("%c_passes = arith.ceildivui %c_batch, %c_per : index")
     t.block("scf.for %vz = %c0 to %c_batch step %c1")
-    for i in range(span):
+    for i in range(ROWS_PER_TILE):
         t(f"vector.store %zerol, %accb[%vz, %ca{i}] : {acc}, {vl}")
     t.end()
     t.block("scf.for %ch = %c0 to %c_chunks step %c1")
     dequant_tile_chunk(t, kern, wt, form)
-    _multiply(t, kern, wt, acc, per, span)
+    _multiply(t, kern, wt, acc, per)
     t.end()
-    _store(t, kern, acc, span)
+    _store(t, kern, acc)
     if kern.batch == DYNAMIC_M:
         t.end()
     t.end()
 
 
-def _store(t: Text, kern: Shape, acc: str, span: int) -> None:
+def _store(t: Text, kern: Shape, acc: str) -> None:
     """``y[mb0 + v, r_i]`` = the lanes of ``acc[v, L i ..]`` summed (plus ``r``'s) for the
-    block's rows ``v`` and the pass's ``span`` rows of ``W``."""
+    block's rows ``v`` and the tile's rows of ``W``."""
     vl = f"vector<{kern.lanes}xf32>"
     t.block("scf.for %vy = %c0 to %c_batch step %c1")
     my = "%my" if kern.batch == DYNAMIC_M else "%vy"
     if kern.batch == DYNAMIC_M:
         t("%my = arith.addi %mb0, %vy : index")
-    for i in range(span):
+    for i in range(ROWS_PER_TILE):
         t(f"%sum{i} = vector.load %accb[%vy, %ca{i}] : {acc}, {vl}")
         t(f"%y{i} = vector.reduction <add>, %sum{i} : {vl} into f32")
         value = f"%y{i}"
@@ -395,9 +393,9 @@ def _q6_k_chunk(t: Text, kern: Shape, wt: str) -> None:
     t.end()
 
 
-def _multiply(t: Text, kern: Shape, wt: str, acc: str, per: int, span: int) -> None:
-    """``acc[v, L i + l] += Σ_s wt[i, L s + l] · x[mb0 + v, C ch + L s + l]`` (``L`` lanes,
-    ``i < span`` rows of ``W``) for every row ``v`` of the block, ``per`` at a time."""
+def _multiply(t: Text, kern: Shape, wt: str, acc: str, per: int) -> None:
+    """``acc[v, L i + l] += Σ_s wt[i, L s + l] · x[mb0 + v, C ch + L s + l]`` (``L`` lanes)
+    for every row ``v`` of the block, ``per`` at a time."""
     x, lanes = kern.bindings["x"], kern.lanes
     vl = f"vector<{lanes}xf32>"
     t("%kc = arith.muli %ch, %c_wc : index")
@@ -408,7 +406,7 @@ def _multiply(t: Text, kern: Shape, wt: str, acc: str, per: int, span: int) -> N
         t(f"%v{j} = arith.minui %vu{j}, %c_last : index")
         if kern.batch == DYNAMIC_M:              # the block's row in x
             t(f"%xv{j} = arith.addi %mb0, %v{j} : index")
-        for i in range(span):
+        for i in range(ROWS_PER_TILE):
             t(f"%ai{j}_{i} = vector.load %accb[%v{j}, %ca{i}] : {acc}, {vl}")
             accs.append(f"%ma{j}_{i} = %ai{j}_{i}")
     types = ", ".join([vl] * len(accs))
@@ -416,20 +414,20 @@ def _multiply(t: Text, kern: Shape, wt: str, acc: str, per: int, span: int) -> N
             f"iter_args({', '.join(accs)}) -> ({types})")
     t("%ks = arith.muli %sl, %c_lanes : index")
     t("%kx = arith.addi %kc, %ks : index")
-    for i in range(span):
-        t(f"%wv{i} = vector.load %wt[%wm{i}, %ks] : {wt}, {vl}")
+    for i in range(ROWS_PER_TILE):
+        t(f"%wv{i} = vector.load %wt[%wr{i}, %ks] : {wt}, {vl}")
     new = []
     for j in range(per):
         row = f"%xv{j}" if kern.batch == DYNAMIC_M else f"%v{j}"
         t(f"%xs{j} = vector.load %x[{row}, %kx] : {x}, {vl}")
-        for i in range(span):
+        for i in range(ROWS_PER_TILE):
             t(f"%mn{j}_{i} = vector.fma %wv{i}, %xs{j}, %ma{j}_{i} : {vl}")
             new.append(f"%mn{j}_{i}")
     t(f"scf.yield {', '.join(new)} : {types}")
     t.end()
     for j in range(per):
-        for i in range(span):
-            t(f"vector.store %mm#{span * j + i}, %accb[%v{j}, %ca{i}] : {acc}, {vl}")
+        for i in range(ROWS_PER_TILE):
+            t(f"vector.store %mm#{ROWS_PER_TILE * j + i}, %accb[%v{j}, %ca{i}] : {acc}, {vl}")
     t.end()
 
 

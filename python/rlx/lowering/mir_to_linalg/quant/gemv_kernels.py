@@ -70,11 +70,13 @@ each row tile once into an f32 stack buffer and multiplies it with every row of 
 (``r [M, N]``); the RMSNorm and SwiGLU prologues are ``M = 1`` only (:mod:`.fuse`: their
 stack buffer would be ``M x K``). **Prefill** (``M`` dynamic or above ``MAX_BATCH``; F16 /
 BF16, Q8_0 / Q5_0 / Q4_0, Q4_K, Q6_K: :data:`PREFILL_SCHEMES`; ``LoweringOptions.prefill_kernels``):
-the batched body with ``M`` taken a block at a time, ``M`` an index operand (the one
-run-time value that reaches an index: :mod:`.gemv_batched`'s bounds), instead of IREE's
-data-tiled matmul, which dequantizes and packs the whole weight on every call.
+the batched body with ``M`` taken a block at a time, or on AVX-512 the outer-product form
+of :mod:`.gemm_prefill`, ``M`` an index operand (the one run-time value that reaches an
+index: the bounds are argued in those two modules), instead of IREE's data-tiled matmul,
+which dequantizes and packs the whole weight on every call.
 
-**Bounds** (``M = 1``; ``M > 1``: :mod:`.gemv_batched`). Every shape is static and the
+**Bounds** (``M = 1``; ``M > 1``: :mod:`.gemv_batched`, :mod:`.gemm_prefill`). Every shape
+is static and the
 workload is the constant ``N``: nothing the host passes at run time reaches an index. Every
 load stays inside its binding because of what :class:`Kernel` checks when it is built (``K``
 a multiple of 32, of 256 for Q4_K and Q6_K; ``rows`` a multiple of 4 that divides ``N``;
@@ -127,7 +129,13 @@ from rlx.lowering.mir_to_linalg.executable import (
     record,
 )
 from rlx.lowering.mir_to_linalg.quant import gemv_exact
-from rlx.lowering.mir_to_linalg.quant.gemm_prefill import ROWS, outer_body, outer_form, pack_rows
+from rlx.lowering.mir_to_linalg.quant.gemm_prefill import (
+    COLUMNS,
+    ROWS,
+    outer_body,
+    outer_form,
+    pack_rows,
+)
 from rlx.lowering.mir_to_linalg.quant.gemv_batched import DYNAMIC_M, batched_body
 from rlx.lowering.mir_to_linalg.quant.gemv_prologues import glu_prologue, norm_prologue
 from rlx.lowering.mir_to_linalg.quant.gemv_q8 import MAX_Q8_K, q8_body
@@ -396,35 +404,27 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
         # planes would be a second copy of the weight held in memory
         return None
     wide = m != 1 and options.vector_bits >= 512
-    rows = prefill_rows(n, k) if m == DYNAMIC_M and wide else workgroup_rows(n, k)
+    # a 16-lane prefill runs gemm_prefill's column blocks of 16 rows where N has them
+    outer = m == DYNAMIC_M and wide and n % COLUMNS == 0
+    rows = workgroup_rows(n, k, COLUMNS if outer else ROWS_PER_TILE)
     return Kernel(scheme, n, k, rows, batch=m,
                   int_dot=options.int_dot if q8 else None,
                   lanes=16 if wide else 8)
 
 
-def workgroup_rows(n: int, k: int) -> int:
-    """The largest multiple of 4 that divides ``n``, keeps a workgroup within
+def workgroup_rows(n: int, k: int, multiple: int = ROWS_PER_TILE) -> int:
+    """The largest multiple of ``multiple`` (4: a row tile) that divides ``n``, keeps a
+    workgroup within
     :data:`WEIGHTS_PER_WORKGROUP` weights and leaves an even count of at least
     :data:`MIN_WORKGROUPS` workgroups (two workers: an odd count leaves one workgroup
     running alone at the end); relaxed in that order. Not only powers of two: the 135M
     model's GEMVs (qkv, o, gate_up, down, LM head) had 15 / 9 / 24 / 9 / 384 workgroups of
     power-of-two rows and now 4 / 4 / 8 / 4 / 128."""
-    fits = [r for r in range(n - n % ROWS_PER_TILE, 0, -ROWS_PER_TILE)
+    fits = [r for r in range(n - n % multiple, 0, -multiple)
             if n % r == 0 and r * k <= WEIGHTS_PER_WORKGROUP]
     even = [r for r in fits if n // r >= MIN_WORKGROUPS and (n // r) % 2 == 0]
     busy = [r for r in fits if n // r >= MIN_WORKGROUPS]
-    return (even or busy or fits or [ROWS_PER_TILE])[0]
-
-
-def prefill_rows(n: int, k: int) -> int:
-    """Rows per workgroup of a prefill kernel with 16 lanes: :func:`workgroup_rows`' choice
-    among multiples of 16 (:mod:`.gemm_prefill`'s column blocks), where ``N`` has them."""
-    fits = [r for r in range(n - n % 16, 0, -16) if n % r == 0 and r * k <= WEIGHTS_PER_WORKGROUP]
-    even = [r for r in fits if n // r >= MIN_WORKGROUPS and (n // r) % 2 == 0]
-    busy = [r for r in fits if n // r >= MIN_WORKGROUPS]
-    if n % 16:
-        return workgroup_rows(n, k)
-    return (even or busy or fits or [16])[0]
+    return (even or busy or fits or [multiple])[0]
 
 
 MAX_NORM_K = 4096
@@ -491,16 +491,15 @@ def dispatch(ctx: LoweringContext, kern: Kernel, x: ir.Value, planes: list[ir.Va
         size = emit.dim(x, 0)                    # (static where the module's M is)
         m = emit.as_value(size)
         y = emit.tensor_type([size, kern.n], emit.f32())
-        dynamic = emit.static_shape(x)[0] is None
-        dims = [m] * (dynamic * (1 + (residual is not None)))
-        extra = [m]
+        scalars = [m]
         if outer_form(kern):                     # x packed [T, K, ROWS]: T after M
-            xp, tiles = pack_rows(x)
-            operands[0] = xp
-            extra.append(emit.as_value(tiles))
-            dims = [extra[1], *dims[1:]] if dynamic else []
+            operands[0], tiles = pack_rows(x)
+            scalars.append(emit.as_value(tiles))
+        # every dynamic dim of the tensor operands, in order (x or its packed form, r)
+        dims = emit.dynamic_values([d for v in operands for d in emit.sizes(v)])
         return flow.DispatchOp([y], [emit.index(kern.n)], ir.ArrayAttr.get([entry]),
-                               [*operands, *extra], dims, [m] if dynamic else []).results[0]
+                               [*operands, *scalars], dims,
+                               emit.dynamic_values([size])).results[0]
     y = ir.RankedTensorType.get([*([kern.batch] if kern.batch > 1 else []), kern.n], emit.f32())
     return flow.DispatchOp([y], [emit.index(kern.n)], ir.ArrayAttr.get([entry]), operands,
                            [], []).results[0]
@@ -509,4 +508,4 @@ def dispatch(ctx: LoweringContext, kern: Kernel, x: ir.Value, planes: list[ir.Va
 __all__ = ["BYTE_PLANE", "HALF_PLANE", "I8_PLANE", "M1_ONLY", "MAX_BATCH", "MAX_NORM_K",
            "MIN_PLANE", "PREFILL_SCHEMES", "Q5_K", "Q8_SCHEMES", "ROWS_PER_TILE", "SCHEMES",
            "SIXTEEN_PLANE",
-           "Kernel", "dispatch", "kernel_for", "kernel_text", "prefill_rows", "workgroup_rows"]
+           "Kernel", "dispatch", "kernel_for", "kernel_text", "workgroup_rows"]
