@@ -1,7 +1,8 @@
 // mir-to-linalg on llvm-cpu: a decode (M = 1) dequant_matmul of Q4_K, Q5_K, Q8_0, Q6_K, Q5_0,
 // Q4_0, Q5_1, Q4_1, F16 or BF16 weights becomes a flow.dispatch to rlx's hand-written kernel (a stream.executable in vector /
 // scf / memref, one per scheme and shape, its body only in the workgroups it was written for),
-// fed by repacking generics that read only the parameter; so does a batched decode step's
+// fed by repacking generics that read only the parameter (in an initializer, into globals
+// that every function reading the weight shares); so does a batched decode step's
 // (M = 2 .. 8 rows of x: x [M, K], y [M, N]). Prefill (M > 8 or dynamic), row counts not a
 // multiple of 4, other schemes, --no-gemv-kernels and GPU targets
 // keep the fused dequant + contraction (quant.mlir). A GEMV whose only use is a residual add
@@ -36,9 +37,21 @@
 // CHECK-NOT:       arith.uitofp
 // CHECK:           vector.fma %{{.*}} : vector<16xf32>
 // CHECK:           vector.reduction <add>, %{{.*}} : vector<16xf32> into f32
+// The planes live in globals that one initializer per weight fills at load (every function
+// reading the weight loads the same ones); the function loads them and dispatches.
 // CHECK:       func.func @main(
 // CHECK:         %[[X:.*]] = tensor.collapse_shape %arg0 {{\[}}[0, 1]] : tensor<1x512xf32> into tensor<512xf32>
-// CHECK:         %[[RAW:.*]] = tensor.expand_shape %{{.*}} : tensor<128x288xi8> into tensor<128x2x144xi8>
+// CHECK:         %[[QT:.*]] = util.global.load @planes.w.0.0 : tensor<32x256xi32>
+// CHECK:         %[[ST:.*]] = util.global.load @planes.w.0.1 : tensor<32x64xf32>
+// CHECK:         %[[MT:.*]] = util.global.load @planes.w.0.2 : tensor<32x64xf32>
+// CHECK:         %[[Y:.*]] = flow.dispatch @rlx_gemv_q4_k_128x512::@rlx_gemv_q4_k_128x512[%c128](%[[X]], %[[QT]], %[[ST]], %[[MT]]) : (tensor<512xf32>, tensor<32x256xi32>, tensor<32x64xf32>, tensor<32x64xf32>) -> tensor<128xf32>
+// CHECK:         tensor.expand_shape %[[Y]] {{\[}}[0, 1]] output_shape [1, 128] : tensor<128xf32> into tensor<1x128xf32>
+// CHECK:       util.global private @planes.w.0.0 : tensor<32x256xi32>
+// CHECK:       util.global private @planes.w.0.1 : tensor<32x64xf32>
+// CHECK:       util.global private @planes.w.0.2 : tensor<32x64xf32>
+// CHECK:       util.initializer {
+// CHECK:         %[[W:.*]] = util.global.load @param.w : tensor<128x288xi8>
+// CHECK:         %[[RAW:.*]] = tensor.expand_shape %[[W]] {{.*}} : tensor<128x288xi8> into tensor<128x2x144xi8>
 // CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<128x2x2x16xi32>)
 // CHECK:           affine.apply affine_map<(d0, d1, d2, d3) -> (d2 * 64 + d3 + 16)>
 // CHECK:           tensor.extract %[[RAW]]
@@ -47,13 +60,15 @@
 // CHECK:         %[[M:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<128x16xf32>, tensor<128x16xf32>) outs(%{{.*}} : tensor<128x16xf32>)
 // CHECK:         tensor.expand_shape %[[Q]] {{\[}}[0, 1], [2, 3]] output_shape [32, 4, 4, 16]
 // CHECK:         linalg.transpose {{.*}} permutation = [0, 2, 1, 3]
-// CHECK:         %[[QT:.*]] = tensor.collapse_shape %{{.*}} : tensor<32x4x4x16xi32> into tensor<32x256xi32>
+// CHECK:         %[[QP:.*]] = tensor.collapse_shape %{{.*}} : tensor<32x4x4x16xi32> into tensor<32x256xi32>
 // CHECK:         tensor.expand_shape %[[S]] {{\[}}[0, 1], [2, 3]] output_shape [32, 4, 4, 4]
-// CHECK:         %[[ST:.*]] = tensor.collapse_shape %{{.*}} : tensor<32x4x4x4xf32> into tensor<32x64xf32>
+// CHECK:         %[[SP:.*]] = tensor.collapse_shape %{{.*}} : tensor<32x4x4x4xf32> into tensor<32x64xf32>
 // CHECK:         tensor.expand_shape %[[M]] {{\[}}[0, 1], [2, 3]] output_shape [32, 4, 2, 8]
-// CHECK:         %[[MT:.*]] = tensor.collapse_shape %{{.*}} : tensor<32x2x4x8xf32> into tensor<32x64xf32>
-// CHECK:         %[[Y:.*]] = flow.dispatch @rlx_gemv_q4_k_128x512::@rlx_gemv_q4_k_128x512[%c128](%[[X]], %[[QT]], %[[ST]], %[[MT]]) : (tensor<512xf32>, tensor<32x256xi32>, tensor<32x64xf32>, tensor<32x64xf32>) -> tensor<128xf32>
-// CHECK:         tensor.expand_shape %[[Y]] {{\[}}[0, 1]] output_shape [1, 128] : tensor<128xf32> into tensor<1x128xf32>
+// CHECK:         %[[MP:.*]] = tensor.collapse_shape %{{.*}} : tensor<32x2x4x8xf32> into tensor<32x64xf32>
+// CHECK:         util.global.store %[[QP]], @planes.w.0.0 : tensor<32x256xi32>
+// CHECK:         util.global.store %[[SP]], @planes.w.0.1 : tensor<32x64xf32>
+// CHECK:         util.global.store %[[MP]], @planes.w.0.2 : tensor<32x64xf32>
+// CHECK:         util.return
 // OFF-LABEL:   module @q4_k
 // OFF-NOT:     stream.executable
 // OFF-NOT:     flow.dispatch
@@ -112,8 +127,9 @@ module @q8_0 {
 // CHECK:           arith.extui %{{.*}} : vector<16xi8> to vector<16xi32>
 // CHECK:           arith.bitcast %{{.*}} : vector<16xi32> to vector<16xf32>
 // CHECK:       func.func @main(
-// CHECK:         arith.constant 3.200000e+01 : f32
 // CHECK:         flow.dispatch @rlx_gemv_q5_k_8x256::@rlx_gemv_q5_k_8x256[%c8](%{{.*}}) : (tensor<256xf32>, tensor<2x128xi32>, tensor<2x128xi8>, tensor<2x32xf32>, tensor<2x32xf32>) -> tensor<8xf32>
+// CHECK:       util.initializer {
+// CHECK:         arith.constant 3.200000e+01 : f32
 // OFF-LABEL:   module @q5_k
 // OFF-NOT:     flow.dispatch
 // OFF:         return
@@ -151,11 +167,12 @@ module @q5_k {
 // CHECK:           arith.extf %{{.*}} : vector<16xf16> to vector<16xf32>
 // CHECK-NOT:   stream.executable
 // CHECK:       func.func @main(
-// CHECK:         flow.tensor.bitcast %{{.*}} : tensor<40x128xi8> -> tensor<40x64xf16>
 // CHECK:         flow.dispatch @rlx_gemv_f16_40x64::@rlx_gemv_f16_40x64[%c40](%{{.*}}) : (tensor<64xf32>, tensor<10x256xf16>) -> tensor<40xf32>
 // CHECK:         flow.dispatch @rlx_gemv_bf16_40x64::@rlx_gemv_bf16_40x64[%c40](%{{.*}}) : (tensor<64xf32>, tensor<10x256xi16>) -> tensor<40xf32>
 // CHECK-NOT:     flow.dispatch
 // CHECK:         return
+// CHECK:       util.initializer {
+// CHECK:         flow.tensor.bitcast %{{.*}} : tensor<40x128xi8> -> tensor<40x64xf16>
 // OFF-LABEL:   module @half
 // OFF-NOT:     flow.dispatch
 // OFF:         return
@@ -189,12 +206,13 @@ module @half {
 // CHECK:           arith.sitofp %{{.*}} : vector<16xi32> to vector<16xf32>
 // CHECK:           vector.extract %{{.*}}[0] : f32 from vector<8xf32>
 // CHECK:       func.func @main(
+// CHECK:         flow.dispatch @rlx_gemv_q6_k_8x256::@rlx_gemv_q6_k_8x256[%c8](%{{.*}}) : (tensor<256xf32>, tensor<2x128xi32>, tensor<2x128xi16>, tensor<2x64xi8>, tensor<2x4xf16>) -> tensor<8xf32>
+// CHECK:       util.initializer {
 // CHECK:         %[[RAW:.*]] = tensor.expand_shape %{{.*}} : tensor<8x210xi8> into tensor<8x1x210xi8>
 // CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<8x1x2x16xi32>)
 // CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<8x1x2x16xi16>)
 // CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<8x1x16xi8>)
 // CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<8x1xf16>)
-// CHECK:         flow.dispatch @rlx_gemv_q6_k_8x256::@rlx_gemv_q6_k_8x256[%c8](%{{.*}}) : (tensor<256xf32>, tensor<2x128xi32>, tensor<2x128xi16>, tensor<2x64xi8>, tensor<2x4xf16>) -> tensor<8xf32>
 // The q8 mode's Q6_K body reads the file's bytes: ql [N / 4, 2 K], qh [N / 4, K], the scale
 // bytes and d, and forms q - 32 as signed bytes (the dot form is the host CPU's).
 // Q8-LABEL:    module @q6_k
@@ -222,15 +240,19 @@ module @q6_k {
 // CHECK-DAG:   stream.executable private @rlx_gemv_q5_0_8x64
 // CHECK-DAG:   stream.executable private @rlx_gemv_q4_0_8x64
 // CHECK:       func.func @main(
+// CHECK:         flow.dispatch @rlx_gemv_q5_0_8x64::@rlx_gemv_q5_0_8x64[%c8](%{{.*}}) : (tensor<64xf32>, tensor<2x256xi8>, tensor<2x8xf16>) -> tensor<8xf32>
+// CHECK:         flow.dispatch @rlx_gemv_q4_0_8x64::@rlx_gemv_q4_0_8x64[%c8](%{{.*}}) : (tensor<64xf32>, tensor<2x256xi8>, tensor<2x8xf16>) -> tensor<8xf32>
+// CHECK:       util.initializer {
+// CHECK:         util.global.load @param.v
+// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<8x2x2x16xi8>)
+// CHECK:           arith.shrui %{{.*}} : i8
+// CHECK:           arith.subi %{{.*}} : i8
+// CHECK:       util.initializer {
+// CHECK:         util.global.load @param.w
 // CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<8x2x2x16xi8>)
 // CHECK:           arith.ori %{{.*}} : i32
 // CHECK:           arith.subi %{{.*}} : i32
 // CHECK:           arith.trunci %{{.*}} : i32 to i8
-// CHECK:         flow.dispatch @rlx_gemv_q5_0_8x64::@rlx_gemv_q5_0_8x64[%c8](%{{.*}}) : (tensor<64xf32>, tensor<2x256xi8>, tensor<2x8xf16>) -> tensor<8xf32>
-// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<8x2x2x16xi8>)
-// CHECK:           arith.shrui %{{.*}} : i8
-// CHECK:           arith.subi %{{.*}} : i8
-// CHECK:         flow.dispatch @rlx_gemv_q4_0_8x64::@rlx_gemv_q4_0_8x64[%c8](%{{.*}}) : (tensor<64xf32>, tensor<2x256xi8>, tensor<2x8xf16>) -> tensor<8xf32>
 // OFF-LABEL:   module @q5_0_q4_0
 // OFF-NOT:     flow.dispatch
 // OFF:         return
@@ -258,14 +280,15 @@ module @q5_0_q4_0 {
 // CHECK:           arith.uitofp %{{.*}} : vector<16xi8> to vector<16xf32>
 // CHECK:           vector.fma
 // CHECK:       func.func @main(
-// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<8x2x2x16xi8>)
-// CHECK:           arith.ori %{{.*}} : i32
-// CHECK-NOT:       arith.subi
-// CHECK:           arith.trunci %{{.*}} : i32 to i8
 // CHECK:         flow.dispatch @rlx_gemv_q5_1_8x64::@rlx_gemv_q5_1_8x64[%c8](%{{.*}}) : (tensor<64xf32>, tensor<2x256xi8>, tensor<2x8xf16>, tensor<2x8xf16>) -> tensor<8xf32>
 // CHECK:         flow.dispatch @rlx_gemv_q4_1_8x64::@rlx_gemv_q4_1_8x64[%c8](%{{.*}}) : (tensor<64xf32>, tensor<2x256xi8>, tensor<2x8xf16>, tensor<2x8xf16>) -> tensor<8xf32>
 // CHECK-NOT:     flow.dispatch
 // CHECK:         return
+// CHECK:       util.initializer {
+// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<8x2x2x16xi8>)
+// CHECK:           arith.ori %{{.*}} : i32
+// CHECK-NOT:       arith.subi
+// CHECK:           arith.trunci %{{.*}} : i32 to i8
 // Q8:          flow.dispatch @rlx_gemv_q5_1_8x64::
 // Q8:          flow.dispatch @rlx_gemv_q4_1_8x64::
 // OFF-LABEL:   module @q5_1_q4_1
@@ -496,5 +519,39 @@ module @glu {
     %w = "rlx_mir.param"() {name = "w"} : () -> tensor<40x68xi8>
     %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q8_0"} : (tensor<1x1x64xf32>, tensor<40x68xi8>) -> tensor<1x1x40xf32>
     return %y : tensor<1x1x40xf32>
+  }
+}
+
+// -----
+
+// One weight read by two functions (a model's decode and prefill): one set of plane globals,
+// filled by one initializer and loaded by both (IREE would hoist a copy per function).
+// CHECK-LABEL: module @shared
+// CHECK:       func.func @decode(
+// CHECK:         %[[Q:.*]] = util.global.load @planes.w.0.0 : tensor<10x256xi8>
+// CHECK:         %[[D:.*]] = util.global.load @planes.w.0.1 : tensor<10x8xf16>
+// CHECK:         flow.dispatch @rlx_gemv_q8_0_40x64::@rlx_gemv_q8_0_40x64[%c40](%{{.*}}, %[[Q]], %[[D]])
+// CHECK:       func.func @prefill(
+// CHECK:         %[[Q2:.*]] = util.global.load @planes.w.0.0 : tensor<10x256xi8>
+// CHECK:         %[[D2:.*]] = util.global.load @planes.w.0.1 : tensor<10x8xf16>
+// CHECK:         flow.dispatch @rlx_gemv_q8_0_40x64_mdyn::@rlx_gemv_q8_0_40x64_mdyn[%c40](%{{.*}}, %[[Q2]], %[[D2]], %{{.*}})
+// CHECK:       util.global private @planes.w.0.0 : tensor<10x256xi8>
+// CHECK:       util.global private @planes.w.0.1 : tensor<10x8xf16>
+// CHECK:       util.initializer {
+// CHECK:         util.global.load @param.w : tensor<40x68xi8>
+// CHECK-NOT:   util.initializer
+// OFF-LABEL:   module @shared
+// OFF-NOT:     util.initializer
+// OFF:         return
+module @shared {
+  func.func @decode(%x: tensor<1x64xf32>) -> tensor<1x40xf32> {
+    %w = "rlx_mir.param"() {name = "w"} : () -> tensor<40x68xi8>
+    %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q8_0"} : (tensor<1x64xf32>, tensor<40x68xi8>) -> tensor<1x40xf32>
+    return %y : tensor<1x40xf32>
+  }
+  func.func @prefill(%x: tensor<?x64xf32>) -> tensor<?x40xf32> {
+    %w = "rlx_mir.param"() {name = "w"} : () -> tensor<40x68xi8>
+    %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q8_0"} : (tensor<?x64xf32>, tensor<40x68xi8>) -> tensor<?x40xf32>
+    return %y : tensor<?x40xf32>
   }
 }

@@ -329,7 +329,7 @@ def add_reflection(module: ir.Module) -> None:
     for op in walk_ops(module.operation):
         if op.name == "util.global":
             name = ir.StringAttr(op.attributes["sym_name"]).value
-            if name.startswith("param."):
+            if name.startswith("param.") and "initial_value" in op.attributes:
                 t = TensorInfo.from_mlir(ir.TypeAttr(op.attributes["type"]).value)
                 params[name.removeprefix("param.")] = [list(t.shape), str(t.dtype)]
     with module.context:

@@ -284,6 +284,13 @@ class Kernel:
                 and self.int_dot is None)
 
     @property
+    def planes_key(self) -> tuple[object, ...]:
+        """What :func:`.gemv_planes.kernel_planes` reads of the kernel: kernels with the same
+        key over one weight read the same planes (held once)."""
+        return (self.scheme, self.n, self.k, self.q6_k_packed, self.q6_k_q8,
+                self.int_dot is not None)
+
+    @property
     def q6_k_q8(self) -> bool:
         """Q6_K's ``q8`` body (:func:`.gemv_q8.q6_k_body`), on the file's own bytes."""
         return self.scheme == "gguf_q6_k" and self.int_dot is not None

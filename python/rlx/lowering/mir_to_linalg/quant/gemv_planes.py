@@ -15,6 +15,12 @@ dequant uses (:mod:`.layouts`):
   ``M = 16 · d · sc + dmin · m`` per group of 32.
 
 Then every plane ``[N, C * w]`` is stored ``[N / 4, C * 4 * w]`` (:func:`interleave_tiles`).
+
+**One copy per weight** (:func:`shared_planes`): the planes of a parameter are computed in a
+``util.initializer`` of their own and held in ``util.global``\\ s that every function's
+kernels load. Left inline, IREE hoists them once per function that computes them: the
+``prefill`` and ``decode`` of a model each held a full copy of every weight's planes (a 135M
+F16 model, 513 MiB of planes for 257 MiB of weights).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from iree.compiler import ir
-from iree.compiler.dialects import arith
+from iree.compiler.dialects import arith, util
 
 from rlx.dialects.enums import QUANT_SCHEMES
 from rlx.lowering import emit
@@ -61,6 +67,62 @@ from rlx.lowering.mir_to_linalg.quant.scalars import (
     sf,
     u32,
 )
+from rlx.lowering.mir_to_linalg.table import param_symbol
+from rlx.lowering.registry import LoweringContext
+
+PLANES_KEY = "kernel_plane_globals"
+"""``LoweringContext.state`` key: (parameter global, :attr:`~.gemv_kernels.Kernel.planes_key`)
+-> the planes' globals (symbol, type)."""
+
+
+def shared_planes(ctx: LoweringContext, kern: gemv_kernels.Kernel, w: ir.Value
+                  ) -> list[ir.Value]:
+    """:func:`kernel_planes` of ``w``, loaded from globals that one initializer computes per
+    parameter and plane layout (so that every function reading them shares one copy); ``w``
+    not a parameter's load (a weight passed in): computed here."""
+    source = _parameter_global(ctx, w)
+    if source is None:
+        return kernel_planes(kern, w)
+    table = ctx.state.setdefault(PLANES_KEY, {})
+    key = (source, kern.planes_key)
+    if key not in table:
+        table[key] = _plane_globals(ctx, kern, source, w.type, len(table))
+    return [util.GlobalLoadOp(t, name).result for name, t in table[key]]
+
+
+def _parameter_global(ctx: LoweringContext, w: ir.Value) -> str | None:
+    """The global of the parameter ``w`` reads (an ``rlx_mir.param`` being lowered, whose
+    global :func:`.table.declare_params` declared, or its load), else None."""
+    owner = w.owner
+    if not isinstance(owner, ir.OpView):
+        return None
+    if owner.operation.name == "rlx_mir.param":
+        name = ir.StringAttr(owner.attributes["name"]).value
+        return param_symbol(name) if name in ctx.state.get("params", {}) else None
+    if owner.operation.name == "util.global.load":
+        return ir.FlatSymbolRefAttr(owner.attributes["global"]).value
+    return None
+
+
+def _plane_globals(ctx: LoweringContext, kern: gemv_kernels.Kernel, source: str,
+                   w_type: ir.Type, index: int) -> list[tuple[str, ir.Type]]:
+    """Globals ``@planes.<weight>.<index>.<i>`` and, at the end of the module, the
+    initializer that computes them from the parameter global ``source`` (once, at load)."""
+    body = ctx.module.body
+    with ir.InsertionPoint(body):
+        init = util.InitializerOp(ir.TypeAttr.get(ir.FunctionType.get([], [])))
+        block = init.body.blocks.append()
+    with ir.InsertionPoint(block):
+        planes = kernel_planes(kern, util.GlobalLoadOp(w_type, source).result)
+        weight = source.removeprefix(param_symbol(""))
+        names = [f"planes.{weight}.{index}.{i}" for i in range(len(planes))]
+        for plane, name in zip(planes, names, strict=True):
+            util.GlobalStoreOp(plane, name)
+        util.ReturnOp([])
+    with ir.InsertionPoint(init):
+        for plane, name in zip(planes, names, strict=True):
+            util.GlobalOp(name, plane.type, sym_visibility="private")
+    return [(name, plane.type) for plane, name in zip(planes, names, strict=True)]
 
 
 def kernel_planes(kern: gemv_kernels.Kernel, w: ir.Value) -> list[ir.Value]:
@@ -274,4 +336,5 @@ def interleave_tiles(kern: gemv_kernels.Kernel, planes: list[ir.Value]) -> list[
     return out
 
 
-__all__ = ["BYTE_QUANTS", "byte_quants", "interleave_tiles", "kernel_planes"]
+__all__ = ["BYTE_QUANTS", "PLANES_KEY", "byte_quants", "interleave_tiles", "kernel_planes",
+           "shared_planes"]

@@ -15,7 +15,7 @@ from rlx.dialects.schema import Decoded
 from rlx.lowering import emit
 from rlx.lowering.mir_to_linalg.quant import gemv_kernels
 from rlx.lowering.mir_to_linalg.quant.dequant import gguf_weight, to_f32
-from rlx.lowering.mir_to_linalg.quant.gemv_planes import kernel_planes
+from rlx.lowering.mir_to_linalg.quant.gemv_planes import shared_planes
 from rlx.lowering.mir_to_linalg.quant.legacy import legacy_weight
 from rlx.lowering.mir_to_linalg.table import MIR_TO_LINALG
 from rlx.lowering.registry import LoweringContext
@@ -187,7 +187,7 @@ def _through_kernel(ctx: LoweringContext, op: Decoded, kern: gemv_kernels.Kernel
     if near.residual is not None:                # y = r + W x in the kernel
         kern = dataclasses.replace(kern, residual=True)
         residual = rows_of(near.residual) if rows else emit.reshape(near.residual, [n])
-    y = gemv_kernels.dispatch(ctx, kern, xk, kernel_planes(kern, op["w"]), residual,
+    y = gemv_kernels.dispatch(ctx, kern, xk, shared_planes(ctx, kern, op["w"]), residual,
                               gamma_beta)
     return y if rows else emit.expand(y, [[0, 1]], [1, n])
 
