@@ -27,6 +27,7 @@ from rlx.weights import (
     ParamSpec,
     parameter_index,
     read_safetensors_header,
+    release_file_pages,
     save_params,
 )
 
@@ -376,6 +377,10 @@ class Program:
             if _is_device_loss(str(e)):
                 raise _DeviceLost(str(e)) from None
             raise RunError(_context_error(str(e), device)) from None
+        # The module's initializers ran with the context: weights that views of a file
+        # mapping hold (a GGUF's tensors) were read into the planes that the functions use
+        # and need not stay resident (a page read again comes back from the file).
+        release_file_pages(self._keep)
 
     def param_specs(self) -> list[ParamSpec]:
         return _param_specs(self._vm)

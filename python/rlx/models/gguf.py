@@ -51,6 +51,7 @@ from rlx.models.llama import (
     gguf_name,
     param_shapes,
 )
+from rlx.weights import aligned, aligned_concat, release_file_pages
 
 GGUF_ARCHITECTURES = {"llama": "gptj", "qwen2": "neox", "qwen3": "neox"}
 """Supported ``general.architecture`` values -> rlx RoPE style."""
@@ -171,7 +172,7 @@ def _model(f: Any, c: LlamaConfig, logits: str, context: int | None) -> LlamaMod
             schemes[name] = t.scheme
             weights[name] = f.raw(tname)
         elif linear and t.type_name == "F32":
-            weights[name] = np.ascontiguousarray(f.array(tname).T)
+            weights[name] = aligned(f.array(tname).T)
         elif linear:
             raise ModelError(f"{src}: error: tensor '{tname}' is {t.type_name}: a linear "
                              "weight must be F32, F16, BF16 or a block format")
@@ -210,7 +211,9 @@ def _pack(c: LlamaConfig, schemes: dict[str, str], weights: dict[str, np.ndarray
                 continue
             name = f"layers.{i}.{pack}"
             schemes[name] = schemes[members[0]]
-            weights[name] = np.concatenate([weights.pop(m) for m in members], axis=0)
+            parts = [weights.pop(m) for m in members]
+            weights[name] = aligned_concat(parts, axis=0)
+            release_file_pages(parts)          # read once: the copy is what loads
             for m in members:
                 del schemes[m]
             packed[name] = members
@@ -220,12 +223,16 @@ def _pack(c: LlamaConfig, schemes: dict[str, str], weights: dict[str, np.ndarray
 def _dequantized(f: Any, t: Any) -> np.ndarray:
     """A tensor as f32 values (host-side; for the embedding, norms and biases)."""
     if t.plain_dtype is not None or t.type_name in ("F16", "BF16"):
-        return np.ascontiguousarray(f.array(t.name), dtype=np.float32)
+        out = aligned(f.array(t.name), np.float32)
+        release_file_pages([f.raw(t.name)])
+        return out
     import gguf
 
     raw = f.raw(t.name).view(np.uint8)
-    return gguf.quants.dequantize(raw, gguf.GGMLQuantizationType(t.ggml_type)).astype(
-        np.float32).reshape(t.shape)
+    out = aligned(gguf.quants.dequantize(raw, gguf.GGMLQuantizationType(t.ggml_type)).reshape(
+        t.shape), np.float32)
+    release_file_pages([raw])
+    return out
 
 
 __all__ = ["GGUF_ARCHITECTURES", "config_from_metadata", "from_gguf", "gguf_name"]

@@ -48,6 +48,7 @@ from rlx.dialects.builder import HirModule, HirValue
 from rlx.dialects.enums import QUANT_SCHEMES
 from rlx.ir.diagnostics import RlxError
 from rlx.ir.types import DType
+from rlx.weights import aligned
 
 
 class ModelError(RlxError):
@@ -512,7 +513,7 @@ def convert_hf_weights(c: LlamaConfig, tensors: Mapping[str, np.ndarray], source
             want = shape[::-1] if transposed else shape
             raise ModelError(f"{source}: error: tensor '{key}': expected shape {list(want)}, "
                              f"found {list(np.asarray(tensors[key]).shape)}")
-        out[name] = np.ascontiguousarray(t)
+        out[name] = aligned(t)
     return out
 
 

@@ -55,6 +55,7 @@ import numpy as np
 
 from rlx.dialects.builder import HirModule
 from rlx.models.llama import DEFAULT_CONTEXT, ModelError, _read_safetensors
+from rlx.weights import aligned, aligned_concat, release_file_pages
 
 LINEAR, FULL = "linear_attention", "full_attention"
 REFUSED = {"qwen3_5_moe": "the MoE variant", "qwen3_5_moe_text": "the MoE variant",
@@ -417,7 +418,8 @@ def pack(c: Qwen35Config, weights: dict[str, np.ndarray]
             scheme = schemes.get(members[0])
             arrays = [weights.pop(m) for m in members]
             name = f"layers.{i}.{key}"
-            weights[name] = np.concatenate(arrays, axis=1 if scheme is None else 0)
+            weights[name] = aligned_concat(arrays, axis=1 if scheme is None else 0)
+            release_file_pages(arrays)         # read once: the copy is what loads
             for m in members:
                 schemes.pop(m, None)
             if scheme is not None:
@@ -471,7 +473,7 @@ def convert_hf_weights(c: Qwen35Config, tensors: Mapping[str, np.ndarray], sourc
                 want = (shape[0], 1, shape[3])
             raise ModelError(f"{source}: error: tensor '{key}': expected shape {list(want)}, "
                              f"found {list(raw.shape)}")
-        out[name] = np.ascontiguousarray(t, dtype=np.float32)
+        out[name] = aligned(t, np.float32)
     return out
 
 

@@ -47,6 +47,7 @@ from rlx.models.qwen35 import (
     pack,
     param_shapes,
 )
+from rlx.weights import aligned
 
 ARCH = "qwen35"
 EMBED, OUTPUT = "token_embd.weight", "output.weight"
@@ -154,9 +155,9 @@ def _model(f: Any, c: Qwen35Config, logits: str, context: int | None) -> Qwen35M
             schemes[name] = t.scheme
             weights[name] = f.raw(tname)
         elif is_linear(name):
-            weights[name] = np.ascontiguousarray(_dequantized(f, t).T)
+            weights[name] = aligned(_dequantized(f, t).T)
         else:
-            weights[name] = np.ascontiguousarray(_dequantized(f, t).reshape(shape))
+            weights[name] = aligned(_dequantized(f, t).reshape(shape))
     if c.tie_word_embeddings and f.tensors[EMBED].type_name != "F32":
         # the LM head reads token_embd in its own format (an F32 one: the module
         # transposes the f32 embedding itself)
