@@ -24,14 +24,22 @@ and ``q8`` (``activation_quant="q8"``: each decode GEMV's activations quantized 
 blocks and integer block dot products, the numerics llama.cpp's CPU backend uses). F16 rows
 run exact only.
 
+Prefill runs once per ``--prompt`` length (``pp128``, ``pp512``: llama-bench's ``-p 128,512``).
+The 3B row (Llama-3.2-3B's shape) runs without HF eager by default (``--hf-models``: its f32
+model does not fit beside the others in 23 GB). After the timed rounds each side's peak
+resident memory is measured in a process of its own (:mod:`benchmarks.memory`; rlx loading
+from the compile cache and running a prefill and decode, llama.cpp its llama-bench runs),
+beside the file's size.
+
 Reported: tokens/s (median of ``--rounds``), rlx/HF and rlx/llama.cpp as speed ratios
 (above 1: rlx is faster), decode GB/s = weight bytes one decode token reads (every linear
 weight as stored in the file, the LM head included; the embedding row and the KV cache are
 negligible here) x tokens/s, and the dispatches one decode token runs (IREE stream
 dispatches of the ``decode`` function).
 
-Usage: ``python benchmarks/llama.py [--models tiny,135m,1b] [--formats F16,Q8_0,Q4_K(,Q5_K)]
-[--modes exact,q8] [--llama-cpp DIR] [--threads 2] [--json out.json]``. ``DIR`` holds
+Usage: ``python benchmarks/llama.py [--models tiny,135m,1b,3b] [--formats F16,Q8_0,Q4_K(,Q5_K)]
+[--modes exact,q8] [--prompt 128,512] [--hf-models tiny,135m,1b] [--no-memory]
+[--llama-cpp DIR] [--threads 2] [--json out.json]``. ``DIR`` holds
 ``llama-bench`` and ``llama-quantize`` (default ``$RLX_LLAMA_CPP`` or
 ``benchmarks/.cache/llama.cpp/build/bin``; ``benchmarks/build_llama_cpp.sh`` builds them).
 Generated files go to ``benchmarks/.cache/`` (git-ignored).
@@ -63,6 +71,7 @@ from tests.hf_gguf import write_gguf  # noqa: E402
 
 import rlx.gguf  # noqa: E402
 from benchmarks.machine import cpu_model  # noqa: E402
+from benchmarks.memory import rlx_peak, run_measured  # noqa: E402
 from rlx.compiler import dispatch_counts  # noqa: E402
 from rlx.generate import Generator  # noqa: E402
 from rlx.models import llama  # noqa: E402
@@ -73,19 +82,32 @@ SHAPES = {
     "tiny": (256, 2, 4, 2, 512, 512, False),
     "135m": (576, 30, 9, 3, 1536, 49152, True),   # SmolLM-135M
     "1b": (2048, 22, 32, 4, 5632, 32000, False),  # TinyLlama-1.1B
+    "3b": (3072, 28, 24, 8, 8192, 128256, True),  # Llama-3.2-3B
 }
+ROPE_THETA = {"3b": 500000.0}
+"""Shapes whose published config has another RoPE base than LLaMA's 10000 (Llama 3.2's
+``rope_scaling`` stretches positions past 8192 only: the same values at these lengths)."""
+HF_MODELS = ("tiny", "135m", "1b")
+"""Shapes whose HF eager side runs by default (``--hf-models``): 3B's f32 model is 12.8 GB,
+which beside rlx's and llama.cpp's does not fit the project's 23 GB machines; its GGUF is
+written from an f16 model that is dropped before anything is timed."""
 QUANTIZE_TYPES = {"Q8_0": "Q8_0", "Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M"}
 
 
-def hf_model(shape: str, seed: int = 0) -> transformers.PreTrainedModel:
+def hf_model(shape: str, seed: int = 0, dtype: torch.dtype = torch.float32
+             ) -> transformers.PreTrainedModel:
     hidden, layers, heads, kv, ffn, vocab, tied = SHAPES[shape]
     cfg = transformers.LlamaConfig(
         vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers,
         num_attention_heads=heads, num_key_value_heads=kv, intermediate_size=ffn,
         max_position_embeddings=2048, rms_norm_eps=1e-5, tie_word_embeddings=tied,
-        attn_implementation="eager")
+        rope_theta=ROPE_THETA.get(shape, 10000.0), attn_implementation="eager")
     torch.manual_seed(seed)
-    return transformers.LlamaForCausalLM(cfg).eval()
+    torch.set_default_dtype(dtype)
+    try:
+        return transformers.LlamaForCausalLM(cfg).eval()
+    finally:
+        torch.set_default_dtype(torch.float32)
 
 
 def gguf_files(shape: str, model: transformers.PreTrainedModel, formats: list[str],
@@ -134,7 +156,14 @@ def timed(fn: Callable[[], Any]) -> float:
     return own if isinstance(own, float) else time.perf_counter() - t0
 
 
-def rlx_side(path: Path, prompt: list[int], gen: int, mode: str = "exact") -> dict[str, Any]:
+def prefill_phases(prompts: list[int], run: Callable[[list[int]], Any], ids: list[int]
+                   ) -> dict[str, Callable[[], Any]]:
+    """One prefill phase per prompt length: ``pp128`` runs ``run(ids[:128])``."""
+    return {f"pp{n}": (lambda n=n: run(ids[:n])) for n in prompts}
+
+
+def rlx_side(path: Path, prompt: list[int], gen: int, mode: str = "exact",
+             prompts: list[int] | None = None) -> dict[str, Any]:
     model = llama.from_gguf(path)
     t0 = time.perf_counter()
     g = Generator(model, options=mode_options(mode))
@@ -148,8 +177,9 @@ def rlx_side(path: Path, prompt: list[int], gen: int, mode: str = "exact") -> di
 
     counts = dispatch_counts(llama.build(model.config, functions=("decode",),
                                          context=model.context), **mode_options(mode))
-    return {"prefill": lambda: g.prefill(prompt), "decode": decode, "compile_s": compile_s,
-            "dispatches": counts.stream}
+    phases = prefill_phases(prompts or [len(prompt)], g.prefill, prompt)
+    return {"prefill": lambda: g.prefill(prompt), **phases, "decode": decode,
+            "compile_s": compile_s, "dispatches": counts.stream}
 
 
 QUANT_MODES = ("exact", "q8")
@@ -183,13 +213,13 @@ def format_label(row: dict[str, Any]) -> str:
     return row["format"] if mode == "exact" else f"{row['format']} ({mode})"
 
 
-def hf_side(model: transformers.PreTrainedModel, prompt: list[int], gen: int
-            ) -> dict[str, Any]:
+def hf_side(model: transformers.PreTrainedModel, prompt: list[int], gen: int,
+            prompts: list[int] | None = None) -> dict[str, Any]:
     ids = torch.tensor([prompt])
 
-    def prefill() -> None:
+    def prefill(part: list[int] = prompt) -> None:
         with torch.no_grad():
-            model(ids, use_cache=True)
+            model(torch.tensor([part]), use_cache=True)
 
     def decode() -> float:
         with torch.no_grad():
@@ -201,17 +231,25 @@ def hf_side(model: transformers.PreTrainedModel, prompt: list[int], gen: int
                 out.logits[0, -1].argmax()
             return time.perf_counter() - t0
 
-    return {"prefill": prefill, "decode": decode}
+    return {"prefill": prefill, **prefill_phases(prompts or [len(prompt)], prefill, prompt),
+            "decode": decode}
 
 
-def llama_bench(bindir: Path, path: Path, threads: int, prompt: int, gen: int, reps: int
-                ) -> dict[str, float]:
-    proc = subprocess.run([str(bindir / "llama-bench"), "-m", str(path), "-t", str(threads),
-                           "-p", str(prompt), "-n", str(gen), "-r", str(reps), "-o", "json"],
-                          capture_output=True, text=True, check=True)
+def llama_bench(bindir: Path, path: Path, threads: int, prompt: int | list[int], gen: int,
+                reps: int, peak_mb: list[float] | None = None) -> dict[str, float]:
+    """llama-bench's tokens/s: ``prefill`` and ``decode`` for one prompt length, ``pp<N>``
+    per length and ``decode`` for a list; its peak resident memory appended to ``peak_mb``."""
+    lengths = [prompt] if isinstance(prompt, int) else prompt
+    stdout, mb = run_measured([str(bindir / "llama-bench"), "-m", str(path), "-t",
+                               str(threads), "-p", ",".join(map(str, lengths)), "-n", str(gen),
+                               "-r", str(reps), "-o", "json"])
+    if peak_mb is not None:
+        peak_mb.append(mb)
     out = {}
-    for row in json.loads(proc.stdout):
-        out["prefill" if row["n_prompt"] else "decode"] = float(row["avg_ts"])
+    for row in json.loads(stdout):
+        n = row["n_prompt"]
+        out[("prefill" if isinstance(prompt, int) else f"pp{n}") if n else "decode"] = float(
+            row["avg_ts"])
     return out
 
 
@@ -227,57 +265,81 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         sys.exit(f"error: --llama-cpp {bindir}: no llama-bench there "
                  "(run benchmarks/build_llama_cpp.sh)")
     torch.set_num_threads(args.threads)
-    prompt = [int(t) for t in np.random.default_rng(0).integers(3, 200, args.prompt)]
+    prompt = [int(t) for t in np.random.default_rng(0).integers(3, 200, max(args.prompt))]
     rows = []
     for shape in args.models.split(","):
         print(f"{shape}: building and writing GGUF files", file=sys.stderr)
-        hf = hf_model(shape)
+        with_hf = shape in args.hf_models.split(",")
+        hf = hf_model(shape, dtype=torch.float32 if with_hf else torch.float16)
         files = gguf_files(shape, hf, args.formats.split(","), bindir)
-        hf_fns = hf_side(hf, prompt, args.gen)
-        hf_t: dict[str, list[float]] = {"prefill": [], "decode": []}
+        hf_fns = hf_side(hf, prompt, args.gen, args.prompt) if with_hf else None
+        if not with_hf:
+            del hf
         for fmt, path in files.items():
-            modes = modes_for(fmt, args.modes)
-            print(f"{shape} {fmt}: compiling rlx ({', '.join(modes)})", file=sys.stderr)
-            sides = {m: rlx_side(path, prompt, args.gen, m) for m in modes}
-            rlx_t = {m: {"prefill": [], "decode": []} for m in modes}
-            for phase in ("prefill", "decode"):
-                for side in sides.values():
-                    side[phase]()  # warm-up
-                hf_fns[phase]()
-            cpp_tps: dict[str, list[float]] = {"prefill": [], "decode": []}
-            for _ in range(args.rounds):  # interleaved: noise hits every side alike
-                for phase in ("prefill", "decode"):
-                    for m, side in sides.items():
-                        rlx_t[m][phase].append(timed(side[phase]))
-                    hf_t[phase].append(timed(hf_fns[phase]))
-                if bindir is not None:  # one llama-bench repetition (after its warm-up)
-                    for phase, tps in llama_bench(bindir, path, args.threads, args.prompt,
-                                                  args.gen, 1).items():
-                        cpp_tps[phase].append(tps)
-            cpp = {phase: statistics.median(v) for phase, v in cpp_tps.items() if v}
-            nbytes = decode_bytes(path)
-            for m, side in sides.items():
-                row = {"model": shape, "format": fmt, "mode": m,
-                       "file_mb": path.stat().st_size / 1e6, "compile_s": side["compile_s"],
-                       "dispatches_per_token": side["dispatches"],
-                       "decode_weight_mb": nbytes / 1e6}
-                for phase, n in (("prefill", args.prompt), ("decode", args.gen)):
-                    row[f"rlx_{phase}_tps"] = n / statistics.median(rlx_t[m][phase])
-                    row[f"hf_{phase}_tps"] = n / statistics.median(hf_t[phase])
-                    if phase in cpp:
-                        row[f"llama_cpp_{phase}_tps"] = cpp[phase]
-                row["rlx_decode_gbs"] = nbytes * row["rlx_decode_tps"] / 1e9
-                if "llama_cpp_decode_tps" in row:
-                    row["llama_cpp_decode_gbs"] = nbytes * row["llama_cpp_decode_tps"] / 1e9
-                rows.append(row)
-                print(_line(row), file=sys.stderr)
-            del sides
+            rows += _format_rows(args, bindir, shape, fmt, path, prompt, hf_fns)
     return {"machine": f"{cpu_model()} ({platform.machine()}), {os.cpu_count()} cpus, load "
                        f"average {os.getloadavg()[0]:.1f} at the end, torch "
                        f"{torch.__version__}, transformers {transformers.__version__}",
             "llama_cpp": llama_cpp_version(bindir) if bindir is not None else None,
-            "threads": args.threads, "prompt": args.prompt, "gen": args.gen,
+            "threads": args.threads, "prompts": args.prompt, "gen": args.gen,
             "rounds": args.rounds, "rows": rows}
+
+
+def _format_rows(args: argparse.Namespace, bindir: Path | None, shape: str, fmt: str,
+                 path: Path, prompt: list[int], hf_fns: dict[str, Any] | None
+                 ) -> list[dict[str, Any]]:
+    """One file's rows (one per numerics mode): every side timed in interleaved rounds,
+    then each side's peak resident memory in a process of its own."""
+    modes = modes_for(fmt, args.modes)
+    phases = [f"pp{n}" for n in args.prompt] + ["decode"]
+    print(f"{shape} {fmt}: compiling rlx ({', '.join(modes)})", file=sys.stderr)
+    sides = {m: rlx_side(path, prompt, args.gen, m, args.prompt) for m in modes}
+    rlx_t = {m: {ph: [] for ph in phases} for m in modes}
+    hf_t: dict[str, list[float]] = {ph: [] for ph in phases}
+    for phase in phases:                         # warm-up
+        for side in sides.values():
+            side[phase]()
+        if hf_fns is not None:
+            hf_fns[phase]()
+    cpp_tps: dict[str, list[float]] = {ph: [] for ph in phases}
+    cpp_peak: list[float] = []
+    for _ in range(args.rounds):                 # interleaved: noise hits every side alike
+        for phase in phases:
+            for m, side in sides.items():
+                rlx_t[m][phase].append(timed(side[phase]))
+            if hf_fns is not None:
+                hf_t[phase].append(timed(hf_fns[phase]))
+        if bindir is not None:                   # one llama-bench repetition (after its warm-up)
+            for phase, tps in llama_bench(bindir, path, args.threads, args.prompt, args.gen,
+                                          1, cpp_peak).items():
+                cpp_tps[phase].append(tps)
+    cpp = {phase: statistics.median(v) for phase, v in cpp_tps.items() if v}
+    nbytes = decode_bytes(path)
+    rows = []
+    for m, side in sides.items():
+        row = {"model": shape, "format": fmt, "mode": m,
+               "file_mb": path.stat().st_size / 1e6, "compile_s": side["compile_s"],
+               "dispatches_per_token": side["dispatches"], "decode_weight_mb": nbytes / 1e6}
+        for phase in phases:
+            n = args.gen if phase == "decode" else int(phase[2:])
+            row[f"rlx_{phase}_tps"] = n / statistics.median(rlx_t[m][phase])
+            if hf_t[phase]:
+                row[f"hf_{phase}_tps"] = n / statistics.median(hf_t[phase])
+            if phase in cpp:
+                row[f"llama_cpp_{phase}_tps"] = cpp[phase]
+        row["rlx_decode_gbs"] = nbytes * row["rlx_decode_tps"] / 1e9
+        if "llama_cpp_decode_tps" in row:
+            row["llama_cpp_decode_gbs"] = nbytes * row["llama_cpp_decode_tps"] / 1e9
+        rows.append(row)
+    del sides
+    for row in rows:
+        if args.memory:
+            mem = rlx_peak(path, row["mode"], max(args.prompt), args.gen)
+            row["rlx_peak_mb"], row["rlx_steady_mb"] = mem["peak_mb"], mem["steady_mb"]
+        if cpp_peak:
+            row["llama_cpp_peak_mb"] = max(cpp_peak)
+        print(_line(row), file=sys.stderr)
+    return rows
 
 
 def _line(row: dict[str, Any]) -> str:
@@ -290,25 +352,35 @@ def _ratio(a: float | None, b: float | None) -> str:
 
 
 def report(res: dict[str, Any]) -> str:
+    prompts = res.get("prompts", [res.get("prompt")])
+    phases = [f"pp{n}" for n in prompts] + ["decode"]
     lines = ["# LLaMA-shaped models from GGUF: rlx vs HF eager vs llama.cpp\n",
              f"Machine: {res['machine']}; llama.cpp: {res['llama_cpp'] or 'not run'}; "
-             f"{res['threads']} threads everywhere; prefill {res['prompt']} tokens, decode "
-             f"{res['gen']} tokens; median of {res['rounds']} interleaved rounds (llama.cpp: "
-             f"one llama-bench repetition in each round). Speed ratios: above 1, rlx is "
-             f"faster.\n",
-             "| model | format | prefill tok/s rlx / HF / llama.cpp | rlx÷HF | rlx÷llama.cpp "
-             "| decode tok/s rlx / HF / llama.cpp | rlx÷HF | rlx÷llama.cpp | decode GB/s rlx / "
-             "llama.cpp | dispatches / token | compile s |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             f"{res['threads']} threads everywhere; prefill of {' and '.join(map(str, prompts))}"
+             f" tokens (ppN), decode {res['gen']} tokens; median of {res['rounds']} "
+             f"interleaved rounds (llama.cpp: one llama-bench repetition in each round). Speed"
+             f" ratios: above 1, rlx is faster. Peak resident memory: each side in a process "
+             f"of its own, the KV cache sized to the longest prompt and the decode steps "
+             f"(rlx: the model loaded from the compile cache and run; llama.cpp: its "
+             f"llama-bench run).\n"]
+    head = ["model", "format"]
+    for phase in phases:
+        head += [f"{phase} tok/s rlx / HF / llama.cpp", "rlx÷HF", "rlx÷llama.cpp"]
+    head += ["decode GB/s rlx / llama.cpp", "peak MB rlx / llama.cpp (file)",
+             "dispatches / token", "compile s"]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in res["rows"]:
         cells = [r["model"], format_label(r)]
-        for phase in ("prefill", "decode"):
+        for phase in phases:
             rlx_, hf_, cpp = (r.get(f"{s}_{phase}_tps") for s in ("rlx", "hf", "llama_cpp"))
-            cells += [f"{rlx_:.0f} / {hf_:.0f} / " + (f"{cpp:.0f}" if cpp else "n/a"),
+            cells += [" / ".join(f"{v:.0f}" if v else "n/a" for v in (rlx_, hf_, cpp)),
                       _ratio(rlx_, hf_), _ratio(rlx_, cpp)]
         cpp_gbs = r.get("llama_cpp_decode_gbs")
+        peaks = " / ".join(f"{r[k]:.0f}" if k in r else "n/a"
+                           for k in ("rlx_peak_mb", "llama_cpp_peak_mb"))
         cells += [f"{r['rlx_decode_gbs']:.1f} / " + (f"{cpp_gbs:.1f}" if cpp_gbs else "n/a"),
-                  str(r["dispatches_per_token"]), f"{r['compile_s']:.0f}"]
+                  f"{peaks} ({r['file_mb']:.0f})", str(r["dispatches_per_token"]),
+                  f"{r['compile_s']:.0f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -343,7 +415,12 @@ def main() -> None:
     p.add_argument("--formats", default="F16,Q8_0,Q4_K")
     p.add_argument("--llama-cpp", default=llama_cpp_bin())
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--prompt", type=int, default=128)
+    p.add_argument("--prompt", type=lambda t: [int(n) for n in t.split(",")],
+                   default=[128, 512], help="prompt lengths of the prefill columns")
+    p.add_argument("--hf-models", default=",".join(HF_MODELS),
+                   help="shapes whose HF eager side runs (the rest: n/a)")
+    p.add_argument("--no-memory", dest="memory", action="store_false",
+                   help="skip the peak resident memory columns")
     p.add_argument("--gen", type=int, default=64)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--modes", type=parse_modes, default=list(QUANT_MODES),

@@ -1,0 +1,85 @@
+"""Peak resident memory of rlx and of llama.cpp on the same GGUF file, each measured in a
+process of its own (the kernel's ``ru_maxrss`` of that child: the weights' file pages it
+touched included, as a user's ``time -v`` would report).
+
+- rlx: this module as a child (``python -m benchmarks.memory FILE``): ``from_gguf`` with
+  the KV cache preallocated to ``--prompt`` + ``--gen`` positions (llama-bench's context),
+  the compiled model, a ``--prompt``-token prefill and ``--gen`` greedy decode steps; run
+  twice, the first to fill the compile cache, so that the second measures loading and
+  running, not the compiler. It also reports its resident size after them (``steady_mb``).
+- llama.cpp: :func:`run_measured` around the ``llama-bench`` runs themselves.
+
+Usage (what ``benchmarks/llama.py`` runs per row): ``python -m benchmarks.memory FILE
+[--mode exact|q8] [--prompt 128] [--gen 16]``; prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+_WRAPPER = ("import os, sys\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    os.execvp(sys.argv[1], sys.argv[1:])\n"
+            "_, status, usage = os.wait4(pid, 0)\n"
+            "sys.stderr.write(f'\\nMAXRSS_KIB {usage.ru_maxrss}\\n')\n"
+            "sys.exit(os.waitstatus_to_exitcode(status))\n")
+"""Runs its arguments as a grandchild and reports that one's ``ru_maxrss``. Linux carries a
+process's peak across ``exec`` from the image it replaced: a command spawned straight from
+this (large) process reported this process's peak, not its own. The wrapper is a small
+Python (~10 MB), the floor of what it can report."""
+
+
+def run_measured(cmd: list[str]) -> tuple[str, float]:
+    """Run ``cmd``; (its stdout, its peak resident memory in MB). Fails as ``check=True``
+    would, with the child's stderr."""
+    proc = subprocess.run([sys.executable, "-c", _WRAPPER, *cmd], capture_output=True,
+                          text=True, check=True)
+    kib = int(proc.stderr.rsplit("MAXRSS_KIB", 1)[1].split()[0])
+    return proc.stdout, kib * 1024 / 1e6
+
+
+def rlx_peak(path: Path, mode: str, prompt: int, gen: int) -> dict[str, float]:
+    """rlx's peak and steady resident memory (MB) on ``path`` in a child process."""
+    cmd = [sys.executable, "-m", "benchmarks.memory", str(path), "--mode", mode, "--prompt",
+           str(prompt), "--gen", str(gen)]
+    run_measured(cmd)                                       # compiles (the cache fills)
+    out, peak = run_measured(cmd)
+    return {"peak_mb": peak, **json.loads(out.strip().splitlines()[-1])}
+
+
+def _resident_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024 / 1e6
+    return float("nan")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("path", type=Path)
+    p.add_argument("--mode", default="exact", choices=("exact", "q8"))
+    p.add_argument("--prompt", type=int, default=128)
+    p.add_argument("--gen", type=int, default=16)
+    args = p.parse_args()
+    sys.path.insert(0, str(ROOT / "python"))
+    from rlx.generate import Generator
+    from rlx.models import llama
+
+    g = Generator(llama.from_gguf(args.path, context=args.prompt + args.gen + 1),
+                  options={} if args.mode == "exact" else {"activation_quant": args.mode})
+    ids = [3 + i % 197 for i in range(args.prompt)]
+    _, cache = g.prefill(ids)
+    g.greedy(ids[-1], args.prompt, cache, args.gen)
+    print(json.dumps({"steady_mb": _resident_mb(), "cache_hit": g.cache_hit}))
+
+
+if __name__ == "__main__":
+    main()
