@@ -48,6 +48,7 @@ Generated files go to ``benchmarks/.cache/`` (git-ignored).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -110,10 +111,11 @@ def hf_model(shape: str, seed: int = 0, dtype: torch.dtype = torch.float32
         torch.set_default_dtype(torch.float32)
 
 
-def gguf_files(shape: str, model: transformers.PreTrainedModel, formats: list[str],
+def gguf_files(shape: str, model: transformers.PreTrainedModel | None, formats: list[str],
                bindir: Path | None) -> dict[str, Path]:
     """The model as GGUF files per format: F16 written from HF, the others quantized from it
-    by llama.cpp's ``llama-quantize`` (without llama.cpp: Q8_0 written directly, no Q4_K)."""
+    by llama.cpp's ``llama-quantize`` (without llama.cpp: Q8_0 written directly, no Q4_K).
+    ``model`` is read only to write a file that is not in the cache yet."""
     CACHE.mkdir(exist_ok=True)
     f16 = CACHE / f"llama-{shape}-F16.gguf"
     if not f16.exists():
@@ -270,11 +272,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for shape in args.models.split(","):
         print(f"{shape}: building and writing GGUF files", file=sys.stderr)
         with_hf = shape in args.hf_models.split(",")
-        hf = hf_model(shape, dtype=torch.float32 if with_hf else torch.float16)
-        files = gguf_files(shape, hf, args.formats.split(","), bindir)
+        formats = args.formats.split(",")
+        missing = any(not (CACHE / f"llama-{shape}-{f}.gguf").exists() for f in ["F16", *formats])
+        hf = (hf_model(shape, dtype=torch.float32 if with_hf else torch.float16)
+              if with_hf or missing else None)
+        files = gguf_files(shape, hf, formats, bindir)
         hf_fns = hf_side(hf, prompt, args.gen, args.prompt) if with_hf else None
-        if not with_hf:
-            del hf
+        del hf                                   # held by hf_fns where it is timed
+        gc.collect()
         for fmt, path in files.items():
             rows += _format_rows(args, bindir, shape, fmt, path, prompt, hf_fns)
     return {"machine": f"{cpu_model()} ({platform.machine()}), {os.cpu_count()} cpus, load "

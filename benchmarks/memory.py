@@ -10,7 +10,8 @@ touched included, as a user's ``time -v`` would report).
 - llama.cpp: :func:`run_measured` around the ``llama-bench`` runs themselves.
 
 Usage (what ``benchmarks/llama.py`` runs per row): ``python -m benchmarks.memory FILE
-[--mode exact|q8] [--prompt 128] [--gen 16]``; prints one JSON line.
+[--mode exact|q8] [--prompt 128] [--gen 16]``; prints one JSON line. ``--compare FILE...``
+measures both sides on each file (no timing) and prints a Markdown table.
 """
 
 from __future__ import annotations
@@ -62,13 +63,44 @@ def _resident_mb() -> float:
     return float("nan")
 
 
+def compare(paths: list[Path], modes: list[str], prompt: int, gen: int) -> str:
+    """Peak resident memory (MB) of rlx (each mode) and llama.cpp on each file."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.llama import llama_bench, llama_cpp_bin
+    from benchmarks.machine import cpu_model
+
+    bindir = llama_cpp_bin()
+    lines = [f"Peak resident memory, MB ({cpu_model()}; prompt {prompt}, {gen} decode steps; "
+             "rlx steady = after them)\n", "| file | MB | rlx mode | rlx peak | rlx steady | "
+             "llama.cpp peak | rlx ÷ llama.cpp |", "|---|---|---|---|---|---|---|"]
+    for path in paths:
+        cpp: list[float] = []
+        if bindir is not None:
+            llama_bench(Path(bindir), path, 2, prompt, gen, 1, cpp)
+        quantized = not any(t in path.name for t in ("F16", "F32", "BF16"))
+        for mode in modes if quantized else ["exact"]:
+            mem = rlx_peak(path, mode, prompt, gen)
+            ratio = f"{mem['peak_mb'] / cpp[0]:.2f}" if cpp else "n/a"
+            lines.append(f"| {path.name} | {path.stat().st_size / 1e6:.0f} | {mode} | "
+                         f"{mem['peak_mb']:.0f} | {mem['steady_mb']:.0f} | "
+                         f"{cpp[0] if cpp else float('nan'):.0f} | {ratio} |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("path", type=Path)
+    p.add_argument("path", type=Path, nargs="?")
+    p.add_argument("--compare", type=Path, nargs="+", metavar="FILE")
+    p.add_argument("--modes", default="exact,q8")
     p.add_argument("--mode", default="exact", choices=("exact", "q8"))
     p.add_argument("--prompt", type=int, default=128)
     p.add_argument("--gen", type=int, default=16)
     args = p.parse_args()
+    if args.compare:
+        print(compare(args.compare, args.modes.split(","), args.prompt, args.gen))
+        return
+    if args.path is None:
+        p.error("give a GGUF file (or --compare FILE...)")
     sys.path.insert(0, str(ROOT / "python"))
     from rlx.generate import Generator
     from rlx.models import llama
