@@ -51,7 +51,7 @@ from rlx.models.llama import (
     gguf_name,
     param_shapes,
 )
-from rlx.weights import aligned, aligned_concat, release_file_pages
+from rlx.weights import aligned, release_file_pages
 
 GGUF_ARCHITECTURES = {"llama": "gptj", "qwen2": "neox", "qwen3": "neox"}
 """Supported ``general.architecture`` values -> rlx RoPE style."""
@@ -197,9 +197,10 @@ PACKS = {"qkv": ("q", "k", "v"), "qk": ("q", "k"), "gate_up": ("gate", "up")}
 
 def _pack(c: LlamaConfig, schemes: dict[str, str], weights: dict[str, np.ndarray]
           ) -> dict[str, tuple[str, ...]]:
-    """Concatenate the rows of projections that read the same input and share a format
-    (q/k/v; gate/up), so that each group is one dequant_matmul: two or three fewer
-    dispatches per layer and decode token. Groups of mixed formats (a Q4_K_M file keeps v
+    """Pack projections that read the same input and share a format (q/k/v; gate/up), so
+    that each group is one dequant_matmul: two or three fewer dispatches per layer and decode
+    token. The weights stay the file's tensors: the module concatenates their rows
+    (:func:`rlx.models.llama.packed_weight`). Groups of mixed formats (a Q4_K_M file keeps v
     in Q6_K) pack what matches (q/k) or stay apart."""
     packed: dict[str, tuple[str, ...]] = {}
     for i in range(c.num_layers):
@@ -211,9 +212,6 @@ def _pack(c: LlamaConfig, schemes: dict[str, str], weights: dict[str, np.ndarray
                 continue
             name = f"layers.{i}.{pack}"
             schemes[name] = schemes[members[0]]
-            parts = [weights.pop(m) for m in members]
-            weights[name] = aligned_concat(parts, axis=0)
-            release_file_pages(parts)          # read once: the copy is what loads
             for m in members:
                 del schemes[m]
             packed[name] = members

@@ -219,6 +219,18 @@ def hf_to_gguf(hf: str) -> str:
 # --------------------------------------------------------------------------------------
 
 
+def packed_weight(h: HirModule, shapes: Mapping[str, tuple[int, ...]],
+                  packed: Mapping[str, tuple[str, ...]], name: str, scheme: str) -> HirValue:
+    """The raw bytes ``[N, ROWBYTES]`` of a quantized weight: its parameter, or for a pack
+    the rows of its members' parameters concatenated in the module (each member stays the
+    file's own tensor: the lowering makes the kernels' planes of the concatenation at load,
+    and no host-side copy is held)."""
+    members = packed.get(name, (name,))
+    row = QUANT_SCHEMES[scheme].row_bytes(shapes[members[0]][0])
+    parts = [h.param(m, (shapes[m][1], row), "i8") for m in members]
+    return parts[0] if len(parts) == 1 else h.mir("concat", parts, axis=0)
+
+
 @dataclass
 class _Ctx:
     h: HirModule
@@ -244,12 +256,8 @@ class _Ctx:
         scheme = self.c.weight_schemes.get(name)
         if scheme is None:
             return self.h.linear(x, self.p(name), bias)
-        shapes = self.shapes
-        members = self.c.packed.get(name, (name,))
-        k = shapes[members[0]][0]
-        n = sum(shapes[m][1] for m in members)
-        w = self.h.param(name, (n, QUANT_SCHEMES[scheme].row_bytes(k)), "i8")
-        y = self.h.dequant_matmul(x, w, scheme=scheme)
+        y = self.h.dequant_matmul(x, packed_weight(self.h, self.shapes, self.c.packed, name,
+                                                   scheme), scheme=scheme)
         return y if bias is None else self.h.mir("binary", [y, bias], kind="add")
 
     def linears(self, x: HirValue, names: Sequence[str],

@@ -55,7 +55,7 @@ import numpy as np
 
 from rlx.dialects.builder import HirModule
 from rlx.models.llama import DEFAULT_CONTEXT, ModelError, _read_safetensors
-from rlx.weights import aligned, aligned_concat, release_file_pages
+from rlx.weights import aligned, aligned_concat
 
 LINEAR, FULL = "linear_attention", "full_attention"
 REFUSED = {"qwen3_5_moe": "the MoE variant", "qwen3_5_moe_text": "the MoE variant",
@@ -405,8 +405,9 @@ and decode token): pack key -> members, per layer kind."""
 
 def pack(c: Qwen35Config, weights: dict[str, np.ndarray]
          ) -> tuple[Qwen35Config, dict[str, np.ndarray]]:
-    """Concatenate the output rows of the projections of ``PACKS`` that share a format
-    (f32 ``[in, out]`` along out; raw GGUF bytes ``[out, ROWBYTES]`` along rows)."""
+    """Pack the projections of ``PACKS`` that share a format into one matmul: f32 ``[in,
+    out]`` weights concatenated along out here; raw GGUF bytes stay the file's tensors, their
+    rows concatenated in the module (:func:`rlx.models.llama.packed_weight`)."""
     schemes = dict(c.weight_schemes)
     packed: dict[str, tuple[str, ...]] = {}
     weights = dict(weights)
@@ -416,10 +417,9 @@ def pack(c: Qwen35Config, weights: dict[str, np.ndarray]
             if len({schemes.get(m) for m in members}) != 1:
                 continue
             scheme = schemes.get(members[0])
-            arrays = [weights.pop(m) for m in members]
             name = f"layers.{i}.{key}"
-            weights[name] = aligned_concat(arrays, axis=1 if scheme is None else 0)
-            release_file_pages(arrays)         # read once: the copy is what loads
+            if scheme is None:                 # f32 [in, out]: one parameter
+                weights[name] = aligned_concat([weights.pop(m) for m in members], axis=1)
             for m in members:
                 schemes.pop(m, None)
             if scheme is not None:

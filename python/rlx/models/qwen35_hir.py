@@ -13,8 +13,7 @@ from functools import cached_property
 import numpy as np
 
 from rlx.dialects.builder import HirModule, HirValue
-from rlx.dialects.enums import QUANT_SCHEMES
-from rlx.models.llama import ModelError
+from rlx.models.llama import ModelError, packed_weight
 from rlx.models.llama_cache import token_count
 from rlx.models.qwen35 import (
     FULL,
@@ -74,7 +73,7 @@ class _Ctx:
         scheme = self.c.weight_schemes.get(name)
         if scheme is None:
             return self.h.linear(x, self.h.param(name, (k, n)))
-        w = self.h.param(name, (n, QUANT_SCHEMES[scheme].row_bytes(k)), "i8")
+        w = packed_weight(self.h, self.shapes, self.c.packed, name, scheme)
         return self.h.dequant_matmul(x, w, scheme=scheme)
 
     def linears(self, x: HirValue, names: Sequence[str]) -> list[HirValue]:

@@ -16,12 +16,14 @@ dequant uses (:mod:`.layouts`):
 
 Then every plane ``[N, C * w]`` is stored ``[N / 4, C * 4 * w]`` (:func:`interleave_tiles`).
 
-**One copy per weight** (:func:`shared_planes`): the planes of a parameter are computed in a
+**One copy per weight** (:func:`shared_planes`): the planes of a parameter (or of the rows of
+parameters concatenated: a model's packed projections) are computed in a
 ``util.initializer`` of their own and held in ``util.global``\\ s that every function's
-kernels load. Left inline, IREE hoists them once per function that computes them: the
-``prefill`` and ``decode`` of a model each held a full copy of every weight's planes (a 135M
-F16 model, 513 MiB of planes for 257 MiB of weights).
-"""
+kernels load. Left inline, IREE hoisted them once per function that computed them (a 135M
+F16 model's prefill and decode declared 513 MiB of planes for 257 MiB of weights; the
+runtime shared them, but each was compiled twice). A concatenation is made there too, not on
+the host: IREE holds every parameter buffer for the module's lifetime, so a host-side
+concatenation stayed resident beside the planes made from it."""
 
 from __future__ import annotations
 
@@ -80,41 +82,54 @@ def shared_planes(ctx: LoweringContext, kern: gemv_kernels.Kernel, w: ir.Value
     """:func:`kernel_planes` of ``w``, loaded from globals that one initializer computes per
     parameter and plane layout (so that every function reading them shares one copy); ``w``
     not a parameter's load (a weight passed in): computed here."""
-    source = _parameter_global(ctx, w)
-    if source is None:
+    sources = _parameter_globals(ctx, w)
+    if sources is None:
         return kernel_planes(kern, w)
     table = ctx.state.setdefault(PLANES_KEY, {})
-    key = (source, kern.planes_key)
+    key = (sources, kern.planes_key)
     if key not in table:
-        table[key] = _plane_globals(ctx, kern, source, w.type, len(table))
+        table[key] = _plane_globals(ctx, kern, sources, len(table))
     return [util.GlobalLoadOp(t, name).result for name, t in table[key]]
 
 
-def _parameter_global(ctx: LoweringContext, w: ir.Value) -> str | None:
-    """The global of the parameter ``w`` reads (an ``rlx_mir.param`` being lowered, whose
-    global :func:`.table.declare_params` declared, or its load), else None."""
+def _parameter_globals(ctx: LoweringContext, w: ir.Value
+                       ) -> tuple[tuple[str, ir.Type], ...] | None:
+    """The globals (and types) of the parameters ``w`` reads: one (an ``rlx_mir.param`` being
+    lowered, whose global :func:`.table.declare_params` declared, or its load), or the rows
+    of several concatenated (``rlx_mir.concat`` along axis 0 of such params: a model's packed
+    projections, which the file holds apart); else None."""
     owner = w.owner
     if not isinstance(owner, ir.OpView):
         return None
-    if owner.operation.name == "rlx_mir.param":
-        name = ir.StringAttr(owner.attributes["name"]).value
-        return param_symbol(name) if name in ctx.state.get("params", {}) else None
-    if owner.operation.name == "util.global.load":
-        return ir.FlatSymbolRefAttr(owner.attributes["global"]).value
+    name = owner.operation.name
+    if name == "rlx_mir.param":
+        weight = ir.StringAttr(owner.attributes["name"]).value
+        return (((param_symbol(weight), w.type),) if weight in ctx.state.get("params", {})
+                else None)
+    if name == "util.global.load":
+        return ((ir.FlatSymbolRefAttr(owner.attributes["global"]).value, w.type),)
+    if name == "rlx_mir.concat" and ir.IntegerAttr(owner.attributes["axis"]).value == 0:
+        parts = [_parameter_globals(ctx, v) for v in owner.operands]
+        if all(p is not None and len(p) == 1 for p in parts):
+            return tuple(p[0] for p in parts if p is not None)
     return None
 
 
-def _plane_globals(ctx: LoweringContext, kern: gemv_kernels.Kernel, source: str,
-                   w_type: ir.Type, index: int) -> list[tuple[str, ir.Type]]:
+def _plane_globals(ctx: LoweringContext, kern: gemv_kernels.Kernel,
+                   sources: tuple[tuple[str, ir.Type], ...], index: int
+                   ) -> list[tuple[str, ir.Type]]:
     """Globals ``@planes.<weight>.<index>.<i>`` and, at the end of the module, the
-    initializer that computes them from the parameter global ``source`` (once, at load)."""
+    initializer that computes them (once, at load) from the parameter globals ``sources``,
+    their rows concatenated where there are several."""
     body = ctx.module.body
     with ir.InsertionPoint(body):
         init = util.InitializerOp(ir.TypeAttr.get(ir.FunctionType.get([], [])))
         block = init.body.blocks.append()
     with ir.InsertionPoint(block):
-        planes = kernel_planes(kern, util.GlobalLoadOp(w_type, source).result)
-        weight = source.removeprefix(param_symbol(""))
+        loads = [util.GlobalLoadOp(t, source).result for source, t in sources]
+        planes = kernel_planes(kern, loads[0] if len(loads) == 1 else emit.concat(loads, 0))
+        weight = sources[0][0].removeprefix(param_symbol(""))
+        weight += f".cat{len(sources)}" if len(sources) > 1 else ""
         names = [f"planes.{weight}.{index}.{i}" for i in range(len(planes))]
         for plane, name in zip(planes, names, strict=True):
             util.GlobalStoreOp(plane, name)
