@@ -555,3 +555,28 @@ module @shared {
     return %y : tensor<?x40xf32>
   }
 }
+
+// -----
+
+// A packed weight (q / k / v of a model, which the file holds apart): the rows of several
+// parameters concatenated. The kernels read planes of the concatenation, which the
+// initializer makes from the parameters themselves (no concatenated parameter, no copy of
+// it held); the function's own concatenation is left for IREE to drop (nothing reads it).
+// CHECK-LABEL: module @packed
+// CHECK:       func.func @decode(
+// CHECK:         %[[Q:.*]] = util.global.load @planes.a.cat2.0.0 : tensor<14x256xi8>
+// CHECK:         flow.dispatch @rlx_gemv_q8_0_56x64::@rlx_gemv_q8_0_56x64[%c56](%{{.*}}, %[[Q]], %{{.*}})
+// CHECK:       util.initializer {
+// CHECK:         %[[A:.*]] = util.global.load @param.a : tensor<40x68xi8>
+// CHECK:         %[[B:.*]] = util.global.load @param.b : tensor<16x68xi8>
+// CHECK:         tensor.concat dim(0) %[[A]], %[[B]] : (tensor<40x68xi8>, tensor<16x68xi8>) -> tensor<56x68xi8>
+// CHECK:         util.global.store %{{.*}}, @planes.a.cat2.0.0 : tensor<14x256xi8>
+module @packed {
+  func.func @decode(%x: tensor<1x64xf32>) -> tensor<1x56xf32> {
+    %a = "rlx_mir.param"() {name = "a"} : () -> tensor<40x68xi8>
+    %b = "rlx_mir.param"() {name = "b"} : () -> tensor<16x68xi8>
+    %w = "rlx_mir.concat"(%a, %b) {axis = 0 : i64} : (tensor<40x68xi8>, tensor<16x68xi8>) -> tensor<56x68xi8>
+    %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q8_0"} : (tensor<1x64xf32>, tensor<56x68xi8>) -> tensor<1x56xf32>
+    return %y : tensor<1x56xf32>
+  }
+}
