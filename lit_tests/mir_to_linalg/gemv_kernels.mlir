@@ -540,6 +540,17 @@ module @glu {
 // CHECK:       util.initializer {
 // CHECK:         util.global.load @param.w : tensor<40x68xi8>
 // CHECK-NOT:   util.initializer
+// The q8 mode's Q8_0 decode kernel reads the same planes as the exact prefill kernel: still
+// one set.
+// Q8-LABEL:    module @shared
+// Q8:          func.func @decode(
+// Q8:            util.global.load @planes.w.0.0 : tensor<10x256xi8>
+// Q8:            flow.dispatch @rlx_gemv_q8_0_40x64_q8{{[a-z0-9]+}}::
+// Q8:          func.func @prefill(
+// Q8:            util.global.load @planes.w.0.0 : tensor<10x256xi8>
+// Q8:            flow.dispatch @rlx_gemv_q8_0_40x64_mdyn{{w?}}::
+// Q8:          util.initializer {
+// Q8-NOT:      util.initializer
 // OFF-LABEL:   module @shared
 // OFF-NOT:     util.initializer
 // OFF:         return
@@ -563,6 +574,7 @@ module @shared {
 // initializer makes from the parameters themselves (no concatenated parameter, no copy of
 // it held); the function's own concatenation is left for IREE to drop (nothing reads it).
 // CHECK-LABEL: module @packed
+// Q8-LABEL:    module @packed
 // CHECK:       func.func @decode(
 // CHECK:         %[[Q:.*]] = util.global.load @planes.a.cat2.0.0 : tensor<14x256xi8>
 // CHECK:         flow.dispatch @rlx_gemv_q8_0_56x64::@rlx_gemv_q8_0_56x64[%c56](%{{.*}}, %[[Q]], %{{.*}})

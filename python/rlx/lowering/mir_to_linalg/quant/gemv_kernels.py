@@ -286,9 +286,11 @@ class Kernel:
     @property
     def planes_key(self) -> tuple[object, ...]:
         """What :func:`.gemv_planes.kernel_planes` reads of the kernel: kernels with the same
-        key over one weight read the same planes (held once)."""
-        return (self.scheme, self.n, self.k, self.q6_k_packed, self.q6_k_q8,
-                self.int_dot is not None)
+        key over one weight read the same planes (held once). The ``q8`` form reads planes of
+        its own only for Q4_K / Q5_K (and Q6_K: ``q6_k_q8``); an i8-plane scheme's q8 decode
+        and exact prefill share theirs."""
+        q8_planes = self.int_dot is not None and self.scheme not in I8_PLANE
+        return (self.scheme, self.n, self.k, self.q6_k_packed, self.q6_k_q8, q8_planes)
 
     @property
     def q6_k_q8(self) -> bool:
