@@ -62,6 +62,8 @@ def release_file_pages(arrays: Iterable[Any]) -> None:
     kernel (``MADV_DONTNEED``) that lowers the process's resident memory without changing
     any value, since a page read again is faulted back in from the file. Arrays of any other
     memory are left alone (on anonymous memory the same hint would zero them)."""
+    if not hasattr(mmap, "MADV_DONTNEED"):            # not Linux / macOS: keep the pages
+        return
     page = mmap.PAGESIZE
     for a in arrays:
         base = a
@@ -74,7 +76,10 @@ def release_file_pages(arrays: Iterable[Any]) -> None:
         start = a.ctypes.data - np.frombuffer(base, np.uint8, count=1).ctypes.data
         lo, hi = -(-start // page) * page, (start + a.nbytes) // page * page
         if hi > lo:
-            base.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+            try:
+                base.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+            except (OSError, ValueError):                 # a closed map: nothing to drop
+                pass
 
 
 def aligned_concat(arrays: list[np.ndarray], axis: int) -> np.ndarray:
