@@ -79,6 +79,27 @@ def test_gguf_matches_transformers_on_llvm_cpu(fmt: str, hf: dict, tmp_path: Pat
         assert tokens == hf["tokens"]
 
 
+@pytest.mark.parametrize("in_module", [True, False])
+def test_gguf_packs_in_the_module_or_on_the_host(in_module: bool, hf: dict, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pack's members stay the file's tensors, concatenated in the module, where IREE can
+    use them in place (64-byte aligned in the file); else the host concatenates them into
+    one parameter. Either way the logits are HF's on the stored weights."""
+    import rlx.models.gguf
+
+    monkeypatch.setattr(rlx.models.gguf, "all_aligned", lambda arrays: in_module)
+    file = write_gguf(hf["model"], tmp_path / "tiny-Q8_0.gguf", "Q8_0")
+    model = llama.from_gguf(file, logits="all")
+    assert model.config.packed["layers.0.qkv"] == ("layers.0.q", "layers.0.k", "layers.0.v")
+    assert ("layers.0.qkv" in model.config.host_packed) != in_module
+    assert ("layers.0.qkv" in model.weights) != in_module
+    assert ("layers.0.q" in model.weights) == in_module
+    stored = save_hf("llama", tmp_path / "copy")
+    want, _ = hf_reference(as_stored(stored, "Q8_0"), PROMPT, 1)
+    assert_close(prefill_all(Generator(model), PROMPT), want, "f32",
+                 f"Q8_0 prefill logits, packs {'in the module' if in_module else 'on the host'}")
+
+
 @pytest.mark.parametrize("kind", ["qwen2", "qwen3"])
 def test_qwen_gguf_matches_transformers(kind: str, tmp_path: Path) -> None:
     """Qwen2 (QKV bias) and Qwen3 (q/k RMSNorm): NeoX RoPE, q/k not permuted."""

@@ -51,7 +51,7 @@ from rlx.models.llama import (
     gguf_name,
     param_shapes,
 )
-from rlx.weights import aligned, release_file_pages
+from rlx.weights import aligned, aligned_concat, all_aligned, release_file_pages
 
 GGUF_ARCHITECTURES = {"llama": "gptj", "qwen2": "neox", "qwen3": "neox"}
 """Supported ``general.architecture`` values -> rlx RoPE style."""
@@ -187,8 +187,8 @@ def _model(f: Any, c: LlamaConfig, logits: str, context: int | None) -> LlamaMod
                              f"[{c.head_dim // 2}], found {list(factors.shape)}")
         c = dataclasses.replace(c, rope_scaling={"rope_type": "freq_factors",
                                       "factors": tuple(map(float, factors))})
-    packed = _pack(c, schemes, weights)
-    c = dataclasses.replace(c, weight_schemes=schemes, packed=packed)
+    packed, host = _pack(c, schemes, weights)
+    c = dataclasses.replace(c, weight_schemes=schemes, packed=packed, host_packed=host)
     return LlamaModel(c, build(c, logits, context=context), weights, context)
 
 
@@ -196,13 +196,17 @@ PACKS = {"qkv": ("q", "k", "v"), "qk": ("q", "k"), "gate_up": ("gate", "up")}
 
 
 def _pack(c: LlamaConfig, schemes: dict[str, str], weights: dict[str, np.ndarray]
-          ) -> dict[str, tuple[str, ...]]:
+          ) -> tuple[dict[str, tuple[str, ...]], frozenset[str]]:
     """Pack projections that read the same input and share a format (q/k/v; gate/up), so
     that each group is one dequant_matmul: two or three fewer dispatches per layer and decode
-    token. The weights stay the file's tensors: the module concatenates their rows
-    (:func:`rlx.models.llama.packed_weight`). Groups of mixed formats (a Q4_K_M file keeps v
-    in Q6_K) pack what matches (q/k) or stay apart."""
+    token. The weights stay the file's tensors and the module concatenates their rows
+    (:func:`rlx.models.llama.packed_weight`), unless one of them is not 64-byte aligned in
+    the file: IREE would copy it (:data:`rlx.weights.IMPORT_ALIGNMENT`) and the module's
+    concatenation would add a transient copy at load (1B Q8_0: peak 3587 against 2927 MiB),
+    so the host concatenates them (``host_packed``). Groups of mixed formats (a Q4_K_M file
+    keeps v in Q6_K) pack what matches (q/k) or stay apart."""
     packed: dict[str, tuple[str, ...]] = {}
+    host: set[str] = set()
     for i in range(c.num_layers):
         for pack, parts in PACKS.items():
             members = tuple(f"layers.{i}.{p}" for p in parts)
@@ -212,10 +216,15 @@ def _pack(c: LlamaConfig, schemes: dict[str, str], weights: dict[str, np.ndarray
                 continue
             name = f"layers.{i}.{pack}"
             schemes[name] = schemes[members[0]]
+            if not all_aligned([weights[m] for m in members]):
+                parts = [weights.pop(m) for m in members]
+                weights[name] = aligned_concat(parts, axis=0)
+                release_file_pages(parts)      # read once: the copy is what loads
+                host.add(name)
             for m in members:
                 del schemes[m]
             packed[name] = members
-    return packed
+    return packed, frozenset(host)
 
 
 def _dequantized(f: Any, t: Any) -> np.ndarray:

@@ -89,6 +89,10 @@ class LlamaConfig:
     "layers.0.v")`` (rows concatenated, ``[sum N, ROWBYTES] i8``, the pack's scheme in
     ``weight_schemes``). Projections of the same input then run as one ``dequant_matmul``
     (one dispatch instead of two or three per decode token) and are sliced apart."""
+    host_packed: frozenset[str] = frozenset()
+    """Packs of raw-byte weights concatenated on the host into one parameter (their name);
+    the others' members stay parameters of their own, concatenated in the module
+    (:func:`packed_weight`)."""
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -220,13 +224,17 @@ def hf_to_gguf(hf: str) -> str:
 
 
 def packed_weight(h: HirModule, shapes: Mapping[str, tuple[int, ...]],
-                  packed: Mapping[str, tuple[str, ...]], name: str, scheme: str) -> HirValue:
-    """The raw bytes ``[N, ROWBYTES]`` of a quantized weight: its parameter, or for a pack
-    the rows of its members' parameters concatenated in the module (each member stays the
-    file's own tensor: the lowering makes the kernels' planes of the concatenation at load,
-    and no host-side copy is held)."""
+                  packed: Mapping[str, tuple[str, ...]], name: str, scheme: str,
+                  host_packed: frozenset[str] = frozenset()) -> HirValue:
+    """The raw bytes ``[N, ROWBYTES]`` of a quantized weight: its parameter; for a pack, the
+    rows of its members' parameters concatenated in the module (each member stays the file's
+    own tensor: the lowering makes the kernels' planes of the concatenation at load, and no
+    host copy is held), or one parameter where the host concatenated them
+    (``host_packed``)."""
     members = packed.get(name, (name,))
     row = QUANT_SCHEMES[scheme].row_bytes(shapes[members[0]][0])
+    if name in host_packed:
+        return h.param(name, (sum(shapes[m][1] for m in members), row), "i8")
     parts = [h.param(m, (shapes[m][1], row), "i8") for m in members]
     return parts[0] if len(parts) == 1 else h.mir("concat", parts, axis=0)
 
@@ -256,8 +264,8 @@ class _Ctx:
         scheme = self.c.weight_schemes.get(name)
         if scheme is None:
             return self.h.linear(x, self.p(name), bias)
-        y = self.h.dequant_matmul(x, packed_weight(self.h, self.shapes, self.c.packed, name,
-                                                   scheme), scheme=scheme)
+        w = packed_weight(self.h, self.shapes, self.c.packed, name, scheme, self.c.host_packed)
+        y = self.h.dequant_matmul(x, w, scheme=scheme)
         return y if bias is None else self.h.mir("binary", [y, bias], kind="add")
 
     def linears(self, x: HirValue, names: Sequence[str],
