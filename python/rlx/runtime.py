@@ -462,8 +462,10 @@ def _is_device_loss(text: str) -> bool:
     semaphore's failure value keeps the status code and drops the message:
     ``DATA_LOSS; while invoking native function hal.fence.await``). Loading once more on
     a new device is right for both; a refusal that is not a loss fails the same way again
-    and is reported then."""
-    return "DEVICE_LOST" in text or text.lstrip().startswith("DATA_LOSS")
+    and is reported then. IREE may put its context error's prefix or a source position
+    before the code (``Error creating vm context with modules: DATA_LOSS; ...``): the
+    status line is what is read."""
+    return "DEVICE_LOST" in text or _status_line(text).startswith("DATA_LOSS")
 
 
 def _forget_device(device: str) -> None:
