@@ -85,9 +85,7 @@ def test_gguf_packs_in_the_module_or_on_the_host(in_module: bool, hf: dict, tmp_
     """A pack's members stay the file's tensors, concatenated in the module, where IREE can
     use them in place (64-byte aligned in the file); else the host concatenates them into
     one parameter. Either way the logits are HF's on the stored weights."""
-    import rlx.models.gguf
-
-    monkeypatch.setattr(rlx.models.gguf, "all_aligned", lambda arrays: in_module)
+    monkeypatch.setattr(llama, "all_aligned", lambda arrays: in_module)
     file = write_gguf(hf["model"], tmp_path / "tiny-Q8_0.gguf", "Q8_0")
     model = llama.from_gguf(file, logits="all")
     assert model.config.packed["layers.0.qkv"] == ("layers.0.q", "layers.0.k", "layers.0.v")

@@ -49,9 +49,10 @@ from rlx.models.llama import (
     ModelError,
     build,
     gguf_name,
+    pack_on_host,
     param_shapes,
 )
-from rlx.weights import aligned, aligned_concat, all_aligned, release_file_pages
+from rlx.weights import aligned, release_file_pages
 
 GGUF_ARCHITECTURES = {"llama": "gptj", "qwen2": "neox", "qwen3": "neox"}
 """Supported ``general.architecture`` values -> rlx RoPE style."""
@@ -200,11 +201,9 @@ def _pack(c: LlamaConfig, schemes: dict[str, str], weights: dict[str, np.ndarray
     """Pack projections that read the same input and share a format (q/k/v; gate/up), so
     that each group is one dequant_matmul: two or three fewer dispatches per layer and decode
     token. The weights stay the file's tensors and the module concatenates their rows
-    (:func:`rlx.models.llama.packed_weight`), unless one of them is not 64-byte aligned in
-    the file: IREE would copy it (:data:`rlx.weights.IMPORT_ALIGNMENT`) and the module's
-    concatenation would add a transient copy at load (1B Q8_0: peak 3587 against 2927 MiB),
-    so the host concatenates them (``host_packed``). Groups of mixed formats (a Q4_K_M file
-    keeps v in Q6_K) pack what matches (q/k) or stay apart."""
+    (:func:`rlx.models.llama.packed_weight`), unless the host does
+    (:func:`rlx.models.llama.pack_on_host`). Groups of mixed formats (a Q4_K_M file keeps v
+    in Q6_K) pack what matches (q/k) or stay apart."""
     packed: dict[str, tuple[str, ...]] = {}
     host: set[str] = set()
     for i in range(c.num_layers):
@@ -216,10 +215,7 @@ def _pack(c: LlamaConfig, schemes: dict[str, str], weights: dict[str, np.ndarray
                 continue
             name = f"layers.{i}.{pack}"
             schemes[name] = schemes[members[0]]
-            if not all_aligned([weights[m] for m in members]):
-                parts = [weights.pop(m) for m in members]
-                weights[name] = aligned_concat(parts, axis=0)
-                release_file_pages(parts)      # read once: the copy is what loads
+            if pack_on_host(weights, name, members):
                 host.add(name)
             for m in members:
                 del schemes[m]

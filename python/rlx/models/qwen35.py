@@ -54,8 +54,8 @@ from typing import Any
 import numpy as np
 
 from rlx.dialects.builder import HirModule
-from rlx.models.llama import DEFAULT_CONTEXT, ModelError, _read_safetensors
-from rlx.weights import aligned, aligned_concat, all_aligned, release_file_pages
+from rlx.models.llama import DEFAULT_CONTEXT, ModelError, _read_safetensors, pack_on_host
+from rlx.weights import aligned, aligned_concat
 
 LINEAR, FULL = "linear_attention", "full_attention"
 REFUSED = {"qwen3_5_moe": "the MoE variant", "qwen3_5_moe_text": "the MoE variant",
@@ -410,8 +410,8 @@ def pack(c: Qwen35Config, weights: dict[str, np.ndarray]
          ) -> tuple[Qwen35Config, dict[str, np.ndarray]]:
     """Pack the projections of ``PACKS`` that share a format into one matmul: f32 ``[in,
     out]`` weights concatenated along out here; raw GGUF bytes stay the file's tensors, their
-    rows concatenated in the module (:func:`rlx.models.llama.packed_weight`), unless one of
-    them is not 64-byte aligned (:func:`rlx.weights.all_aligned`): then here."""
+    rows concatenated in the module (:func:`rlx.models.llama.packed_weight`) unless the host
+    does (:func:`rlx.models.llama.pack_on_host`)."""
     schemes = dict(c.weight_schemes)
     packed: dict[str, tuple[str, ...]] = {}
     host: set[str] = set()
@@ -425,10 +425,7 @@ def pack(c: Qwen35Config, weights: dict[str, np.ndarray]
             name = f"layers.{i}.{key}"
             if scheme is None:                 # f32 [in, out]: one parameter
                 weights[name] = aligned_concat([weights.pop(m) for m in members], axis=1)
-            elif not all_aligned([weights[m] for m in members]):
-                parts = [weights.pop(m) for m in members]
-                weights[name] = aligned_concat(parts, axis=0)
-                release_file_pages(parts)
+            elif pack_on_host(weights, name, members):
                 host.add(name)
             for m in members:
                 schemes.pop(m, None)

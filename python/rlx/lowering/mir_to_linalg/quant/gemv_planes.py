@@ -73,15 +73,15 @@ from rlx.lowering.mir_to_linalg.table import param_symbol
 from rlx.lowering.registry import LoweringContext
 
 PLANES_KEY = "kernel_plane_globals"
-"""``LoweringContext.state`` key: (parameter global, :attr:`~.gemv_kernels.Kernel.planes_key`)
--> the planes' globals (symbol, type)."""
+"""``LoweringContext.state`` key: (the parameter globals read, their rows concatenated;
+:attr:`~.gemv_kernels.Kernel.planes_key`) -> the planes' globals (symbol, type)."""
 
 
 def shared_planes(ctx: LoweringContext, kern: gemv_kernels.Kernel, w: ir.Value
                   ) -> list[ir.Value]:
     """:func:`kernel_planes` of ``w``, loaded from globals that one initializer computes per
     parameter and plane layout (so that every function reading them shares one copy); ``w``
-    not a parameter's load (a weight passed in): computed here."""
+    not a parameter (a weight passed in): computed here."""
     sources = _parameter_globals(ctx, w)
     if sources is None:
         return kernel_planes(kern, w)
@@ -95,8 +95,8 @@ def shared_planes(ctx: LoweringContext, kern: gemv_kernels.Kernel, w: ir.Value
 def _parameter_globals(ctx: LoweringContext, w: ir.Value
                        ) -> tuple[tuple[str, ir.Type], ...] | None:
     """The globals (and types) of the parameters ``w`` reads: one (an ``rlx_mir.param`` being
-    lowered, whose global :func:`.table.declare_params` declared, or its load), or the rows
-    of several concatenated (``rlx_mir.concat`` along axis 0 of such params: a model's packed
+    lowered, whose global :func:`.table.declare_params` declared), or the rows of several
+    concatenated (``rlx_mir.concat`` along axis 0 of such params: a model's packed
     projections, which the file holds apart); else None."""
     owner = w.owner
     if not isinstance(owner, ir.OpView):
@@ -106,8 +106,6 @@ def _parameter_globals(ctx: LoweringContext, w: ir.Value
         weight = ir.StringAttr(owner.attributes["name"]).value
         return (((param_symbol(weight), w.type),) if weight in ctx.state.get("params", {})
                 else None)
-    if name == "util.global.load":
-        return ((ir.FlatSymbolRefAttr(owner.attributes["global"]).value, w.type),)
     if name == "rlx_mir.concat" and ir.IntegerAttr(owner.attributes["axis"]).value == 0:
         parts = [_parameter_globals(ctx, v) for v in owner.operands]
         if all(p is not None and len(p) == 1 for p in parts):
