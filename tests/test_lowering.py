@@ -109,6 +109,21 @@ def test_conflicting_weight_declarations_are_an_error() -> None:
         lower_mir_to_linalg(module, LoweringOptions())
 
 
+def test_conflicting_weight_leads_are_an_error() -> None:
+    text = """module @m {
+  func.func @main() -> (tensor<2x4xi8>, tensor<2x4xi8>) {
+    %a = "rlx_mir.param"() {name = "w", lead = 32} : () -> tensor<2x4xi8>
+    %b = "rlx_mir.param"() {name = "w"} : () -> tensor<2x4xi8>
+    return %a, %b : tensor<2x4xi8>, tensor<2x4xi8>
+  }
+}
+"""
+    with pytest.raises(VerifyError, match=r"w.mir:4:10: error: 'rlx_mir.param': weight 'w': "
+                                          r"expected lead 32 \(its lead where it is first "
+                                          r"declared, w.mir:3:10\), found lead 0"):
+        lower_mir_to_linalg(parse_module(text, "w.mir"), LoweringOptions())
+
+
 def test_depthwise_conv_is_one_parallel_generic() -> None:
     """A depthwise conv lowers with its taps unrolled (every loop parallel): as a
     contraction, at one output position IREE data-tiled it as a batched matvec (a decode

@@ -21,12 +21,14 @@ import numpy as np
 import pytest
 import torch
 
+import rlx.models.gguf
 from hf_gguf import stored_values, write_gguf
 from rlx.generate import Generator
 from rlx.models import llama
 from rlx.models.gguf import config_from_metadata
 from rlx.models.llama import ModelError
 from rlx.reference.tolerance import assert_close
+from rlx.weights import IMPORT_ALIGNMENT
 from test_models import COMMON, PROMPT, hf_reference, prefill_all, save_hf
 
 Q8_0_TOLERANCE = 0.2
@@ -79,23 +81,33 @@ def test_gguf_matches_transformers_on_llvm_cpu(fmt: str, hf: dict, tmp_path: Pat
         assert tokens == hf["tokens"]
 
 
-@pytest.mark.parametrize("in_module", [True, False])
-def test_gguf_packs_in_the_module_or_on_the_host(in_module: bool, hf: dict, tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """A pack's members stay the file's tensors, concatenated in the module, where IREE can
-    use them in place (64-byte aligned in the file); else the host concatenates them into
-    one parameter. Either way the logits are HF's on the stored weights."""
-    monkeypatch.setattr(llama, "all_aligned", lambda arrays: in_module)
+@pytest.mark.parametrize("boundary", [IMPORT_ALIGNMENT, 256, 1])
+def test_gguf_weights_are_views_from_a_boundary(boundary: int, hf: dict, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A raw weight is a view of the file from the 64-byte boundary before its tensor, the
+    bytes before it the param's ``lead`` (IREE uses it in place; a GGUF aligns tensors to
+    32 bytes, so some tensors have one); a pack's members stay the file's tensors,
+    concatenated in the module. This tiny file's tensors all start on 64-byte boundaries, so
+    a 256-byte one gives some weights a lead here; with none (1: IREE copies) the logits are
+    the same: HF's on the stored weights."""
+    monkeypatch.setattr(rlx.models.gguf, "IMPORT_ALIGNMENT", boundary)
     file = write_gguf(hf["model"], tmp_path / "tiny-Q8_0.gguf", "Q8_0")
     model = llama.from_gguf(file, logits="all")
     assert model.config.packed["layers.0.qkv"] == ("layers.0.q", "layers.0.k", "layers.0.v")
-    assert ("layers.0.qkv" in model.config.host_packed) != in_module
-    assert ("layers.0.qkv" in model.weights) != in_module
-    assert ("layers.0.q" in model.weights) == in_module
+    assert "layers.0.q" in model.weights
+    assert "layers.0.qkv" not in model.weights
+    leads = model.config.weight_leads
+    raw = [n for n in model.weights if n in leads or model.weights[n].dtype == np.int8]
+    assert raw
+    assert all(model.weights[n].ctypes.data % boundary == 0 for n in raw)
+    assert all(0 < lead < boundary for lead in leads.values())
+    assert bool(leads) == (boundary > IMPORT_ALIGNMENT), leads
+    text = str(model.module)
+    assert all(f'lead = {lead} : i64, name = "{n}"' in text for n, lead in leads.items())
     stored = save_hf("llama", tmp_path / "copy")
     want, _ = hf_reference(as_stored(stored, "Q8_0"), PROMPT, 1)
     assert_close(prefill_all(Generator(model), PROMPT), want, "f32",
-                 f"Q8_0 prefill logits, packs {'in the module' if in_module else 'on the host'}")
+                 f"Q8_0 prefill logits, views from {boundary}-byte boundaries")
 
 
 @pytest.mark.parametrize("kind", ["qwen2", "qwen3"])

@@ -84,32 +84,35 @@ def anon():
         if line.startswith("RssAnon:"):
             return int(line.split()[1]) * 1024
 
-vmfb, n, offset = Path(sys.argv[1]).read_bytes(), int(sys.argv[2]), int(sys.argv[3])
-raw = aligned(np.zeros(n + 64, np.float32))
-w = raw.view(np.uint8)[offset:offset + 4 * n].view(np.float32)
-w[:] = 1.5
+vmfb, n, offset, lead = Path(sys.argv[1]).read_bytes(), *map(int, sys.argv[2:5])
+raw = aligned(np.zeros(n + 128, np.int8))
+raw[offset:offset + n] = 7
+w = raw[offset - lead:offset + n]      # the weight's n bytes, and the lead's before them
 start = anon()
 program = runtime.load(vmfb, "local-task", {"w": w})
-assert float(np.asarray(program.main(np.array([123], np.int32)))[0]) == 1.5
+assert int(np.asarray(program.main(np.array([n - 1], np.int32)))[0]) == 7
 print(anon() - start)
 """
 
 
 def test_iree_uses_aligned_weights_in_place(tmp_path: Path) -> None:
     """The relation IMPORT_ALIGNMENT states: a weight on a 64-byte boundary loads without a
-    copy, one 32 bytes past it is copied (a change in IREE fails here, not in memory). Each
-    load in a fresh process: in a long-lived one a copy can land in memory an earlier test
-    freed, and the resident size does not grow."""
-    n = 32 * MIB // 4
-    h = rlx.HirModule("big")
-    at = h.input("at", (1,), "i32")
-    h.set_outputs([h.mir("gather", [h.param("w", (n,)), at], axis=0)])
-    path = tmp_path / "big.vmfb"
-    path.write_bytes(rlx.compile(h))
+    copy, one 32 bytes past it is copied (a change in IREE fails here, not in memory); with
+    a ``lead`` of 32 (``rlx_hir.param``) the same weight's parameter starts on the boundary
+    and loads in place. Each load in a fresh process: in a long-lived one a copy can land
+    in memory an earlier test freed, and the resident size does not grow."""
+    n = 32 * MIB
     grown = {}
-    for offset in (0, 32):
+    for offset, lead in ((64, 0), (96, 0), (96, 32)):
+        h = rlx.HirModule("big")
+        at = h.input("at", (1,), "i32")
+        h.set_outputs([h.mir("gather", [h.param("w", (n,), "i8", lead=lead), at], axis=0)])
+        path = tmp_path / f"big{lead}.vmfb"
+        path.write_bytes(rlx.compile(h))
         proc = subprocess.run([sys.executable, "-c", _IN_PLACE_PROBE, str(path), str(n),
-                               str(offset)], capture_output=True, text=True, check=True)
-        grown[offset] = int(proc.stdout.split()[-1])
-    assert grown[0] < 8 * MIB, grown
-    assert grown[32] > 24 * MIB, grown
+                               str(offset), str(lead)], capture_output=True, text=True,
+                              check=True)
+        grown[offset, lead] = int(proc.stdout.split()[-1])
+    assert grown[64, 0] < 8 * MIB, grown
+    assert grown[96, 0] > 24 * MIB, grown
+    assert grown[96, 32] < 8 * MIB, grown

@@ -38,3 +38,21 @@ module @mask {
     return %m, %s : tensor<2x2xi1>, tensor<2x2xi1>
   }
 }
+
+// -----
+
+// A weight with a lead: its parameter holds `lead` bytes before the weight's, declared as
+// one flat i8 global; the weight is a slice of it from `lead`, reshaped (nothing copied).
+// CHECK-LABEL: module @lead
+// CHECK:     util.global private @param.q = #flow.parameter.named<"model"::"q"> : tensor<168xi8>
+// CHECK:     func.func @main
+// CHECK:       %[[G:.*]] = util.global.load @param.q : tensor<168xi8>
+// CHECK:       %[[S:.*]] = tensor.extract_slice %[[G]][32] [136] [1] : tensor<168xi8> to tensor<136xi8>
+// CHECK:       %[[W:.*]] = tensor.expand_shape %[[S]] {{\[\[}}0, 1]] output_shape [4, 34] : tensor<136xi8> into tensor<4x34xi8>
+// CHECK:       return %[[W]]
+module @lead {
+  func.func @main() -> tensor<4x34xi8> {
+    %w = "rlx_mir.param"() {name = "q", lead = 32} : () -> tensor<4x34xi8>
+    return %w : tensor<4x34xi8>
+  }
+}

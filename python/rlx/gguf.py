@@ -285,6 +285,26 @@ class GgufFile:
         arr = np.frombuffer(self._map, dtype=np.int8, count=t.nbytes, offset=t.offset)
         return arr.reshape(t.raw_shape)
 
+    def raw_led(self, name: str, alignment: int) -> tuple[np.ndarray, int]:
+        """The tensor's bytes as a view of the file that starts on the ``alignment``-byte
+        boundary at or before them, and how many bytes (the lead) come before the tensor's
+        own: :meth:`raw` where that is 0, else a flat ``int8`` view. An ``rlx_hir.param``
+        with that ``lead`` reads the tensor from a view IREE uses in place
+        (:data:`rlx.weights.IMPORT_ALIGNMENT`). The lead's bytes are the file's own (its
+        header or the tensor before): a tensor's data lies past the header, so the view
+        never starts before the mapping (checked)."""
+        view = self.raw(name)
+        lead = view.ctypes.data % alignment
+        if not lead:
+            return view, 0
+        t = self.tensor(name)
+        if lead > t.offset:                        # not reachable for a parsed file
+            raise WeightError(f"{self.path}: error: tensor '{name}' starts {t.offset} bytes "
+                              f"into the file, before a {alignment}-byte boundary")
+        assert self._map is not None               # raw() checked
+        return np.frombuffer(self._map, dtype=np.int8, count=lead + t.nbytes,
+                             offset=t.offset - lead), lead
+
     def array(self, name: str) -> np.ndarray:
         """A plain tensor (F32, F64, I8 ... I64) as its numpy dtype and shape; F16 as
         float16 and BF16 as float32 values."""

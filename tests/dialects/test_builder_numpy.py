@@ -159,3 +159,24 @@ def test_one_type_per_weight_name() -> None:
     decode = h.function("decode")
     with pytest.raises(rlx.VerifyError, match="weight 'w'"):
         decode.param("w", (64, 256), "f16")  # functions share weights: one type
+
+
+def test_a_weights_lead() -> None:
+    """``lead`` (bytes before an i8 weight's data in its parameter entry) is part of the
+    weight: declared again with another lead is refused like another type; a lead on a
+    non-i8 or rank-0 weight or below 0 is one error naming the attribute; lead 0 is no
+    attribute."""
+    h = rlx.HirModule("w")
+    h.param("q", (4, 34), "i8", lead=32)
+    h.param("q", (4, 34), "i8", lead=32)
+    with pytest.raises(rlx.VerifyError, match=re.escape(
+            "weight 'q': expected lead 32 (its lead where it is first declared), found "
+            "lead 0")):
+        h.param("q", (4, 34), "i8")
+    assert "lead" not in str(h.param("p", (4, 34), "i8", lead=0).op.attributes)
+    for shape, dtype, lead, found in (((4, 8), "f32", 32, "tensor<4x8xf32>"),
+                                      ((), "i8", 32, "tensor<i8>"),
+                                      ((4, 8), "i8", -1, "-1")):
+        with pytest.raises(rlx.VerifyError, match=re.escape(
+                "attribute 'lead': expected ") + ".*" + re.escape(f"found {found}")):
+            h.param(f"bad{lead}{dtype}", shape, dtype, lead=lead)

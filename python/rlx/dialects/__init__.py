@@ -67,17 +67,25 @@ def verify_module(module: ir.Module, stage: str = "hir") -> list[Decoded]:
 PARAM_OPS = ("rlx_hir.param", "rlx_mir.param")
 
 
+def param_lead(op: ir.Operation) -> int:
+    """A ``param`` op's ``lead`` (bytes its parameter entry holds before the weight), 0 when
+    absent."""
+    return ir.IntegerAttr(op.attributes["lead"]).value if "lead" in op.attributes else 0
+
+
 def _check_weight(op: ir.Operation, seen: dict[str, ir.Operation]) -> None:
-    """A weight name has one type in the whole module (every function reads the same
-    parameter): the first declaration of ``name`` wins, a later one of another type fails
-    naming both places."""
+    """A weight name has one type (and lead) in the whole module (every function reads the
+    same parameter): the first declaration of ``name`` wins, a later one of another type
+    fails naming both places."""
     name = ir.StringAttr(op.attributes["name"]).value
     first = seen.setdefault(name, op)
     want, found = first.results[0].type, op.results[0].type
-    if first is op or want == found:
-        return
-    raise _fail(op, f"weight '{name}'", f"{want} (its type where it is first declared, "
-                f"{describe(first.location)})", str(found))
+    if want != found:
+        raise _fail(op, f"weight '{name}'", f"{want} (its type where it is first declared, "
+                    f"{describe(first.location)})", str(found))
+    if param_lead(first) != param_lead(op):
+        raise _fail(op, f"weight '{name}'", f"lead {param_lead(first)} (its lead where it is "
+                    f"first declared, {describe(first.location)})", f"lead {param_lead(op)}")
 
 
 def _verify_op(op: ir.Operation, allowed: tuple[str, ...]) -> list[Decoded]:
@@ -97,4 +105,4 @@ def _verify_op(op: ir.Operation, allowed: tuple[str, ...]) -> list[Decoded]:
 
 
 __all__ = ["DIALECTS", "FUSION_POLICY_ATTR", "HIR", "MIR", "fusion_policy", "lookup",
-           "verify_module"]
+           "param_lead", "verify_module"]

@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 import numpy as np
 from iree.compiler import ir
 
-from rlx.dialects import HIR, MIR
+from rlx.dialects import HIR, MIR, param_lead
 from rlx.dialects.hir_module import HirModuleCore, HirValue, ShapeLike, to_dims
 from rlx.dialects.mir_module import MirModule
 from rlx.dialects.schema import OpSchema
@@ -113,18 +113,23 @@ class HirModule(HirModuleCore):
         return self.input(name, ("batch", "seq", hidden), dtype)
 
     @builds("param")
-    def param(self, name: str, shape: ShapeLike, dtype: DType | str = "f32") -> HirValue:
-        """A weight bound at load time (``HirOp::Param``)."""
+    def param(self, name: str, shape: ShapeLike, dtype: DType | str = "f32", lead: int = 0
+              ) -> HirValue:
+        """A weight bound at load time (``HirOp::Param``); ``lead``: bytes before an i8
+        weight's data that its parameter entry begins with (``rlx_hir.param``)."""
         t = TensorInfo(to_dims(shape), DType.parse(dtype))
         first = self._weights.get(name)
-        if first is not None and TensorInfo.from_mlir(first.results[0].type) != t:
-            where = source_of(first.location)
-            raise VerifyError("rlx_hir.param", f"weight '{name}'",
-                              f"{TensorInfo.from_mlir(first.results[0].type)} (its type "
-                              f"where it is first declared{', ' + where if where else ''})",
-                              str(t))
-        value = self._emit(HIR.ops["param"], [], {"name": name}, out_shape=t,
-                           default_label=False)[0]
+        if first is not None:
+            was_t, was_lead = TensorInfo.from_mlir(first.results[0].type), param_lead(first)
+            if (was_t, was_lead) != (t, lead):
+                what, want, got = (("type", str(was_t), str(t)) if was_t != t else
+                                   ("lead", f"lead {was_lead}", f"lead {lead}"))
+                where = source_of(first.location)
+                raise VerifyError("rlx_hir.param", f"weight '{name}'",
+                                  f"{want} (its {what} where it is first declared"
+                                  f"{', ' + where if where else ''})", got)
+        attrs: dict[str, Any] = {"name": name, **({"lead": lead} if lead else {})}
+        value = self._emit(HIR.ops["param"], [], attrs, out_shape=t, default_label=False)[0]
         self._weights.setdefault(name, value.value.owner.operation)
         return value
 

@@ -49,10 +49,9 @@ from rlx.models.llama import (
     ModelError,
     build,
     gguf_name,
-    pack_on_host,
     param_shapes,
 )
-from rlx.weights import aligned, release_file_pages
+from rlx.weights import IMPORT_ALIGNMENT, aligned, release_file_pages
 
 GGUF_ARCHITECTURES = {"llama": "gptj", "qwen2": "neox", "qwen3": "neox"}
 """Supported ``general.architecture`` values -> rlx RoPE style."""
@@ -150,6 +149,7 @@ def _model(f: Any, c: LlamaConfig, logits: str, context: int | None) -> LlamaMod
     src = str(f.path)
     schemes: dict[str, str] = {}
     weights: dict[str, np.ndarray] = {}
+    leads: dict[str, int] = {}
     expected = param_shapes(c)
     embd = f.tensors.get(EMBED)
     if c.tie_word_embeddings and embd is not None and embd.type_name != "F32":
@@ -171,7 +171,7 @@ def _model(f: Any, c: LlamaConfig, logits: str, context: int | None) -> LlamaMod
                              "cannot dequantize")
         if linear and t.scheme is not None:
             schemes[name] = t.scheme
-            weights[name] = f.raw(tname)
+            raw_weight(f, tname, name, weights, leads)
         elif linear and t.type_name == "F32":
             weights[name] = aligned(f.array(tname).T)
         elif linear:
@@ -188,8 +188,8 @@ def _model(f: Any, c: LlamaConfig, logits: str, context: int | None) -> LlamaMod
                              f"[{c.head_dim // 2}], found {list(factors.shape)}")
         c = dataclasses.replace(c, rope_scaling={"rope_type": "freq_factors",
                                       "factors": tuple(map(float, factors))})
-    packed, host = _pack(c, schemes, weights)
-    c = dataclasses.replace(c, weight_schemes=schemes, packed=packed, host_packed=host)
+    packed = _pack(c, schemes, weights)
+    c = dataclasses.replace(c, weight_schemes=schemes, packed=packed, weight_leads=leads)
     return LlamaModel(c, build(c, logits, context=context), weights, context)
 
 
@@ -197,15 +197,13 @@ PACKS = {"qkv": ("q", "k", "v"), "qk": ("q", "k"), "gate_up": ("gate", "up")}
 
 
 def _pack(c: LlamaConfig, schemes: dict[str, str], weights: dict[str, np.ndarray]
-          ) -> tuple[dict[str, tuple[str, ...]], frozenset[str]]:
+          ) -> dict[str, tuple[str, ...]]:
     """Pack projections that read the same input and share a format (q/k/v; gate/up), so
     that each group is one dequant_matmul: two or three fewer dispatches per layer and decode
     token. The weights stay the file's tensors and the module concatenates their rows
-    (:func:`rlx.models.llama.packed_weight`), unless the host does
-    (:func:`rlx.models.llama.pack_on_host`). Groups of mixed formats (a Q4_K_M file keeps v
+    (:func:`rlx.models.llama.packed_weight`). Groups of mixed formats (a Q4_K_M file keeps v
     in Q6_K) pack what matches (q/k) or stay apart."""
     packed: dict[str, tuple[str, ...]] = {}
-    host: set[str] = set()
     for i in range(c.num_layers):
         for pack, parts in PACKS.items():
             members = tuple(f"layers.{i}.{p}" for p in parts)
@@ -215,12 +213,22 @@ def _pack(c: LlamaConfig, schemes: dict[str, str], weights: dict[str, np.ndarray
                 continue
             name = f"layers.{i}.{pack}"
             schemes[name] = schemes[members[0]]
-            if pack_on_host(weights, name, members):
-                host.add(name)
             for m in members:
                 del schemes[m]
             packed[name] = members
-    return packed, frozenset(host)
+    return packed
+
+
+def raw_weight(f: Any, tname: str, name: str, weights: dict[str, np.ndarray],
+               leads: dict[str, int]) -> None:
+    """Weight ``name``: tensor ``tname``'s raw bytes as a view of the file from the
+    :data:`~rlx.weights.IMPORT_ALIGNMENT` boundary at or before them, its lead (if any) in
+    ``leads``. IREE then uses the file's pages in place (a GGUF aligns tensors to 32 bytes:
+    a view of the tensor alone would be copied, and the copy kept, for about half of them),
+    and drops them once the planes are made (``rlx.runtime``)."""
+    weights[name], lead = f.raw_led(tname, IMPORT_ALIGNMENT)
+    if lead:
+        leads[name] = lead
 
 
 def _dequantized(f: Any, t: Any) -> np.ndarray:
@@ -238,4 +246,4 @@ def _dequantized(f: Any, t: Any) -> np.ndarray:
     return out
 
 
-__all__ = ["GGUF_ARCHITECTURES", "config_from_metadata", "from_gguf", "gguf_name"]
+__all__ = ["GGUF_ARCHITECTURES", "config_from_metadata", "from_gguf", "gguf_name", "raw_weight"]

@@ -48,7 +48,7 @@ from rlx.dialects.builder import HirModule, HirValue
 from rlx.dialects.enums import QUANT_SCHEMES
 from rlx.ir.diagnostics import RlxError
 from rlx.ir.types import DType
-from rlx.weights import aligned, aligned_concat, all_aligned, release_file_pages
+from rlx.weights import aligned
 
 
 class ModelError(RlxError):
@@ -89,10 +89,10 @@ class LlamaConfig:
     "layers.0.v")`` (rows concatenated, ``[sum N, ROWBYTES] i8``, the pack's scheme in
     ``weight_schemes``). Projections of the same input then run as one ``dequant_matmul``
     (one dispatch instead of two or three per decode token) and are sliced apart."""
-    host_packed: frozenset[str] = frozenset()
-    """Packs of raw-byte weights concatenated on the host into one parameter (their name);
-    the others' members stay parameters of their own, concatenated in the module
-    (:func:`packed_weight`)."""
+    weight_leads: Mapping[str, int] = field(default_factory=dict)
+    """Raw-byte weights whose parameter holds ``lead`` bytes before the tensor (the file's
+    own: a view of a GGUF mapping from the 64-byte boundary before the tensor, which IREE
+    then uses in place; ``rlx_hir.param``'s ``lead``)."""
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -223,33 +223,16 @@ def hf_to_gguf(hf: str) -> str:
 # --------------------------------------------------------------------------------------
 
 
-def pack_on_host(weights: dict[str, Any], name: str, members: Sequence[str]) -> bool:
-    """Concatenate a pack's raw-byte members into ``weights[name]`` where one of them is not
-    64-byte aligned in the file (IREE would copy it, :data:`rlx.weights.IMPORT_ALIGNMENT`,
-    and the module's concatenation would add a transient copy at load: 1B Q8_0 peak 3587
-    against 2927 MiB), dropping the members' file pages; whether it did (the pack then goes
-    in ``host_packed``). Aligned members stay the file's tensors (:func:`packed_weight`)."""
-    if all_aligned([weights[m] for m in members]):
-        return False
-    parts = [weights.pop(m) for m in members]
-    weights[name] = aligned_concat(parts, axis=0)
-    release_file_pages(parts)                    # read once: the copy is what loads
-    return True
-
-
 def packed_weight(h: HirModule, shapes: Mapping[str, tuple[int, ...]],
                   packed: Mapping[str, tuple[str, ...]], name: str, scheme: str,
-                  host_packed: frozenset[str] = frozenset()) -> HirValue:
+                  leads: Mapping[str, int]) -> HirValue:
     """The raw bytes ``[N, ROWBYTES]`` of a quantized weight: its parameter; for a pack, the
     rows of its members' parameters concatenated in the module (each member stays the file's
     own tensor: the lowering makes the kernels' planes of the concatenation at load, and no
-    host copy is held), or one parameter where the host concatenated them
-    (``host_packed``)."""
+    host copy is held). ``leads``: :attr:`LlamaConfig.weight_leads`."""
     members = packed.get(name, (name,))
     row = QUANT_SCHEMES[scheme].row_bytes(shapes[members[0]][0])
-    if name in host_packed:
-        return h.param(name, (sum(shapes[m][1] for m in members), row), "i8")
-    parts = [h.param(m, (shapes[m][1], row), "i8") for m in members]
+    parts = [h.param(m, (shapes[m][1], row), "i8", lead=leads.get(m, 0)) for m in members]
     return parts[0] if len(parts) == 1 else h.mir("concat", parts, axis=0)
 
 
@@ -278,7 +261,8 @@ class _Ctx:
         scheme = self.c.weight_schemes.get(name)
         if scheme is None:
             return self.h.linear(x, self.p(name), bias)
-        w = packed_weight(self.h, self.shapes, self.c.packed, name, scheme, self.c.host_packed)
+        w = packed_weight(self.h, self.shapes, self.c.packed, name, scheme,
+                          self.c.weight_leads)
         y = self.h.dequant_matmul(x, w, scheme=scheme)
         return y if bias is None else self.h.mir("binary", [y, bias], kind="add")
 

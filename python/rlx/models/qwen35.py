@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 
 from rlx.dialects.builder import HirModule
-from rlx.models.llama import DEFAULT_CONTEXT, ModelError, _read_safetensors, pack_on_host
+from rlx.models.llama import DEFAULT_CONTEXT, ModelError, _read_safetensors
 from rlx.weights import aligned, aligned_concat
 
 LINEAR, FULL = "linear_attention", "full_attention"
@@ -90,9 +90,9 @@ class Qwen35Config:
     format (the raw bytes ``[out, ROWBYTES] i8``); others are f32 ``[in, out]``."""
     packed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """One weight holding the output rows of several projections of the same input."""
-    host_packed: frozenset[str] = frozenset()
-    """Packs of raw-byte weights concatenated on the host into one parameter (as
-    :attr:`rlx.models.llama.LlamaConfig.host_packed`)."""
+    weight_leads: Mapping[str, int] = field(default_factory=dict)
+    """Raw-byte weights whose parameter begins before the tensor (as
+    :attr:`rlx.models.llama.LlamaConfig.weight_leads`)."""
 
     @property
     def num_layers(self) -> int:
@@ -410,11 +410,9 @@ def pack(c: Qwen35Config, weights: dict[str, np.ndarray]
          ) -> tuple[Qwen35Config, dict[str, np.ndarray]]:
     """Pack the projections of ``PACKS`` that share a format into one matmul: f32 ``[in,
     out]`` weights concatenated along out here; raw GGUF bytes stay the file's tensors, their
-    rows concatenated in the module (:func:`rlx.models.llama.packed_weight`) unless the host
-    does (:func:`rlx.models.llama.pack_on_host`)."""
+    rows concatenated in the module (:func:`rlx.models.llama.packed_weight`)."""
     schemes = dict(c.weight_schemes)
     packed: dict[str, tuple[str, ...]] = {}
-    host: set[str] = set()
     weights = dict(weights)
     for i, kind in enumerate(c.layer_types):
         for key, parts in (*PACKS[kind].items(), *PACKS["ffn"].items()):
@@ -425,15 +423,12 @@ def pack(c: Qwen35Config, weights: dict[str, np.ndarray]
             name = f"layers.{i}.{key}"
             if scheme is None:                 # f32 [in, out]: one parameter
                 weights[name] = aligned_concat([weights.pop(m) for m in members], axis=1)
-            elif pack_on_host(weights, name, members):
-                host.add(name)
             for m in members:
                 schemes.pop(m, None)
             if scheme is not None:
                 schemes[name] = scheme
             packed[name] = members
-    return replace(c, weight_schemes=schemes, packed=packed,
-                   host_packed=frozenset(host)), weights
+    return replace(c, weight_schemes=schemes, packed=packed), weights
 
 
 # --------------------------------------------------------------------------------------

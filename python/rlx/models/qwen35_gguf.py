@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from rlx.models.gguf import _dequantized, read_model
+from rlx.models.gguf import _dequantized, raw_weight, read_model
 from rlx.models.llama import ModelError
 from rlx.models.qwen35 import (
     FULL,
@@ -144,6 +144,7 @@ def _tensor(f: Any, name: str, tname: str, want: tuple[int, ...]) -> Any:
 def _model(f: Any, c: Qwen35Config, logits: str, context: int | None) -> Qwen35Model:
     schemes: dict[str, str] = {}
     weights: dict[str, np.ndarray] = {}
+    leads: dict[str, int] = {}
     for name, shape in param_shapes(c).items():
         tname = EMBED if name == "lm_head" and c.tie_word_embeddings else \
             names(name, c.num_layers)[1]
@@ -153,7 +154,7 @@ def _model(f: Any, c: Qwen35Config, logits: str, context: int | None) -> Qwen35M
         t = _tensor(f, name, tname, want)
         if is_linear(name) and t.scheme is not None and not name.startswith("mtp."):
             schemes[name] = t.scheme
-            weights[name] = f.raw(tname)
+            raw_weight(f, tname, name, weights, leads)
         elif is_linear(name):
             weights[name] = aligned(_dequantized(f, t).T)
         else:
@@ -162,13 +163,14 @@ def _model(f: Any, c: Qwen35Config, logits: str, context: int | None) -> Qwen35M
         # the LM head reads token_embd in its own format (an F32 one: the module
         # transposes the f32 embedding itself)
         t = f.tensors[EMBED]
-        schemes["lm_head"], weights["lm_head"] = t.scheme or "", f.raw(EMBED)
+        schemes["lm_head"] = t.scheme or ""
+        raw_weight(f, EMBED, "lm_head", weights, leads)
         c = replace(c, tie_word_embeddings=False)
     if schemes.get("lm_head") == "":
         raise ModelError(f"{f.path}: error: tensor '{EMBED}' is "
                          f"{f.tensors[EMBED].type_name}: a tied LM head must be F32, F16, "
                          "BF16 or a block format")
-    c, weights = pack(replace(c, weight_schemes=schemes), weights)
+    c, weights = pack(replace(c, weight_schemes=schemes, weight_leads=leads), weights)
     return Qwen35Model(c, build(c, logits, context=context), weights, str(f.path), context)
 
 

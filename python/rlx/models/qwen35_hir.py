@@ -73,7 +73,8 @@ class _Ctx:
         scheme = self.c.weight_schemes.get(name)
         if scheme is None:
             return self.h.linear(x, self.h.param(name, (k, n)))
-        w = packed_weight(self.h, self.shapes, self.c.packed, name, scheme, self.c.host_packed)
+        w = packed_weight(self.h, self.shapes, self.c.packed, name, scheme,
+                          self.c.weight_leads)
         return self.h.dequant_matmul(x, w, scheme=scheme)
 
     def linears(self, x: HirValue, names: Sequence[str]) -> list[HirValue]:

@@ -7,6 +7,7 @@ float64. It reads ops through their schemas and shares no code with the lowering
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -157,6 +158,18 @@ def _arg_names(func: ir.Operation, n: int) -> list[str]:
     return out
 
 
+def _weight(op: ir.Operation, name: str, value: np.ndarray, lead: int) -> np.ndarray:
+    """A param's value: the array given, or for a ``lead`` its bytes past the lead."""
+    if not lead:
+        return value
+    shape = tuple(ir.RankedTensorType(op.results[0].type).shape)
+    want = lead + math.prod(shape)
+    if value.dtype.itemsize != 1 or value.size != want:
+        raise RlxError(f"error: weight '{name}': expected {want} bytes (a lead of {lead} "
+                       f"and {list(shape)} i8), found {list(value.shape)} {value.dtype}")
+    return value.reshape(-1)[lead:].view(np.int8).reshape(shape)
+
+
 def _run(op: ir.Operation, env: dict[ir.Value, np.ndarray], params: Mapping[str, np.ndarray]
          ) -> list[np.ndarray]:
     schema = lookup(op.name)
@@ -167,7 +180,7 @@ def _run(op: ir.Operation, env: dict[ir.Value, np.ndarray], params: Mapping[str,
         name = attrs["name"]
         if name not in params:
             raise RlxError(f"error: the reference needs weight '{name}'")
-        return [np.asarray(params[name])]
+        return [_weight(op, name, np.asarray(params[name]), attrs.get("lead") or 0)]
     if schema.name == "constant":
         return [np.array(attrs["value"])]
     out = ADAPTERS[schema.name](*[env[v] for v in op.operands], **attrs)

@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 from rlx.dialects.hir.dialect import HIR
-from rlx.dialects.schema import Attr, AttrKind, Check, str_attr
+from rlx.dialects.schema import Attr, AttrKind, Check, int_attr, str_attr
+from rlx.ir.dtypes import DType
 from rlx.ir.types import TensorInfo
+
+PARAM_ATTRS = [
+    str_attr("name", "weight name, the key in the parameter file"),
+    int_attr("lead", "bytes before the weight's data that its parameter entry begins with "
+             "(absent: 0); i8 weights only", optional=True)]
+"""The attributes of ``rlx_hir.param`` / ``rlx_mir.param``."""
 
 
 def param_result(c: Check) -> list[TensorInfo]:
@@ -17,6 +24,13 @@ def param_result(c: Check) -> list[TensorInfo]:
     t = c.declared[0]
     if not t.is_static:
         c.fail("result type", "a static shape (weights have fixed sizes)", str(t))
+    lead = c.attrs.get("lead")
+    if lead is not None:
+        if lead < 0:
+            c.fail("attribute 'lead'", "a byte count >= 0", str(lead))
+        if t.dtype is not DType.I8 or t.rank == 0:
+            c.fail("attribute 'lead'", "an i8 weight of rank >= 1 (the lead is counted in "
+                   "bytes)", str(t))
     return [t]
 
 
@@ -30,14 +44,20 @@ def constant_result(c: Check) -> list[TensorInfo]:
     return [t]
 
 
-@HIR.op("param", attrs=[str_attr("name", "weight name, the key in the parameter file")],
-        results=["w"])
+@HIR.op("param", attrs=PARAM_ATTRS, results=["w"])
 def param(c: Check) -> list[TensorInfo]:
     """A weight, bound at load time from a parameter file (``HirOp::Param``).
 
     Attributes: ``name`` (string) is the weight's key in the parameter archive / dict. The
     result type gives the weight's (static) shape and element type. Lowers to a
     ``util.global`` with ``#flow.parameter.named<"model"::NAME>``: no weight bytes in the vmfb.
+
+    ``lead`` (optional, i8 weights): the parameter entry holds ``lead`` bytes before the
+    weight's data, ``tensor<(lead + N)xi8>`` for a weight of N bytes, and the weight is its
+    bytes from ``lead`` on. IREE uses a host buffer in place only when it starts on a 64-byte
+    boundary and otherwise copies it for the module's lifetime; a GGUF file aligns its
+    tensors to 32 bytes, so a builder reading the file's mapping in place names the view
+    from the boundary before the tensor (:data:`rlx.weights.IMPORT_ALIGNMENT`).
 
     Example::
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from rlx.dialects.hir.leaf import constant_result, param_result
+from rlx.dialects.hir.leaf import PARAM_ATTRS, constant_result, param_result
 from rlx.dialects.mir.dialect import MIR
-from rlx.dialects.schema import Attr, AttrKind, Check, str_attr
+from rlx.dialects.schema import Attr, AttrKind, Check
 from rlx.ir.types import TensorInfo
 
 
-@MIR.op("param", attrs=[str_attr("name", "weight name, the key in the parameter file")],
-        results=["w"])
+@MIR.op("param", attrs=PARAM_ATTRS, results=["w"])
 def param(c: Check) -> list[TensorInfo]:
     """A weight bound at load time (``Op::Param``); as ``rlx_hir.param``.
 

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 from iree.compiler import ir
-from iree.compiler.dialects import arith, util
+from iree.compiler.dialects import arith
 
 from rlx.dialects.schema import Decoded
 from rlx.lowering import emit
-from rlx.lowering.mir_to_linalg.table import MIR_TO_LINALG, param_symbol
+from rlx.lowering.mir_to_linalg.table import MIR_TO_LINALG, load_param
 from rlx.lowering.registry import LoweringContext
 
 
 @MIR_TO_LINALG.register("param")
 def lower_param(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
-    t = op.op.results[0].type
-    return [util.GlobalLoadOp(t, param_symbol(op.attrs["name"])).result]
+    return [load_param(ctx, op.attrs["name"])]
 
 
 @MIR_TO_LINALG.register("constant")

@@ -69,11 +69,11 @@ from rlx.lowering.mir_to_linalg.quant.scalars import (
     sf,
     u32,
 )
-from rlx.lowering.mir_to_linalg.table import param_symbol
+from rlx.lowering.mir_to_linalg.table import load_param
 from rlx.lowering.registry import LoweringContext
 
 PLANES_KEY = "kernel_plane_globals"
-"""``LoweringContext.state`` key: (the parameter globals read, their rows concatenated;
+"""``LoweringContext.state`` key: (the weights read, their rows concatenated;
 :attr:`~.gemv_kernels.Kernel.planes_key`) -> the planes' globals (symbol, type)."""
 
 
@@ -82,7 +82,7 @@ def shared_planes(ctx: LoweringContext, kern: gemv_kernels.Kernel, w: ir.Value
     """:func:`kernel_planes` of ``w``, loaded from globals that one initializer computes per
     parameter and plane layout (so that every function reading them shares one copy); ``w``
     not a parameter (a weight passed in): computed here."""
-    sources = _parameter_globals(ctx, w)
+    sources = _parameter_names(ctx, w)
     if sources is None:
         return kernel_planes(kern, w)
     table = ctx.state.setdefault(PLANES_KEY, {})
@@ -92,10 +92,9 @@ def shared_planes(ctx: LoweringContext, kern: gemv_kernels.Kernel, w: ir.Value
     return [util.GlobalLoadOp(t, name).result for name, t in table[key]]
 
 
-def _parameter_globals(ctx: LoweringContext, w: ir.Value
-                       ) -> tuple[tuple[str, ir.Type], ...] | None:
-    """The globals (and types) of the parameters ``w`` reads: one (an ``rlx_mir.param`` being
-    lowered, whose global :func:`.table.declare_params` declared), or the rows of several
+def _parameter_names(ctx: LoweringContext, w: ir.Value) -> tuple[str, ...] | None:
+    """The weights ``w`` reads: one (an ``rlx_mir.param`` being lowered, whose global
+    :func:`.table.declare_params` declared), or the rows of several
     concatenated (``rlx_mir.concat`` along axis 0 of such params: a model's packed
     projections, which the file holds apart); else None."""
     owner = w.owner
@@ -104,29 +103,27 @@ def _parameter_globals(ctx: LoweringContext, w: ir.Value
     name = owner.operation.name
     if name == "rlx_mir.param":
         weight = ir.StringAttr(owner.attributes["name"]).value
-        return (((param_symbol(weight), w.type),) if weight in ctx.state.get("params", {})
-                else None)
+        return (weight,) if weight in ctx.state.get("params", {}) else None
     if name == "rlx_mir.concat" and ir.IntegerAttr(owner.attributes["axis"]).value == 0:
-        parts = [_parameter_globals(ctx, v) for v in owner.operands]
+        parts = [_parameter_names(ctx, v) for v in owner.operands]
         if all(p is not None and len(p) == 1 for p in parts):
             return tuple(p[0] for p in parts if p is not None)
     return None
 
 
 def _plane_globals(ctx: LoweringContext, kern: gemv_kernels.Kernel,
-                   sources: tuple[tuple[str, ir.Type], ...], index: int
-                   ) -> list[tuple[str, ir.Type]]:
+                   sources: tuple[str, ...], index: int) -> list[tuple[str, ir.Type]]:
     """Globals ``@planes.<weight>.<index>.<i>`` and, at the end of the module, the
-    initializer that computes them (once, at load) from the parameter globals ``sources``,
-    their rows concatenated where there are several."""
+    initializer that computes them (once, at load) from the weights ``sources``
+    (:func:`.table.load_param`), their rows concatenated where there are several."""
     body = ctx.module.body
     with ir.InsertionPoint(body):
         init = util.InitializerOp(ir.TypeAttr.get(ir.FunctionType.get([], [])))
         block = init.body.blocks.append()
     with ir.InsertionPoint(block):
-        loads = [util.GlobalLoadOp(t, source).result for source, t in sources]
+        loads = [load_param(ctx, source) for source in sources]
         planes = kernel_planes(kern, loads[0] if len(loads) == 1 else emit.concat(loads, 0))
-        weight = sources[0][0].removeprefix(param_symbol(""))
+        weight = sources[0]
         weight += f".cat{len(sources)}" if len(sources) > 1 else ""
         names = [f"planes.{weight}.{index}.{i}" for i in range(len(planes))]
         for plane, name in zip(planes, names, strict=True):
