@@ -435,31 +435,41 @@ def test_gemv_kernels_prefill(bits: int | str, monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_gemv_kernels_prefill_q8_mode() -> None:
-    """Under activation_quant="q8" the decode reads Q4_K's q8 planes (the file's bytes), and
-    the prefill form dequantizes those (x stays f32: the prefill's result is the exact f32
-    product, checked against the float64 reference at its tolerance), in the outer form (48
-    rows) and the dot form (40); Q8_0's planes are the same in both modes; Q6_K's q8 planes
-    have no prefill body and keep the fused form."""
+    """Under activation_quant="q8" the decode reads Q4_K's and Q6_K's q8 planes (the file's
+    bytes), and the prefill form dequantizes those (x stays f32: the prefill's result is the
+    exact f32 product, checked against the float64 reference at its tolerance), in the outer
+    form (48 rows) and the dot form (40); Q8_0's planes are the same in both modes. A
+    weight read by a decode and a prefill has one set of planes."""
     rng = np.random.default_rng(9)
-    h = rlx.HirModule("prefill_q8")
     cases = [("gguf_q4_k", 48, 512), ("gguf_q4_k", 40, 1024), ("gguf_q8_0", 32, 512),
-             ("gguf_q6_k", 32, 256)]
-    weights, outs = {}, []
+             ("gguf_q6_k", 48, 512), ("gguf_q6_k", 40, 256)]
+    weights = {}
     for s, rows, k in cases:
-        name = f"{s}.{rows}x{k}"
-        weights[name] = random_blocks(s, rows, k, rng)
-        random_bits_cover(s, weights[name])
-        x = h.input(f"x{len(outs)}", (1, None, k))
-        outs.append(h.dequant_matmul(x, h.param(name, weights[name].shape, "i8"), scheme=s))
-    h.set_outputs(outs)
-    linalg = rlx.compile(h, "llvm-cpu", emit="linalg", activation_quant="q8")
+        weights[f"{s}.{rows}x{k}"] = random_blocks(s, rows, k, rng)
+        random_bits_cover(s, weights[f"{s}.{rows}x{k}"])
+
+    def module(decode: bool) -> rlx.HirModule:
+        h = rlx.HirModule("prefill_q8")
+        outs = []
+        for s, rows, k in cases:
+            x = h.input(f"x{len(outs)}", (1, None, k))
+            w = h.param(f"{s}.{rows}x{k}", weights[f"{s}.{rows}x{k}"].shape, "i8")
+            outs.append(h.dequant_matmul(x, w, scheme=s))
+        if decode:           # the q8 decode of a weight a prefill reads
+            outs.append(h.dequant_matmul(h.input("xdecode", (1, 1, k)), w, scheme=s))
+        h.set_outputs(outs)
+        return h
+
     wide = "w" if rlx.compiler.vector_bits_of("host", ()) == 512 else ""
     dot = int_dot_of("host", ())
+    linalg = rlx.compile(module(True), "llvm-cpu", emit="linalg", activation_quant="q8")
     assert re.findall(r"flow\.dispatch @rlx_gemv_(\w+)::", linalg) == [
         f"q4_k_48x512_mdyn{wide}_q8{dot}", f"q4_k_40x1024_mdyn{wide}_q8{dot}",
-        f"q8_0_32x512_mdyn{wide}"]
+        f"q8_0_32x512_mdyn{wide}", f"q6_k_48x512_mdyn{wide}_q8{dot}",
+        f"q6_k_40x256_mdyn{wide}_q8{dot}", f"q6_k_40x256_q8{dot}"]
+    assert len(re.findall(r"util\.global private @planes\.gguf_q6_k\.40x256\.", linalg)) == 4
     for s in (1, 7, 70):
-        check_module(h, "llvm-cpu", params=weights, dyn=s, activation_quant="q8")
+        check_module(module(False), "llvm-cpu", params=weights, dyn=s, activation_quant="q8")
 
 
 def hoisted_rows(scheme: str, k: int) -> int:
@@ -535,10 +545,11 @@ def test_batched_kernel_rows_the_bounds_rest_on() -> None:
     q8 = LoweringOptions(gemv_kernels=True, activation_quant="q8")
     for scheme in ("gguf_q4_k", "gguf_q6_k"):
         assert kernel_for(scheme, None, 64, 256, options) is not None
-    on_q8 = kernel_for("gguf_q4_k", None, 64, 256, q8)    # q8: on the decode's q8 planes
-    assert on_q8 is not None
-    assert on_q8.int_dot == "portable"
-    assert kernel_for("gguf_q6_k", None, 64, 256, q8) is None    # no body on its q8 planes
+    for scheme in ("gguf_q4_k", "gguf_q6_k"):   # q8: on the decode's q8 planes
+        on_q8 = kernel_for(scheme, None, 64, 256, q8)
+        assert on_q8 is not None
+        assert on_q8.int_dot == "portable"
+        assert on_q8.planes_key == kernel_for(scheme, 1, 64, 256, q8).planes_key
     for scheme in M1_ONLY:                       # no batched body: M > 1 keeps the fused form
         k = 256 if scheme == "gguf_q5_k" else 576
         assert kernel_for(scheme, 1, 64, k, options) is not None, scheme

@@ -28,7 +28,8 @@ form that ``M > 1`` ran before (M = 1: 0.10-0.12); Q4_K 2048 x 2048 1.69 against
 prompt's; F16 / BF16 (``half``: ``wt`` = the 16-bit values converted, exact), Q8_0 / Q5_0 /
 Q4_0, Q4_K and Q6_K (``q6_k``: ``wt = (d · sc) · (q - 32)`` from the exact decode's packed
 planes, :func:`.gemv_exact.q6_k_body`'s; ``q4_k_q8``: Q4_K under ``activation_quant="q8"``,
-``A · q - B`` from that mode's planes, the file's ``qs`` bytes), the schemes whose decode
+``A · q - B`` from that mode's planes, the file's ``qs`` bytes; ``q6_k_q8``: Q6_K under it,
+``(d · sc) · (q - 32)`` from the file's ``ql``, ``qh`` and scale bytes), the schemes whose decode
 kernel reads these same planes, so that no second copy of a weight is held) runs this body
 with ``M`` taken a block of ``B = 64`` rows at a time (``acc [B, ...]`` on the stack), each
 block through every chunk, where the target has 8 lanes or the workgroup's rows are not a
@@ -68,6 +69,10 @@ block loop outside the tile loop (no gain). The outer-product form: 168, 328, 38
   [N / 4, K / 2]`` (i16) at ``64 c + 16 i + [0, 16) < K / 2``, ``sc [N / 4, K / 4]`` at ``32 c
   + 8 i + [0, 8) < K / 4`` and ``d [N / 4, K / 64]`` at ``4 (c / 2) + i < K / 64``, as
   :mod:`.gemv_kernels`' M = 1 body; ``wt`` at ``[i, 128 cc + 16 j + [0, 16)] < 256``;
+- q8-mode Q6_K (the file's bytes): half ``hu = 2 ch + hq < K / 128`` reads ``ql [N / 4,
+  2 K]`` at ``256 hu + 64 i + 16 r + [0, 16) < 2 K`` (``r < 4``), ``qh [N / 4, K]`` at ``128 hu
+  + 32 i + 16 r + [0, 16) < K`` (``r < 2``), ``sc`` and ``d`` as the packed planes' unit
+  ``c = hu``; ``wt`` at ``[i, 128 hq + 32 p + 16 g + [0, 16)] < 256``;
 - Q4_K: ``c = 2 ch + cc < K / 128`` reads ``q [N / 4, K / 2]`` at ``64 c + 16 i + [0, 16) <
   K / 2`` and ``s [N / 4, K / 8]`` at ``16 c + 4 i + g < K / 8`` (``g < 4``); group
   ``4 c + g`` of row ``i`` has its ``M`` at ``m[tile, 32 ch + 8 i + 4 cc + g]``, at most
@@ -81,12 +86,14 @@ from typing import Protocol
 
 from rlx.lowering.mir_to_linalg.executable import I16, V16, Text, memref
 from rlx.lowering.mir_to_linalg.quant.gemv_exact import q6_k_constants, q6_k_unit
+from rlx.lowering.mir_to_linalg.quant.gemv_q8 import Q6_K_HIGH
 from rlx.lowering.mir_to_linalg.quant.gemv_text import (
     ROWS_PER_TILE,
     at,
     half_to_f32,
     q4_k_constants,
     q4_k_nibble,
+    q6_k_scales,
 )
 
 V8 = "vector<8xf32>"
@@ -226,9 +233,13 @@ def chunk_constants(t: Text, kern: Shape, form: str) -> None:
         _q4_k_constants(t)
     if form == "q6_k":
         q6_k_constants(t)
-    if form == "q4_k_q8":
+    if form in ("q4_k_q8", "q6_k_q8"):
         t("%lo4 = arith.constant dense<15> : vector<16xi8>")
         t("%sh4 = arith.constant dense<4> : vector<16xi8>")
+    if form == "q6_k_q8":
+        t("%sh2 = arith.constant dense<2> : vector<16xi8>")
+        t("%hi2 = arith.constant dense<48> : vector<16xi8>")
+        t("%b32 = arith.constant dense<32> : vector<16xi8>")
     if form == "half" and kern.bindings["w"].endswith("xi16>"):
         t("%sh16 = arith.constant dense<16> : vector<16xi32>")
 
@@ -239,6 +250,8 @@ def dequant_tile_chunk(t: Text, kern: Shape, wt: str, form: str) -> None:
         _q4_k_chunk(t, kern, wt)
     elif form == "q4_k_q8":
         _q4_k_q8_chunk(t, kern, wt)
+    elif form == "q6_k_q8":
+        _q6_k_q8_chunk(t, kern, wt)
     elif form == "q6_k":
         _q6_k_chunk(t, kern, wt)
     elif form == "half":
@@ -390,6 +403,47 @@ def _q6_k_chunk(t: Text, kern: Shape, wt: str) -> None:
             t(f"%x{i}_{j} = arith.mulf {quants[j]}, %v{i}_{j} : {V16}")
             t(f"%o{i}_{j} = {at('%cc', 128, 16 * j)}")
             t(f"vector.store %x{i}_{j}, %wt[%wr{i}, %o{i}_{j}] : {wt}, {V16}")
+    t.end()
+
+
+def _q6_k_q8_chunk(t: Text, kern: Shape, wt: str) -> None:
+    """``wt`` = chunk ``%ch`` (one superblock: halves ``hu = 2 ch + hq``) of the tile's Q6_K
+    weights from the q8 mode's planes (the file's ``ql``, ``qh``, scale bytes and ``d``,
+    :func:`.gemv_q8.q6_k_body`'s): ``(d · sc) · (q - 32)`` per weight, the value the exact
+    planes' chunk gives. Weight ``32 p + 16 s + l`` of a half (quarter ``p``, group ``2 p +
+    s``): ``lo`` the low (``p < 2``) or high nibble of ``ql[32 (p % 2) + 16 s + l]``, ``hi``
+    bits ``2 p`` of ``qh[16 s + l]`` (ggml's order)."""
+    mem, v16b = kern.bindings, "vector<16xi8>"
+    t.block("scf.for %hq = %c0 to %c2 step %c1")     # a region each: q6_k_scales' names
+    t(f"%h2 = {at('%ch', 2, 0)}")
+    t("%hu = arith.addi %h2, %hq : index")
+    for i in range(ROWS_PER_TILE):
+        for r in range(4):                           # the row's 64 ql bytes, 16 a load
+            t(f"%kl{i}_{r} = {at('%hu', 64 * ROWS_PER_TILE, 64 * i + 16 * r)}")
+            t(f"%ql{i}_{r} = vector.load %ql[%tile, %kl{i}_{r}] : {mem['ql']}, {v16b}")
+        for r in range(2):                           # its 32 qh bytes
+            t(f"%kh{i}_{r} = {at('%hu', 32 * ROWS_PER_TILE, 32 * i + 16 * r)}")
+            t(f"%qh{i}_{r} = vector.load %qh[%tile, %kh{i}_{r}] : {mem['qh']}, {v16b}")
+        scales = q6_k_scales(t, mem, "%hu", i)
+        for p in range(4):
+            for g in range(2):
+                tag, ql = f"{i}_{p}_{g}", f"%ql{i}_{2 * (p % 2) + g}"
+                lo = f"arith.andi {ql}, %lo4" if p < 2 else f"arith.shrui {ql}, %sh4"
+                t(f"%lo{tag} = {lo} : {v16b}")
+                op, sh = Q6_K_HIGH[p]
+                hi = f"%qh{i}_{g}"
+                if op is not None:
+                    t(f"%hs{tag} = arith.{op} {hi}, %sh{sh} : {v16b}")
+                    hi = f"%hs{tag}"
+                t(f"%hi{tag} = arith.andi {hi}, %hi2 : {v16b}")
+                t(f"%q{tag} = arith.ori %lo{tag}, %hi{tag} : {v16b}")
+                t(f"%w{tag} = arith.subi %q{tag}, %b32 : {v16b}")
+                t(f"%f{tag} = arith.sitofp %w{tag} : {v16b} to {V16}")
+                t(f"%e{tag} = vector.extract {scales}[{2 * p + g}] : f32 from vector<8xf32>")
+                t(f"%v{tag} = vector.broadcast %e{tag} : f32 to {V16}")
+                t(f"%x{tag} = arith.mulf %f{tag}, %v{tag} : {V16}")
+                t(f"%o{tag} = {at('%hq', 128, 32 * p + 16 * g)}")
+                t(f"vector.store %x{tag}, %wt[%wr{i}, %o{tag}] : {wt}, {V16}")
     t.end()
 
 

@@ -189,11 +189,14 @@ PREFILL_SCHEMES = (*BYTE_PLANE, "gguf_q4_k", "gguf_q6_k", *HALF_PLANE)
 its rows of ``x`` taken a block at a time, :mod:`.gemv_batched`), on the planes the decode
 kernel reads (no second copy of the weight held): Q6_K's the exact decode's packed planes of
 the file's size (``Kernel.q6_k_packed``); under ``activation_quant="q8"`` Q4_K's q8 planes
-(``int_dot`` set on the prefill kernel names those planes; ``x`` stays f32) and no Q6_K
-(its q8 planes, the file's bytes, have no prefill body yet)."""
+and Q6_K's (the file's bytes; ``int_dot`` set on the prefill kernel names those planes;
+``x`` stays f32)."""
 Q8_SCHEMES = (*BYTE_PLANE, *SIXTEEN_PLANE, "gguf_q4_k", Q5_K)
 """Schemes with an ``activation_quant="q8"`` kernel (:mod:`.gemv_q8`, ``M = 1``); the rest
 (F16 / BF16, Q5_1 / Q4_1) run their exact kernel in the ``q8`` mode."""
+Q8_PREFILL = ("gguf_q4_k", "gguf_q6_k")
+"""Schemes whose ``q8`` planes (the decode's) are not the exact kernel's: their prefill
+form reads those (``int_dot`` set; ``x`` stays f32, the f32 product)."""
 MAX_BATCH = 8
 """The most rows ``M`` of ``x`` a kernel takes (the sequences of a batched decode step,
 :mod:`rlx.models.llama_batch`; a speculative step's tokens): ``x [M, K]``, ``y [M, N]``.
@@ -252,11 +255,12 @@ class Kernel:
         if self.batch != 1 and (self.norm_eps is not None or self.glu):
             raise LoweringError(f"error: GEMV kernel {self.symbol}: expected no RMSNorm or "
                                 f"SwiGLU prologue with {self.batch} rows of x (M = 1 only)")
-        prefill_q8 = self.batch == DYNAMIC_M and self.scheme == "gguf_q4_k"
+        prefill_q8 = self.batch == DYNAMIC_M and self.scheme in Q8_PREFILL
         if self.int_dot is not None and ((self.batch != 1 and not prefill_q8)
                                          or self.scheme not in Q8_SCHEMES
                                          or self.k > MAX_Q8_K):
-            raise LoweringError(f"error: GEMV kernel {self.symbol}: expected M = 1, one of "
+            raise LoweringError(f"error: GEMV kernel {self.symbol}: expected M = 1 (or a "
+                                f"prefill of {', '.join(Q8_PREFILL)}), one of "
                                 f"{', '.join(Q8_SCHEMES)} and K <= {MAX_Q8_K} for 8-bit "
                                 f"activations, found M = {self.batch}, {self.scheme}, "
                                 f"K = {self.k}")
@@ -407,11 +411,9 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
         return None
     q8_planes = (options.activation_quant == "q8" and scheme in Q8_SCHEMES
                  and k <= MAX_Q8_K)               # what the decode (M = 1) reads
-    q8 = q8_planes and (m == 1 or (m == DYNAMIC_M and scheme == "gguf_q4_k"))
-    if m == DYNAMIC_M and q8_planes and scheme == "gguf_q6_k":
-        # the q8 decode reads the file's bytes, which the prefill body does not take yet: its
-        # planes would be a second copy of the weight held in memory
-        return None
+    # a prefill reads the q8 decode's planes where they are the weight's own (Q4_K's, and
+    # Q6_K's: the file's bytes), f32 x: no second copy of the weight held
+    q8 = q8_planes and (m == 1 or (m == DYNAMIC_M and scheme in Q8_PREFILL))
     wide = m != 1 and options.vector_bits >= 512
     # a 16-lane prefill runs gemm_prefill's column blocks of 16 rows where N has them
     outer = m == DYNAMIC_M and wide and n % COLUMNS == 0
@@ -464,6 +466,7 @@ def kernel_text(kern: Kernel) -> str:
             glu_prologue(t, kern.k)
         if kern.batch != 1:
             form = ("byte" if kern.scheme in BYTE_PLANE else
+                    "q6_k_q8" if kern.q6_k_q8 else
                     "q4_k_q8" if kern.int_dot is not None else
                     "q6_k" if kern.q6_k_packed else
                     "sixteen" if kern.scheme in SIXTEEN_PLANE else
