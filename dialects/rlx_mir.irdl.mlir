@@ -171,6 +171,28 @@ irdl.dialect @rlx_mir {
     irdl.results(y: %out0)
     irdl.attributes {"axis" = %axis, "exclusive" = %exclusive}
   }
+  // Rows of a GGUF tensor's raw bytes as f32 values: ``w [..., ROWBYTES]`` i8 -> ``[..., K]`` f32, ``K = ROWBYTES / block_bytes * block_elems`` (ggml's element order, as ``dequant_matmul`` reads ``w``). A model's embedding kept in the file's format is a ``gather`` of the token's rows, then this: one row a token is dequantized, and the tensor stays the file's bytes (a tied LM head reads the same ones). Leading dims may be dynamic.
+  irdl.operation @dequant {
+    %scheme_0 = irdl.is "gguf_f16"
+    %scheme_1 = irdl.is "gguf_q4_0"
+    %scheme_2 = irdl.is "gguf_q4_1"
+    %scheme_3 = irdl.is "gguf_q5_0"
+    %scheme_4 = irdl.is "gguf_q5_1"
+    %scheme_5 = irdl.is "gguf_q8_0"
+    %scheme_6 = irdl.is "gguf_q2_k"
+    %scheme_7 = irdl.is "gguf_q3_k"
+    %scheme_8 = irdl.is "gguf_q4_k"
+    %scheme_9 = irdl.is "gguf_q5_k"
+    %scheme_10 = irdl.is "gguf_q6_k"
+    %scheme_11 = irdl.is "gguf_q8_k"
+    %scheme_12 = irdl.is "gguf_bf16"
+    %scheme = irdl.any_of(%scheme_0, %scheme_1, %scheme_2, %scheme_3, %scheme_4, %scheme_5, %scheme_6, %scheme_7, %scheme_8, %scheme_9, %scheme_10, %scheme_11, %scheme_12)
+    %in0 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(w: %in0)
+    irdl.results(y: %out0)
+    irdl.attributes {"scheme" = %scheme}
+  }
   // Matmul with quantized weights (``Op::DequantMatMul``); as ``rlx_hir.dequant_matmul``.
   irdl.operation @dequant_matmul {
     %scheme_0 = irdl.is "gguf_f16"

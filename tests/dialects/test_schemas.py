@@ -36,6 +36,8 @@ MIR_OPS = {
     "barrier",
     # a KV cache written in place at positions read on the device (batched decode)
     "write_rows",
+    # an embedding kept in the file's format: its gathered rows dequantized
+    "dequant",
 }
 
 

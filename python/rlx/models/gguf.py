@@ -169,7 +169,8 @@ def _model(f: Any, c: LlamaConfig, logits: str, context: int | None) -> LlamaMod
         if t.plain_dtype is None and t.scheme is None:
             raise ModelError(f"{src}: error: tensor '{tname}' is {t.type_name}, which rlx "
                              "cannot dequantize")
-        if linear and t.scheme is not None:
+        if (linear or name == "embed") and t.scheme is not None:
+            # the embedding too stays the file's rows (gathered, then dequantized: _Ctx.embed)
             schemes[name] = t.scheme
             raw_weight(f, tname, name, weights, leads)
         elif linear and t.type_name == "F32":

@@ -83,7 +83,9 @@ class LlamaConfig:
     weight_schemes: Mapping[str, str] = field(default_factory=dict)
     """rlx weight name -> ``dequant_matmul`` scheme (``"gguf_q8_0"``...) for linear weights
     kept in a quantized / half format: such a weight is the GGML tensor's raw bytes
-    ``[out, ROWBYTES] i8`` and its matmul dequantizes in the dispatch. Others are f32."""
+    ``[out, ROWBYTES] i8`` and its matmul dequantizes in the dispatch; ``"embed"`` the
+    table's raw bytes ``[vocab, ROWBYTES]``, its gathered rows dequantized (``dequant``).
+    Others are f32."""
     packed: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """Weights stored as one tensor: ``"layers.0.qkv" -> ("layers.0.q", "layers.0.k",
     "layers.0.v")`` (rows concatenated, ``[sum N, ROWBYTES] i8``, the pack's scheme in
@@ -256,6 +258,20 @@ class _Ctx:
     def p(self, name: str) -> HirValue:
         return self.h.param(name, self.shapes[name])
 
+    def embed(self, ids: HirValue) -> HirValue:
+        """The embedding's rows of ``ids`` as f32: a gather of the f32 table, or where the
+        table stays in the file's format (``weight_schemes["embed"]``) a gather of its raw
+        rows and their ``dequant`` (one row a token dequantized; nothing held but the
+        file's bytes)."""
+        scheme = self.c.weight_schemes.get("embed")
+        if scheme is None:
+            return self.h.mir("gather", [self.p("embed"), ids], axis=0)
+        vocab, e = self.shapes["embed"]
+        raw = self.h.param("embed", (vocab, QUANT_SCHEMES[scheme].row_bytes(e)), "i8",
+                           lead=self.c.weight_leads.get("embed", 0))
+        return self.h.mir("dequant", [self.h.mir("gather", [raw, ids], axis=0)],
+                          scheme=scheme)
+
     def linear(self, x: HirValue, name: str, bias: HirValue | None = None) -> HirValue:
         """``x @ W (+ bias)``: a plain linear, or a dequant_matmul on the raw bytes."""
         scheme = self.c.weight_schemes.get(name)
@@ -392,7 +408,7 @@ def _function(h: HirModule, c: LlamaConfig, decode: bool, logits: str,
     pasts = ([(h.input(f"k_{i}", (1, "past", c.kv_dim)), h.input(f"v_{i}", (1, "past", c.kv_dim)))
               for i in range(c.num_layers)] if decode else [None] * c.num_layers)
     ctx = _Ctx.of(h, c)
-    x = h.named("embed", lambda h: h.mir("gather", [ctx.p("embed"), ids], axis=0))
+    x = h.named("embed", lambda h: ctx.embed(ids))
     cache: list[HirValue] = []
     for i in range(c.num_layers):
         x, k, v = _layer(ctx, i, x, cos, sin, pasts[i])

@@ -69,7 +69,7 @@ def _prefill(h: HirModule, c: LlamaConfig, batch: int, context: int) -> None:
     slot = h.input("slot", ("prompts",), "i32")
     cache = cache_inputs(h, c, batch, context)
     ctx = _Ctx.of(h, c)
-    x = h.named("embed", lambda h: h.mir("gather", [ctx.p("embed"), ids], axis=0))
+    x = h.named("embed", lambda h: ctx.embed(ids))
     fresh: list[HirValue] = []
     for i in range(c.num_layers):
         x, k, v = _layer(ctx, i, x, cos, sin, None)

@@ -135,7 +135,7 @@ def decode_rows(h: HirModule, c: LlamaConfig, batch: int, context: int, position
     at = (h.constant(np.arange(batch, dtype=np.int32), "i32"), pos)
     seen = h.mir("binary", [pos, h.constant(np.ones(batch, np.int32), "i32")], kind="add")
     h.label_nodes_since(start, "positions")
-    x = h.named("embed", lambda h: h.mir("gather", [ctx.p("embed"), ids], axis=0))
+    x = h.named("embed", lambda h: ctx.embed(ids))
     out: list[HirValue] = []
     for i in range(c.num_layers):
         x, k, v = cache_layer(ctx, i, x, cos, sin, (cache[2 * i], cache[2 * i + 1]), at, seen,

@@ -73,6 +73,14 @@ def _dequant(*operands: Any, **attrs: Any) -> Any:
     return quant.dequant_matmul(*operands, **attrs)
 
 
+def _dequant_rows(w: np.ndarray, *, scheme: str) -> np.ndarray:
+    from rlx.reference import quant
+
+    w = np.asarray(w)
+    rows = quant.dequantize_gguf(w.reshape(-1, w.shape[-1]), scheme)
+    return rows.reshape(*w.shape[:-1], rows.shape[-1])
+
+
 ADAPTERS: dict[str, Callable[..., Any]] = {
     "linear": ops.linear,
     "linear_fused": ops.linear,
@@ -117,6 +125,7 @@ ADAPTERS: dict[str, Callable[..., Any]] = {
     "gru": _recurrent("gru"),
     "qwen35_mtp_head": _mtp,
     "dequant_matmul": _dequant,
+    "dequant": _dequant_rows,
     **{name: _sampling(name) for name in ("repetition_penalty", "top_k_filter", "top_p_filter",
                                           "min_p_filter", "categorical", "mark_tokens")},
 }

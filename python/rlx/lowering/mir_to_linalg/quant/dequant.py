@@ -53,31 +53,31 @@ def gather(raw3: ir.Value, byte: Expr, loops: Loops) -> ir.Value:
     return tensor.extract(raw3, [loops[0], loops[1], index_at(byte, loops)])
 
 
-def build(n: int, g: int, rows: int, shape: Sequence[int], element: ir.Type,
+def build(n: emit.Size, g: int, rows: emit.Size, shape: Sequence[int], element: ir.Type,
           body: Callable[[Loops], ir.Value]) -> ir.Value:
     """A generic over ``[n, g, *shape]`` whose body reads the weight bytes it needs with
     ``tensor.extract`` (byte offsets are affine in the loop indices but not projections; as
     indexing maps IREE 3.13 mistakes some of them for convolutions and crashes), padded
-    with zero rows to ``rows``."""
+    with zero rows to ``rows`` (static ``n`` only; a dynamic ``n`` is never padded)."""
     rank = 2 + len(shape)
     init = emit.empty([n, g, *shape], element)
     out = emit.generic([], [init], [emit.identity(rank)], [emit.PARALLEL] * rank,
                        lambda _: body([emit.loop_index(i) for i in range(rank)]))[0]
-    if rows == n:
+    if rows == n or not isinstance(n, int) or not isinstance(rows, int):
         return out
     return emit.insert_slice(out, emit.filled([rows, g, *shape], element, 0), [0] * rank)
 
 
-def repack(raw3: ir.Value, rows: int, shape: Sequence[int], element: ir.Type,
+def repack(raw3: ir.Value, rows: emit.Size, shape: Sequence[int], element: ir.Type,
            body: Callable[[Loops], ir.Value]) -> ir.Value:
-    """:func:`build` over the blocks of ``raw3 [N, G, BLOCKBYTES]``."""
-    n, g, _ = emit.static_shape(raw3)
-    assert n is not None
+    """:func:`build` over the blocks of ``raw3 [N, G, BLOCKBYTES]`` (``N`` may be dynamic)."""
+    g = emit.static_shape(raw3)[1]
     assert g is not None
-    return build(n, g, rows, shape, element, body)
+    return build(emit.dim(raw3, 0), g, rows, shape, element, body)
 
 
-def repack_plane(raw3: ir.Value, rows: int, plane: Plane, group: Sequence[int]) -> ir.Value:
+def repack_plane(raw3: ir.Value, rows: emit.Size, plane: Plane, group: Sequence[int]
+                 ) -> ir.Value:
     """``[rows, G, *sizes]``: a copy of the plane's bytes."""
     sizes = [group[i] for i in plane.dims]
     loops = [emit.d(2 + i) for i in range(len(sizes))]
@@ -85,7 +85,7 @@ def repack_plane(raw3: ir.Value, rows: int, plane: Plane, group: Sequence[int]) 
         raw3, const(plane.offset) + row_major(loops, sizes), idx))
 
 
-def repack_field(raw3: ir.Value, rows: int, f: Field, group: Sequence[int],
+def repack_field(raw3: ir.Value, rows: emit.Size, f: Field, group: Sequence[int],
                  pos: Sequence[int] | None = None) -> ir.Value:
     """``[rows, G, *sizes]`` of ``f.dtype`` over the field's group dims, stored in loop
     order (``pos[i]``: the dequant loop of group dim i; default K order) so that the
@@ -103,7 +103,7 @@ def repack_field(raw3: ir.Value, rows: int, f: Field, group: Sequence[int],
 
 
 def dequantize(inputs: dict[str, ir.Value], maps: dict[str, ir.AffineMap],
-               space: Sequence[int], weight: Callable[[Scalars], ir.Value],
+               space: Sequence[emit.Size], weight: Callable[[Scalars], ir.Value],
                k_major: bool = False, element: ir.Type | None = None) -> ir.Value:
     """The all-parallel, arith-only generic over ``space`` (rows first) giving f32 weights
     (or ``element`` values); ``weight`` gets the input scalars by name. ``k_major``: the
@@ -203,11 +203,13 @@ def with_shifts(layout: GgufLayout, pos: Sequence[int], inputs: dict[str, ir.Val
     return weight
 
 
-def gguf_weight(w: ir.Value, scheme: str, target: str, k_major: bool = False
-                ) -> tuple[ir.Value, list[int]]:
+def gguf_weight(w: ir.Value, scheme: str, target: str, k_major: bool = False,
+                pad: bool = True) -> tuple[ir.Value, list[int]]:
     """Raw bytes ``[N, ROWBYTES]`` -> dequantized f32 ``[N', G, *group in loop order]`` and
     the loop order of the group dims (see :func:`loop_order`); F16 / BF16: ``[N, K]``
-    (f16 / bf16 bits). ``k_major``: f32 ``[G, *group, N']`` / ``[K, N]`` instead."""
+    (f16 / bf16 bits). ``k_major``: f32 ``[G, *group, N']`` / ``[K, N]`` instead. ``N'``:
+    :func:`padded_rows` where ``pad`` (a matmul's weight), else ``N``, which may then be
+    dynamic (rows gathered from a weight, the ``dequant`` op)."""
     if scheme in ("gguf_f16", "gguf_bf16"):
         half = half_weight(w, scheme)
         if not k_major:
@@ -219,21 +221,21 @@ def gguf_weight(w: ir.Value, scheme: str, target: str, k_major: bool = False
                           lambda s: to_f32(s["w"]), k_major=True), []
     layout = (CPU_LAYOUTS if target == "llvm-cpu" else {}).get(scheme) or LAYOUTS[scheme]
     info = QUANT_SCHEMES[scheme]
-    n, row = emit.static_shape(w)
-    assert n is not None
+    n, row = emit.dim(w, 0), emit.static_shape(w)[1]
     assert row is not None
     g = row // info.block_bytes
     raw3 = emit.expand(w, [[0], [1, 2]], [n, g, info.block_bytes])
     order = loop_order(layout, target)
     pos = [order.index(i) for i in range(len(order))]
-    inputs, maps, space = layout_operands(raw3, padded_rows(n), layout, pos)
+    rows = padded_rows(n) if pad and isinstance(n, int) else n
+    inputs, maps, space = layout_operands(raw3, rows, layout, pos)
     weight = with_shifts(layout, pos, inputs, maps, computed=k_major)
     return dequantize(inputs, maps, space, weight, k_major), order
 
 
-def layout_operands(raw3: ir.Value, rows: int, layout: GgufLayout, pos: Sequence[int],
+def layout_operands(raw3: ir.Value, rows: emit.Size, layout: GgufLayout, pos: Sequence[int],
                     fields: bool = True
-                    ) -> tuple[dict[str, ir.Value], dict[str, ir.AffineMap], list[int]]:
+                    ) -> tuple[dict[str, ir.Value], dict[str, ir.AffineMap], list[emit.Size]]:
     """The repacked planes (and ``fields``) of ``raw3 [N, G, BLOCKBYTES]`` as the inputs of a
     generic over ``[rows, G, *group in loop order]`` (``pos[i]``: the loop of group dim i),
     their maps, and that space."""
@@ -265,11 +267,10 @@ def half_weight(w: ir.Value, scheme: str) -> ir.Value:
     it with the matmul to 2-D and then does not tile the producer along K: a 16 x K f32 tile
     on llvm-cpu's stack, minutes of SPIR-V compilation at M > 1 (with data tiling the
     generic goes into the weight's pack instead: :func:`fused_matmul`)."""
-    n, row = emit.static_shape(w)
-    assert n is not None
+    row = emit.static_shape(w)[1]
     assert row is not None
     element = ir.F16Type.get() if scheme == "gguf_f16" else int_type(16)
-    return bitcast(w, [n, row // 2], element)
+    return bitcast(w, [emit.dim(w, 0), row // 2], element)
 
 
 def bf16_to_f32(b: ir.Value) -> ir.Value:
@@ -283,9 +284,11 @@ def to_f32(v: ir.Value) -> ir.Value:
     return bf16_to_f32(v) if isinstance(v.type, ir.IntegerType) else emit.to_f32(v)
 
 
-def bitcast(v: ir.Value, shape: Sequence[int], element: ir.Type) -> ir.Value:
-    """``flow.tensor.bitcast`` (static shapes): the same bytes as another element type."""
-    return flow.TensorBitCastOp(ir.RankedTensorType.get(list(shape), element), v, [], []).result
+def bitcast(v: ir.Value, shape: Sequence[emit.Size], element: ir.Type) -> ir.Value:
+    """``flow.tensor.bitcast``: the same bytes as another element type, ``v``'s dynamic dims
+    the result's (the same dims, one of the last's size changed)."""
+    dyn = [s for s in shape if not isinstance(s, int)]
+    return flow.TensorBitCastOp(emit.tensor_type(shape, element), v, dyn, dyn).result
 
 
 __all__ = ["PAD_MIN_ROWS", "PAD_ROWS", "bf16_to_f32", "bitcast", "build", "dequantize", "gather",

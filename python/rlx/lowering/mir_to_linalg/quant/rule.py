@@ -197,5 +197,42 @@ def lower_dequant_matmul(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     return [lower(ctx, op, kernel_of(ctx, op.op))]
 
 
+@MIR_TO_LINALG.register("dequant")
+def lower_dequant(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+    """Rows ``w [..., ROWBYTES]`` as f32 ``[..., K]``: the leading dims made one (dynamic or
+    not), the dequant generics of :func:`.dequant.gguf_weight` without the matmul's row
+    padding, put in K order."""
+    w, scheme = op["w"], op.attrs["scheme"]
+    lead = emit.sizes(w)[:-1]
+    rank = len(lead) + 1
+    rows = (emit.expand(w, [[0, 1]], [1, emit.dim(w, 0)]) if rank == 1 else
+            emit.collapse(w, [list(range(rank - 1)), [rank - 1]]) if rank > 2 else w)
+    values, order = gguf_weight(rows, scheme, ctx.options.target, pad=False)
+    if emit.rank(values) == 2:                   # F16 / BF16: [S, K] 16-bit values
+        flat = emit.map_elementwise([values], emit.f32(), to_f32)
+    else:                                        # [S, G, *group in loop order]
+        flat = emit.collapse(_in_k_order(values, order), [[0], list(range(1, emit.rank(values)))])
+    k = emit.static_shape(flat)[1]
+    assert k is not None
+    if rank == 2:
+        return [flat]
+    if rank == 1:
+        return [emit.collapse(flat, [[0, 1]])]
+    return [emit.expand(flat, [list(range(rank - 1)), [rank - 1]], [*lead, k])]
+
+
+def _in_k_order(w: ir.Value, order: list[int]) -> ir.Value:
+    """``w [S, G, *group in loop order]`` with its group dims in K order (a copy where the
+    loop order is not K's: GPU targets)."""
+    if order == sorted(order):
+        return w
+    rank = emit.rank(w)
+    out_map = [0, 1, *(2 + order.index(i) for i in range(len(order)))]
+    ss = emit.sizes(w)
+    init = emit.empty([ss[p] for p in out_map], emit.f32())
+    return emit.generic([w], [init], [emit.identity(rank), emit.amap(rank, out_map)],
+                        [emit.PARALLEL] * rank, lambda v, _: v)[0]
+
+
 __all__ = ["K_MAJOR_PREFILL", "Neighbours", "contract", "fused_matmul", "kernel_of", "lower",
-           "lower_dequant_matmul", "rows_of", "separate_dequant"]
+           "lower_dequant", "lower_dequant_matmul", "rows_of", "separate_dequant"]
