@@ -56,11 +56,6 @@ def aligned(array: Any, dtype: Any = None) -> np.ndarray:
     return out
 
 
-def all_aligned(arrays: Iterable[np.ndarray]) -> bool:
-    """Whether IREE can use every one of ``arrays`` in place (:data:`IMPORT_ALIGNMENT`)."""
-    return all(a.ctypes.data % IMPORT_ALIGNMENT == 0 for a in arrays)
-
-
 def release_file_pages(arrays: Iterable[Any]) -> None:
     """Drop the resident pages of the arrays that view a read-only file mapping (a GGUF
     file's tensors, :meth:`rlx.gguf.GgufFile.raw`) once they have been read: a hint to the
@@ -245,5 +240,5 @@ def save_params(params: Mapping[str, np.ndarray], path: str | Path) -> None:
 
 
 __all__ = ["IMPORT_ALIGNMENT", "MAX_HEADER", "PARAM_SCOPE", "WEIGHT_FORMATS", "ParamSource",
-           "ParamSpec", "aligned", "aligned_concat", "aligned_empty", "all_aligned",
+           "ParamSpec", "aligned", "aligned_concat", "aligned_empty",
            "parameter_index", "read_safetensors_header", "release_file_pages", "save_params"]
