@@ -17,10 +17,9 @@ GGUF = [s for s, q in QUANT_SCHEMES.items() if q.gguf]
 HALF = ("gguf_f16", "gguf_bf16")
 
 
-@pytest.mark.parametrize("target", TARGETS)
-def test_gathered_rows_dequantized(target: str) -> None:
-    require(target)
-    rng = np.random.default_rng(3)
+def rows_module(rng: np.random.Generator) -> tuple[rlx.HirModule, dict[str, np.ndarray]]:
+    """Every GGUF scheme's rows of ``ids`` dequantized; the whole Q8_0 table (static rows)
+    and one of its rows (rank 1)."""
     h = rlx.HirModule("dequant_rows")
     ids = h.input("ids", (1, "s"), "i32")
     weights, outs = {}, []
@@ -33,13 +32,27 @@ def test_gathered_rows_dequantized(target: str) -> None:
         rows = h.mir("gather", [table, ids], axis=0)          # [1, s, ROWBYTES]
         outs.append(h.mir("dequant", [rows], scheme=scheme))
     q8 = h.param("gguf_q8_0", weights["gguf_q8_0"].shape, "i8")
-    outs.append(h.mir("dequant", [q8], scheme="gguf_q8_0"))  # static rows, the whole table
+    outs.append(h.mir("dequant", [q8], scheme="gguf_q8_0"))
     one = h.mir("gather", [q8, h.input("one", (1,), "i32")], axis=0)
     outs.append(h.mir("dequant", [h.mir("reshape", [one], new_shape=[68])], scheme="gguf_q8_0"))
     h.set_outputs(outs)
+    return h, weights
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_gathered_rows_dequantized(target: str) -> None:
+    require(target)
+    h, weights = rows_module(np.random.default_rng(3))
     inputs = {"ids": np.array([[3, 0, 47, 7, 7, 21]], np.int32), "one": np.array([5], np.int32)}
     got = check_module(h, target, params=weights, inputs=inputs)
     assert [g.shape for g in got[-2:]] == [(48, 64), (64,)]
+
+
+def test_dequant_compiles_for_cuda_and_rocm() -> None:
+    """No GPU here: the GPU targets are checked by compiling (the vmfb holds their code)."""
+    h, _ = rows_module(np.random.default_rng(3))
+    assert b"cuda-nvptx-fb" in rlx.compile(h, "cuda")
+    assert b"rocm-hsaco-fb" in rlx.compile(h, "rocm")
 
 
 @pytest.mark.parametrize(("shape", "dtype", "scheme", "what"), [
