@@ -410,9 +410,9 @@ def _q6_k_q8_chunk(t: Text, kern: Shape, wt: str) -> None:
     """``wt`` = chunk ``%ch`` (one superblock: halves ``hu = 2 ch + hq``) of the tile's Q6_K
     weights from the q8 mode's planes (the file's ``ql``, ``qh``, scale bytes and ``d``,
     :func:`.gemv_q8.q6_k_body`'s): ``(d · sc) · (q - 32)`` per weight, the value the exact
-    planes' chunk gives. Weight ``32 p + 16 s + l`` of a half (quarter ``p``, group ``2 p +
-    s``): ``lo`` the low (``p < 2``) or high nibble of ``ql[32 (p % 2) + 16 s + l]``, ``hi``
-    bits ``2 p`` of ``qh[16 s + l]`` (ggml's order)."""
+    planes' chunk gives. Weight ``32 p + 16 g + l`` of a half (quarter ``p``, group ``2 p +
+    g``): ``lo`` the low (``p < 2``) or high nibble of ``ql[32 (p % 2) + 16 g + l]``, ``hi``
+    bits ``2 p`` of ``qh[16 g + l]`` (ggml's order)."""
     mem, v16b = kern.bindings, "vector<16xi8>"
     t.block("scf.for %hq = %c0 to %c2 step %c1")     # a region each: q6_k_scales' names
     t(f"%h2 = {at('%ch', 2, 0)}")
