@@ -159,6 +159,28 @@ def test_weights_run_from_dict_gguf_and_irpa(tmp_path: Path) -> None:
     assert gguf.GGUFReader(str(path)).tensors[0].name == "blk.0.ffn_up.weight"
 
 
+def test_params_for_a_module_with_leads(tmp_path: Path) -> None:
+    """A module whose raw weights have a ``lead`` (as rlx's GGUF model builders write them)
+    gets each weight's entry from params_for: the tensor and the file's bytes before it.
+    Results equal the lead-free module's."""
+    path = tmp_path / "m.gguf"
+    write_model(path, np.random.default_rng(0), iq=False)
+    x = np.random.default_rng(1).standard_normal((1, K)).astype(np.float32)
+    outs = []
+    for lead in (0, 32):
+        h = rlx.HirModule("m")
+        xi = h.input("x", (1, K))
+        w = h.param("blk.0.attn_q.weight", (N, K // 32 * 34), "i8", lead=lead)
+        h.set_outputs([h.dequant_matmul(xi, w, scheme="gguf_q8_0")])
+        vmfb = rlx.compile(h, "llvm-cpu")
+        with rlx.gguf.load(path) as f:
+            params = f.params_for(vmfb)
+            assert params["blk.0.attn_q.weight"].shape == ((N, K // 32 * 34) if not lead else
+                                                            (lead + N * (K // 32 * 34),))
+            outs.append(rlx.runtime.load(vmfb, "local-task", params).main(x))
+    assert np.array_equal(outs[0], outs[1])
+
+
 def test_shape_mismatch_and_missing_tensor_name_the_weight(
         model: tuple[Path, dict[str, np.ndarray]]) -> None:
     path, _ = model

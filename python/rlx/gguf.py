@@ -295,15 +295,19 @@ class GgufFile:
         never starts before the mapping (checked)."""
         view = self.raw(name)
         lead = view.ctypes.data % alignment
-        if not lead:
-            return view, 0
+        return (view, 0) if not lead else (self.raw_with_lead(name, lead), lead)
+
+    def raw_with_lead(self, name: str, lead: int) -> np.ndarray:
+        """The tensor's bytes and the ``lead`` bytes of the file before them, flat ``int8``
+        (the parameter entry of an ``rlx_hir.param`` with that ``lead``)."""
         t = self.tensor(name)
-        if lead > t.offset:                        # not reachable for a parsed file
+        self.raw(name)                             # the file is mapped
+        if not 0 <= lead <= t.offset:              # a tensor's data lies past the header
             raise WeightError(f"{self.path}: error: tensor '{name}' starts {t.offset} bytes "
-                              f"into the file, before a {alignment}-byte boundary")
-        assert self._map is not None               # raw() checked
+                              f"into the file: no {lead} bytes before it")
+        assert self._map is not None
         return np.frombuffer(self._map, dtype=np.int8, count=lead + t.nbytes,
-                             offset=t.offset - lead), lead
+                             offset=t.offset - lead)
 
     def array(self, name: str) -> np.ndarray:
         """A plain tensor (F32, F64, I8 ... I64) as its numpy dtype and shape; F16 as
@@ -357,6 +361,8 @@ class GgufFile:
         candidates: list[np.ndarray] = []
         if t.scheme is not None:
             candidates.append(self.raw(tname))
+            if len(shape) == 1 and 0 < shape[0] - t.nbytes <= t.offset:   # a param's lead
+                candidates.append(self.raw_with_lead(tname, shape[0] - t.nbytes))
         if t.plain_dtype is not None or t.type_name in ("F16", "BF16"):
             candidates.append(self.array(tname))
         for arr in candidates:
