@@ -26,7 +26,9 @@ def _led(rng: np.random.Generator, w: np.ndarray, lead: int) -> np.ndarray:
 def test_weights_with_a_lead(target: str) -> None:
     require(target)
     rng = np.random.default_rng(11)
-    k, rows = 512, 48
+    # lavapipe runs IREE's fused dequant slowly (README, "Quantized weights"), and one clean
+    # CI run lost its device in this test at K = 512: one superblock a row there
+    k, rows = (256 if target == "vulkan" else 512), 48
     h = rlx.HirModule("lead")
     xs = [h.input("x1", (1, k)), h.input("x3", (3, k)), h.input("xs", ("s", k))]
     weights: dict[str, np.ndarray] = {}
