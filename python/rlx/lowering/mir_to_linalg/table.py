@@ -11,8 +11,6 @@ from iree.compiler.dialects import util
 
 from rlx.dialects import param_lead
 from rlx.dialects.mir import MIR
-from rlx.ir.diagnostics import LoweringError
-from rlx.ir.locations import describe
 from rlx.ir.text import walk_ops
 from rlx.lowering import emit
 from rlx.lowering.registry import LoweringContext, LoweringTable
@@ -31,23 +29,18 @@ def param_symbol(name: str) -> str:
 def declare_params(module: ir.Module, ctx: LoweringContext) -> None:
     """One ``util.global`` per weight name, bound to ``#flow.parameter.named<"model"::NAME>``
     so the weights live in a parameter file, never in the vmfb. A weight with a ``lead`` is
-    the global ``tensor<(lead + N)xi8>`` (:func:`load_param` takes its bytes from ``lead``)."""
-    seen: dict[str, tuple[ir.Type, int, ir.Operation]] = {}
+    the global ``tensor<(lead + N)xi8>`` (:func:`load_param` takes its bytes from ``lead``).
+    Every declaration of a name has one type and lead: ``verify_module`` refused the module
+    otherwise before this pass ran."""
+    seen: dict[str, tuple[ir.Type, int]] = {}
     for op in walk_ops(module.operation):
-        if op.name != "rlx_mir.param":
-            continue
-        name = ir.StringAttr(op.attributes["name"]).value
-        t, lead = op.results[0].type, param_lead(op)
-        if name in seen and seen[name][:2] != (t, lead):
-            raise LoweringError(
-                f"{describe(op.location)}: error: weight '{name}' is declared as {t}, lead "
-                f"{lead} here and as {seen[name][0]}, lead {seen[name][1]} at "
-                f"{describe(seen[name][2].location)}")
-        seen[name] = (t, lead, op)
+        if op.name == "rlx_mir.param":
+            seen.setdefault(ir.StringAttr(op.attributes["name"]).value,
+                            (op.results[0].type, param_lead(op)))
     body = module.body
     first = body.operations[0] if len(body.operations) else None
     with module.context, ir.Location.unknown():
-        for name, (t, lead, _) in seen.items():
+        for name, (t, lead) in seen.items():
             stored = _stored_type(t, lead)
             value = ir.Attribute.parse(
                 f"#flow.parameter.named<{json.dumps(PARAM_SCOPE)}::{json.dumps(name)}> : "
@@ -55,7 +48,7 @@ def declare_params(module: ir.Module, ctx: LoweringContext) -> None:
             ip = ir.InsertionPoint(first) if first is not None else ir.InsertionPoint(body)
             util.GlobalOp(param_symbol(name), stored, sym_visibility="private",
                           initial_value=value, ip=ip)
-    ctx.state["params"] = {name: (t, lead) for name, (t, lead, _) in seen.items()}
+    ctx.state["params"] = seen
 
 
 def _stored_type(t: ir.Type, lead: int) -> ir.Type:

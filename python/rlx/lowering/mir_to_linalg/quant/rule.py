@@ -110,13 +110,7 @@ def separate_dequant(w: ir.Value, order: list[int]) -> ir.Value:
     matvec ran 5 s for rows 256 wide (Q4_0, 256 rows; Mesa compiling and running it) and
     did not finish in 100 to 300 s for 512, 576, 2048 or 4096, against 0.8 s in this form
     at 4096."""
-    rank = emit.rank(w)
-    shape = emit.static_shape(w)
-    out_map = [0, 1, *(2 + order.index(i) for i in range(len(order)))]
-    init = emit.empty([shape[p] for p in out_map], emit.f32())
-    k_order = emit.generic([w], [init], [emit.identity(rank), emit.amap(rank, out_map)],
-                           [emit.PARALLEL] * rank, lambda v, _: v)[0]
-    return emit.barrier(emit.collapse(k_order, [[0], list(range(1, rank))]))
+    return emit.barrier(_k_rows(w, order))
 
 
 def kernel_of(ctx: LoweringContext, op: ir.Operation) -> gemv_kernels.Kernel | None:
@@ -211,7 +205,7 @@ def lower_dequant(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     if emit.rank(values) == 2:                   # F16 / BF16: [S, K] 16-bit values
         flat = emit.map_elementwise([values], emit.f32(), to_f32)
     else:                                        # [S, G, *group in loop order]
-        flat = emit.collapse(_in_k_order(values, order), [[0], list(range(1, emit.rank(values)))])
+        flat = _k_rows(values, order)
     k = emit.static_shape(flat)[1]
     assert k is not None
     if rank == 2:
@@ -221,17 +215,18 @@ def lower_dequant(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     return [emit.expand(flat, [list(range(rank - 1)), [rank - 1]], [*lead, k])]
 
 
-def _in_k_order(w: ir.Value, order: list[int]) -> ir.Value:
-    """``w [S, G, *group in loop order]`` with its group dims in K order (a copy where the
-    loop order is not K's: GPU targets)."""
-    if order == sorted(order):
-        return w
+def _k_rows(w: ir.Value, order: list[int]) -> ir.Value:
+    """The dequantized ``w [N, G, *group in loop order]`` (``N`` may be dynamic) as ``[N, K]``
+    in K order: a copy where the loop order is not K's (GPU targets), then the group dims
+    collapsed."""
     rank = emit.rank(w)
-    out_map = [0, 1, *(2 + order.index(i) for i in range(len(order)))]
-    ss = emit.sizes(w)
-    init = emit.empty([ss[p] for p in out_map], emit.f32())
-    return emit.generic([w], [init], [emit.identity(rank), emit.amap(rank, out_map)],
-                        [emit.PARALLEL] * rank, lambda v, _: v)[0]
+    if order != sorted(order):
+        out_map = [0, 1, *(2 + order.index(i) for i in range(len(order)))]
+        ss = emit.sizes(w)
+        init = emit.empty([ss[p] for p in out_map], emit.f32())
+        w = emit.generic([w], [init], [emit.identity(rank), emit.amap(rank, out_map)],
+                         [emit.PARALLEL] * rank, lambda v, _: v)[0]
+    return emit.collapse(w, [[0], list(range(1, rank))])
 
 
 __all__ = ["K_MAJOR_PREFILL", "Neighbours", "contract", "fused_matmul", "kernel_of", "lower",
