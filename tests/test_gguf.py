@@ -179,6 +179,13 @@ def test_params_for_a_module_with_leads(tmp_path: Path) -> None:
                                                             (lead + N * (K // 32 * 34),))
             outs.append(rlx.runtime.load(vmfb, "local-task", params).main(x))
     assert np.array_equal(outs[0], outs[1])
+    with rlx.gguf.load(path) as f:
+        t = f.tensors["blk.0.ffn_up.weight"]
+        for lead in (-1, t.offset + 1):              # none before the file's first byte
+            with pytest.raises(WeightError, match=rf"tensor 'blk.0.ffn_up.weight' starts "
+                                                  rf"{t.offset} bytes into the file: no "
+                                                  rf"{lead} bytes before it"):
+                f.raw_with_lead("blk.0.ffn_up.weight", lead)
 
 
 def test_shape_mismatch_and_missing_tensor_name_the_weight(
