@@ -17,10 +17,13 @@
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --activation-quant q8 %s | FileCheck %s --check-prefix=Q8
 
 // Q4_K: nibbles repacked so that lane l of i32 vector c holds nibble j of weight 128c + 16j + l
-// at bits 4j; each becomes the f32 1 + q/16 by integer ops and a bitcast (no conversion);
-// S = 16 d sc and M = 16 d sc + dmin m per group of 32. Every plane is then tile-interleaved
-// ([N, C * w] stored as [N / 4, C, 4, w]: the four rows a loop iteration reads are one
-// sequential stream).
+// at bits 4j; each becomes the f32 1 + q/16 by integer ops and a bitcast (no conversion). The
+// scales stay small: the 6-bit sc and m as a byte a group of 32 and the f16 d and dmin per
+// superblock (0.58 bytes a weight in all). Per row tile the kernel first forms S = 16 d sc
+// into a stack buffer (one 16-byte load of sc a chunk, converted, times d shuffled to the
+// tile's rows) and sums M X (M = S + dmin m) into 16 lanes; the reduction then broadcasts S
+// from the buffer. Every plane is then tile-interleaved ([N, C * w] stored as [N / 4, C, 4,
+// w]: the four rows a loop iteration reads are one sequential stream).
 // CHECK-LABEL: module @q4_k
 // CHECK:       stream.executable private @rlx_gemv_q4_k_128x512
 // CHECK:         stream.executable.export public @rlx_gemv_q4_k_128x512 workgroups(
@@ -31,10 +34,17 @@
 // CHECK:           %[[IN:.*]] = arith.cmpi ult, %[[WG]], %[[COUNT]]
 // CHECK:           scf.if %[[IN]] {
 // CHECK:           memref.alloca() : memref<16xf32>
+// CHECK:           %[[SBUF:.*]] = memref.alloca() : memref<64xf32>
+// CHECK:           vector.load %{{.*}} : memref<32x64xi8>, vector<16xi8>
+// CHECK:           vector.load %{{.*}} : memref<32x8xf16>, vector<4xf16>
+// CHECK:           vector.shuffle %{{.*}} [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3]
+// CHECK:           vector.store %{{.*}}, %[[SBUF]][%{{.*}}] : memref<64xf32>, vector<16xf32>
+// CHECK:           vector.fma %{{.*}} : vector<16xf32>
 // CHECK:           vector.load %{{.*}} : memref<32x256xi32>, vector<16xi32>
 // CHECK:           arith.andi %{{.*}} : vector<16xi32>
 // CHECK:           arith.bitcast %{{.*}} : vector<16xi32> to vector<16xf32>
 // CHECK-NOT:       arith.uitofp
+// CHECK:           memref.load %[[SBUF]][%{{.*}}] : memref<64xf32>
 // CHECK:           vector.fma %{{.*}} : vector<16xf32>
 // CHECK:           vector.reduction <add>, %{{.*}} : vector<16xf32> into f32
 // The planes live in globals that one initializer per weight fills at load (every function
@@ -42,13 +52,14 @@
 // CHECK:       func.func @main(
 // CHECK:         %[[X:.*]] = tensor.collapse_shape %arg0 {{\[}}[0, 1]] : tensor<1x512xf32> into tensor<512xf32>
 // CHECK:         %[[QT:.*]] = util.global.load @planes.w.0.0 : tensor<32x256xi32>
-// CHECK:         %[[ST:.*]] = util.global.load @planes.w.0.1 : tensor<32x64xf32>
-// CHECK:         %[[MT:.*]] = util.global.load @planes.w.0.2 : tensor<32x64xf32>
-// CHECK:         %[[Y:.*]] = flow.dispatch @rlx_gemv_q4_k_128x512::@rlx_gemv_q4_k_128x512[%c128](%[[X]], %[[QT]], %[[ST]], %[[MT]]) : (tensor<512xf32>, tensor<32x256xi32>, tensor<32x64xf32>, tensor<32x64xf32>) -> tensor<128xf32>
+// CHECK:         %[[ST:.*]] = util.global.load @planes.w.0.1 : tensor<32x64xi8>
+// CHECK:         %[[MT:.*]] = util.global.load @planes.w.0.2 : tensor<32x64xi8>
+// CHECK:         %[[DT:.*]] = util.global.load @planes.w.0.3 : tensor<32x8xf16>
+// CHECK:         %[[NT:.*]] = util.global.load @planes.w.0.4 : tensor<32x8xf16>
+// CHECK:         %[[Y:.*]] = flow.dispatch @rlx_gemv_q4_k_128x512::@rlx_gemv_q4_k_128x512[%c128](%[[X]], %[[QT]], %[[ST]], %[[MT]], %[[DT]], %[[NT]]) : (tensor<512xf32>, tensor<32x256xi32>, tensor<32x64xi8>, tensor<32x64xi8>, tensor<32x8xf16>, tensor<32x8xf16>) -> tensor<128xf32>
 // CHECK:         tensor.expand_shape %[[Y]] {{\[}}[0, 1]] output_shape [1, 128] : tensor<128xf32> into tensor<1x128xf32>
 // CHECK:       util.global private @planes.w.0.0 : tensor<32x256xi32>
-// CHECK:       util.global private @planes.w.0.1 : tensor<32x64xf32>
-// CHECK:       util.global private @planes.w.0.2 : tensor<32x64xf32>
+// CHECK:       util.global private @planes.w.0.4 : tensor<32x8xf16>
 // CHECK:       util.initializer {
 // CHECK:         %[[W:.*]] = util.global.load @param.w : tensor<128x288xi8>
 // CHECK:         %[[RAW:.*]] = tensor.expand_shape %[[W]] {{.*}} : tensor<128x288xi8> into tensor<128x2x144xi8>
@@ -56,18 +67,19 @@
 // CHECK:           affine.apply affine_map<(d0, d1, d2, d3) -> (d2 * 64 + d3 + 16)>
 // CHECK:           tensor.extract %[[RAW]]
 // CHECK:         %[[Q:.*]] = tensor.collapse_shape %{{.*}} : tensor<128x2x2x16xi32> into tensor<128x64xi32>
-// CHECK:         %[[S:.*]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<128x16xf32>) outs(%{{.*}} : tensor<128x16xf32>)
-// CHECK:         %[[M:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<128x16xf32>, tensor<128x16xf32>) outs(%{{.*}} : tensor<128x16xf32>)
+// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<128x2x4x2xi8>)
+// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<128x2x4x2xi8>)
+// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<128x2xf16>)
+// CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<128x2xf16>)
 // CHECK:         tensor.expand_shape %[[Q]] {{\[}}[0, 1], [2, 3]] output_shape [32, 4, 4, 16]
 // CHECK:         linalg.transpose {{.*}} permutation = [0, 2, 1, 3]
 // CHECK:         %[[QP:.*]] = tensor.collapse_shape %{{.*}} : tensor<32x4x4x16xi32> into tensor<32x256xi32>
-// CHECK:         tensor.expand_shape %[[S]] {{\[}}[0, 1], [2, 3]] output_shape [32, 4, 4, 4]
-// CHECK:         %[[SP:.*]] = tensor.collapse_shape %{{.*}} : tensor<32x4x4x4xf32> into tensor<32x64xf32>
-// CHECK:         tensor.expand_shape %[[M]] {{\[}}[0, 1], [2, 3]] output_shape [32, 4, 2, 8]
-// CHECK:         %[[MP:.*]] = tensor.collapse_shape %{{.*}} : tensor<32x2x4x8xf32> into tensor<32x64xf32>
+// CHECK:         %[[SP:.*]] = tensor.collapse_shape %{{.*}} : tensor<32x4x4x4xi8> into tensor<32x64xi8>
+// CHECK:         %[[MP:.*]] = tensor.collapse_shape %{{.*}} : tensor<32x4x4x4xi8> into tensor<32x64xi8>
 // CHECK:         util.global.store %[[QP]], @planes.w.0.0 : tensor<32x256xi32>
-// CHECK:         util.global.store %[[SP]], @planes.w.0.1 : tensor<32x64xf32>
-// CHECK:         util.global.store %[[MP]], @planes.w.0.2 : tensor<32x64xf32>
+// CHECK:         util.global.store %[[SP]], @planes.w.0.1 : tensor<32x64xi8>
+// CHECK:         util.global.store %[[MP]], @planes.w.0.2 : tensor<32x64xi8>
+// CHECK:         util.global.store %{{.*}}, @planes.w.0.4 : tensor<32x8xf16>
 // CHECK:         util.return
 // OFF-LABEL:   module @q4_k
 // OFF-NOT:     stream.executable
@@ -114,22 +126,22 @@ module @q8_0 {
 
 // Q5_K (M = 1): Q4_K's kernel with a fifth bit. The nibble lanes as Q4_K's (qs at byte 48),
 // a byte a lane of high bits (qh at byte 16: bit j of lane l is weight 128c + 16j + l's),
-// S = 32 d sc and M = 32 d sc + dmin m; each weight is the f32 bits 0x3F800000 | q << 18
-// (nibble masked at bits 18..21: 3932160, high bit at bit 22: 4194304). q8: Q4_K's q8 body on
+// S = 32 d sc and M = S + dmin m formed from the scale bytes (32.0 for Q4_K's 16.0); each
+// weight is the f32 bits 0x3F800000 | q << 18 (nibble masked at bits 18..21: 3932160, high
+// bit at bit 22: 4194304). q8: Q4_K's q8 body on
 // the file's qs and qh bytes, the pair's fifth bits shifted down by 2 (p mod 4), masked to bit
 // 4 (16) and or'ed into the nibbles (unsigned 0..31).
 // CHECK-LABEL: module @q5_k
 // CHECK:       stream.executable private @rlx_gemv_q5_k_8x256
 // CHECK-DAG:       arith.constant dense<3932160> : vector<16xi32>
 // CHECK-DAG:       arith.constant dense<4194304> : vector<16xi32>
+// CHECK-DAG:       arith.constant dense<3.200000e+01> : vector<16xf32>
 // CHECK:           vector.load %{{.*}} : memref<2x128xi32>, vector<16xi32>
 // CHECK:           vector.load %{{.*}} : memref<2x128xi8>, vector<16xi8>
 // CHECK:           arith.extui %{{.*}} : vector<16xi8> to vector<16xi32>
 // CHECK:           arith.bitcast %{{.*}} : vector<16xi32> to vector<16xf32>
 // CHECK:       func.func @main(
-// CHECK:         flow.dispatch @rlx_gemv_q5_k_8x256::@rlx_gemv_q5_k_8x256[%c8](%{{.*}}) : (tensor<256xf32>, tensor<2x128xi32>, tensor<2x128xi8>, tensor<2x32xf32>, tensor<2x32xf32>) -> tensor<8xf32>
-// CHECK:       util.initializer {
-// CHECK:         arith.constant 3.200000e+01 : f32
+// CHECK:         flow.dispatch @rlx_gemv_q5_k_8x256::@rlx_gemv_q5_k_8x256[%c8](%{{.*}}) : (tensor<256xf32>, tensor<2x128xi32>, tensor<2x128xi8>, tensor<2x32xi8>, tensor<2x32xi8>, tensor<2x4xf16>, tensor<2x4xf16>) -> tensor<8xf32>
 // OFF-LABEL:   module @q5_k
 // OFF-NOT:     flow.dispatch
 // OFF:         return
@@ -344,7 +356,7 @@ module @q5_1_q4_1 {
 // CHECK:         %[[XB:.*]] = tensor.collapse_shape %arg0 {{\[}}[0, 1], [2]] : tensor<1x3x64xf32> into tensor<3x64xf32>
 // CHECK:         %[[RB:.*]] = tensor.collapse_shape %arg1 {{\[}}[0, 1], [2]] : tensor<1x3x40xf32> into tensor<3x40xf32>
 // CHECK:         flow.dispatch @rlx_gemv_q8_0_40x64_m3_add::@rlx_gemv_q8_0_40x64_m3_add[%c40](%[[XB]], %{{.*}}, %{{.*}}, %[[RB]]) : (tensor<3x64xf32>, tensor<10x256xi8>, tensor<10x8xf16>, tensor<3x40xf32>) -> tensor<3x40xf32>
-// CHECK:         flow.dispatch @rlx_gemv_q4_k_8x256_m2::@rlx_gemv_q4_k_8x256_m2[%c8](%arg2, %{{.*}}) : (tensor<2x256xf32>, tensor<2x128xi32>, tensor<2x32xf32>, tensor<2x32xf32>) -> tensor<2x8xf32>
+// CHECK:         flow.dispatch @rlx_gemv_q4_k_8x256_m2::@rlx_gemv_q4_k_8x256_m2[%c8](%arg2, %{{.*}}) : (tensor<2x256xf32>, tensor<2x128xi32>, tensor<2x32xi8>, tensor<2x32xi8>, tensor<2x4xf16>, tensor<2x4xf16>) -> tensor<2x8xf32>
 // With 16 lanes: acc [M, 64], up to four rows of x a pass (M = 3: one pass of three).
 // WIDE-LABEL:  module @batched
 // WIDE:        stream.executable private @rlx_gemv_q8_0_40x64_m3w_add

@@ -511,14 +511,19 @@ def test_gemv_kernels_smallest_and_large_shapes() -> None:
     ("gguf_q6_k", 12, 256, 8, "expected rows per workgroup a multiple of 4 dividing N = 12, "
                               "found 8"),
     ("gguf_q8_0", 12, 32, 6, "a multiple of 4 dividing N = 12, found 6"),
+    ("gguf_q5_k", 8, 32768 + 256, 8, r"expected K <= 32768 \(its S on the stack\), found "
+                                     "K = 33024"),
 ])
 def test_gemv_kernel_shapes_the_bounds_rest_on(scheme: str, n: int, k: int, rows: int,
                                                message: str) -> None:
     """A kernel is built only for the shapes its bounds argument covers (gemv_kernels'
     docstring): whole blocks along K, whole tiles of rows per workgroup, N a whole number
-    of workgroups."""
+    of workgroups; the exact Q4_K / Q5_K kernel a K whose S buffer fits the stack, and
+    kernel_for leaves a larger one to the fused form."""
     with pytest.raises(LoweringError, match=message):
         Kernel(scheme, n, k, rows)
+    assert kernel_for("gguf_q4_k", 1, 8, 32768 + 256, LoweringOptions(gemv_kernels=True)) is None
+    assert kernel_for("gguf_q4_k", 1, 8, 32768, LoweringOptions(gemv_kernels=True)) is not None
 
 
 def test_batched_kernel_rows_the_bounds_rest_on() -> None:

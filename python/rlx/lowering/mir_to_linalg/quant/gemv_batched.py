@@ -74,9 +74,8 @@ block loop outside the tile loop (no gain). The outer-product form: 168, 328, 38
   + 32 i + 16 r + [0, 16) < K`` (``r < 2``), ``sc`` and ``d`` as the packed planes' unit
   ``c = hu``; ``wt`` at ``[i, 128 hq + 32 p + 16 g + [0, 16)] < 256``;
 - Q4_K: ``c = 2 ch + cc < K / 128`` reads ``q [N / 4, K / 2]`` at ``64 c + 16 i + [0, 16) <
-  K / 2`` and ``s [N / 4, K / 8]`` at ``16 c + 4 i + g < K / 8`` (``g < 4``); group
-  ``4 c + g`` of row ``i`` has its ``M`` at ``m[tile, 32 ch + 8 i + 4 cc + g]``, at most
-  ``32 (K / 256 - 1) + 31 < K / 8``;
+  K / 2`` and ``sc``, ``mn [N / 4, K / 8]`` at ``16 c + 4 i + g < K / 8`` (``g < 4``);
+  ``d``, ``dmin [N / 4, K / 64]`` at ``4 ch + i < K / 64``;
 - ``y``, ``r [M, N]`` at ``[mb0 + v, r_i]``.
 """
 
@@ -312,6 +311,7 @@ def _byte_chunk(t: Text, kern: Shape, wt: str, sixteen: bool) -> None:
 
 def _q4_k_constants(t: Text) -> None:
     q4_k_constants(t)
+    t("%k16 = arith.constant 1.600000e+01 : f32")
     for n in range(0, 256, 16):
         t(f"%wo{n} = arith.constant {n} : index")
 
@@ -319,22 +319,34 @@ def _q4_k_constants(t: Text) -> None:
 def _q4_k_chunk(t: Text, kern: Shape, wt: str) -> None:
     """``wt`` = chunk ``%ch`` (two 128-weight runs ``c``) of the tile's Q4_K weights,
     ``S · f - M`` per weight (``f = 1 + q / 16`` from the nibble's bits, as in
-    :mod:`.gemv_kernels`)."""
-    q, s, m = kern.bindings["q"], kern.bindings["s"], kern.bindings["m"]
+    :mod:`.gemv_kernels`; ``S = 16 · d · sc`` and ``M = S + dmin · m`` from the scale
+    bytes, per group)."""
+    mem = kern.bindings
+    for i in range(ROWS_PER_TILE):               # d, dmin [tile, 4 ch + i] as f32
+        t(f"%kd{i} = {at('%ch', ROWS_PER_TILE, i)}")
+        for f in ("d", "dmin"):
+            t(f"%{f}h{i} = memref.load %{f}[%tile, %kd{i}] : {mem[f]}")
+            t(f"%{f}f{i} = arith.extf %{f}h{i} : f16 to f32")
     for cc in range(2):
         t(f"%cq{cc} = {at('%ch', 2, cc)}")
         for i in range(ROWS_PER_TILE):
             n = f"{cc}_{i}"
             t(f"%kq{n} = {at(f'%cq{cc}', 16 * ROWS_PER_TILE, 16 * i)}")
-            t(f"%wq{n} = vector.load %q[%tile, %kq{n}] : {q}, {I16}")
-            for g in range(4):
-                t(f"%ks{n}_{g} = {at(f'%cq{cc}', 4 * ROWS_PER_TILE, 4 * i + g)}")
-                t(f"%S{n}_{g} = memref.load %s[%tile, %ks{n}_{g}] : {s}")
-                t(f"%Sv{n}_{g} = vector.broadcast %S{n}_{g} : f32 to {V16}")
-                t(f"%km{n}_{g} = {at('%ch', 32, 8 * i + 4 * cc + g)}")
-                t(f"%M{n}_{g} = memref.load %m[%tile, %km{n}_{g}] : {m}")
-                t(f"%nM{n}_{g} = arith.negf %M{n}_{g} : f32")
-                t(f"%Mv{n}_{g} = vector.broadcast %nM{n}_{g} : f32 to {V16}")
+            t(f"%wq{n} = vector.load %q[%tile, %kq{n}] : {mem['q']}, {I16}")
+            for g in range(4):                   # S = 16 d sc, M = S + dmin m: exact
+                ng = f"{n}_{g}"                  # products, one rounding in M
+                t(f"%ks{ng} = {at(f'%cq{cc}', 4 * ROWS_PER_TILE, 4 * i + g)}")
+                for b in ("sc", "mn"):
+                    t(f"%{b}b{ng} = memref.load %{b}[%tile, %ks{ng}] : {mem[b]}")
+                    t(f"%{b}i{ng} = arith.extui %{b}b{ng} : i8 to i32")
+                    t(f"%{b}f{ng} = arith.uitofp %{b}i{ng} : i32 to f32")
+                t(f"%A{ng} = arith.mulf %scf{ng}, %df{i} : f32")
+                t(f"%S{ng} = arith.mulf %A{ng}, %k16 : f32")
+                t(f"%B{ng} = arith.mulf %mnf{ng}, %dminf{i} : f32")
+                t(f"%M{ng} = arith.addf %S{ng}, %B{ng} : f32")
+                t(f"%Sv{ng} = vector.broadcast %S{ng} : f32 to {V16}")
+                t(f"%nM{ng} = arith.negf %M{ng} : f32")
+                t(f"%Mv{ng} = vector.broadcast %nM{ng} : f32 to {V16}")
             for j in range(8):
                 f = q4_k_nibble(t, f"%wq{n}", str(n), j)
                 g = j // 2

@@ -17,9 +17,7 @@ from rlx.lowering.mir_to_linalg.quant.gemv_text import (
     close_reduction,
     half_to_f32,
     q4_k_constants,
-    q4_k_mins,
     q4_k_nibble,
-    q4_k_store,
     q6_k_scales,
     reduction,
     rows_loop,
@@ -133,19 +131,30 @@ def half_body(t: Text, kern: ExactKernel) -> None:
     _blocks_of_32(t, kern, row)
 
 
+MAX_SCALES_K = 32768
+"""The largest ``K`` of the exact Q4_K / Q5_K kernel at ``M = 1``: its stack holds the tile's
+``S`` (``K / 8`` f32) and the group sums of ``x`` (``K / 32``), 20 KiB at this ``K``, with
+the RMSNorm prologue's ``x`` (``K <= 4096``) well within IREE's 32 KiB."""
+
+
 def q4_k_body(t: Text, kern: ExactKernel) -> None:
     """The Q4_K kernel (and Q5_K's): per row ``Σ_g S · F - Σ_g M · X`` (see the module
-    docstring)."""
+    docstring), ``S`` and ``M`` formed from the scale bytes once per row tile
+    (:func:`_tile_scales`)."""
     k, nb = kern.k, kern.k // 32
-    for c in (8, 32, 128):
+    for c in (4, 8, 16, 32, 128):
         t(f"%c{c} = arith.constant {c} : index")
     t(f"%nb = arith.constant {nb} : index")
     t(f"%nc = arith.constant {k // 128} : index")
     _group_sums(t, kern)
+    t(f"%sbuf = memref.alloca() : {memref([k // 8], 'f32')}")
     q4_k_constants(t)
+    factor = "3.200000e+01" if kern.scheme == Q5_K else "1.600000e+01"
+    t(f"%kf16 = arith.constant dense<{factor}> : {V16}")
     if kern.scheme == Q5_K:
         _q5_k_constants(t)
     rows_loop(t, kern.rows)
+    _tile_scales(t, kern)
     reduction(t, "acc", "c", "%nc", "%c1", "a", V16)
     t("%k0 = arith.muli %c, %c128 : index")
     for j in range(8):
@@ -154,8 +163,54 @@ def q4_k_body(t: Text, kern: ExactKernel) -> None:
     for i in range(ROWS_PER_TILE):
         _q4_k_row(t, kern, i)
     close_reduction(t, [f"%A{i}_3" for i in range(ROWS_PER_TILE)], V16)
-    q4_k_mins(t, kern.k, kern.bindings["m"])
-    q4_k_store(t, kern.bindings, V16)
+    for i in range(ROWS_PER_TILE):               # y = Σ S F - Σ M X (M X: lanes 4i..4i+3)
+        t(f"%sum{i} = vector.reduction <add>, %acc#{i} : {V16} into f32")
+        lanes = ", ".join(str(4 * i + g) for g in range(4))
+        t(f"%mz{i} = vector.shuffle %zm, %zm [{lanes}] : {V16}, {V16}")
+        t(f"%min{i} = vector.reduction <add>, %mz{i} : vector<4xf32> into f32")
+        t(f"%y{i} = arith.subf %sum{i}, %min{i} : f32")
+        store_row(t, kern.bindings, i, f"%y{i}")
+    t.end()
+
+
+def _tile_scales(t: Text, kern: ExactKernel) -> None:
+    """Before a row tile's reduction, per chunk ``c`` of 128 weights: ``%sbuf[16 c + 4 i + g]``
+    = ``S = kf · d · sc`` of row ``i``'s group ``4c + g`` (the tile's 16 ``sc`` bytes
+    ``sc[tile, 16 c + [0, 16)]``, the superblock's four f16 ``d`` at ``d[tile, 4 (c / 2) +
+    [0, 4)]``), and ``%zm`` (16 lanes) = ``Σ_c M · X`` with ``M = S + dmin · m`` (the ``mn``
+    bytes and ``dmin`` at the same places) and ``X`` the group sums ``%xs[4c + g]``: row
+    ``i``'s mins in lanes ``4i .. 4i + 3``. ``d · sc`` and ``dmin · m`` are exact in f32 (11
+    x 6 significant bits), the factor a power of two: ``S`` and ``M`` are the values the
+    f32 planes this replaces held (2026-12-04), bit for bit. Kept in a stack buffer, ``S``
+    reaches the reduction by a broadcast load, as from the plane before (forming it per
+    chunk in the reduction cost an extract and a broadcast a group: 16% on an AVX2 CPU)."""
+    mem = kern.bindings
+    t(f"%zz = arith.constant dense<0.0> : {V16}")
+    t.block(f"%zm = scf.for %pc = %c0 to %nc step %c1 iter_args(%z = %zz) -> ({V16})")
+    t("%pk = arith.muli %pc, %c16 : index")
+    for b in ("sc", "mn"):
+        t(f"%p{b}b = vector.load %{b}[%tile, %pk] : {mem[b]}, vector<16xi8>")
+        t(f"%p{b}i = arith.extui %p{b}b : vector<16xi8> to {I16}")
+        t(f"%p{b}f = arith.uitofp %p{b}i : {I16} to {V16}")
+    t("%pkd = affine.apply affine_map<()[s0] -> ((s0 floordiv 2) * 4)>()[%pc]")
+    lanes = ", ".join(str(i) for i in range(ROWS_PER_TILE) for _ in range(4))
+    for f in ("d", "dmin"):
+        t(f"%p{f}h = vector.load %{f}[%tile, %pkd] : {mem[f]}, vector<4xf16>")
+        t(f"%p{f}4 = arith.extf %p{f}h : vector<4xf16> to vector<4xf32>")
+        t(f"%p{f}16 = vector.shuffle %p{f}4, %p{f}4 [{lanes}] : vector<4xf32>, "
+          "vector<4xf32>")
+    t(f"%pa = arith.mulf %pscf, %pd16 : {V16}")
+    t(f"%pS = arith.mulf %pa, %kf16 : {V16}")
+    t(f"vector.store %pS, %sbuf[%pk] : {memref([kern.k // 8], 'f32')}, {V16}")
+    t(f"%pb = arith.mulf %pmnf, %pdmin16 : {V16}")
+    t(f"%pM = arith.addf %pS, %pb : {V16}")
+    t("%pkx = arith.muli %pc, %c4 : index")
+    t(f"%px4 = vector.load %xs[%pkx] : {memref([kern.k // 32], 'f32')}, vector<4xf32>")
+    groups = ", ".join(str(g) for _ in range(ROWS_PER_TILE) for g in range(4))
+    t(f"%pX = vector.shuffle %px4, %px4 [{groups}] : vector<4xf32>, vector<4xf32>")
+    t(f"%pz = vector.fma %pM, %pX, %z : {V16}")
+    t(f"scf.yield %pz : {V16}")
+    t.end()
 
 
 def _group_sums(t: Text, kern: ExactKernel) -> None:
@@ -174,7 +229,7 @@ def _group_sums(t: Text, kern: ExactKernel) -> None:
 def _q4_k_row(t: Text, kern: ExactKernel, i: int) -> None:
     """Row ``%r{i}`` of the tile, chunk ``%c`` (128 weights): ``%A{i}_3`` = ``%a{i}`` plus
     ``Σ_g S · F`` over its four groups."""
-    q, s = kern.bindings["q"], kern.bindings["s"]
+    q = kern.bindings["q"]
     tile = ROWS_PER_TILE
     t(f"%kq{i} = {at('%c', 16 * tile, 16 * i)}")
     t(f"%w{i} = vector.load %q[%tile, %kq{i}] : {q}, {I16}")
@@ -191,7 +246,7 @@ def _q4_k_row(t: Text, kern: ExactKernel, i: int) -> None:
         t(f"%p{i}_{g} = arith.mulf %f{i}_{2 * g}, %x{2 * g} : {V16}")
         t(f"%F{i}_{g} = vector.fma %f{i}_{2 * g + 1}, %x{2 * g + 1}, %p{i}_{g} : {V16}")
         t(f"%ks{i}_{g} = {at('%c', 4 * tile, 4 * i + g)}")
-        t(f"%S{i}_{g} = memref.load %s[%tile, %ks{i}_{g}] : {s}")
+        t(f"%S{i}_{g} = memref.load %sbuf[%ks{i}_{g}] : {memref([kern.k // 8], 'f32')}")
         t(f"%B{i}_{g} = vector.broadcast %S{i}_{g} : f32 to {V16}")
         t(f"%A{i}_{g} = vector.fma %F{i}_{g}, %B{i}_{g}, {prev} : {V16}")
         prev = f"%A{i}_{g}"

@@ -33,7 +33,7 @@ the dequantize-then-multiply form, never bit-identical to it):
   ``hoist_growth``); per 32 weights two conversions, two multiplies and two FMAs.
 - **Q5_K** as Q4_K with ``q`` 5 bits: ``f = 1 + q / 32 = 0x3F800000 | q << 18`` (the nibble
   from Q4_K's lanes, the fifth bit from a byte a lane: bit ``j`` of lane ``l`` is weight
-  ``128c + 16j + l``'s), ``S = 32 · d · sc``, ``M = 32 · d · sc + dmin · m``; ``M = 1``. Its
+  ``128c + 16j + l``'s), ``S = 32 · d · sc``, ``M = S + dmin · m``; ``M = 1``. Its
   ``q8`` form is Q4_K's with the file's ``qh`` bytes (:mod:`.gemv_q8`).
 - **F16 / BF16** ``y[n] = Σ_i w[n, i] · x[i]``: the file's 16-bit values, tile-interleaved
   (2 bytes a weight, as in the file: hoisted at any size), per 32 weights of a row two
@@ -43,10 +43,16 @@ the dequantize-then-multiply form, never bit-identical to it):
   ``x`` over group ``g`` (computed once per workgroup) and, per weight ``q`` (4 bits),
   ``f = 1 + q / 16`` built as f32 bits (``0x3F800000 | q << 19``: an integer shift, mask and
   or, no conversion) so that ``F[n, g] = Σ f · x``; ``S = 16 · d · sc`` and
-  ``M = 16 · d · sc + dmin · m`` per group of 32 (exact f32 products, hoisted). Since
-  ``(d·sc)·q - dmin·m = S·f - M``, that is the Q4_K weight. The nibbles are repacked so
-  that the 16 lanes of one i32 vector hold nibble ``j`` of 16 consecutive weights
-  ``128c + 16j + l`` at bits ``4j``: one 64-byte load feeds 128 weights with no shuffles.
+  ``M = S + dmin · m`` per group of 32. Since ``(d·sc)·q - dmin·m = S·f - M``, that is the
+  Q4_K weight. The nibbles are repacked so that the 16 lanes of one i32 vector hold nibble
+  ``j`` of 16 consecutive weights ``128c + 16j + l`` at bits ``4j``: one 64-byte load feeds
+  128 weights with no shuffles. ``S`` and ``M`` are formed in the kernel, once per row tile
+  into a stack buffer (:func:`.gemv_exact.q4_k_body`), from the 6-bit ``sc`` and ``m`` held
+  as a byte a group and ``d``, ``dmin`` per superblock: exact products, so the same f32
+  values as the hoisted f32 planes they replace (2026-12-04), which made 0.81 bytes a
+  weight to read and hold against 0.58 now (the file's 0.5625). Measured (``quant.py``,
+  Zen 3 AVX2, compute-bound there): the same time, within noise; on a CPU where the kernel
+  streams at the memory's speed (Zen 5) it reads 29% fewer bytes.
 
 Every plane is **tile-interleaved**: a loop iteration reads four rows, and row-major planes
 would make that four short streams (a Q8_0 row of K = 576 is 10 cache lines), which the
@@ -95,11 +101,13 @@ a multiple of 32, of 256 for Q4_K and Q6_K; ``rows`` a multiple of 4 that divide
   K / 2]`` (i16) at ``64 c + 16 i + [0, 16) < K / 2``, ``x[128 c + 16 j + [0, 16)] < K``,
   ``sc [N / 4, K / 4]`` at ``32 c + 8 i + [0, 8) < K / 4`` and ``d [N / 4, K / 64]`` at
   ``4 (c / 2) + i < K / 64`` (``K / 128`` even since ``K % 256 = 0``);
-- Q4_K: chunk ``c < K / 128`` reads ``q [N / 4, K / 2]`` at ``64 c + 16 i + [0, 16) < K / 2``,
-  ``x[128 c + 16 j + [0, 16)] < K``, ``s [N / 4, K / 8]`` at ``16 c + 4 i + g < K / 8``; the
-  group sums ``xs [K / 32]`` and ``m [N / 4, K / 8]`` are read 8 at a time from
-  ``g = 0, 8, ..`` below ``K / 32`` (a multiple of 8 since ``K % 256 = 0``): ``xs[g + [0,
-  8)]`` and ``m[tile, 4 g + 8 i + [0, 8)] < K / 8``;
+- Q4_K: chunk ``c < K / 128`` reads ``q [N / 4, K / 2]`` at ``64 c + 16 i + [0, 16) < K / 2``
+  and ``x[128 c + 16 j + [0, 16)] < K``; the tile's scales, ``c < K / 128`` again: ``sc``,
+  ``mn [N / 4, K / 8]`` at ``16 c + [0, 16) < K / 8``, ``d``, ``dmin [N / 4, K / 64]`` at
+  ``4 (c / 2) + [0, 4) < K / 64`` (``K / 128`` even), the group sums ``xs [K / 32]`` at
+  ``4 c + [0, 4)``, the stack ``S`` buffer ``[K / 8]`` written at ``16 c + [0, 16)`` and
+  read at ``16 c + 4 i + g``, ``g < 4`` (``K <= MAX_SCALES_K`` keeps it and ``xs`` at 20
+  KiB of the stack);
 - prologues: ``xin``, ``gamma``, ``beta`` ``[K]`` and the stack ``x [K]`` in steps of 16
   (``K % 32 = 0``); ``gu [2 K]`` at ``i`` and ``K + i``, ``i < K``.
 
@@ -181,6 +189,8 @@ Q5_K = gemv_exact.Q5_K
 nibble lanes as Q4_K's, plus a byte a lane of high bits (bit ``j``: weight ``128c + 16j +
 l``); ``f = 1 + q / 32``, ``S = 32 · d · sc``, ``M = 32 · d · sc + dmin · m`` (0.69 bytes a
 weight, the file's 0.69: hoisted at any size)."""
+K_QUANTS = ("gguf_q4_k", Q5_K)
+"""Read by :func:`.gemv_exact.q4_k_body` at ``M = 1`` in the exact mode."""
 M1_ONLY = (*HALF_PLANE, *MIN_PLANE, Q5_K)
 """Schemes with no batched body: a batched step (``M > 1``) keeps IREE's matmul."""
 SCHEMES = (*I8_PLANE, "gguf_q4_k", Q5_K, *HALF_PLANE)
@@ -252,6 +262,11 @@ class Kernel:
         if self.batch > 1 and self.scheme in M1_ONLY:
             raise LoweringError(f"error: GEMV kernel {self.symbol}: expected M = 1 for "
                                 f"{self.scheme} (no batched body), found M = {self.batch}")
+        if (self.scheme in K_QUANTS and self.batch == 1 and self.int_dot is None
+                and self.k > gemv_exact.MAX_SCALES_K):
+            raise LoweringError(f"error: GEMV kernel {self.symbol}: expected K <= "
+                                f"{gemv_exact.MAX_SCALES_K} (its S on the stack), found "
+                                f"K = {self.k}")
         if self.batch != 1 and (self.norm_eps is not None or self.glu):
             raise LoweringError(f"error: GEMV kernel {self.symbol}: expected no RMSNorm or "
                                 f"SwiGLU prologue with {self.batch} rows of x (M = 1 only)")
@@ -326,16 +341,15 @@ class Kernel:
             planes = {"q": memref([n, k // 2], "i8"), "qh": memref([n, k // 8], "i8"),
                       "sc": memref([n, k // 32], "i8"), "mn": memref([n, k // 32], "i8"),
                       "d": memref([n, k // 256], "f16"), "dmin": memref([n, k // 256], "f16")}
-        elif self.scheme == Q5_K:                # nibble lanes, high-bit bytes, S, M
-            planes = {"q": memref([n, k // 8], "i32"), "h": memref([n, k // 8], "i8"),
-                      "s": memref([n, k // 32], "f32"), "m": memref([n, k // 32], "f32")}
-        elif self.int_dot is not None:           # Q4_K's qs, sc, m bytes, d, dmin
-            planes = {"q": memref([n, k // 2], "i8"), "sc": memref([n, k // 32], "i8"),
-                      "mn": memref([n, k // 32], "i8"), "d": memref([n, k // 256], "f16"),
-                      "dmin": memref([n, k // 256], "f16")}
-        else:
-            planes = {"q": memref([n, k // 8], "i32"), "s": memref([n, k // 32], "f32"),
-                      "m": memref([n, k // 32], "f32")}
+        else:           # Q4_K / Q5_K: qs bytes (q8) or nibble lanes, Q5_K's high bits
+            five = self.scheme == Q5_K                    # (qh as in the file, or a byte
+            planes = ({"q": memref([n, k // 2], "i8")} |  # a lane), the scale bytes, d, dmin
+                      ({"qh": memref([n, k // 8], "i8")} if five else {})
+                      if self.int_dot is not None else
+                      {"q": memref([n, k // 8], "i32")} |
+                      ({"h": memref([n, k // 8], "i8")} if five else {}))
+            planes |= {"sc": memref([n, k // 32], "i8"), "mn": memref([n, k // 32], "i8"),
+                       "d": memref([n, k // 256], "f16"), "dmin": memref([n, k // 256], "f16")}
         lead: list[int | str] = (["?"] if self.batch == DYNAMIC_M else
                                  [self.batch] if self.batch > 1 else [])
         vec = memref([self.k], "f32")
@@ -360,14 +374,14 @@ class Kernel:
         if self.scheme in HALF_PLANE:
             return [32]
         if self.scheme == Q5_K:                  # q8: gemv_q8, qh 32 bytes a superblock
-            return [16, 16, 4, 8] if self.int_dot is None else [32, 32, 2, 8, 1, 1]
+            return [16, 16, 4, 4, 1, 1] if self.int_dot is None else [32, 32, 2, 8, 1, 1]
         if self.q6_k_packed:
             return [16, 16, 8, 1]
         if self.q6_k_q8:                         # see gemv_q8
             return [64, 32, 8, 1]
         if self.scheme in SIXTEEN_PLANE:
             return [32, 2]
-        return [16, 4, 8] if self.int_dot is None else [32, 2, 8, 1, 1]   # q8: see gemv_q8
+        return [16, 4, 4, 1, 1] if self.int_dot is None else [32, 2, 8, 1, 1]   # q8: gemv_q8
 
     def text(self) -> str:
         return kernel_text(self)
@@ -414,6 +428,8 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
     # a prefill reads the q8 decode's planes where they are the weight's own (Q4_K's, and
     # Q6_K's: the file's bytes), f32 x: no second copy of the weight held
     q8 = q8_planes and (m == 1 or (m == DYNAMIC_M and scheme in Q8_PREFILL))
+    if scheme in K_QUANTS and m == 1 and not q8 and k > gemv_exact.MAX_SCALES_K:
+        return None                               # its S buffer would pass IREE's stack
     wide = m != 1 and options.vector_bits >= 512
     # a 16-lane prefill runs gemm_prefill's column blocks of 16 rows where N has them
     outer = m == DYNAMIC_M and wide and n % COLUMNS == 0

@@ -10,9 +10,11 @@ dequant uses (:mod:`.layouts`):
   :data:`BYTE_QUANTS`) and its scale: Q8_0's f16 ``d`` per 32 weights, or Q6_K's f32
   ``d · sc`` per 16; Q5_1 / Q4_1's unsigned ``q`` of ``w = d · q + m``, widened, and their
   f16 ``d`` and ``m`` per 32.
-- **Q4_K**: the nibbles of 128 weights as 16 i32 lanes (nibble ``j`` of weight
-  ``128c + 16j + l`` at bits ``4j`` of lane ``l``), ``S = 16 · d · sc`` and
-  ``M = 16 · d · sc + dmin · m`` per group of 32.
+- **Q4_K / Q5_K**: the nibbles of 128 weights as 16 i32 lanes (nibble ``j`` of weight
+  ``128c + 16j + l`` at bits ``4j`` of lane ``l``; under ``q8`` the file's ``qs`` bytes as
+  they are), the 6-bit ``sc`` and ``m`` as a byte a group of 32 and ``d``, ``dmin`` per
+  superblock (0.58 bytes a weight in all, the file's 0.5625; Q5_K's high bits one more byte
+  per 8 weights).
 
 Then every plane ``[N, C * w]`` is stored ``[N / 4, C * 4 * w]`` (:func:`interleave_tiles`).
 
@@ -46,7 +48,6 @@ from rlx.lowering.mir_to_linalg.quant.dequant import (
     with_shifts,
 )
 from rlx.lowering.mir_to_linalg.quant.layouts import (
-    K_PRODUCTS,
     LAYOUTS,
     Field,
     f16_at,
@@ -184,9 +185,9 @@ def lane_fields(raw3: ir.Value, width: int, bits_out: int,
 
 
 def _q4_k_planes(kern: gemv_kernels.Kernel, raw3: ir.Value) -> list[ir.Value]:
-    """Q4_K's nibble lanes, ``S`` and ``M`` of ``raw3 [N, G, 144]``; Q5_K's (``[N, G,
-    176]``: ``qs`` at byte 48, ``qh`` at 16; the same ``d``, ``dmin`` and scales) with its
-    high-bit bytes between, and 32 for Q4_K's 16 in ``S`` and ``M``."""
+    """Q4_K's nibble lanes and scale bytes (:func:`_k_scale_planes`) of ``raw3 [N, G,
+    144]`` for the exact kernels; Q5_K's (``[N, G, 176]``: ``qs`` at byte 48, ``qh`` at 16;
+    the same ``d``, ``dmin`` and scales) with its high-bit bytes between."""
     n, g, _ = emit.static_shape(raw3)
     assert n is not None
     assert g is not None
@@ -200,17 +201,22 @@ def _q4_k_planes(kern: gemv_kernels.Kernel, raw3: ir.Value) -> list[ir.Value]:
 
     q = emit.collapse(repack(raw3, n, [2, 16], int_type(32), lane_fields(raw3, 4, 32, nibble)),
                       [[0], [1, 2, 3]])
-    a, b = (emit.collapse(repack_field(raw3, n, K_PRODUCTS[f], [4, 2, 32]), [[0], [1, 2, 3]])
-            for f in ("A", "B"))
-    scale = emit.scalar(32.0 if five else 16.0, emit.f32())
-    s = emit.map_elementwise([a], emit.f32(), lambda v: arith.mulf(v, scale), [n, 8 * g])
-    mins = emit.map_elementwise([a, b], emit.f32(),
-                                lambda v, u: arith.addf(arith.mulf(v, scale), u), [n, 8 * g])
+    scales = _k_scale_planes(raw3, n)
     if not five:
-        return interleave_tiles(kern, [q, s, mins])
+        return interleave_tiles(kern, [q, *scales])
     h = emit.collapse(repack(raw3, n, [2, 16], int_type(8), _q5_k_high_bits(raw3)),
                       [[0], [1, 2, 3]])
-    return interleave_tiles(kern, [q, h, s, mins])
+    return interleave_tiles(kern, [q, h, *scales])
+
+
+def _k_scale_planes(raw3: ir.Value, n: int) -> list[ir.Value]:
+    """Q4_K / Q5_K's scales as both modes' kernels read them: the 6-bit ``sc`` and ``m`` of
+    each group of 32 as a byte ``[N, K / 32]`` and the f16 ``d``, ``dmin`` per superblock
+    ``[N, K / 256]`` (0.078 bytes a weight; f32 ``S`` and ``M`` planes were 0.25)."""
+    sc, mn = (emit.collapse(repack_field(raw3, n, k_scale(is_min), [4, 2, 32]),
+                            [[0], [1, 2, 3]]) for is_min in (False, True))
+    d, dmin = (repack_field(raw3, n, f16_at(at), [4, 2, 32]) for at in (0, 2))
+    return [sc, mn, d, dmin]
 
 
 def _q5_k_high_bits(raw3: ir.Value) -> Callable[[Loops], ir.Value]:
@@ -286,10 +292,7 @@ def _q4_k_q8_planes(kern: gemv_kernels.Kernel, raw3: ir.Value) -> list[ir.Value]
     five = kern.scheme == gemv_kernels.Q5_K
     qs, *qh = (emit.collapse(emit.extract_slice(raw3, [0, 0, at], [n, g, size]), [[0], [1, 2]])
                for at, size in (((48, 128), (16, 32)) if five else ((16, 128),)))
-    sc, mn = (emit.collapse(repack_field(raw3, n, k_scale(is_min), [4, 2, 32]),
-                            [[0], [1, 2, 3]]) for is_min in (False, True))
-    d, dmin = (repack_field(raw3, n, f16_at(at), [4, 2, 32]) for at in (0, 2))
-    return interleave_tiles(kern, [qs, *qh, sc, mn, d, dmin])
+    return interleave_tiles(kern, [qs, *qh, *_k_scale_planes(raw3, n)])
 
 
 BYTE_QUANTS: dict[str, Callable[[Scalars], ir.Value]] = {

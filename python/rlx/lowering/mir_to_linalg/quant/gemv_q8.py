@@ -409,7 +409,7 @@ def _q4_k_mins(t: Text, k: int, mem: dict[str, str]) -> None:
         t(f"%db{i} = vector.broadcast %dn{i} : f32 to {V8}")
         t(f"%mv{i} = arith.mulf %mf{i}, %db{i} : {V8}")
 
-    q4_k_mins(t, k, mem["mn"], load_m)
+    q4_k_mins(t, k, load_m)
 
 
 def _q6_k_row(t: Text, kern: Shape, i: int) -> None:

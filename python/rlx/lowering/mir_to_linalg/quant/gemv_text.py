@@ -105,22 +105,17 @@ def close_reduction(t: Text, values: list[str], acc_type: str) -> None:
     t.end()
 
 
-def q4_k_mins(t: Text, k: int, m: str,
-              load_m: Callable[[Text, int], None] | None = None) -> None:
-    """``%mins#i`` = ``Σ_g M[r_i, g] · X[g]``, eight groups at a time: ``%xs [K / 32]`` the
-    group sums of ``x``, ``%m`` (of memref type ``m``) the tile's per-group ``M``, stored
-    eight groups of a row together; ``%nb`` = K / 32 and ``%c8`` defined. ``load_m(t, i)``
-    defines ``%mv{i}`` (row ``i``'s 8 values of ``M`` at ``%km{i}``) where ``M`` is not
-    stored as f32 (the q8 kernels' byte mins times ``dmin``)."""
+def q4_k_mins(t: Text, k: int, load_m: Callable[[Text, int], None]) -> None:
+    """``%mins#i`` = ``Σ_g M[r_i, g] · X[g]``, eight groups (a superblock) at a time: ``%xs
+    [K / 32]`` the group sums of ``x``; ``load_m(t, i)`` defines ``%mv{i}``, row ``i``'s 8
+    values of ``M`` at group ``%g`` (``%km{i}`` = ``4 g + 8 i``: where a plane of a byte a
+    group, tile-interleaved 8 a row, holds them); ``%nb`` = K / 32 and ``%c8`` defined."""
     xs = memref([k // 32], "f32")
     reduction(t, "mins", "g", "%nb", "%c8", "z", V8)
     t(f"%xv = vector.load %xs[%g] : {xs}, {V8}")
     for i in range(ROWS_PER_TILE):
         t(f"%km{i} = {at('%g', ROWS_PER_TILE, 8 * i)}")
-        if load_m is None:
-            t(f"%mv{i} = vector.load %m[%tile, %km{i}] : {m}, {V8}")
-        else:
-            load_m(t, i)
+        load_m(t, i)
         t(f"%mz{i} = vector.fma %mv{i}, %xv, %z{i} : {V8}")
     close_reduction(t, [f"%mz{i}" for i in range(ROWS_PER_TILE)], V8)
 
