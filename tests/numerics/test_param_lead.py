@@ -22,16 +22,15 @@ def _led(rng: np.random.Generator, w: np.ndarray, lead: int) -> np.ndarray:
     return np.concatenate([junk, w.reshape(-1)]) if lead else w
 
 
-LAVAPIPE_LOSS = pytest.mark.xfail(
-    strict=False, reason="open: in two full clean-clone CI runs lavapipe lost its device "
-    "(VK_ERROR_DEVICE_LOST in hal.fence.await) during this call; it passes alone (6 of 6). "
-    "Whether a slice of a parameter at a 16 / 32 / 48-byte offset is bound out of Vulkan's "
-    "rules is not known yet (GGUF models on Vulkan carry leads where tensors are 32 bytes "
-    "off a boundary)")
+LAVAPIPE_LOSS = (
+    "lavapipe lost its device under CPU load (VK_ERROR_DEVICE_LOST in hal.fence.await): "
+    "2026-12-04, this module run 30-45 times in one process beside three busy loops on two "
+    "cores, 2 of 30 with its leads and 2 of 45 with every lead 0; never alone. Not the "
+    "leads' offsets, then, but lavapipe under load (two full CI runs hit it here)")
 
 
 @pytest.mark.parametrize("target", ["llvm-cpu", pytest.param(
-    "vulkan", marks=[pytest.mark.vulkan, LAVAPIPE_LOSS])])
+    "vulkan", marks=pytest.mark.vulkan)])
 def test_weights_with_a_lead(target: str) -> None:
     require(target)
     rng = np.random.default_rng(11)
@@ -58,7 +57,12 @@ def test_weights_with_a_lead(target: str) -> None:
     outs += [h.dequant_matmul(x, pack, scheme="gguf_q8_0") for x in xs]
     outs.append(h.param("gguf_q8_0.32", (rows, k // 32 * 34), "i8", lead=32))
     h.set_outputs(outs)
-    got = check_module(h, target, dyn=3, params=weights)
+    try:
+        got = check_module(h, target, dyn=3, params=weights)
+    except rlx.RunError as e:                     # only a lost device; wrong values fail
+        if target == "vulkan" and "VK_ERROR_DEVICE_LOST" in str(e):
+            pytest.xfail(LAVAPIPE_LOSS)
+        raise
     np.testing.assert_array_equal(got[-1], weights["gguf_q8_0.32"][32:].reshape(rows, -1))
 
 
