@@ -187,8 +187,8 @@ size), converted to f32 in registers (F16 by ``extf``, BF16 bits by a 16-bit shi
 Q5_K = gemv_exact.Q5_K
 """Run by the Q4_K kernel with a fifth bit (:func:`.gemv_exact.q4_k_body`, ``M = 1``): the
 nibble lanes as Q4_K's, plus a byte a lane of high bits (bit ``j``: weight ``128c + 16j +
-l``); ``f = 1 + q / 32``, ``S = 32 · d · sc``, ``M = 32 · d · sc + dmin · m`` (0.69 bytes a
-weight, the file's 0.69: hoisted at any size)."""
+l``); ``f = 1 + q / 32``, ``S = 32 · d · sc``, ``M = S + dmin · m`` formed from the scale
+bytes as Q4_K's (0.70 bytes a weight, the file's 0.6875: hoisted at any size)."""
 K_QUANTS = ("gguf_q4_k", Q5_K)
 """Read by :func:`.gemv_exact.q4_k_body` at ``M = 1`` in the exact mode."""
 M1_ONLY = (*HALF_PLANE, *MIN_PLANE, Q5_K)
@@ -341,13 +341,11 @@ class Kernel:
             planes = {"q": memref([n, k // 2], "i8"), "qh": memref([n, k // 8], "i8"),
                       "sc": memref([n, k // 32], "i8"), "mn": memref([n, k // 32], "i8"),
                       "d": memref([n, k // 256], "f16"), "dmin": memref([n, k // 256], "f16")}
-        else:           # Q4_K / Q5_K: qs bytes (q8) or nibble lanes, Q5_K's high bits
-            five = self.scheme == Q5_K                    # (qh as in the file, or a byte
-            planes = ({"q": memref([n, k // 2], "i8")} |  # a lane), the scale bytes, d, dmin
-                      ({"qh": memref([n, k // 8], "i8")} if five else {})
-                      if self.int_dot is not None else
+        else:           # Q4_K's qs bytes (q8), or Q4_K / Q5_K's nibble lanes (and Q5_K's
+            planes = ({"q": memref([n, k // 2], "i8")}    # high bits, a byte a lane); then
+                      if self.int_dot is not None else    # the scale bytes, d, dmin
                       {"q": memref([n, k // 8], "i32")} |
-                      ({"h": memref([n, k // 8], "i8")} if five else {}))
+                      ({"h": memref([n, k // 8], "i8")} if self.scheme == Q5_K else {}))
             planes |= {"sc": memref([n, k // 32], "i8"), "mn": memref([n, k // 32], "i8"),
                        "d": memref([n, k // 256], "f16"), "dmin": memref([n, k // 256], "f16")}
         lead: list[int | str] = (["?"] if self.batch == DYNAMIC_M else
