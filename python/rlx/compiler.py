@@ -510,10 +510,11 @@ def compile(
     decode GEMVs of Q8_0 / Q4_K, and of Q5_0 / Q4_0 / Q6_K within the hoisting threshold,
     through rlx's hand-written kernels; default on), ``prefill_kernels`` (llvm-cpu, with
     ``gemv_kernels``: a dequant_matmul of many rows, a prefill's, of F16 / BF16 / Q8_0 / Q5_0
-    / Q4_0 / Q4_K / Q6_K weights through the batched kernel's body on the decode kernel's planes;
-    default on), ``attention_kernel`` (llvm-cpu: f32 attention
-    through rlx's hand-written kernels, one query against a KV cache (decode) or several
-    (prefill), and a one-step ``gated_delta_net`` with ``state_in_place``; default on),
+    / Q4_0 / Q4_K / Q6_K weights through rlx's prefill kernels (an outer-product GEMM, or the
+    batched kernel's body) on the decode kernel's planes; default on), ``attention_kernel``
+    (llvm-cpu: f32 attention through rlx's hand-written kernels, one query against a KV
+    cache (decode) or several (prefill), and a one-step ``gated_delta_net`` with
+    ``state_in_place``; default on),
     ``activation_quant`` (llvm-cpu, default None; ``"q8"``: decode GEMVs' ``x`` quantized to
     int8 blocks, integer dot products as the CPU has them, :func:`int_dot_of`).
     ``cache`` (vmfb only): a :class:`~rlx.cache.CompileCache`, ``True`` for the default

@@ -399,10 +399,10 @@ def test_gemv_kernels_prefill(bits: int | str, monkeypatch: pytest.MonkeyPatch) 
     float64 reference for every scheme it takes (F16, BF16, Q8_0, Q5_0, Q4_0, Q4_K, Q6_K), at
     S = 1, under one block, across blocks with a remainder (33, 67: blocks of 64 rows, passes
     of 16) and a pass that repeats its last row, and a residual add taken in; the kernels are
-    checked to be what ran. With 8 lanes (forced: the dot form, gemv_batched) and with what
-    this machine has (16 lanes where it has AVX-512, the CPUs of CI: the outer-product form,
-    gemm_prefill, where a workgroup's rows are a multiple of 16 (48, 16, 64, 32 rows here),
-    the dot form where not (12, 40))."""
+    checked to be what ran. With 8 lanes (forced) and with what this machine has (16 lanes
+    where it has AVX-512): the outer-product form (gemm_prefill, x packed [T, K, 6] with 8
+    lanes, [T, K, 16] with 16) where a workgroup's rows are a multiple of 16 (48, 16, 64,
+    32 rows here), the dot form (gemv_batched) where not (12, 40)."""
     host = rlx.compiler.vector_bits_of("host", ())
     wide = "w" if bits == "host" and host == 512 else ""
     if bits == 256:
@@ -426,10 +426,13 @@ def test_gemv_kernels_prefill(bits: int | str, monkeypatch: pytest.MonkeyPatch) 
     outs.append(h.mir("binary", [r, h.dequant_matmul(h.input("xr", (1, None, 512)), w,
                                                       scheme="gguf_q4_k")], kind="add"))
     h.set_outputs(outs)
-    ran = re.findall(r"flow\.dispatch @rlx_gemv_(\w+)::", rlx.compile(h, "llvm-cpu",
-                                                                     emit="linalg"))
+    linalg = rlx.compile(h, "llvm-cpu", emit="linalg")
+    ran = re.findall(r"flow\.dispatch @rlx_gemv_(\w+)::", linalg)
     assert sorted(ran) == sorted([f"{s.removeprefix('gguf_')}_{rows}x{k}_mdyn{wide}"
                                   for s, rows, k in cases] + [f"q4_k_48x512_mdyn{wide}_add"])
+    per_pass = "16" if wide else "6"             # the outer form's packed x, per K
+    assert set(re.findall(r"tensor<\?x(\d+)x(\d+)xf32>", linalg)) == {
+        (str(k), per_pass) for s, rows, k in cases if rows % 16 == 0}
     for s in (1, 5, 33, 67):
         check_module(h, "llvm-cpu", params=weights, dyn=s)
 

@@ -1,6 +1,6 @@
 """The prefill form of the GEMV kernels as an outer-product GEMM (``y [M, N] = x [M, K] W^T``,
-``M`` known at run time): the 16-lane body where the target has AVX-512 and the workgroup's
-rows are a multiple of 16 (:func:`outer_form`); else :mod:`.gemv_batched`'s dot form.
+``M`` known at run time), where the workgroup's rows are a multiple of 16 (:func:`outer_form`);
+else :mod:`.gemv_batched`'s dot form. 16 lanes where the target has AVX-512, 8 (AVX2) else.
 
 The dot form multiplies 16 weights of a row with 16 of ``x`` and sums the lanes at the end:
 each ``x`` load feeds as many FMAs as the pass has rows of ``W`` (8), and the partial sums
@@ -9,13 +9,19 @@ along ``N``: per column block of 16 rows of ``W`` (4 row tiles) and chunk of ``C
 each tile's chunk is dequantized into ``wt [4, C]`` by the dot form's own chunk code (every
 scheme the prefill takes), and transposed, 4 x 16 at a time, into ``wtT [C, 16]`` (``wtT[k,
 c]`` = weight ``(4 tq + i, C ch + k)`` with ``c = 4 tq + i``). Then every pass of
-:data:`ROWS` rows of ``x`` keeps ``ROWS`` accumulators of 16 lanes (16 of AVX-512's 32
-registers) for the whole chunk: per ``k`` one load of ``wtT[k]`` and ``ROWS`` FMAs with
-``x[v, k]`` broadcast (an embedded broadcast from L1: a pass reads ``ROWS x C`` floats of
-``x``). The pass's partial sums start from ``y`` (from ``r``, the residual form, or zero at
-the first chunk) and are stored back to ``y`` after each chunk: no horizontal sums and no
-stack buffer of partial sums. The weights are dequantized once per (column block, chunk)
+``P`` rows of ``x`` (:func:`pass_rows`) keeps its accumulators for the whole chunk: with 16
+lanes ``P`` = :data:`ROWS` = 16 accumulators (16 of AVX-512's 32 registers), per ``k`` one
+load of ``wtT[k]`` and 16 FMAs with ``x[v, k]`` broadcast (an embedded broadcast from L1: a
+pass reads ``P x C`` floats of ``x``); with 8 lanes ``P`` = :data:`NARROW_ROWS` = 6 rows of
+two 8-lane halves (12 of AVX2's 16 registers), per ``k`` two loads and 12 FMAs. The pass's
+partial sums start from ``y`` (from ``r``, the residual form, or zero at the first chunk)
+and are stored back to ``y`` after each chunk: no horizontal sums and no stack buffer of
+partial sums. The weights are dequantized once per (column block, chunk)
 for all of ``M``.
+
+Measured on AVX2 (Zen 3, 2 threads, ``benchmarks/quant.py --shapes 2048x2048``, ms per
+GEMV, dot form -> 8-lane outer form): Q4_K at M = 128 9.6 -> 7.1, Q8_0 9.0 -> 6.7 (PyTorch's
+f32 matmul 6.4); ``P`` = 4, 5 and 6 within the noise of each other (6.4-7.5 ms).
 
 Semantics are the dequant_matmul's, summed in another order (per output, ``k`` in order
 within a chunk, chunks in order): within the f32 tolerance, as the other kernels.
@@ -29,14 +35,15 @@ so ``N % 16 = 0``; ``C = 32 cb`` as in :mod:`.gemv_batched`, 256 for Q4_K / Q6_K
 - the chunk code reads the planes as in :mod:`.gemv_batched` (tile ``tilef + tq``) and
   writes ``wt [4, C]`` at ``[i, [0, C))``; the transpose reads ``wt[i, 16 g + [0, 16)]``,
   ``g < C / 16``, and writes ``wtT [C, 16]`` at ``[16 g + kk, 4 tq + [0, 4))``, ``kk < 16``;
-- rows of ``x``: a pass ``p < ceil(M / ROWS)`` takes rows ``min(ROWS p + j, M - 1) < M``
-  (``M >= 1``: a dispatch with ``M = 0`` runs no pass); where ``ROWS`` does not divide
+- rows of ``x``: a pass ``p < ceil(M / P)`` takes rows ``min(P p + j, M - 1) < M``
+  (``M >= 1``: a dispatch with ``M = 0`` runs no pass); where ``P`` does not divide
   ``M`` the last pass computes row ``M - 1`` more than once, each from the same loaded
   partial sums, and stores the same values;
-- ``x`` packed (:func:`pack_rows`) ``[T, K, ROWS]`` at ``[p, C ch + k, j]``, ``p <
-  ceil(M / ROWS) = T`` (``T`` the dispatch's, computed by the same formula from the same
-  ``M``), ``k < C``, ``ch < K / C``, ``j < ROWS``; ``y``, ``r [M, N]`` at ``[v, r0 + [0,
-  16)]``.
+- ``x`` packed (:func:`pack_rows`) ``[T, K, P]`` at ``[p, C ch + k, j]``, ``p <
+  ceil(M / P) = T`` (``T`` the dispatch's, computed by the same formula from the same
+  ``M`` and the same ``P``, :func:`pass_rows` of the one kernel), ``k < C``, ``ch < K /
+  C``, ``j < P``; ``y``, ``r [M, N]`` at ``[v, r0 + [0, 16)]`` (16 lanes) or ``[v, r0 + 8 q
+  + [0, 8)]``, ``q < 2`` (8 lanes); ``wtT`` at ``[k, 8 q + [0, 8)]``, ``k < C``.
 """
 
 from __future__ import annotations
@@ -57,31 +64,42 @@ from rlx.lowering.mir_to_linalg.quant.gemv_batched import (
 from rlx.lowering.mir_to_linalg.quant.gemv_text import ROWS_PER_TILE, at
 
 COLUMNS = 16
-"""Rows of ``W`` a column block holds: one 16-lane vector of outputs."""
+"""Rows of ``W`` a column block holds: the outputs of one 16-lane vector, or two of 8."""
 ROWS = 16
-"""Rows of ``x`` a pass multiplies: 16 accumulators (IREE's mmt4d ukernel's 16 x 16 tile)."""
+"""Rows of ``x`` a pass multiplies with 16 lanes: 16 accumulators (IREE's mmt4d ukernel's 16 x
+16 tile)."""
+NARROW_ROWS = 6
+"""Rows of ``x`` a pass multiplies with 8 lanes: 6 x 2 accumulators, two ``wtT`` loads and
+six broadcasts to twelve FMAs (12 + 2 + 1 of AVX2's 16 registers: BLIS's Haswell 6 x 16
+sgemm tile)."""
+
+
+def pass_rows(kern: Shape) -> int:
+    """Rows of ``x`` a pass of ``kern`` (the outer form) multiplies: :data:`ROWS` or
+    :data:`NARROW_ROWS` by its lanes."""
+    return ROWS if kern.lanes == 16 else NARROW_ROWS
 
 
 def outer_form(kern: Shape) -> bool:
-    """Whether ``kern`` (a prefill kernel) runs this body: 16 lanes, rows a multiple of 16."""
-    return kern.batch == DYNAMIC_M and kern.lanes == 16 and kern.rows % COLUMNS == 0
+    """Whether ``kern`` (a prefill kernel) runs this body: rows a multiple of 16."""
+    return kern.batch == DYNAMIC_M and kern.rows % COLUMNS == 0
 
 
-def pack_rows(x: ir.Value) -> tuple[ir.Value, emit.Size]:
-    """``x [M, K]`` f32 as ``xp [T, K, ROWS]`` (``T = ceil(M / ROWS)``), ``xp[p, k, j] =
-    x[min(ROWS p + j, M - 1), k]``: the rows of a pass side by side at each ``k`` (one base
+def pack_rows(x: ir.Value, rows: int) -> tuple[ir.Value, emit.Size]:
+    """``x [M, K]`` f32 as ``xp [T, K, rows]`` (``T = ceil(M / rows)``), ``xp[p, k, j] =
+    x[min(rows p + j, M - 1), k]``: the rows of a pass side by side at each ``k`` (one base
     address for a pass's broadcasts, as IREE packs an mmt4d's LHS), the last pass's missing
     rows copies of row ``M - 1`` (the kernel computes and stores them as that row's value);
     and ``T``."""
     m, k = emit.dim(x, 0), emit.static_shape(x)[1]
     assert k is not None
-    tiles: emit.Size = (-(-m // ROWS) if isinstance(m, int) else
-                        arith.ceildivui(m, emit.index(ROWS)))
+    tiles: emit.Size = (-(-m // rows) if isinstance(m, int) else
+                        arith.ceildivui(m, emit.index(rows)))
     last = emit.index(m - 1) if isinstance(m, int) else arith.subi(m, emit.index(1))
-    out = emit.empty([tiles, k, ROWS], emit.f32())
+    out = emit.empty([tiles, k, rows], emit.f32())
 
     def body(_: ir.Value) -> ir.Value:
-        row = arith.addi(arith.muli(emit.loop_index(0), emit.index(ROWS)), emit.loop_index(2))
+        row = arith.addi(arith.muli(emit.loop_index(0), emit.index(rows)), emit.loop_index(2))
         return tensor.extract(x, [arith.minui(row, last), emit.loop_index(1)])
 
     packed = emit.generic([], [out], [emit.identity(3)], [emit.PARALLEL] * 3, body)[0]
@@ -96,12 +114,11 @@ def outer_body(t: Text, kern: Shape, form: str) -> None:
     wt = memref([ROWS_PER_TILE, wc], "f32")
     wtt = memref([wc, COLUMNS], "f32")
     x, y = kern.bindings["x"], kern.bindings["y"]
-    for name, value in (("c2", 2), ("c4", 4), ("c16", 16), ("c32", 32), ("c_rows", ROWS),
+    for name, value in (("c2", 2), ("c4", 4), ("c16", 16), ("c32", 32), ("c_rows", pass_rows(kern)),
                         ("c_chunks", kern.k // wc), ("c_blocks", cb), ("c_wc", wc),
                         ("c_groups", wc // 16), ("c_cols", kern.rows // COLUMNS)):
         t(f"%{name} = arith.constant {value} : index")
-    t(f"%zero = arith.constant dense<0.0> : {V16}")
-    for j in range(ROWS):
+    for j in range(pass_rows(kern)):
         t(f"%jc{j} = arith.constant {j} : index")
     t("%zero4 = arith.constant dense<0.0> : vector<4x16xf32>")
     chunk_constants(t, kern, form)
@@ -150,36 +167,52 @@ def _transpose(t: Text, wt: str, wtt: str) -> None:
 
 
 def _passes(t: Text, kern: Shape, wtt: str, x: str, y: str) -> None:
-    """Every pass of :data:`ROWS` rows of ``x``: ``y[v, r0 ..] (+)= Σ_k wtT[k] x[v, kc + k]``
-    (from ``r`` or zero at the first chunk)."""
+    """Every pass of :func:`pass_rows` rows of ``x``: ``y[v, r0 ..] (+)= Σ_k wtT[k] x[v, kc +
+    k]`` (from ``r`` or zero at the first chunk), each row's 16 columns in ``16 / L`` vectors
+    of ``L`` lanes."""
+    rows, lanes = pass_rows(kern), kern.lanes
+    vl = f"vector<{lanes}xf32>"
+    parts = COLUMNS // lanes
+    t(f"%zl = arith.constant dense<0.0> : {vl}")
+    for q in range(1, parts):
+        t(f"%cq{q} = arith.constant {lanes * q} : index")
     t.block("scf.for %pv = %c0 to %c_passes step %c1")
+    for q in range(1, parts):
+        t(f"%rq{q} = arith.addi %r0, %cq{q} : index")
+    col = ["%r0"] + [f"%rq{q}" for q in range(1, parts)]
     accs = []
-    for j in range(ROWS):
-        t(f"%vu{j} = {at('%pv', ROWS, j)}")
+    for j in range(rows):
+        t(f"%vu{j} = {at('%pv', rows, j)}")
         t(f"%v{j} = arith.minui %vu{j}, %c_last : index")
-        t(f"%old{j} = vector.load %y[%v{j}, %r0] : {y}, {V16}")
-        start = "%zero"
-        if kern.residual:
-            t(f"%res{j} = vector.load %r[%v{j}, %r0] : {kern.bindings['r']}, {V16}")
-            start = f"%res{j}"
-        t(f"%a0_{j} = arith.select %first, {start}, %old{j} : {V16}")
-        accs.append(f"%ma{j} = %a0_{j}")
-    types = ", ".join([V16] * ROWS)
-    t.block(f"%mm:{ROWS} = scf.for %k = %c0 to %c_wc step %c1 "
+        for q in range(parts):
+            t(f"%old{j}_{q} = vector.load %y[%v{j}, {col[q]}] : {y}, {vl}")
+            start = "%zl"
+            if kern.residual:
+                t(f"%res{j}_{q} = vector.load %r[%v{j}, {col[q]}] : "
+                  f"{kern.bindings['r']}, {vl}")
+                start = f"%res{j}_{q}"
+            t(f"%a0_{j}_{q} = arith.select %first, {start}, %old{j}_{q} : {vl}")
+            accs.append(f"%ma{j}_{q} = %a0_{j}_{q}")
+    count = rows * parts
+    types = ", ".join([vl] * count)
+    t.block(f"%mm:{count} = scf.for %k = %c0 to %c_wc step %c1 "
             f"iter_args({', '.join(accs)}) -> ({types})")
-    t(f"%wcol = vector.load %wtt[%k, %c0] : {wtt}, {V16}")
+    for q in range(parts):
+        t(f"%wcol{q} = vector.load %wtt[%k, {'%c0' if q == 0 else f'%cq{q}'}] : {wtt}, {vl}")
     t("%kx = arith.addi %kc, %k : index")
     new = []
-    for j in range(ROWS):
+    for j in range(rows):
         t(f"%xs{j} = memref.load %x[%pv, %kx, %jc{j}] : {x}")
-        t(f"%xb{j} = vector.broadcast %xs{j} : f32 to {V16}")
-        t(f"%mn{j} = vector.fma %wcol, %xb{j}, %ma{j} : {V16}")
-        new.append(f"%mn{j}")
+        t(f"%xb{j} = vector.broadcast %xs{j} : f32 to {vl}")
+        for q in range(parts):
+            t(f"%mn{j}_{q} = vector.fma %wcol{q}, %xb{j}, %ma{j}_{q} : {vl}")
+            new.append(f"%mn{j}_{q}")
     t(f"scf.yield {', '.join(new)} : {types}")
     t.end()
-    for j in range(ROWS):
-        t(f"vector.store %mm#{j}, %y[%v{j}, %r0] : {y}, {V16}")
+    for j in range(rows):
+        for q in range(parts):
+            t(f"vector.store %mm#{j * parts + q}, %y[%v{j}, {col[q]}] : {y}, {vl}")
     t.end()
 
 
-__all__ = ["COLUMNS", "ROWS", "outer_body", "outer_form", "pack_rows"]
+__all__ = ["COLUMNS", "NARROW_ROWS", "ROWS", "outer_body", "outer_form", "pack_rows", "pass_rows"]

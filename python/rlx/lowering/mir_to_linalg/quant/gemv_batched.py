@@ -32,9 +32,8 @@ planes, :func:`.gemv_exact.q6_k_body`'s; ``q4_k_q8``: Q4_K under ``activation_qu
 ``(d · sc) · (q - 32)`` from the file's ``ql``, ``qh`` and scale bytes), the schemes whose decode
 kernel reads these same planes, so that no second copy of a weight is held) runs this body
 with ``M`` taken a block of ``B = 64`` rows at a time (``acc [B, ...]`` on the stack), each
-block through every chunk, where the target has 8 lanes or the workgroup's rows are not a
-multiple of 16; else
-the outer-product form of :mod:`.gemm_prefill`, on this module's chunk code. The stack
+block through every chunk, where the workgroup's rows are not a multiple of 16; else the
+outer-product form of :mod:`.gemm_prefill`, on this module's chunk code. The stack
 buffers are 64-byte aligned (:func:`aligned_alloca`): LLVM had put ``wt``'s rows off a cache
 line, and every 64-byte load of them spanned two. Measured (Zen 5, 2 threads, best of 15,
 one 5632 x 2048 F16 dequant_matmul alone, GFLOP/s; IREE's data-tiled f32 matmul after the

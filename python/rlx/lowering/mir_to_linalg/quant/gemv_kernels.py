@@ -76,10 +76,10 @@ each row tile once into an f32 stack buffer and multiplies it with every row of 
 (``r [M, N]``); the RMSNorm and SwiGLU prologues are ``M = 1`` only (:mod:`.fuse`: their
 stack buffer would be ``M x K``). **Prefill** (``M`` dynamic or above ``MAX_BATCH``; F16 /
 BF16, Q8_0 / Q5_0 / Q4_0, Q4_K, Q6_K: :data:`PREFILL_SCHEMES`; ``LoweringOptions.prefill_kernels``):
-the batched body with ``M`` taken a block at a time, or on AVX-512 the outer-product form
-of :mod:`.gemm_prefill`, ``M`` an index operand (the one run-time value that reaches an
-index: the bounds are argued in those two modules), instead of IREE's data-tiled matmul,
-which dequantizes and packs the whole weight on every call.
+the outer-product form of :mod:`.gemm_prefill` where a workgroup's rows are a multiple of 16,
+else the batched body with ``M`` taken a block at a time, ``M`` an index operand (the one
+run-time value that reaches an index: the bounds are argued in those two modules), instead
+of IREE's data-tiled matmul, which dequantizes and packs the whole weight on every call.
 
 **Bounds** (``M = 1``; ``M > 1``: :mod:`.gemv_batched`, :mod:`.gemm_prefill`). Every shape
 is static and the
@@ -139,10 +139,10 @@ from rlx.lowering.mir_to_linalg.executable import (
 from rlx.lowering.mir_to_linalg.quant import gemv_exact
 from rlx.lowering.mir_to_linalg.quant.gemm_prefill import (
     COLUMNS,
-    ROWS,
     outer_body,
     outer_form,
     pack_rows,
+    pass_rows,
 )
 from rlx.lowering.mir_to_linalg.quant.gemv_batched import DYNAMIC_M, batched_body
 from rlx.lowering.mir_to_linalg.quant.gemv_prologues import glu_prologue, norm_prologue
@@ -355,8 +355,8 @@ class Kernel:
         y = memref([*lead, self.n], "f32")
         residual = {"r": y} if self.residual else {}
         x = memref([2 * self.k], "f32") if self.glu else memref([*lead, self.k], "f32")
-        if outer_form(self):                     # x packed [T, K, ROWS] (gemm_prefill)
-            x = memref(["?", self.k, ROWS], "f32")
+        if outer_form(self):                     # x packed [T, K, rows] (gemm_prefill)
+            x = memref(["?", self.k, pass_rows(self)], "f32")
         return {"x": x, **norm, **planes, **residual, "y": y}
 
     def interleave_widths(self) -> list[int]:
@@ -429,8 +429,9 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
     if scheme in K_QUANTS and m == 1 and not q8 and k > gemv_exact.MAX_SCALES_K:
         return None                               # its S buffer would pass IREE's stack
     wide = m != 1 and options.vector_bits >= 512
-    # a 16-lane prefill runs gemm_prefill's column blocks of 16 rows where N has them
-    outer = m == DYNAMIC_M and wide and n % COLUMNS == 0
+    # a prefill runs gemm_prefill's column blocks of 16 rows where N has them (8 or 16
+    # lanes; on AVX2 the 8-lane outer form beat the dot form by 25-35%: gemm_prefill)
+    outer = m == DYNAMIC_M and n % COLUMNS == 0
     rows = workgroup_rows(n, k, COLUMNS if outer else ROWS_PER_TILE)
     return Kernel(scheme, n, k, rows, batch=m,
                   int_dot=options.int_dot if q8 else None,
@@ -519,7 +520,7 @@ def dispatch(ctx: LoweringContext, kern: Kernel, x: ir.Value, planes: list[ir.Va
         y = emit.tensor_type([size, kern.n], emit.f32())
         scalars = [m]
         if outer_form(kern):                     # x packed [T, K, ROWS]: T after M
-            operands[0], tiles = pack_rows(x)
+            operands[0], tiles = pack_rows(x, pass_rows(kern))
             scalars.append(emit.as_value(tiles))
         # every dynamic dim of the tensor operands, in order (x or its packed form, r)
         dims = emit.dynamic_values([d for v in operands for d in emit.sizes(v)])
