@@ -387,7 +387,17 @@ module @batched {
 // A prefill (M dynamic, or above 8) of a Q8_0 weight: the batched body with M an index operand
 // (%m_rows), its rows a block at a time (64; with 16 lanes and workgroups of 4 rows, as
 // here, acc [64, 64]: one row tile a pass).
+// With 8 lanes (x86-64-v3) and workgroups of a multiple of 16 rows (64 x 64), the outer-product
+// form on 8 lanes: x packed [T, K, 6], 6 rows of x a pass, each broadcast against the two
+// 8-lane halves of a wtT row.
 // CHECK-LABEL: module @prefill
+// CHECK:       stream.executable private @rlx_gemv_q8_0_64x64_mdyn
+// CHECK:           stream.binding.subspan %{{.*}}[%c0] : !stream.binding -> memref<?x64x6xf32>{%{{arg[0-9]+}}}
+// CHECK:           memref.alloca() alignment = 64 : memref<64x16xf32>
+// CHECK:                 memref.load %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] : memref<?x64x6xf32>
+// CHECK-NEXT:            vector.broadcast %{{.*}} : f32 to vector<8xf32>
+// CHECK-NEXT:            vector.fma %{{.*}} : vector<8xf32>
+// CHECK-NEXT:            vector.fma %{{.*}} : vector<8xf32>
 // CHECK:       stream.executable private @rlx_gemv_q8_0_40x64_mdyn
 // CHECK:         func.func @rlx_gemv_q8_0_40x64_mdyn(
 // CHECK:           stream.binding.subspan %{{.*}}[%c0] : !stream.binding -> memref<?x64xf32>{%[[M:arg[0-9]+]]}
@@ -397,6 +407,8 @@ module @batched {
 // CHECK:             scf.for %{{.*}} = %c0 to %[[M]] step %c64
 // CHECK:       flow.dispatch @rlx_gemv_q8_0_40x64_mdyn::@rlx_gemv_q8_0_40x64_mdyn[%c40](%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (tensor<?x64xf32>{%{{.*}}}, tensor<10x256xi8>, tensor<10x8xf16>, index) -> tensor<?x40xf32>{%{{.*}}}
 // CHECK:       flow.dispatch @rlx_gemv_q8_0_40x64_mdyn::@rlx_gemv_q8_0_40x64_mdyn[%c40](%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (tensor<9x64xf32>, tensor<10x256xi8>, tensor<10x8xf16>, index) -> tensor<9x40xf32>
+// CHECK:       linalg.generic {{.*}} outs(%{{.*}} : tensor<?x64x6xf32>)
+// CHECK:       flow.dispatch @rlx_gemv_q8_0_64x64_mdyn::@rlx_gemv_q8_0_64x64_mdyn[%c64](%{{.*}}) : (tensor<?x64x6xf32>{%{{.*}}}, tensor<16x256xi8>, tensor<16x8xf16>, index, index) -> tensor<?x64xf32>{%{{.*}}}
 // With 16 lanes and workgroups of a multiple of 16 rows (64 x 64: 4 of 16), the outer-product
 // form (gemm_prefill): x packed [T, K, 16] by a generic before the dispatch (T after M among
 // the index operands), each chunk dequantized into wt [4, C] and transposed into wtT [C, 16],

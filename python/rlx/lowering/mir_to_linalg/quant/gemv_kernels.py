@@ -519,7 +519,7 @@ def dispatch(ctx: LoweringContext, kern: Kernel, x: ir.Value, planes: list[ir.Va
         m = emit.as_value(size)
         y = emit.tensor_type([size, kern.n], emit.f32())
         scalars = [m]
-        if outer_form(kern):                     # x packed [T, K, ROWS]: T after M
+        if outer_form(kern):                     # x packed [T, K, rows]: T after M
             operands[0], tiles = pack_rows(x, pass_rows(kern))
             scalars.append(emit.as_value(tiles))
         # every dynamic dim of the tensor operands, in order (x or its packed form, r)
