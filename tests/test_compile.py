@@ -135,6 +135,30 @@ def test_cuda_compiles(arch: str) -> None:
     assert f".target {arch}".encode() in vmfb or arch.encode() in vmfb
 
 
+@pytest.mark.parametrize(("target", "options"), [("cuda", {"cuda_arch": "sm_90"}),
+                                               ("rocm", {"rocm_arch": "gfx942"})])
+def test_gated_delta_net_heads_of_qwen35_compile_for_gpus(target: str, options: dict) -> None:
+    """Heads of 64 and 128 (Qwen3.5's): their k.q reduction, scaled in its body, failed IREE
+    3.13's reduction vector distribution on CUDA and ROCm ("failed to distribute")."""
+    for dim in (64, 128):
+        h = rlx.HirModule("gdn")
+        q, k, v = (h.input(n, (1, None, 4, dim)) for n in "qkv")
+        g, beta = h.input("g", (1, None, 4)), h.input("beta", (1, None, 4))
+        h.set_outputs([h.gated_delta_net(q, k, v, g, beta, dim)])
+        assert rlx.compile(h, target, **options)
+
+
+@pytest.mark.parametrize(("dtype", "fused"), [("f32", True), ("f16", False), ("bf16", False)])
+def test_cuda_attention_is_fused_for_f32_only(dtype: str, fused: bool) -> None:
+    """IREE's fused attention op computes wrong f16 results on CUDA (checked on an H200):
+    16-bit attention is decomposed there; f32 keeps the fused op."""
+    h = rlx.HirModule("attn")
+    q = h.input("q", (1, None, 64), dtype)
+    h.set_outputs([h.attention(q, q, q, num_heads=4, head_dim=16, mask_kind="causal")])
+    text = rlx.compile(h, "cuda", emit="linalg")
+    assert ("iree_linalg_ext.attention" in text) == fused
+
+
 def test_hopper_target_is_derived_from_sm89() -> None:
     text = hopper_device_target("sm_90")
     assert 'arch = "sm_90"' in text

@@ -10,9 +10,12 @@ The suite (``full``):
 - every module of ``tests/hir_zoo.py`` (every HIR op family and variant, the MIR escape
   hatch), run at two sizes of its dynamic dims (5 and 19) where it has any;
 - the tiny LLaMA of ``examples/tiny_llama.py`` (2 layers): ``prefill`` of 8 tokens and one
-  ``decode`` step on its cache;
-- decode GEMVs (``dequant_matmul``, M = 1) of Q8_0 and Q4_K weights, 1024 x 2048;
-- an LSTM (hidden 128) and a Gated DeltaNet (4 heads of 64) over a dynamic sequence (16, 64);
+  ``decode`` step on its cache; the same for a small Qwen3.5 (three Gated DeltaNet layers,
+  one gated attention layer, a preallocated cache), its conv and delta states carried;
+- decode GEMVs (``dequant_matmul``, M = 1) of Q8_0, Q4_K, Q5_K, Q6_K and Q4_0 weights,
+  1024 x 2048, and the Q4_K one at M = 4;
+- an LSTM (hidden 128) and a Gated DeltaNet (4 heads of 64, and of 128 as Qwen3.5's) over a
+  dynamic sequence (16, 64);
 - timed: a LLaMA block of TinyLlama-1.1B's shape (hidden 2048, 32 / 8 heads of 64, FFN 5632)
   at f32 and f16, prefill of 128 tokens and decode with a 512-token cache, and Q8_0 / Q4_K
   decode GEMVs of 11008 x 4096 (LLaMA-7B's FFN); their weights are made on the GPU machine.
@@ -25,7 +28,7 @@ and the tolerance of each output's dtype (``rlx.reference.tolerance``).
 A module that does not compile for a target is recorded with IREE's error (the runner
 reports it) and the bundle is still made. The ``iree-base-runtime`` wheel for the GPU
 machine's Python 3.12 is downloaded with pip (``--wheel``), and Debian's Vulkan loader
-package with apt (``--debs``; the runner unpacks it where the system has no loader). The
+packages with apt (``--debs``; the runner unpacks them where the system has no loader). The
 bundle must stay under ``MAX_BYTES`` (what one device call carries, with room for the tree).
 """
 
@@ -56,7 +59,7 @@ from gpu_run import BUNDLE_VERSION, MANIFEST  # noqa: E402
 from rlx.compiler import TargetConfig  # noqa: E402
 from rlx.dialects.enums import QUANT_SCHEMES  # noqa: E402
 from rlx.ir.diagnostics import CompileError  # noqa: E402
-from rlx.models import llama  # noqa: E402
+from rlx.models import llama, qwen35  # noqa: E402
 from rlx.reference import evaluate  # noqa: E402
 from rlx.reference.tolerance import TOLERANCES  # noqa: E402
 
@@ -68,6 +71,7 @@ BLOCK_1B = {"hidden": 2048, "heads": 32, "kv_heads": 8, "head_dim": 64, "ffn": 5
             "eps": 1e-5}
 BLOCK_SMALL = {"hidden": 64, "heads": 4, "kv_heads": 2, "head_dim": 16, "ffn": 128, "eps": 1e-5}
 SMALL_ZOO = ("linear", "rope_neox")
+QWEN_CONTEXT = 32
 
 
 # --------------------------------------------------------------------------------------
@@ -106,9 +110,9 @@ def block_module(c: dict[str, Any], dtype: str, seq: int, past: int) -> rlx.HirM
     return h
 
 
-def gemv_module(scheme: str, n: int, k: int) -> rlx.HirModule:
+def gemv_module(scheme: str, n: int, k: int, m: int = 1) -> rlx.HirModule:
     h = rlx.HirModule(f"gemv_{scheme}")
-    x = h.input("x", (1, k))
+    x = h.input("x", (m, k))
     w = h.param("w", (n, QUANT_SCHEMES[scheme].row_bytes(k)), "i8")
     h.set_outputs([h.dequant_matmul(x, w, scheme=scheme)])
     return h
@@ -140,6 +144,22 @@ def tiny_llama() -> tuple[llama.LlamaConfig, rlx.HirModule, dict[str, np.ndarray
         weights[name] = ((1.0 + 0.1 * rng.standard_normal(shape)) if len(shape) == 1 else
                          rng.standard_normal(shape) * scale).astype(np.float32)
     return c, llama.build(c), weights
+
+
+def tiny_qwen35() -> tuple[qwen35.Qwen35Config, rlx.HirModule, dict[str, np.ndarray]]:
+    """Qwen3.5's hybrid trunk, small: three Gated DeltaNet layers (2 key / 4 value heads of
+    64) and one gated full-attention layer (GQA 4 / 2, heads of 32, partial RoPE), a KV cache
+    preallocated to 32 positions."""
+    c = qwen35.Qwen35Config(
+        vocab_size=256, hidden_size=128, layer_types=("linear_attention",) * 2 + (
+            "full_attention", "linear_attention"), num_heads=4, num_kv_heads=2, head_dim=32,
+        intermediate_size=256, linear_k_heads=2, linear_v_heads=4, linear_head_dim=64,
+        n_rot=16)
+    rng = np.random.default_rng(1)
+    weights = {n: (0.1 * rng.standard_normal(s) if len(s) == 1 else
+                   rng.standard_normal(s) / np.sqrt(s[0])).astype(np.float32)
+               for n, s in qwen35.param_shapes(c).items()}
+    return c, qwen35.build(c, context=QWEN_CONTEXT), weights
 
 
 # --------------------------------------------------------------------------------------
@@ -248,36 +268,60 @@ def add_tiny_llama(b: Bundle) -> None:
     b.check("tiny_llama_decode", h, [step], weights, "decode", key="tiny_llama")
 
 
+def add_tiny_qwen35(b: Bundle) -> None:
+    c, h, weights = tiny_qwen35()
+    prompt = np.array([[5, 80, 13, 200, 7, 31, 2, 99, 150]], np.int32)
+    names = qwen35.state_names(c, QWEN_CONTEXT)
+    state = dict(zip(names, qwen35.initial_state(c, QWEN_CONTEXT), strict=True))
+    cos, sin = qwen35.rope_tables(c, range(prompt.shape[1]))
+    pre = {"ids": prompt, "cos": cos, "sin": sin,
+           "last": np.array([[prompt.shape[1] - 1]], np.int32), **state}
+    want = b.check("tiny_qwen35_prefill", h, [pre], weights, "prefill", key="tiny_qwen35")[0]
+    cos1, sin1 = qwen35.rope_tables(c, [prompt.shape[1]])
+    step = {"ids": want[1].reshape(1, 1).astype(np.int32), "cos": cos1, "sin": sin1,
+            **dict(zip(names, want[2:], strict=True))}
+    b.check("tiny_qwen35_decode", h, [step], weights, "decode", key="tiny_qwen35")
+
+
 def add_quant_and_scans(b: Bundle) -> None:
     rng = np.random.default_rng(7)
     n, k = 1024, 2048
-    for scheme in ("gguf_q8_0", "gguf_q4_k"):
+    for scheme in ("gguf_q8_0", "gguf_q4_k", "gguf_q5_k", "gguf_q6_k", "gguf_q4_0"):
         h = gemv_module(scheme, n, k)
         w = _gguf_bytes(scheme, n, k, rng)
         b.check(f"gemv_{scheme}_{n}x{k}", h, [{"x": rng.standard_normal((1, k), np.float32)}],
                 {"w": w})
-    hid, heads, dim = 128, 4, 64
+    m, scheme = 4, "gguf_q4_k"                      # a few rows: the dequant feeds a GEMM
+    b.check(f"gemm_{scheme}_{m}x{n}x{k}", gemv_module(scheme, n, k, m),
+            [{"x": rng.standard_normal((m, k), np.float32)}], {"w": _gguf_bytes(scheme, n, k, rng)})
+    hid, heads = 128, 4
     h = lstm_module(32, hid)
     b.check(f"lstm_{hid}", h, [make_inputs(h, rng, s) for s in (16, 64)], make_params(h, rng))
-    h = gdn_module(heads, dim)
-    feeds = []
-    for s in (16, 64):
-        f = make_inputs(h, rng, s)
-        f["g"] = -np.abs(f["g"]) * 0.1                # decays in (0, 1]: exp(g)
-        f["beta"] = 1 / (1 + np.exp(-f["beta"]))
-        for n_ in "qk":
-            f[n_] = f[n_] / np.linalg.norm(f[n_], axis=-1, keepdims=True)
-        feeds.append({k_: v.astype(np.float32) for k_, v in f.items()})
-    b.check(f"gated_delta_net_{heads}x{dim}", h, feeds, {})
+    for dim in (64, 128):                               # 128: Qwen3.5's heads
+        h = gdn_module(heads, dim)
+        feeds = []
+        for s in (16, 64):
+            f = make_inputs(h, rng, s)
+            f["g"] = -np.abs(f["g"]) * 0.1                # decays in (0, 1]: exp(g)
+            f["beta"] = 1 / (1 + np.exp(-f["beta"]))
+            for n_ in "qk":
+                f[n_] = f[n_] / np.linalg.norm(f[n_], axis=-1, keepdims=True)
+            feeds.append({k_: v.astype(np.float32) for k_, v in f.items()})
+        b.check(f"gated_delta_net_{heads}x{dim}", h, feeds, {})
+
+
+GGUF_SCALES = {"gguf_q4_k": {0: 0.01, 2: 0.002}, "gguf_q5_k": {0: 0.01, 2: 0.002},
+               "gguf_q6_k": {208: 0.01}}
+"""Byte offsets of the f16 scales in a block (ggml's ``block_*``: d, and dmin where there is
+one; Q6_K's d is last); other schemes: d at 0."""
 
 
 def _gguf_bytes(scheme: str, n: int, k: int, rng: np.random.Generator) -> np.ndarray:
-    """Random GGUF blocks with sane f16 scales (d, and Q4_K's dmin)."""
+    """Random GGUF blocks with sane f16 scales."""
     q = QUANT_SCHEMES[scheme]
     raw = rng.integers(0, 256, (n, k // q.block_elems, q.block_bytes), dtype=np.uint8)
-    raw[..., 0:2] = np.frombuffer(np.float16(0.01).tobytes(), np.uint8)
-    if scheme == "gguf_q4_k":
-        raw[..., 2:4] = np.frombuffer(np.float16(0.002).tobytes(), np.uint8)
+    for at, value in GGUF_SCALES.get(scheme, {0: 0.01}).items():
+        raw[..., at:at + 2] = np.frombuffer(np.float16(value).tobytes(), np.uint8)
     return raw.reshape(n, -1).view(np.int8)
 
 
@@ -316,16 +360,23 @@ def fetch_wheel(out: Path, how: str, notes: list[str]) -> None:
     notes.append(f"wheel: {', '.join(p.name for p in dest.glob('*.whl'))}")
 
 
+VULKAN_DEBS = ("libvulkan1", "libglvnd0", "libegl1", "libgl1", "libglx0", "libopengl0",
+               "libgles2")
+"""Debian's Vulkan loader, and the GL vendor-neutral libraries NVIDIA's Vulkan driver
+(``libGLX_nvidia``) links: with the loader alone, ``vkCreateInstance`` answers
+``VK_ERROR_INCOMPATIBLE_DRIVER`` on an H200 machine without them (seen 2026-12-04)."""
+
+
 def fetch_debs(out: Path, how: str, notes: list[str]) -> None:
-    """Debian's libvulkan1 (the loader), for a GPU machine without one."""
+    """Debian's packages of :data:`VULKAN_DEBS`, for a GPU machine without a loader."""
     if how == "none":
         return
     dest = out / "debs"
     dest.mkdir(exist_ok=True)
-    proc = subprocess.run(["apt-get", "download", "libvulkan1"], cwd=dest, capture_output=True,
+    proc = subprocess.run(["apt-get", "download", *VULKAN_DEBS], cwd=dest, capture_output=True,
                           text=True)
     if proc.returncode != 0:
-        notes.append(f"no Vulkan loader package (apt-get download libvulkan1: "
+        notes.append(f"no Vulkan loader packages (apt-get download {' '.join(VULKAN_DEBS)}: "
                      f"{proc.stderr.strip()[:200]})")
 
 
@@ -369,6 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     add_zoo(b, list(SMALL_ZOO) if small else list(HIR_ZOO))
     if not small:
         add_tiny_llama(b)
+        add_tiny_qwen35(b)
         add_quant_and_scans(b)
     add_timed(b, small)
     notes: list[str] = []
