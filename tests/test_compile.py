@@ -159,6 +159,19 @@ def test_cuda_attention_is_fused_for_f32_only(dtype: str, fused: bool) -> None:
     assert ("iree_linalg_ext.attention" in text) == fused
 
 
+def test_vulkan_nvidia_mma_failure_names_the_way_out(tmp_path: Path) -> None:
+    """16-bit attention (its f16 x f16 -> f32 score matmul) picks CUDA's mma.sync on IREE's
+    Vulkan 'ampere' target and fails; the error says which target compiles it."""
+    h = rlx.HirModule("proj")
+    x = h.input("x", (1, 128, 2048), "f16")
+    q = h.linear(x, h.param("wq", (2048, 2048), "f16"))
+    h.set_outputs([h.attention(q, x, x, num_heads=32, head_dim=64, mask_kind="causal")])
+    with pytest.raises(rlx.CompileError) as info:
+        rlx.compile(h, "vulkan", vulkan_target="ampere", output=tmp_path / "p.vmfb")
+    assert "--vulkan-target=pascal, which lists none, compiles them" in str(info.value)
+    assert rlx.compile(h, "vulkan", vulkan_target="pascal")
+
+
 def test_hopper_target_is_derived_from_sm89() -> None:
     text = hopper_device_target("sm_90")
     assert 'arch = "sm_90"' in text

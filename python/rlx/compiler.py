@@ -411,9 +411,22 @@ def run_iree(lowered: Lowered, config: TargetConfig, output: Path | None) -> byt
     raise CompileError("\n".join([
         f"{lowered.source}: error: IREE failed to compile for {config.target}",
         *explained,
+        *_hints(proc.stderr, config),
         f"note: the module IREE compiled is saved as {saved} (the HIR as {saved_hir})",
         f"note: reproduce with: {repro}",
     ]))
+
+
+def _hints(stderr: str, config: TargetConfig) -> list[str]:
+    """What a user can do about an IREE failure that rlx knows."""
+    if config.target == "vulkan" and "subgroup mma" in stderr.lower():
+        # seen 2026-12-04: a LLaMA block's f16 prefill for ampere / turing / volta / rtx4090;
+        # with pascal it compiled and matched PyTorch on an H200's Vulkan driver
+        return [f"note: IREE 3.13's Vulkan targets for NVIDIA GPUs newer than Pascal list "
+                f"CUDA's matrix instructions, which SPIR-V code cannot use, and some 16-bit "
+                f"matmuls fail on them (--vulkan-target={config.vulkan_target}); "
+                f"--vulkan-target=pascal, which lists none, compiles them for any NVIDIA GPU"]
+    return []
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
