@@ -2,11 +2,12 @@
 process of its own (the kernel's ``ru_maxrss`` of that child: the weights' file pages it
 touched included, as a user's ``time -v`` would report).
 
-- rlx: this module as a child (``python -m benchmarks.memory FILE``): ``from_gguf`` with
-  the KV cache preallocated to ``--prompt`` + ``--gen`` positions (llama-bench's context),
-  the compiled model, a ``--prompt``-token prefill and ``--gen`` greedy decode steps; run
-  twice, the first to fill the compile cache, so that the second measures loading and
-  running, not the compiler. It also reports its resident size after them (``steady_mb``).
+- rlx: this module as a child (``python -m benchmarks.memory FILE``): the model (LLaMA
+  family or Qwen3.5, ``rlx.generate.load_model``) with the KV cache preallocated to
+  ``--prompt`` + ``--gen`` positions (llama-bench's context), the compiled model, a
+  ``--prompt``-token prefill and ``--gen`` greedy decode steps; run twice, the first to
+  fill the compile cache, so that the second measures loading and running, not the
+  compiler. It also reports its resident size after them (``steady_mb``).
 - llama.cpp: :func:`run_measured` around the ``llama-bench`` runs themselves.
 
 Usage (what ``benchmarks/llama.py`` runs per row): ``python -m benchmarks.memory FILE
@@ -102,10 +103,9 @@ def main() -> None:
     if args.path is None:
         p.error("give a GGUF file (or --compare FILE...)")
     sys.path.insert(0, str(ROOT / "python"))
-    from rlx.generate import Generator
-    from rlx.models import llama
+    from rlx.generate import Generator, load_model
 
-    g = Generator(llama.from_gguf(args.path, context=args.prompt + args.gen + 1),
+    g = Generator(load_model(args.path, context=args.prompt + args.gen + 1),
                   options={} if args.mode == "exact" else {"activation_quant": args.mode})
     ids = [3 + i % 197 for i in range(args.prompt)]
     _, cache = g.prefill(ids)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -334,7 +335,8 @@ def test_mtp_drafts_with_the_files_lm_head(hf: dict, tmp_path: Path) -> None:
     """A GGUF whose LM head is quantized (Q8_0): the MTP head's draft is the argmax of the
     trunk's head in the file's format on the head's normed state (``out``): the gguf
     package's dequantized ``output.weight`` times ``out``, in float64; no widened f32 copy
-    of the head is held (``mtp.lm_head``)."""
+    of the head is held (``mtp.lm_head``), nor of the embedding (its state equals the one
+    the gguf package's f32 table gives)."""
     import gguf
 
     import rlx
@@ -349,17 +351,31 @@ def test_mtp_drafts_with_the_files_lm_head(hf: dict, tmp_path: Path) -> None:
     built = qwen35.build(c, functions=("mtp",), context=model.context)
     program = rlx.runtime.load(rlx.compile(built, "llvm-cpu"), "local-task", model.weights)
     reader = gguf.GGUFReader(file)
-    head = next(t for t in reader.tensors if t.name == "output.weight")
-    w = np.asarray(gguf.quants.dequantize(head.data, head.tensor_type), np.float64)
-    w = w.reshape(c.vocab_size, c.hidden_size)
+
+    def dequantized(name: str) -> np.ndarray:
+        t = next(t for t in reader.tensors if t.name == name)
+        return np.asarray(gguf.quants.dequantize(t.data, t.tensor_type), np.float64)
+
+    w = dequantized("output.weight").reshape(c.vocab_size, c.hidden_size)
+    # the embedding stays the file's Q8_0 rows; the same model with the gguf package's
+    # dequantized f32 table instead must give the same MTP state
+    assert c.weight_schemes["embed"] == "gguf_q8_0"
+    schemes = {k: v for k, v in c.weight_schemes.items() if k != "embed"}
+    table = dequantized("token_embd.weight").reshape(c.vocab_size, -1).astype(np.float32)
+    f32 = qwen35.build(replace(c, weight_schemes=schemes), functions=("mtp",),
+                       context=model.context)
+    f32_program = rlx.runtime.load(rlx.compile(f32, "llvm-cpu"), "local-task",
+                                   {**model.weights, "embed": table})
     rng = np.random.default_rng(3)
     kv = np.zeros((1, 0, c.kv_dim), np.float32)
     for s in (1, 3):
         hidden = rng.standard_normal((1, s, c.hidden_size)).astype(np.float32)
         cos, sin = model.rope_tables(range(s))
-        nxt, out, _, _ = program.mtp(hidden, np.arange(s, dtype=np.int32)[None],
-                                     np.asarray([PROMPT[:s]], np.int32), cos, sin,
-                                     np.array([s - 1], np.int32), kv, kv)
+        args = (hidden, np.arange(s, dtype=np.int32)[None], np.asarray([PROMPT[:s]], np.int32),
+                cos, sin, np.array([s - 1], np.int32), kv, kv)
+        nxt, out, k, v = program.mtp(*args)
+        for got, want in zip((out, k, v), f32_program.mtp(*args)[1:], strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
         logits = w @ out.reshape(-1).astype(np.float64)
         top = np.sort(logits)[-2:]
         assert top[1] - top[0] > 1e-3 * np.abs(logits).max(), "a near tie: pick another seed"

@@ -238,6 +238,21 @@ def packed_weight(h: HirModule, shapes: Mapping[str, tuple[int, ...]],
     return parts[0] if len(parts) == 1 else h.mir("concat", parts, axis=0)
 
 
+def embed_rows(h: HirModule, ids: HirValue, shape: tuple[int, ...],
+               schemes: Mapping[str, str], leads: Mapping[str, int]) -> HirValue:
+    """The ``embed`` table's rows of ``ids`` as f32: a gather of the f32 table ``shape``, or
+    where the table stays in a GGUF file's format (``schemes["embed"]``) a gather of its raw
+    rows and their ``dequant`` (one row a token dequantized; nothing held but the file's
+    bytes)."""
+    scheme = schemes.get("embed")
+    if scheme is None:
+        return h.mir("gather", [h.param("embed", shape), ids], axis=0)
+    vocab, e = shape
+    raw = h.param("embed", (vocab, QUANT_SCHEMES[scheme].row_bytes(e)), "i8",
+                  lead=leads.get("embed", 0))
+    return h.mir("dequant", [h.mir("gather", [raw, ids], axis=0)], scheme=scheme)
+
+
 @dataclass
 class _Ctx:
     h: HirModule
@@ -259,18 +274,9 @@ class _Ctx:
         return self.h.param(name, self.shapes[name])
 
     def embed(self, ids: HirValue) -> HirValue:
-        """The embedding's rows of ``ids`` as f32: a gather of the f32 table, or where the
-        table stays in the file's format (``weight_schemes["embed"]``) a gather of its raw
-        rows and their ``dequant`` (one row a token dequantized; nothing held but the
-        file's bytes)."""
-        scheme = self.c.weight_schemes.get("embed")
-        if scheme is None:
-            return self.h.mir("gather", [self.p("embed"), ids], axis=0)
-        vocab, e = self.shapes["embed"]
-        raw = self.h.param("embed", (vocab, QUANT_SCHEMES[scheme].row_bytes(e)), "i8",
-                           lead=self.c.weight_leads.get("embed", 0))
-        return self.h.mir("dequant", [self.h.mir("gather", [raw, ids], axis=0)],
-                          scheme=scheme)
+        """The embedding's rows of ``ids`` as f32 (:func:`embed_rows`)."""
+        return embed_rows(self.h, ids, self.shapes["embed"], self.c.weight_schemes,
+                          self.c.weight_leads)
 
     def linear(self, x: HirValue, name: str, bias: HirValue | None = None) -> HirValue:
         """``x @ W (+ bias)``: a plain linear, or a dequant_matmul on the raw bytes."""

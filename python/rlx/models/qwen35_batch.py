@@ -130,7 +130,7 @@ def _prefill(h: HirModule, c: Qwen35Config, batch: int, context: int) -> None:
     zeros = [h.mir("binary", [_zeros(ctx, (1, *t.shape[1:])), ctx.reshape(
         none, -1, *[1] * (len(t.shape) - 1))], kind="add") for t in (convs[0], ssms[0])]
     h.label_nodes_since(start, "positions")
-    x = h.named("embed", lambda h: h.mir("gather", [ctx.p("embed"), ids], axis=0))
+    x = h.named("embed", lambda h: ctx.embed(ids))
     fresh: list[HirValue] = []
     for i, kind in enumerate(c.layer_types):
         start = len(h)
@@ -168,7 +168,7 @@ def _decode(h: HirModule, c: Qwen35Config, rows: int, batch: int, context: int) 
     slots = h.constant(np.arange(rows, dtype=np.int32), "i32")
     seen = h.mir("binary", [pos, h.constant(np.ones(rows, np.int32), "i32")], kind="add")
     h.label_nodes_since(start, "positions")
-    x = h.named("embed", lambda h: h.mir("gather", [ctx.p("embed"), ids], axis=0))
+    x = h.named("embed", lambda h: ctx.embed(ids))
     kv: list[HirValue] = []
     for i, kind in enumerate(c.layer_types):
         start = len(h)

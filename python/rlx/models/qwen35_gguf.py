@@ -15,8 +15,9 @@ rlx's ``[C, 1, 1, K]``; the value heads it reordered to tiled order stay so, and
 heads are tiled to them (``v_head_order = "tiled"``): the same computation with the value
 heads permuted, which ``ssm_out``'s columns (reordered alike) undo. Linear weights keep the
 file's format (``dequant_matmul`` on the raw bytes; F32 ones transposed); projections of
-one input in one format are packed into one matmul. The embedding, norms and the small
-per-head vectors are f32 on the host. The MTP head (``blk.{L}.nextn.*`` and its layer's
+one input in one format are packed into one matmul. The embedding stays the file's too
+(the tokens' rows gathered, then dequantized); norms and the small per-head vectors are f32
+on the host. The MTP head (``blk.{L}.nextn.*`` and its layer's
 tensors) is read in f32 (one layer; its op takes f32 weights); its drafts' logits are the
 trunk's LM head in the file's format (:mod:`rlx.models.qwen35_mtp`).
 
@@ -152,7 +153,9 @@ def _model(f: Any, c: Qwen35Config, logits: str, context: int | None) -> Qwen35M
         want = shape[::-1] if is_linear(name) else (shape[0], shape[3]) if leaf == "conv" \
             else shape
         t = _tensor(f, name, tname, want)
-        if is_linear(name) and t.scheme is not None and not name.startswith("mtp."):
+        if (is_linear(name) or name == "embed") and t.scheme is not None and (
+                not name.startswith("mtp.")):
+            # the embedding too stays the file's rows (gathered, then dequantized: _Ctx.embed)
             schemes[name] = t.scheme
             raw_weight(f, tname, name, weights, leads)
         elif is_linear(name):

@@ -13,7 +13,7 @@ from functools import cached_property
 import numpy as np
 
 from rlx.dialects.builder import HirModule, HirValue
-from rlx.models.llama import ModelError, packed_weight
+from rlx.models.llama import ModelError, embed_rows, packed_weight
 from rlx.models.llama_cache import token_count
 from rlx.models.qwen35 import (
     FULL,
@@ -48,6 +48,12 @@ class _Ctx:
 
     def p(self, name: str) -> HirValue:
         return self.h.param(name, self.shapes[name])
+
+    def embed(self, ids: HirValue) -> HirValue:
+        """The embedding's rows of ``ids`` as f32: of the f32 table, or of a GGUF file's
+        table kept in its format (:func:`rlx.models.llama.embed_rows`)."""
+        return embed_rows(self.h, ids, self.shapes["embed"], self.c.weight_schemes,
+                          self.c.weight_leads)
 
     @cached_property
     def slot0(self) -> HirValue:
@@ -324,7 +330,7 @@ def _trunk(ctx: _Ctx, seq: int | str, steps: int = 0
         at = (filled, h.mir("binary", [filled, length], kind="add"))
         h.label_nodes_since(start, "positions")
         out.append(at[1])
-    x = h.named("embed", lambda h: h.mir("gather", [ctx.p("embed"), ids], axis=0))
+    x = h.named("embed", lambda h: ctx.embed(ids))
     for i, kind in enumerate(c.layer_types):
         start = len(h)
         s0, s1 = state[2 * i], state[2 * i + 1]

@@ -39,6 +39,20 @@ def _lm_head_operand(ctx: _Ctx) -> HirValue:
     return ctx.p("lm_head")
 
 
+def _embedding(ctx: _Ctx, ids: HirValue) -> tuple[HirValue, HirValue]:
+    """The op's ``embed_w`` and ``input_ids`` operands: the f32 table and the ids, or, where
+    the table stays in a GGUF file's format, the ids' rows (gathered from the file's bytes
+    and dequantized, ``[S, E]``) and ``0 .. S-1``, so that the op's ``embed_w[input_ids]``
+    is the same rows without a widened copy of the table (1 GB for a 0.8B model's 248320 x
+    1024) in memory. The op reads ``input_ids`` for the embedding alone (spec 2.16)."""
+    if "embed" not in ctx.c.weight_schemes:
+        return ctx.p("embed"), ids
+    h = ctx.h
+    rows = h.mir("reshape", [ctx.embed(ids)], new_shape=[-1, ctx.c.hidden_size])
+    positions = h.mir("reshape", [h.mir("iota", [ids], axis=1)], new_shape=[1, -1])
+    return rows, positions
+
+
 def mtp_function(ctx: _Ctx) -> None:
     h, c = ctx.h, ctx.c
     e, hd = c.hidden_size, c.head_dim
@@ -54,7 +68,8 @@ def mtp_function(ctx: _Ctx) -> None:
     def p(name: str) -> HirValue:
         return ctx.p("mtp." + name)
 
-    operands = [hidden, ids, cos, sin, last, ctx.p("embed"), p("hnorm"), ze, p("enorm"), ze,
+    table, ids = _embedding(ctx, ids)
+    operands = [hidden, ids, cos, sin, last, table, p("hnorm"), ze, p("enorm"), ze,
                 p("eh"), p("ln1"), ze, p("q"), p("k"), p("v"), p("q_norm"), zd, p("k_norm"),
                 zd, p("o"), p("ln2"), ze, p("gate"), p("up"), p("down"), p("head_norm"), ze,
                 _lm_head_operand(ctx)]
