@@ -55,7 +55,7 @@ from tests.hir_zoo import build as zoo_build  # noqa: E402
 from tests.numerics.harness import make_inputs, make_params  # noqa: E402
 
 import rlx  # noqa: E402
-from gpu_run import BUNDLE_VERSION, MANIFEST  # noqa: E402
+from gpu_run import BUNDLE_VERSION, MANIFEST, SCALE_FIELDS  # noqa: E402
 from rlx.compiler import TargetConfig  # noqa: E402
 from rlx.dialects.enums import QUANT_SCHEMES  # noqa: E402
 from rlx.ir.diagnostics import CompileError  # noqa: E402
@@ -310,17 +310,11 @@ def add_quant_and_scans(b: Bundle) -> None:
         b.check(f"gated_delta_net_{heads}x{dim}", h, feeds, {})
 
 
-GGUF_SCALES = {"gguf_q4_k": {0: 0.01, 2: 0.002}, "gguf_q5_k": {0: 0.01, 2: 0.002},
-               "gguf_q6_k": {208: 0.01}}
-"""Byte offsets of the f16 scales in a block (ggml's ``block_*``: d, and dmin where there is
-one; Q6_K's d is last); other schemes: d at 0."""
-
-
 def _gguf_bytes(scheme: str, n: int, k: int, rng: np.random.Generator) -> np.ndarray:
-    """Random GGUF blocks with sane f16 scales."""
+    """Random GGUF blocks with sane f16 scales (:data:`gpu_run.SCALE_FIELDS`)."""
     q = QUANT_SCHEMES[scheme]
     raw = rng.integers(0, 256, (n, k // q.block_elems, q.block_bytes), dtype=np.uint8)
-    for at, value in GGUF_SCALES.get(scheme, {0: 0.01}).items():
+    for at, value in SCALE_FIELDS[scheme][1].items():
         raw[..., at:at + 2] = np.frombuffer(np.float16(value).tobytes(), np.uint8)
     return raw.reshape(n, -1).view(np.int8)
 

@@ -17,9 +17,9 @@ heads permuted, which ``ssm_out``'s columns (reordered alike) undo. Linear weigh
 file's format (``dequant_matmul`` on the raw bytes; F32 ones transposed); projections of
 one input in one format are packed into one matmul. The embedding stays the file's too
 (the tokens' rows gathered, then dequantized); norms and the small per-head vectors are f32
-on the host. The MTP head (``blk.{L}.nextn.*`` and its layer's
-tensors) is read in f32 (one layer; its op takes f32 weights); its drafts' logits are the
-trunk's LM head in the file's format (:mod:`rlx.models.qwen35_mtp`).
+on the host. The MTP head (``blk.{L}.nextn.*`` and its layer's tensors) is read in f32 (one
+layer; its op takes f32 weights, and the drafted tokens' embedding rows); its drafts' logits
+are the trunk's LM head in the file's format (:mod:`rlx.models.qwen35_mtp`).
 
 Anything rlx cannot honour (another architecture, a MoE file, a missing tensor or metadata
 key, a mis-shaped tensor, a GGML type it cannot dequantize) is one ModelError naming the

@@ -104,14 +104,16 @@ def _scaled_dot(ctx: LoweringContext, k: ir.Value, q: ir.Value, scale: ir.Value,
     of 64 and 128, static or dynamic rows; checked on an H200): the sum is a plain mul-add
     there, scaled after it."""
     f32 = emit.f32()
-    maps = [emit.identity(4), emit.identity(4), emit.amap(4, [0, 1, 2])]
-    zero = emit.filled(sizes, f32, 0.0)
-    if ctx.options.target not in ("cuda", "rocm"):
-        return emit.generic([k, q], [zero], maps, [P, P, P, R], lambda kv, qv, acc: arith.addf(
-            acc, arith.mulf(arith.mulf(kv, qv), scale)))[0]
-    dot = emit.generic([k, q], [zero], maps, [P, P, P, R],
-                       lambda kv, qv, acc: arith.addf(acc, arith.mulf(kv, qv)))[0]
-    return emit.map_elementwise([dot], f32, lambda x: arith.mulf(x, scale))
+    after = ctx.options.target in ("cuda", "rocm")
+
+    def body(kv: ir.Value, qv: ir.Value, acc: ir.Value) -> ir.Value:
+        kq = arith.mulf(kv, qv)
+        return arith.addf(acc, kq if after else arith.mulf(kq, scale))
+
+    dot = emit.generic([k, q], [emit.filled(sizes, f32, 0.0)],
+                       [emit.identity(4), emit.identity(4), emit.amap(4, [0, 1, 2])],
+                       [P, P, P, R], body)[0]
+    return emit.map_elementwise([dot], f32, lambda x: arith.mulf(x, scale)) if after else dot
 
 
 @MIR_TO_LINALG.register("gated_delta_net")
