@@ -112,7 +112,18 @@ class _Rows:
         return [emit.barrier(emit.convert_tensor(y, self.t))]
 
 
-def _threshold(rows: _Rows, weights: ir.Value | None, target: ir.Value) -> ir.Value:
+def _gpu_fence(ctx: LoweringContext, v: ir.Value) -> ir.Value:
+    """``v`` fenced off from its consumers on CUDA / ROCm (``emit.barrier``), as it is on
+    llvm-cpu and Vulkan. IREE 3.13's GPU reductions of a vocabulary of 32000 (512
+    compiled) fail where a producer's result is both stored and reduced in one dispatch:
+    top-k's temperature division fused into the search's first step ("'func.func' op
+    failed to distribute"), and top-p's ``exp(x - max)`` with its sum (codegen still
+    running after 10 minutes)."""
+    return emit.barrier(v) if ctx.options.target in ("cuda", "rocm") else v
+
+
+def _threshold(ctx: LoweringContext, rows: _Rows, weights: ir.Value | None, target: ir.Value
+               ) -> ir.Value:
     """The largest key ``t`` per row with ``sum(weight where key >= t) >= target``
     (``weights`` None: a count of tokens, i32; else an f32 tensor).
 
@@ -123,11 +134,13 @@ def _threshold(rows: _Rows, weights: ir.Value | None, target: ir.Value) -> ir.Va
     (``emit.barrier``): on a small row (12 x 96) IREE otherwise fuses all 64 generics into
     one dispatch whose llvm-cpu codegen ran for over 14 minutes; a vocabulary of 49152 was
     already two dispatches a step, and the fences add none there (127 -> 131 for top-k and
-    top-p together, the fences' own)."""
+    top-p together, the fences' own).
+
+    The row is fenced on GPUs (:func:`_gpu_fence`)."""
     i32 = _i32()
     acc_t = i32 if weights is None else emit.f32()
     zero: float = 0 if weights is None else 0.0
-    inputs = [rows.x] if weights is None else [rows.x, weights]
+    inputs = [_gpu_fence(ctx, rows.x)] if weights is None else [rows.x, weights]
     n = len(rows.rows)
     flat = emit.identity(n)
 
@@ -174,7 +187,7 @@ def lower_top_k_filter(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     off = emit.map_elementwise([k], emit.i1(), lambda kk: arith.ori(
         arith.cmpi(arith.CmpIPredicate.sle, kk, _c(0)),
         arith.cmpi(arith.CmpIPredicate.sge, kk, vocab)))
-    return _keep_from(rows, _threshold(rows, None, k), off)
+    return _keep_from(rows, _threshold(ctx, rows, None, k), off)
 
 
 @MIR_TO_LINALG.register("top_p_filter")
@@ -183,12 +196,13 @@ def lower_top_p_filter(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     f32 = emit.f32()
     p = emit.convert_tensor(op["p"], f32)
     m = rows.max()
-    weights = rows.per_token([rows.x, m], f32, lambda x, mm: math.exp(arith.subf(x, mm)))
+    weights = _gpu_fence(ctx, rows.per_token([rows.x, m], f32,
+                                             lambda x, mm: math.exp(arith.subf(x, mm))))
     total = rows.reduce([weights], emit.filled(rows.rows, f32, 0.0), arith.addf)
     target = emit.map_elementwise([p, total], f32, arith.mulf)
     off = emit.map_elementwise([p], emit.i1(), lambda pp: arith.cmpf(
         arith.CmpFPredicate.OGE, pp, emit.scalar(1.0, f32)))
-    return _keep_from(rows, _threshold(rows, weights, target), off)
+    return _keep_from(rows, _threshold(ctx, rows, weights, target), off)
 
 
 @MIR_TO_LINALG.register("min_p_filter")
