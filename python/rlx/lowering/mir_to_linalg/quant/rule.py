@@ -206,6 +206,11 @@ def lower_dequant(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
         flat = emit.map_elementwise([values], emit.f32(), to_f32)
     else:                                        # [S, G, *group in loop order]
         flat = _k_rows(values, order)
+    if ctx.options.target == "vulkan":
+        # fenced from its consumer: a gathered Q8_0 embedding's dequant fused into the
+        # first RMSNorm's reduction (dynamic rows) took IREE's SPIR-V codegen minutes (a
+        # 1B Q8_0 model over 6 minutes for 'ampere', stopped; 14 s fenced)
+        flat = emit.barrier(flat)
     k = emit.static_shape(flat)[1]
     assert k is not None
     if rank == 2:
