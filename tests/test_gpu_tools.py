@@ -1,7 +1,8 @@
 """tools/gpu_bundle.py and tools/gpu_run.py on the CPU: a small llvm-cpu bundle (no wheel, no
 Vulkan loader) run on ``local-task``: every check within its tolerance, the timed cases timed
 against PyTorch (CPU here) and within tolerance of PyTorch's float64 result, both reports
-written; and a wrong reference is reported as a failure (exit status 1)."""
+written; a whole made LLaMA GGUF model gives the bundle's greedy tokens; and a wrong
+reference (an output, a token) is reported as a failure (exit status 1)."""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ def test_runner_checks_and_times_a_cpu_bundle(bundle: Path, tmp_path: Path) -> N
     rc, report = _run(bundle, tmp_path)
     results = report["results"]
     assert rc == 0, [r for r in results if not r.get("ok")]
-    assert len(results) == len(manifest["cases"]) == 5
+    assert len(results) == len(manifest["cases"]) == 6
     assert report["environment"]["iree_devices"] == {"llvm-cpu": ["default"]}
     checks = [r for r in results if r["kind"] == "check"]
     # outputs compared: (2 of linear, 1 of rope) x 2 sizes of the dynamic dims
@@ -52,7 +53,16 @@ def test_runner_checks_and_times_a_cpu_bundle(bundle: Path, tmp_path: Path) -> N
             assert r["rlx"]["latency_ms"] > 0, r
             assert r["torch"]["pipelined_ms"] > 0, r
             assert r["err"] <= r["bound"], r
+    model, = (r for r in results if r["kind"] == "model")
+    # the made GGUF's weights remade here from the seed; the greedy tokens as the bundle's
+    assert model["case"] == "llama_small_Q4_K_M", model
+    assert model["ok"], model
+    assert model["tokens_same"] == model["tokens"] == 9
+    assert model["rlx"]["decode_tok_s"] > 0
+    assert model["torch"]["decode_tok_s"] > 0, model.get("torch_error")
+    assert model["err"] <= model["bound"]
     text = (tmp_path / "gpu.md").read_text()
+    assert "| llvm-cpu | llama_small_Q4_K_M | 9 / 9 |" in text
     assert "| llvm-cpu | zoo_linear | ok |" in text
     assert "llama_block_decode_f32" in text
 
@@ -65,8 +75,15 @@ def test_runner_reports_a_wrong_result(bundle: Path, tmp_path: Path) -> None:
         arrays = {k: z[k] for k in z.files}
     arrays["out0"] = arrays["out0"] + 1e-2
     np.savez(want, **arrays)
+    model = bad / "data" / "llama_small_Q4_K_M.npz"
+    with np.load(model) as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays["tokens"][3] = (arrays["tokens"][3] + 1) % 512
+    np.savez(model, **arrays)
     rc, report = _run(bad, tmp_path / "report")
     assert rc == 1
     failed = [r for r in report["results"] if not r.get("ok")]
-    assert [r["case"] for r in failed] == ["zoo_linear"], failed
+    assert [r["case"] for r in failed] == ["zoo_linear", "llama_small_Q4_K_M"], failed
     assert failed[0]["where"] == "data/zoo_linear.1.in.npz output #0 (f32)"
+    assert failed[1]["tokens_same"] == 3
+    assert failed[1]["where"].startswith("token 3:")

@@ -2,8 +2,8 @@
 a GPU and no compiler (README "Running on a GPU").
 
     python tools/gpu_bundle.py OUT_DIR --target cuda --target vulkan
-        [--cuda-arch sm_90] [--vulkan-target ampere] [--suite full|small]
-        [--wheel download|none|PATH] [--debs download|none]
+        [--cuda-arch sm_90] [--vulkan-target ampere] [--suite full|small|models]
+        [--formats Q4_K_M,Q8_0,F16] [--wheel download|none|PATH] [--debs download|none]
 
 The suite (``full``):
 
@@ -21,7 +21,12 @@ The suite (``full``):
   decode GEMVs of 11008 x 4096 (LLaMA-7B's FFN); their weights are made on the GPU machine.
 
 ``small`` (for the runner's test on the CPU, ``--target llvm-cpu``): two zoo modules, and
-timed a decode step of a small f32 block and 64 x 512 Q8_0 / Q4_K GEMVs.
+timed a decode step of a small f32 block and 64 x 512 Q8_0 / Q4_K GEMVs, and a small made
+LLaMA model in Q4_K_M.
+
+``models``: whole TinyLlama-1.1B-shaped LLaMA GGUF models in ``--formats``, their files
+made from a seed on both machines (:mod:`gpu_models`), greedy tokens and the prompt's
+logits from rlx on llvm-cpu as the reference, timed beside PyTorch eager.
 
 Each check case stores its inputs, weights and float64 reference outputs (``rlx.reference``)
 and the tolerance of each output's dtype (``rlx.reference.tolerance``).
@@ -334,6 +339,47 @@ def add_timed(b: Bundle, small: bool) -> None:
                 {"kind": "gemv", "scheme": scheme, "n": n, "k": k}, 13, {"w": scheme})
 
 
+def add_models(b: Bundle, small: bool, formats: list[str]) -> None:
+    """Whole LLaMA models from made GGUF files (:mod:`gpu_models`): each compiled for the
+    bundle's targets through ``from_gguf``, its reference (the prompt's last logits and the
+    greedy tokens) from rlx on llvm-cpu, and the map from its parameters to the file's
+    tensors, checked here to remake every weight bit for bit."""
+    import tempfile
+
+    import gpu_models
+
+    c = gpu_models.LLAMA_SMALL if small else gpu_models.LLAMA_1B
+    prompt, steps, seed = (8, 8, 21) if small else (128, 32, 21)
+    size = "small" if small else "1b"
+    for fmt in formats:
+        name = f"llama_{size}_{fmt}"
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / f"{name}.gguf"
+            gpu_models.write_gguf(path, c, fmt, seed)
+            model = llama.from_gguf(path, context=prompt + steps)
+            params = gpu_models.param_sources(model.weights)
+            case = {"name": name, "kind": "model", "config": c, "format": fmt, "seed": seed,
+                    "params": params, "tolerance": list(TOLERANCES[rlx.DType.F32])}
+            remade = gpu_models.model_weights(case)
+            for pname, want in model.weights.items():
+                if not np.array_equal(remade[pname], want):
+                    raise SystemExit(f"error: {name}: weight '{pname}' is not remade "
+                                     "from its seed")
+            del remade
+            paths, errors = b.compile(name, model.module)
+            ref = rlx.runtime.load(rlx.compile(model.module, "llvm-cpu"), "local-task",
+                                   model.weights)
+            ids = np.random.default_rng(seed).integers(0, c["vocab"], (1, prompt),
+                                                       dtype=np.int32)
+            cos, sin = model.rope_tables(range(prompt + steps))
+            logits, tokens = gpu_models.generate(ref, ids, cos, sin, steps)
+            del ref, model
+        case.update(vmfb=paths, compile_errors=errors, data=b.save(
+            f"data/{name}.npz", {"ids": ids, "cos": cos, "sin": sin, "logits": logits,
+                                 "tokens": np.asarray(tokens, np.int32)}))
+        b.cases.append(case)
+
+
 # --------------------------------------------------------------------------------------
 # What the GPU machine cannot fetch: the runtime wheel, the Vulkan loader
 # --------------------------------------------------------------------------------------
@@ -401,7 +447,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cuda-arch", default="sm_90")
     p.add_argument("--vulkan-target", default="ampere",
                    help="IREE's Vulkan target (NVIDIA Hopper runs 'ampere' code)")
-    p.add_argument("--suite", choices=("full", "small"), default="full")
+    p.add_argument("--suite", choices=("full", "small", "models"), default="full",
+                   help="models: whole 1B-shaped LLaMA GGUF models only (--formats)")
+    p.add_argument("--formats", default="Q4_K_M,Q8_0,F16",
+                   help="GGUF formats of the model cases (of F16, Q8_0, Q4_K_M)")
     p.add_argument("--wheel", default="download", help="download (default), none, or a path")
     p.add_argument("--debs", choices=("download", "none"), default="download")
     args = p.parse_args(argv)
@@ -411,12 +460,18 @@ def main(argv: list[str] | None = None) -> int:
     options = target_options(args)
     b = Bundle(args.out, options)
     small = args.suite == "small"
-    add_zoo(b, list(SMALL_ZOO) if small else list(HIR_ZOO))
-    if not small:
+    if args.suite == "models":
+        add_models(b, False, args.formats.split(","))
+    else:
+        add_zoo(b, list(SMALL_ZOO) if small else list(HIR_ZOO))
+    if args.suite == "full":
         add_tiny_llama(b)
         add_tiny_qwen35(b)
         add_quant_and_scans(b)
-    add_timed(b, small)
+    if args.suite != "models":
+        add_timed(b, small)
+    if small:
+        add_models(b, True, ["Q4_K_M"])
     notes: list[str] = []
     fetch_wheel(args.out, args.wheel, notes)
     if "vulkan" in options:

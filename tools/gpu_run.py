@@ -427,6 +427,11 @@ def run_bundle(bundle: Path, manifest: dict[str, Any], targets: list[str], repea
             row: dict[str, Any] = {"case": case["name"], "target": target, "kind": case["kind"]}
             if target in case.get("compile_errors", {}):
                 row.update(ok=False, error="compile: " + case["compile_errors"][target])
+            elif case["kind"] == "model":
+                import gpu_models
+
+                row.update(_guarded(lambda c=case, t=target: gpu_models.run_model(
+                    rt, bundle, c, t, DEVICES[t], torch, within)))
             elif case["kind"] == "check":
                 row.update(_guarded(lambda c=case, t=target: check_case(rt, bundle, c, t)))
             else:
@@ -443,6 +448,14 @@ def _line(row: dict[str, Any]) -> str:
     if "error" in row:
         return f"{row['target']:8s} {row['case']:40s} FAIL {row['error'].splitlines()[-1]}"
     text = f"{row['target']:8s} {row['case']:40s} {status}"
+    if row["kind"] == "model":
+        text += (f" tokens {row['tokens_same']}/{row['tokens']} as on the CPU, logits err "
+                 f"{row['err']:.3g} (bound {row['bound']:.3g})")
+        for side in ("rlx", "torch"):
+            if row.get(side):
+                text += (f" {side} prefill {row[side]['prefill_tok_s']:.0f} tok/s, decode "
+                         f"{row[side]['decode_tok_s']:.1f} tok/s")
+        return text
     if "err" in row:
         text += f" err {row['err']:.3g} (bound {row['bound']:.3g})"
     for side in ("rlx", "torch"):
@@ -466,6 +479,23 @@ def markdown(report: dict[str, Any]) -> str:
             "|", "/").replace("\n", " ")[:300]
         lines.append(f"| {r['target']} | {r['case']} | {res} | {r.get('err', '')} | "
                      f"{r.get('bound', '')} |")
+    models = [r for r in report["results"] if r["kind"] == "model"]
+    if models:
+        lines += ["", "## Whole models (tok/s; PyTorch: the same shape, f16 weights)", "",
+                  "| target | model | tokens as on the CPU | logits error / bound | rlx prefill "
+                  "| rlx decode | torch prefill | torch decode |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in models:
+            if "error" in r:
+                lines.append(f"| {r['target']} | {r['case']} | FAIL: "
+                             f"{r['error'].splitlines()[-1][:200]} | | | | | |")
+                continue
+            a, b = r["rlx"], r.get("torch") or {}
+            lines.append(
+                f"| {r['target']} | {r['case']} | {r['tokens_same']} / {r['tokens']} | "
+                f"{r['err']:.3g} / {r['bound']:.3g} | {a['prefill_tok_s']:.0f} | "
+                f"{a['decode_tok_s']:.1f} | {b.get('prefill_tok_s', float('nan')):.0f} | "
+                f"{b.get('decode_tok_s', float('nan')):.1f} |")
     lines += ["", "## Speed (ms; latency: one call waited for / pipelined: per call of "
               "queued calls)", "",
               "| target | case | rlx latency | rlx pipelined | torch latency | torch pipelined "
