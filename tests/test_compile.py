@@ -162,6 +162,17 @@ def test_sample_function_compiles_for_gpus(target: str, options: dict) -> None:
     assert rlx.compile(h, target, **options)
 
 
+@pytest.mark.parametrize(("target", "options"), [("cuda", {"cuda_arch": "sm_90"}),
+                                               ("rocm", {"rocm_arch": "gfx942"})])
+def test_batched_argmax_compiles_for_gpus(target: str, options: dict) -> None:
+    """The batched decode's ``next``: an argmax of 4 rows of 49152 logits crashed IREE
+    3.13's NVPTX instruction selection with the maximum fused into the index search."""
+    h = rlx.HirModule("next")
+    x = h.input("x", (4, 49152))
+    h.set_outputs([h.mir("argmax", [x], axis=-1, keep_dim=False)])
+    assert rlx.compile(h, target, **options)
+
+
 def test_vulkan_fences_a_gathered_dequant() -> None:
     """A GGUF embedding's gathered rows, dequantized, then RMSNorm'd: on Vulkan the dequant
     is its own dispatch (fused into the norm's reduction over dynamic rows, IREE's SPIR-V

@@ -59,7 +59,7 @@ def lower_reduce(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
 @MIR_TO_LINALG.register("argmax")
 def lower_argmax(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     x = op["x"]
-    out = argmax_along(x, op.attrs["axis"] % emit.rank(x))
+    out = argmax_along(x, op.attrs["axis"] % emit.rank(x), gpu_fence(ctx))
     if op.attrs["keep_dim"]:
         ss = emit.sizes(x)
         axis = op.attrs["axis"] % emit.rank(x)
@@ -67,14 +67,28 @@ def lower_argmax(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     return [out]
 
 
-def argmax_along(x: ir.Value, axis: int) -> ir.Value:
+def gpu_fence(ctx: LoweringContext) -> bool:
+    """Whether a row reduction's intermediate is fenced from the next one (CUDA / ROCm:
+    IREE 3.13 fuses them into dispatches its GPU codegen cannot take; see the callers)."""
+    return ctx.options.target in ("cuda", "rocm")
+
+
+def argmax_along(x: ir.Value, axis: int, fence: bool = False) -> ir.Value:
     """The first index of the largest element along ``axis`` (i32, the axis dropped).
 
     Reductions with plain combiners, which IREE vectorizes: the maximum ``m`` of the
     non-NaN elements, then (one generic, two results) the first index whose element equals
     ``m`` and the first index of a NaN; a NaN wins. (One generic carrying (value, index)
     through a select chain was not vectorized: 263 us for 49152 logits. ``maximumf``'s NaN
-    propagation is not used: SPIR-V's max drops NaNs.)"""
+    propagation is not used: SPIR-V's max drops NaNs.)
+
+    ``fence`` (:func:`gpu_fence`): ``x`` is fenced from its producer and the maximum from
+    the index search. Fused, an argmax of several rows of a real vocabulary (4 x 49152: a
+    batched decode's ``next``) crashed IREE 3.13's NVPTX instruction selection
+    ("SmallVector unable to grow"; one row compiled), and the batched prefill's, its rows
+    gathered from the logits in the same dispatch, failed to distribute."""
+    if fence:
+        x = emit.barrier(x)
     r = emit.rank(x)
     kept = [i for i in range(r) if i != axis]
     t = emit.elem(x)
@@ -105,6 +119,8 @@ def argmax_along(x: ir.Value, axis: int) -> ir.Value:
             out.append(arith.minsi(found[1], arith.select(nan, i, miss)))
         return out
 
+    if fence:
+        best = emit.barrier(best)
     inits = [emit.filled(out_ss, i32, none) for _ in range(2 if is_float else 1)]
     found = emit.generic([x, best], inits,
                          [emit.identity(r), emit.amap(r, kept)] + [emit.amap(r, kept)] * len(inits),
