@@ -173,6 +173,20 @@ def test_batched_argmax_compiles_for_gpus(target: str, options: dict) -> None:
     assert rlx.compile(h, target, **options)
 
 
+@pytest.mark.parametrize(("target", "options"), [("cuda", {"cuda_arch": "sm_90"}),
+                                               ("rocm", {"rocm_arch": "gfx942"})])
+def test_causal_conv_of_dynamic_rows_and_length_compiles_for_gpus(target: str,
+                                                                  options: dict) -> None:
+    """rlx-serve's batched Qwen3.5 prefill: a dynamic batch and a dynamic length; the conv
+    over [B, C, 1, W] failed IREE 3.13's CUDA codegen (conv.LENGTH_AS_HEIGHT)."""
+    h = rlx.HirModule("conv")
+    y, frames = h.depthwise_conv1d_causal_carry(h.input("x", (None, None, 64)),
+                                                h.param("w", (64, 1, 1, 4)),
+                                                h.input("pad", (None, 3, 64)), 4)
+    h.set_outputs([y, frames])
+    assert rlx.compile(h, target, **options)
+
+
 def test_vulkan_fences_a_gathered_dequant() -> None:
     """A GGUF embedding's gathered rows, dequantized, then RMSNorm'd: on Vulkan the dequant
     is its own dispatch (fused into the norm's reduction over dynamic rows, IREE's SPIR-V

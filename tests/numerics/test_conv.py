@@ -147,3 +147,19 @@ def test_depthwise_conv1d_causal_dynamic_batch(target: str) -> None:
         out, frames = prog.main(x, pad)
         assert_close(out, torch_conv(x, w, pad), "f32", f"{rows} rows of {seq}")
         np.testing.assert_array_equal(frames, np.concatenate([pad, x], axis=1)[:, -(K - 1):])
+
+
+def test_depthwise_conv1d_causal_length_as_height(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The form CUDA and ROCm take (the frames as the conv's height, ``[B, C, W, 1]``, kernel
+    ``[K, 1]``: ``conv.LENGTH_AS_HEIGHT``), which no CPU or Vulkan test would otherwise run:
+    on llvm-cpu against torch, dynamic batch and length, and chained with ``carry``."""
+    from rlx.lowering.hir_to_mir import conv
+
+    monkeypatch.setattr(conv, "LENGTH_AS_HEIGHT", ("llvm-cpu",))
+    h = rlx.HirModule("tall")
+    h.set_outputs([h.depthwise_conv1d_causal(h.input("x", (None, None, C)),
+                                             h.param("w", (C, 1, 1, K)),
+                                             h.input("pad", (None, K - 1, C)), kernel_size=K)])
+    assert f"kernel_size = array<i64: {K}, 1>" in rlx.compile(h, "llvm-cpu", emit="mir")
+    test_depthwise_conv1d_causal_dynamic_batch("llvm-cpu")
+    test_depthwise_conv1d_causal_carry_chains_chunks("llvm-cpu")
