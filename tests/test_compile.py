@@ -187,6 +187,19 @@ def test_causal_conv_of_dynamic_rows_and_length_compiles_for_gpus(target: str,
     assert rlx.compile(h, target, **options)
 
 
+@pytest.mark.parametrize(("target", "options"), [("cuda", {"cuda_arch": "sm_90"}),
+                                               ("rocm", {"rocm_arch": "gfx942"})])
+def test_gated_delta_net_of_dynamic_rows_compiles_for_gpus(target: str, options: dict) -> None:
+    """rlx-serve's batched Qwen3.5 prefill: a dynamic batch with its state carried; the
+    step's two-result state read failed to bufferize on CUDA (recurrent.SPLIT_STATE_READS)."""
+    h = rlx.HirModule("gdn")
+    q, k, v = (h.input(n, (None, None, 4, 128)) for n in "qkv")
+    g, beta = h.input("g", (None, None, 4)), h.input("beta", (None, None, 4))
+    y, s = h.gated_delta_net_carry(q, k, v, g, beta, h.input("s", (None, 4, 128, 128)), 128)
+    h.set_outputs([y, s])
+    assert rlx.compile(h, target, **options)
+
+
 def test_vulkan_fences_a_gathered_dequant() -> None:
     """A GGUF embedding's gathered rows, dequantized, then RMSNorm'd: on Vulkan the dequant
     is its own dispatch (fused into the norm's reduction over dynamic rows, IREE's SPIR-V

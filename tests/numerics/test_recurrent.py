@@ -460,6 +460,25 @@ def test_gated_delta_net_matches_qwen3_next(target: str) -> None:
         assert_close(final, want_final, "f32", f"gdn S={seq} final_state")
 
 
+def test_gated_delta_net_split_state_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The step CUDA and ROCm take (``kᵀS`` and ``qᵀS`` as two reductions:
+    ``recurrent.SPLIT_STATE_READS``), which no CPU or Vulkan test would otherwise run: on
+    llvm-cpu against Qwen3-Next's reference, zero and carried state."""
+    from rlx.lowering.mir_to_linalg import recurrent
+
+    one = rlx.compile(gdn_module(), "llvm-cpu", emit="linalg")
+    monkeypatch.setattr(recurrent, "SPLIT_STATE_READS", ("llvm-cpu",))
+    assert rlx.compile(gdn_module(), "llvm-cpu", emit="linalg") != one
+    prog = rlx.runtime.load(rlx.compile(gdn_module(), "llvm-cpu"), DEVICE["llvm-cpu"])
+    x = gdn_inputs(np.random.default_rng(5), 5)
+    y0, y1, final = prog.main(**x)
+    want0, _ = hf_gdn(x, carry=False)
+    want1, want_final = hf_gdn(x, carry=True)
+    assert_close(y0, want0, "f32", "split reads: y (zero state)")
+    assert_close(y1, want1, "f32", "split reads: y (carried state)")
+    assert_close(final, want_final, "f32", "split reads: final_state")
+
+
 def test_gated_delta_net_decode_steps_chain() -> None:
     """Prefill 3 steps, then 3 single-token decode steps, each fed the previous final
     state: the same outputs and final state as one call over the 6 steps."""

@@ -48,16 +48,24 @@ def _time(t: ir.Value, last: emit.Size, reverse: bool) -> ir.Value:
 # --------------------------------------------------------------------------------------
 
 
+SPLIT_STATE_READS = ("cuda", "rocm")
+"""Targets where the step's ``kᵀS`` and ``qᵀS`` are two reductions, not one of two results:
+with a dynamic batch (rlx-serve's batched Qwen3.5 prefill) IREE 3.13's CUDA codegen fails to
+bufferize the two-result one ("failed to bufferize op"); a static batch compiled either
+way. Elsewhere one pass reads the state for both."""
+
+
 def _gdn_step(state: ir.Value, k: ir.Value, q: ir.Value, v: ir.Value, decay: ir.Value,
-              beta: ir.Value, kq: ir.Value, scale: ir.Value) -> tuple[ir.Value, ir.Value]:
+              beta: ir.Value, kq: ir.Value, scale: ir.Value, split: bool = False
+              ) -> tuple[ir.Value, ir.Value]:
     """One step on the state ``S [B, H, n, n]``; ``k, q, v`` ``[B, 1, H, n]``,
     ``decay = exp(g)``, ``beta``, ``kq = (k·q) scale`` ``[B, 1, H]``, ``scale = 1/sqrt(n)``.
 
     Spec 2.12 reads ``S' = e S + k ⊗ d`` with ``d = (v - kᵀ(e S)) beta`` and
     ``y = qᵀS' scale``. Expanding ``qᵀS' = e qᵀS + (q·k) d`` lets one reduction read the old
     state once for both ``kᵀS`` and ``qᵀS``; then ``d`` and ``y`` are per-column, and ``S'``
-    one elementwise pass (IREE fuses the three into one dispatch a step). Returns
-    ``(S', y [B, H, n])``."""
+    one elementwise pass (IREE fuses the three into one dispatch a step). ``split``: the
+    two reads as two reductions (:data:`SPLIT_STATE_READS`). Returns ``(S', y [B, H, n])``."""
     f32 = emit.f32()
     b, h, n = emit.dim(state, 0), emit.dim(state, 1), emit.dim(state, 2)
     # reduction loops (b, h, j, i): S[b, h, i, j], vectors read at i, results at j
@@ -69,9 +77,17 @@ def _gdn_step(state: ir.Value, k: ir.Value, q: ir.Value, v: ir.Value, decay: ir.
         return [arith.addf(ka, arith.mulf(sv, kv)), arith.addf(qa, arith.mulf(sv, qv))]
 
     zeros = [emit.filled([b, h, n], f32, 0.0) for _ in range(2)]
-    ks, qs = emit.generic([state, k, q], zeros,
-                          [emit.amap(4, [0, 1, 3, 2]), vec_i, vec_i, out_j, out_j],
-                          [P, P, P, R], reads)
+    if split:
+        def read(sv: ir.Value, xv: ir.Value, acc: ir.Value) -> ir.Value:
+            return arith.addf(acc, arith.mulf(sv, xv))
+
+        ks, qs = (emit.generic([state, x], [z], [emit.amap(4, [0, 1, 3, 2]), vec_i, out_j],
+                               [P, P, P, R], read)[0] for x, z in zip((k, q), zeros,
+                                                                        strict=True))
+    else:
+        ks, qs = emit.generic([state, k, q], zeros,
+                              [emit.amap(4, [0, 1, 3, 2]), vec_i, vec_i, out_j, out_j],
+                              [P, P, P, R], reads)
 
     def column(vv: ir.Value, ka: ir.Value, qa: ir.Value, e: ir.Value, bt: ir.Value,
                kqv: ir.Value, *_: ir.Value) -> list[ir.Value]:
@@ -148,7 +164,8 @@ def lower_gated_delta_net(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
         st, y = carried
         kt, qt, vt = (emit.extract_slice(x, [0, t, 0, 0], [b, 1, h, n]) for x in (k, q, v))
         et, bt, kqt = (emit.extract_slice(x, [0, t, 0], [b, 1, h]) for x in (decay, beta, kq))
-        new, yt = _gdn_step(st, kt, qt, vt, et, bt, kqt, scale)
+        new, yt = _gdn_step(st, kt, qt, vt, et, bt, kqt, scale,
+                            ctx.options.target in SPLIT_STATE_READS)
         yt = emit.expand(yt, [[0, 1], [2], [3]], [b, 1, h, n])
         return [new, emit.insert_slice(yt, y, [0, t, 0, 0])]
 
