@@ -178,7 +178,8 @@ def test_batched_argmax_compiles_for_gpus(target: str, options: dict) -> None:
 def test_causal_conv_of_dynamic_rows_and_length_compiles_for_gpus(target: str,
                                                                   options: dict) -> None:
     """rlx-serve's batched Qwen3.5 prefill: a dynamic batch and a dynamic length; the conv
-    over [B, C, 1, W] failed IREE 3.13's CUDA codegen (conv.LENGTH_AS_HEIGHT)."""
+    over [B, C, 1, W] failed IREE 3.13's CUDA codegen (LLVMGPU targets now take the frames
+    as its height)."""
     h = rlx.HirModule("conv")
     y, frames = h.depthwise_conv1d_causal_carry(h.input("x", (None, None, 64)),
                                                 h.param("w", (64, 1, 1, 4)),
@@ -191,7 +192,7 @@ def test_causal_conv_of_dynamic_rows_and_length_compiles_for_gpus(target: str,
                                                ("rocm", {"rocm_arch": "gfx942"})])
 def test_gated_delta_net_of_dynamic_rows_compiles_for_gpus(target: str, options: dict) -> None:
     """rlx-serve's batched Qwen3.5 prefill: a dynamic batch with its state carried; the
-    step's two-result state read failed to bufferize on CUDA (recurrent.SPLIT_STATE_READS)."""
+    step's two-result state read failed to bufferize on CUDA (on LLVMGPU: two reductions)."""
     h = rlx.HirModule("gdn")
     q, k, v = (h.input(n, (None, None, 4, 128)) for n in "qkv")
     g, beta = h.input("g", (None, None, 4)), h.input("beta", (None, None, 4))

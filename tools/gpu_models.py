@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from gpu_run import SCALE_FIELDS, seeded_array
+from gpu_run import SCALE_FIELDS, median_s, seeded_array
 
 LLAMA_1B = {"hidden": 2048, "layers": 22, "heads": 32, "kv_heads": 4, "ffn": 5632,
             "vocab": 32000, "eps": 1e-5, "theta": 10000.0}
@@ -195,7 +195,7 @@ def run_model(rt: Any, bundle: Path, case: dict[str, Any], target: str, device: 
     ok, err, bound = within(logits, want, tuple(case["tolerance"]))
     same = next((i for i, (a, b) in enumerate(zip(got, want_tokens, strict=True)) if a != b),
                 len(got))
-    prefill_s = _median(lambda: prefill(program, ids, cos, sin), 5)
+    prefill_s = median_s(lambda: prefill(program, ids, cos, sin), 5, warmup=1)
     decode_s = []
     for _ in range(3):
         _, cache = prefill(program, ids, cos, sin)
@@ -216,16 +216,6 @@ def run_model(rt: Any, bundle: Path, case: dict[str, Any], target: str, device: 
         except Exception as e:  # PyTorch's side failing leaves rlx's result standing
             row["torch_error"] = f"{type(e).__name__}: {e}"[:500]
     return row
-
-
-def _median(fn: Callable[[], Any], n: int) -> float:
-    fn()
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return sorted(times)[n // 2]
 
 
 def torch_llama(torch: Any, c: dict[str, Any], prompt: int, steps: int) -> dict[str, float]:
@@ -290,7 +280,7 @@ def torch_llama(torch: Any, c: dict[str, Any], prompt: int, steps: int) -> dict[
             forward(tok, 0)
             sync()
 
-        prefill_s = _median(pre, 5)
+        prefill_s = median_s(pre, 5, warmup=1)
         runs = []
         for _ in range(3):
             nxt = forward(tok, 0)

@@ -151,11 +151,11 @@ def test_depthwise_conv1d_causal_dynamic_batch(target: str) -> None:
 
 def test_depthwise_conv1d_causal_length_as_height(monkeypatch: pytest.MonkeyPatch) -> None:
     """The form CUDA and ROCm take (the frames as the conv's height, ``[B, C, W, 1]``, kernel
-    ``[K, 1]``: ``conv.LENGTH_AS_HEIGHT``), which no CPU or Vulkan test would otherwise run:
-    on llvm-cpu against torch, dynamic batch and length, and chained with ``carry``."""
-    from rlx.lowering.hir_to_mir import conv
+    ``[K, 1]``; ``registry.LLVMGPU_TARGETS``), which no CPU or Vulkan test would otherwise
+    run: on llvm-cpu against torch, dynamic batch and length, and chained with ``carry``."""
+    from rlx.lowering import registry
 
-    monkeypatch.setattr(conv, "LENGTH_AS_HEIGHT", ("llvm-cpu",))
+    monkeypatch.setattr(registry, "LLVMGPU_TARGETS", ("llvm-cpu",))
     h = rlx.HirModule("tall")
     h.set_outputs([h.depthwise_conv1d_causal(h.input("x", (None, None, C)),
                                              h.param("w", (C, 1, 1, K)),

@@ -461,13 +461,13 @@ def test_gated_delta_net_matches_qwen3_next(target: str) -> None:
 
 
 def test_gated_delta_net_split_state_reads(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The step CUDA and ROCm take (``kᵀS`` and ``qᵀS`` as two reductions:
-    ``recurrent.SPLIT_STATE_READS``), which no CPU or Vulkan test would otherwise run: on
-    llvm-cpu against Qwen3-Next's reference, zero and carried state."""
-    from rlx.lowering.mir_to_linalg import recurrent
+    """The step CUDA and ROCm take (``kᵀS`` and ``qᵀS`` as two reductions, ``k·q`` scaled
+    after its sum; ``registry.LLVMGPU_TARGETS``), which no CPU or Vulkan test would
+    otherwise run: on llvm-cpu against Qwen3-Next's reference, zero and carried state."""
+    from rlx.lowering import registry
 
     one = rlx.compile(gdn_module(), "llvm-cpu", emit="linalg")
-    monkeypatch.setattr(recurrent, "SPLIT_STATE_READS", ("llvm-cpu",))
+    monkeypatch.setattr(registry, "LLVMGPU_TARGETS", ("llvm-cpu",))
     assert rlx.compile(gdn_module(), "llvm-cpu", emit="linalg") != one
     prog = rlx.runtime.load(rlx.compile(gdn_module(), "llvm-cpu"), DEVICE["llvm-cpu"])
     x = gdn_inputs(np.random.default_rng(5), 5)

@@ -32,6 +32,13 @@ INT_DOTS = ("vnni", "avx2", "portable")
 """How an integer-dot kernel multiplies 8-bit blocks (``LoweringOptions.int_dot``)."""
 
 
+LLVMGPU_TARGETS = ("cuda", "rocm")
+"""The targets IREE compiles through its LLVMGPU codegen. IREE 3.13's reduction distribution
+and bufferization there fail on forms the other backends take, so some rules fence or
+reshape their work on these (:attr:`LoweringOptions.llvmgpu`): the sampling filters and
+argmax, the causal conv, the Gated DeltaNet step and its ``k·q``."""
+
+
 @dataclass(frozen=True)
 class LoweringOptions:
     """Per-target lowering choices (rlx.compiler picks the defaults for each target).
@@ -93,6 +100,12 @@ class LoweringOptions:
     still hoists it into initializers (``--iree-opt-const-expr-max-size-increase-threshold``,
     1 MiB by default; ``TargetConfig`` reads it from the extra flags): lowerings whose
     repacking grows a weight use it only within this."""
+
+    @property
+    def llvmgpu(self) -> bool:
+        """Whether IREE compiles this target through its LLVMGPU codegen
+        (:data:`LLVMGPU_TARGETS`), whose faults some rules work around."""
+        return self.target in LLVMGPU_TARGETS
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_LOWERINGS:

@@ -10,13 +10,6 @@ from rlx.lowering.build import mir
 from rlx.lowering.hir_to_mir.table import HIR_TO_MIR
 from rlx.lowering.registry import LoweringContext
 
-LENGTH_AS_HEIGHT = ("cuda", "rocm")
-"""Targets whose conv takes the frames as its height (``[B, C, W, 1]``, kernel ``[K, 1]``)
-instead of its width (``[B, C, 1, W]``, kernel ``[1, K]``): with a dynamic batch and a
-dynamic length (rlx-serve's batched Qwen3.5 prefill) IREE 3.13's CUDA codegen fails on the
-width form's rank-reducing loads ("expected result type to be 'memref<1x1x1x1xf32 ...>' or
-a rank-reduced version"); the height form compiles. Other targets keep the width form."""
-
 
 @HIR_TO_MIR.register("depthwise_conv1d_causal")
 def lower_depthwise_conv1d_causal(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
@@ -26,7 +19,10 @@ def lower_depthwise_conv1d_causal(ctx: LoweringContext, op: Decoded) -> list[ir.
     b, _, c = emit.static_shape(op["input"])
     padded = mir("concat", op["left_pad"], op["input"], axis=1)
     # a dynamic batch (several prompts) keeps its dims by copying them (-2 - k: input dim k)
-    tall = ctx.options.target in LENGTH_AS_HEIGHT
+    # LLVMGPU targets take the frames as the conv's height ([B, C, W, 1], kernel [K, 1]):
+    # with a dynamic batch and length (rlx-serve's batched Qwen3.5 prefill) IREE 3.13's CUDA
+    # codegen fails on the width form's rank-reducing loads; other targets keep the width
+    tall = ctx.options.llvmgpu
     nchw = mir("reshape", mir("transpose", padded, perm=[0, 2, 1]),
                new_shape=([b, c, -1, 1] if tall else [b, c, 1, -1]) if b is not None else
                ([-2, -3, -4, 1] if tall else [-2, -3, 1, -4]))

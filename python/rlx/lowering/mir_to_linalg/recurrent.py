@@ -48,13 +48,6 @@ def _time(t: ir.Value, last: emit.Size, reverse: bool) -> ir.Value:
 # --------------------------------------------------------------------------------------
 
 
-SPLIT_STATE_READS = ("cuda", "rocm")
-"""Targets where the step's ``kᵀS`` and ``qᵀS`` are two reductions, not one of two results:
-with a dynamic batch (rlx-serve's batched Qwen3.5 prefill) IREE 3.13's CUDA codegen fails to
-bufferize the two-result one ("failed to bufferize op"); a static batch compiled either
-way. Elsewhere one pass reads the state for both."""
-
-
 def _gdn_step(state: ir.Value, k: ir.Value, q: ir.Value, v: ir.Value, decay: ir.Value,
               beta: ir.Value, kq: ir.Value, scale: ir.Value, split: bool = False
               ) -> tuple[ir.Value, ir.Value]:
@@ -64,8 +57,10 @@ def _gdn_step(state: ir.Value, k: ir.Value, q: ir.Value, v: ir.Value, decay: ir.
     Spec 2.12 reads ``S' = e S + k ⊗ d`` with ``d = (v - kᵀ(e S)) beta`` and
     ``y = qᵀS' scale``. Expanding ``qᵀS' = e qᵀS + (q·k) d`` lets one reduction read the old
     state once for both ``kᵀS`` and ``qᵀS``; then ``d`` and ``y`` are per-column, and ``S'``
-    one elementwise pass (IREE fuses the three into one dispatch a step). ``split``: the
-    two reads as two reductions (:data:`SPLIT_STATE_READS`). Returns ``(S', y [B, H, n])``."""
+    one elementwise pass (IREE fuses the three into one dispatch a step). ``split`` (LLVMGPU
+    targets): the two reads as two reductions; with a dynamic batch (rlx-serve's batched
+    Qwen3.5 prefill) IREE 3.13's CUDA codegen fails to bufferize the two-result one; a
+    static batch compiled either way. Returns ``(S', y [B, H, n])``."""
     f32 = emit.f32()
     b, h, n = emit.dim(state, 0), emit.dim(state, 1), emit.dim(state, 2)
     # reduction loops (b, h, j, i): S[b, h, i, j], vectors read at i, results at j
@@ -120,7 +115,7 @@ def _scaled_dot(ctx: LoweringContext, k: ir.Value, q: ir.Value, scale: ir.Value,
     of 64 and 128, static or dynamic rows; checked on an H200): the sum is a plain mul-add
     there, scaled after it."""
     f32 = emit.f32()
-    after = ctx.options.target in ("cuda", "rocm")
+    after = ctx.options.llvmgpu
 
     def body(kv: ir.Value, qv: ir.Value, acc: ir.Value) -> ir.Value:
         kq = arith.mulf(kv, qv)
@@ -165,7 +160,7 @@ def lower_gated_delta_net(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
         kt, qt, vt = (emit.extract_slice(x, [0, t, 0, 0], [b, 1, h, n]) for x in (k, q, v))
         et, bt, kqt = (emit.extract_slice(x, [0, t, 0], [b, 1, h]) for x in (decay, beta, kq))
         new, yt = _gdn_step(st, kt, qt, vt, et, bt, kqt, scale,
-                            ctx.options.target in SPLIT_STATE_READS)
+                            ctx.options.llvmgpu)
         yt = emit.expand(yt, [[0, 1], [2], [3]], [b, 1, h, n])
         return [new, emit.insert_slice(yt, y, [0, t, 0, 0])]
 

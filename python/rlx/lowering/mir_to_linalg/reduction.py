@@ -59,18 +59,12 @@ def lower_reduce(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
 @MIR_TO_LINALG.register("argmax")
 def lower_argmax(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     x = op["x"]
-    out = argmax_along(x, op.attrs["axis"] % emit.rank(x), gpu_fence(ctx))
+    out = argmax_along(x, op.attrs["axis"] % emit.rank(x), ctx.options.llvmgpu)
     if op.attrs["keep_dim"]:
         ss = emit.sizes(x)
         axis = op.attrs["axis"] % emit.rank(x)
         out = emit.reshape(out, [1 if i == axis else ss[i] for i in range(emit.rank(x))])
     return [out]
-
-
-def gpu_fence(ctx: LoweringContext) -> bool:
-    """Whether a row reduction's intermediate is fenced from the next one (CUDA / ROCm:
-    IREE 3.13 fuses them into dispatches its GPU codegen cannot take; see the callers)."""
-    return ctx.options.target in ("cuda", "rocm")
 
 
 def argmax_along(x: ir.Value, axis: int, fence: bool = False) -> ir.Value:
@@ -82,7 +76,7 @@ def argmax_along(x: ir.Value, axis: int, fence: bool = False) -> ir.Value:
     through a select chain was not vectorized: 263 us for 49152 logits. ``maximumf``'s NaN
     propagation is not used: SPIR-V's max drops NaNs.)
 
-    ``fence`` (:func:`gpu_fence`): ``x`` is fenced from its producer and the maximum from
+    ``fence`` (on LLVMGPU targets): ``x`` is fenced from its producer and the maximum from
     the index search. Fused, an argmax of several rows of a real vocabulary (4 x 49152: a
     batched decode's ``next``) crashed IREE 3.13's NVPTX instruction selection
     ("SmallVector unable to grow"; one row compiled), and the batched prefill's, its rows

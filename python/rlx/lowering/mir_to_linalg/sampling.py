@@ -22,7 +22,7 @@ from iree.compiler.dialects import arith, math
 
 from rlx.dialects.schema import Decoded
 from rlx.lowering import emit
-from rlx.lowering.mir_to_linalg.reduction import argmax_along, gpu_fence
+from rlx.lowering.mir_to_linalg.reduction import argmax_along
 from rlx.lowering.mir_to_linalg.table import MIR_TO_LINALG
 from rlx.lowering.registry import LoweringContext
 
@@ -119,7 +119,7 @@ def _gpu_fence(ctx: LoweringContext, v: ir.Value) -> ir.Value:
     top-k's temperature division fused into the search's first step ("'func.func' op
     failed to distribute"), and top-p's ``exp(x - max)`` with its sum (codegen still
     running after 10 minutes)."""
-    return emit.barrier(v) if gpu_fence(ctx) else v
+    return emit.barrier(v) if ctx.options.llvmgpu else v
 
 
 def _threshold(ctx: LoweringContext, rows: _Rows, weights: ir.Value | None, target: ir.Value
@@ -254,7 +254,7 @@ def lower_categorical(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
         return arith.subf(x, math.log(e))
 
     v = emit.barrier(rows.per_token([rows.x, op["seed"], op["counter"]], f32, noisy))
-    return [argmax_along(v, axis, gpu_fence(ctx))]
+    return [argmax_along(v, axis, ctx.options.llvmgpu)]
 
 
 @MIR_TO_LINALG.register("mark_tokens")
