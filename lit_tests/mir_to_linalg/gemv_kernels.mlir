@@ -205,18 +205,22 @@ module @half {
 
 // -----
 
-// Q6_K (M = 1) from planes of the file's size: per chunk of 128 weights the low nibbles as 16
-// i32 lanes and the 2-bit highs as 16 i16 lanes, the 8 signed scale bytes of the chunk as
-// f32 times the superblock's f16 d, extracted per 16 weights.
+// Q6_K (M = 1) from planes of the file's size: first the 8 signed scale bytes of each chunk
+// of 128 weights as f32 times the superblock's f16 d, into a stack buffer (here K = 256:
+// two chunks, 4 rows x 8 groups each); then per chunk the low nibbles as 16 i32 lanes and
+// the 2-bit highs as 16 i16 lanes, each group's scale a scalar load from the buffer.
 // CHECK-LABEL: module @q6_k
 // CHECK:       stream.executable private @rlx_gemv_q6_k_8x256
-// CHECK:           vector.load %{{.*}} : memref<2x128xi32>, vector<16xi32>
-// CHECK:           vector.load %{{.*}} : memref<2x128xi16>, vector<16xi16>
+// CHECK:           %[[SBUF:.*]] = memref.alloca() : memref<64xf32>
 // CHECK:           vector.load %{{.*}} : memref<2x64xi8>, vector<8xi8>
 // CHECK:           arith.sitofp %{{.*}} : vector<8xi8> to vector<8xf32>
 // CHECK:           memref.load %{{.*}} : memref<2x4xf16>
+// CHECK:           vector.store %{{.*}}, %[[SBUF]][%{{.*}}] : memref<64xf32>, vector<8xf32>
+// CHECK:           vector.load %{{.*}} : memref<2x128xi32>, vector<16xi32>
+// CHECK:           vector.load %{{.*}} : memref<2x128xi16>, vector<16xi16>
 // CHECK:           arith.sitofp %{{.*}} : vector<16xi32> to vector<16xf32>
-// CHECK:           vector.extract %{{.*}}[0] : f32 from vector<8xf32>
+// CHECK:           memref.load %[[SBUF]][%{{.*}}] : memref<64xf32>
+// CHECK-NOT:       vector.extract
 // CHECK:       func.func @main(
 // CHECK:         flow.dispatch @rlx_gemv_q6_k_8x256::@rlx_gemv_q6_k_8x256[%c8](%{{.*}}) : (tensor<256xf32>, tensor<2x128xi32>, tensor<2x128xi16>, tensor<2x64xi8>, tensor<2x4xf16>) -> tensor<8xf32>
 // CHECK:       util.initializer {

@@ -407,7 +407,8 @@ def _q6_k_chunk(t: Text, kern: Shape, wt: str) -> None:
     t("%c2ch = arith.muli %ch, %c2 : index")
     t("%cu = arith.addi %c2ch, %cc : index")
     for i in range(ROWS_PER_TILE):
-        scales, quants = q6_k_unit(t, mem, "%cu", i)
+        scales = q6_k_scales(t, mem, "%cu", i)
+        quants = q6_k_unit(t, mem, "%cu", i)
         for j in range(8):
             t(f"%e{i}_{j} = vector.extract {scales}[{j}] : f32 from vector<8xf32>")
             t(f"%v{i}_{j} = vector.broadcast %e{i}_{j} : f32 to {V16}")

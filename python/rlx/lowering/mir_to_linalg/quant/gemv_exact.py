@@ -6,6 +6,7 @@ the bounds it rests on: the :mod:`.gemv_kernels` module docstring; the planes:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Protocol
 
@@ -292,17 +293,15 @@ def q6_k_constants(t: Text) -> None:
         t(f"%s{v} = arith.constant dense<{v}> : {I16}")
 
 
-def q6_k_unit(t: Text, mem: dict[str, str], unit: str, i: int) -> tuple[str, list[str]]:
+def q6_k_unit(t: Text, mem: dict[str, str], unit: str, i: int) -> list[str]:
     """Row ``%r{i}``'s 128-weight unit ``unit`` of the packed Q6_K planes (tile ``%tile``):
-    ``d · sc`` of its eight groups of 16 (8 f32 lanes, :func:`.gemv_text.q6_k_scales`) and,
-    per group ``j``, its 16 quants ``q - 32`` as f32, ``q = lo | hi << 4`` taken from lane
-    ``l`` of the unit's nibble word (nibble ``j`` at bits ``4j``) and 2-bit word (field ``j``
-    at bits ``2j``)."""
+    per group ``j`` of 16, its quants ``q - 32`` as f32, ``q = lo | hi << 4`` taken from
+    lane ``l`` of the unit's nibble word (nibble ``j`` at bits ``4j``) and 2-bit word (field
+    ``j`` at bits ``2j``). Their scales ``d · sc``: :func:`.gemv_text.q6_k_scales`."""
     t(f"%kq{i} = {at(unit, 16 * ROWS_PER_TILE, 16 * i)}")
     t(f"%w{i} = vector.load %ql[%tile, %kq{i}] : {mem['ql']}, {I16}")
     t(f"%hh{i} = vector.load %qh[%tile, %kq{i}] : {mem['qh']}, vector<16xi16>")
     t(f"%h{i} = arith.extui %hh{i} : vector<16xi16> to {I16}")
-    scales = q6_k_scales(t, mem, unit, i)
     quants = []
     for j in range(8):
         lo = f"%w{i}"
@@ -319,36 +318,65 @@ def q6_k_unit(t: Text, mem: dict[str, str], unit: str, i: int) -> tuple[str, lis
         t(f"%qc{i}_{j} = arith.subi %q{i}_{j}, %b32 : {I16}")
         t(f"%f{i}_{j} = arith.sitofp %qc{i}_{j} : {I16} to {V16}")
         quants.append(f"%f{i}_{j}")
-    return scales, quants
+    return quants
+
+
+Q6_K_SCALE_CHUNKS = 16
+"""The exact Q6_K kernel forms the scales ``d · sc`` of this many 128-weight chunks (or of
+the largest count dividing ``K / 128`` below it) into a stack buffer before it reduces them
+(``32 · 16`` f32, 2 KiB, at any ``K``)."""
 
 
 def q6_k_body(t: Text, kern: ExactKernel) -> None:
     """Q6_K at ``M = 1`` from planes of the file's size: per row and chunk ``c`` of 128
-    weights, ``Σ_j (d · sc[8c + j]) · Σ_l (q - 32) · x`` over its eight groups of 16, with
-    ``q = lo | hi << 4`` taken from lane ``l`` of the chunk's nibble word (nibble ``j`` at
-    bits ``4j``) and 2-bit word (field ``j`` at bits ``2j``); ``d · sc`` (an f16 times a
-    signed byte: exact in f32) formed once a chunk for its eight groups."""
-    k = kern.k
-    mem = kern.bindings
-    t(f"%nc = arith.constant {k // 128} : index")
+    weights, ``Σ_j (d · sc[8c + j]) · Σ_l (q - 32) · x`` over its eight groups of 16
+    (:func:`q6_k_unit`). The reduction runs over blocks of ``B`` chunks
+    (:data:`Q6_K_SCALE_CHUNKS`, ``B`` dividing ``K / 128``): first the tile's ``d · sc`` of
+    the block's chunks into ``%sbuf [32 B]`` (an f16 times a signed byte: exact in f32;
+    row ``i``'s group ``j`` of chunk ``u`` at ``32 u + 8 i + j < 32 B``), then the chunks,
+    each group's scale a broadcast load from there. Extracting it from the chunk's 8-lane
+    vector instead (as up to 2026-12-04) cost a shuffle and a broadcast per 16 weights and
+    row, a quarter of the loop's instructions on AVX-512 (Zen 4); a store in the same loop
+    is forwarded by LLVM into exactly that extract, hence a loop of its own."""
+    k, mem = kern.k, kern.bindings
+    nc = k // 128
+    blk = math.gcd(nc, Q6_K_SCALE_CHUNKS)
+    tile = ROWS_PER_TILE
+    sb = memref([8 * tile * blk], "f32")
+    t(f"%nblk = arith.constant {nc // blk} : index")
+    t(f"%cblk = arith.constant {blk} : index")
+    t(f"%sbuf = memref.alloca() : {sb}")
     q6_k_constants(t)
     rows_loop(t, kern.rows)
-    reduction(t, "acc", "c", "%nc", "%c1", "a", V16)
+    reduction(t, "acc", "ob", "%nblk", "%c1", "a", V16)
+    t("%cb = arith.muli %ob, %cblk : index")
+    t.block("scf.for %u = %c0 to %cblk step %c1")
+    t("%cs = arith.addi %cb, %u : index")
+    for i in range(tile):
+        ds = q6_k_scales(t, mem, "%cs", i)
+        t(f"%so{i} = {at('%u', 8 * tile, 8 * i)}")
+        t(f"vector.store {ds}, %sbuf[%so{i}] : {sb}, {V8}")
+    t.end()
+    args = ", ".join(f"%ib{i} = %a{i}" for i in range(tile))
+    t.block(f"%in:{tile} = scf.for %v = %c0 to %cblk step %c1 iter_args({args}) -> "
+            f"({', '.join([V16] * tile)})")
+    t("%c = arith.addi %cb, %v : index")
     t(f"%k0 = {at('%c', 128, 0)}")
     for j in range(8):
         t(f"%kx{j} = affine.apply affine_map<()[s0] -> (s0 + {16 * j})>()[%k0]")
         t(f"%x{j} = vector.load %x[%kx{j}] : {memref([k], 'f32')}, {V16}")
-    tile = ROWS_PER_TILE
     for i in range(tile):
-        scales, quants = q6_k_unit(t, mem, "%c", i)
-        prev = f"%a{i}"
+        quants = q6_k_unit(t, mem, "%c", i)
+        prev = f"%ib{i}"
         for j in range(8):
             t(f"%p{i}_{j} = arith.mulf {quants[j]}, %x{j} : {V16}")
-            t(f"%e{i}_{j} = vector.extract {scales}[{j}] : f32 from {V8}")
-            t(f"%v{i}_{j} = vector.broadcast %e{i}_{j} : f32 to {V16}")
-            t(f"%A{i}_{j} = vector.fma %p{i}_{j}, %v{i}_{j}, {prev} : {V16}")
+            t(f"%sk{i}_{j} = {at('%v', 8 * tile, 8 * i + j)}")
+            t(f"%se{i}_{j} = memref.load %sbuf[%sk{i}_{j}] : {sb}")
+            t(f"%sv{i}_{j} = vector.broadcast %se{i}_{j} : f32 to {V16}")
+            t(f"%A{i}_{j} = vector.fma %p{i}_{j}, %sv{i}_{j}, {prev} : {V16}")
             prev = f"%A{i}_{j}"
     close_reduction(t, [f"%A{i}_7" for i in range(tile)], V16)
+    close_reduction(t, [f"%in#{i}" for i in range(tile)], V16)
     _store_rows(t, kern, [f"%acc#{i}" for i in range(tile)])
     t.end()
 

@@ -28,7 +28,8 @@ the dequantize-then-multiply form, never bit-identical to it):
   file's size (0.82 bytes a weight: :func:`.gemv_exact.q6_k_body`): the low nibbles of
   128 weights as 16 i32 lanes (as Q4_K's), their 2-bit highs as 16 i16 lanes, the signed
   scale bytes and ``d``; per 16 weights two shifts, two masks, an or, a subtract, a
-  conversion, a multiply and an FMA by ``d · sc`` (formed once a chunk). Batched and
+  conversion, a multiply and an FMA by ``d · sc`` (formed for 16 chunks at a time into a
+  stack buffer, broadcast-loaded from there). Batched and
   ``q8``: an i8 ``q`` widened at load and f32 ``s`` (1.25 bytes per weight held, within
   ``hoist_growth``); per 32 weights two conversions, two multiplies and two FMAs.
 - **Q5_K** as Q4_K with ``q`` 5 bits: ``f = 1 + q / 32 = 0x3F800000 | q << 18`` (the nibble
