@@ -357,9 +357,7 @@ def q6_k_body(t: Text, kern: ExactKernel) -> None:
         t(f"%so{i} = {at('%u', 8 * tile, 8 * i)}")
         t(f"vector.store {ds}, %sbuf[%so{i}] : {sb}, {V8}")
     t.end()
-    args = ", ".join(f"%ib{i} = %a{i}" for i in range(tile))
-    t.block(f"%in:{tile} = scf.for %v = %c0 to %cblk step %c1 iter_args({args}) -> "
-            f"({', '.join([V16] * tile)})")
+    reduction(t, "in", "v", "%cblk", "%c1", "ib", V16, inits=[f"%a{i}" for i in range(tile)])
     t("%c = arith.addi %cb, %v : index")
     t(f"%k0 = {at('%c', 128, 0)}")
     for j in range(8):

@@ -89,11 +89,14 @@ def q6_k_scales(t: Text, bindings: dict[str, str], iv: str, i: int) -> str:
 
 
 def reduction(t: Text, result: str, iv: str, upper: str, step: str, acc: str,
-              acc_type: str) -> None:
-    """Open ``%{result}:4 = scf.for %{iv} = 0 to upper step step`` carrying one zero-started
-    ``acc_type`` accumulator per row of the tile (``%{acc}0`` .. ``%{acc}3``)."""
-    t(f"%{result}_zero = arith.constant dense<0.0> : {acc_type}")
-    args = ", ".join(f"%{acc}{i} = %{result}_zero" for i in range(ROWS_PER_TILE))
+              acc_type: str, inits: list[str] | None = None) -> None:
+    """Open ``%{result}:4 = scf.for %{iv} = 0 to upper step step`` carrying one ``acc_type``
+    accumulator per row of the tile (``%{acc}0`` .. ``%{acc}3``), started at zero or at
+    ``inits`` (an enclosing reduction's accumulators)."""
+    if inits is None:
+        t(f"%{result}_zero = arith.constant dense<0.0> : {acc_type}")
+        inits = [f"%{result}_zero"] * ROWS_PER_TILE
+    args = ", ".join(f"%{acc}{i} = {inits[i]}" for i in range(ROWS_PER_TILE))
     types = ", ".join([acc_type] * ROWS_PER_TILE)
     t.block(f"%{result}:{ROWS_PER_TILE} = scf.for %{iv} = %c0 to {upper} step {step} "
             f"iter_args({args}) -> ({types})")
