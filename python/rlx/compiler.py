@@ -529,7 +529,8 @@ def compile(
     cache (decode) or several (prefill), and a one-step ``gated_delta_net`` with
     ``state_in_place``; default on),
     ``activation_quant`` (llvm-cpu, default None; ``"q8"``: decode GEMVs' ``x`` quantized to
-    int8 blocks, integer dot products as the CPU has them, :func:`int_dot_of`).
+    int8 blocks, integer dot products as the CPU has them, :func:`int_dot_of`; prefill GEMMs
+    too where it has AVX-512 VNNI).
     ``cache`` (vmfb only): a :class:`~rlx.cache.CompileCache`, ``True`` for the default
     directory or a directory path: a module compiled before with the same flags, rlx and
     IREE comes from there, and a new compile is stored (see :mod:`rlx.cache`).

@@ -437,44 +437,6 @@ def test_gemv_kernels_prefill(bits: int | str, monkeypatch: pytest.MonkeyPatch) 
         check_module(h, "llvm-cpu", params=weights, dyn=s)
 
 
-def test_gemv_kernels_prefill_q8_mode() -> None:
-    """Under activation_quant="q8" the decode reads Q4_K's and Q6_K's q8 planes (the file's
-    bytes), and the prefill form dequantizes those (x stays f32: the prefill's result is the
-    exact f32 product, checked against the float64 reference at its tolerance), in the outer
-    form (48 rows) and the dot form (40); Q8_0's planes are the same in both modes. A
-    weight read by a decode and a prefill has one set of planes."""
-    rng = np.random.default_rng(9)
-    cases = [("gguf_q4_k", 48, 512), ("gguf_q4_k", 40, 1024), ("gguf_q8_0", 32, 512),
-             ("gguf_q6_k", 48, 512), ("gguf_q6_k", 40, 256)]
-    weights = {}
-    for s, rows, k in cases:
-        weights[f"{s}.{rows}x{k}"] = random_blocks(s, rows, k, rng)
-        random_bits_cover(s, weights[f"{s}.{rows}x{k}"])
-
-    def module(decode: bool) -> rlx.HirModule:
-        h = rlx.HirModule("prefill_q8")
-        outs = []
-        for s, rows, k in cases:
-            x = h.input(f"x{len(outs)}", (1, None, k))
-            w = h.param(f"{s}.{rows}x{k}", weights[f"{s}.{rows}x{k}"].shape, "i8")
-            outs.append(h.dequant_matmul(x, w, scheme=s))
-        if decode:           # the q8 decode of a weight a prefill reads
-            outs.append(h.dequant_matmul(h.input("xdecode", (1, 1, k)), w, scheme=s))
-        h.set_outputs(outs)
-        return h
-
-    wide = "w" if rlx.compiler.vector_bits_of("host", ()) == 512 else ""
-    dot = int_dot_of("host", ())
-    linalg = rlx.compile(module(True), "llvm-cpu", emit="linalg", activation_quant="q8")
-    assert re.findall(r"flow\.dispatch @rlx_gemv_(\w+)::", linalg) == [
-        f"q4_k_48x512_mdyn{wide}_q8{dot}", f"q4_k_40x1024_mdyn{wide}_q8{dot}",
-        f"q8_0_32x512_mdyn{wide}", f"q6_k_48x512_mdyn{wide}_q8{dot}",
-        f"q6_k_40x256_mdyn{wide}_q8{dot}", f"q6_k_40x256_q8{dot}"]
-    assert len(re.findall(r"util\.global private @planes\.gguf_q6_k\.40x256\.", linalg)) == 4
-    for s in (1, 7, 70):
-        check_module(module(False), "llvm-cpu", params=weights, dyn=s, activation_quant="q8")
-
-
 def hoisted_rows(scheme: str, k: int) -> int:
     """The most rows (a multiple of 4) whose widening to bytes IREE still hoists at K: a
     Q5_0 / Q4_0 weight (Q6_K batched or q8) runs its kernel up to there
@@ -1024,3 +986,124 @@ def test_activation_quant_options() -> None:
                       ).lanes == 8  # type: ignore[union-attr]
     with pytest.raises(LoweringError, match="8-bit activations"):
         Kernel("gguf_q6_k", 64, 512, 16, batch=3, int_dot="avx2")
+    # a q8 prefill of whole column blocks: the integer GEMM (gemm_q8) where the CPU has VNNI on
+    # 512-bit vectors (or in the portable form); AVX2 and AVX-VNNI (256-bit) CPUs keep the f32
+    # product, Q8_0 on its exact kernel's planes
+    for cpu, int8 in (("sapphirerapids", True), ("znver4", True), ("generic", True),
+                      ("znver3", False), ("alderlake", False)):
+        options = TargetConfig(cpu=cpu, activation_quant="q8").lowering
+        for scheme in ("gguf_q8_0", "gguf_q4_k", "gguf_q6_k"):
+            kern = kernel_for(scheme, None, 64, 512, options)
+            assert kern is not None
+            assert kern.int8_gemm == int8, (cpu, scheme)
+            assert (kern.int_dot is None) == (scheme == "gguf_q8_0" and not int8), (cpu, scheme)
+        assert not kernel_for("gguf_q8_0", None, 72, 512, options).int8_gemm  # type: ignore[union-attr]
+
+
+PREFILL_Q8_CASES = (("gguf_q4_k", 48, 512), ("gguf_q4_k", 40, 1024), ("gguf_q8_0", 32, 512),
+                    ("gguf_q5_0", 16, 576), ("gguf_q6_k", 48, 512), ("gguf_q6_k", 40, 256))
+"""Prefill GEMMs of the q8-mode test: whole column blocks of 16 rows (48, 32, 16) and not
+(40: the dot form)."""
+
+
+def _prefill_q8_kernel(s: str, rows: int, k: int, form: str) -> tuple[str, bool]:
+    """The kernel a q8-mode prefill of ``s`` runs in ``form`` (of :data:`Q8_FORMS`), and
+    whether it is the integer GEMM (gemm_q8: VNNI on 512-bit vectors, or the portable form)."""
+    options = TargetConfig(activation_quant="q8", **Q8_FORMS[form]).lowering
+    dot, wide = options.int_dot, "w" if options.vector_bits == 512 else ""
+    int8 = rows % 16 == 0 and (dot == "portable" or (dot == "vnni" and wide == "w"))
+    name = f"{s.removeprefix('gguf_')}_{rows}x{k}_mdyn{wide}"
+    if int8:
+        return f"{name}_q8{dot}_i8mm", True
+    return (f"{name}_q8{dot}" if s in ("gguf_q4_k", "gguf_q6_k") else name), False
+
+
+@pytest.mark.parametrize("form", list(Q8_FORMS))
+def test_gemv_kernels_prefill_q8_mode(form: str) -> None:
+    """Under activation_quant="q8" a prefill whose workgroups are whole column blocks of 16
+    rows runs the integer GEMM (gemm_q8: x quantized by a dispatch of its own, the decode's
+    planes repacked a chunk at a time) where the CPU has its dot product (VNNI on 512-bit
+    vectors; the portable form, compiled for LLVM's generic x86-64, on every machine): each
+    row of y equals W x̃ (x̃: that row quantized as ggml's q8_0, in numpy) within the f32
+    tolerance, and the exact W x within the q8 bound, and is not the f32 product. On an AVX2
+    CPU, and where the rows are not whole column blocks (40), the prefill dequantizes the q8
+    planes (Q4_K, Q6_K; Q8_0's are the exact ones) and is the exact f32 product. Q4_K, Q8_0,
+    Q5_0, Q6_K (every bit of their weights set somewhere), a residual add taken in, S = 1, 7
+    and 70 rows (several passes, the last one repeating its final row). A weight read by a
+    decode and a prefill has one set of planes."""
+    rng = np.random.default_rng(9)
+    weights = {}
+    for s, rows, k in PREFILL_Q8_CASES:
+        weights[f"{s}.{rows}x{k}"] = random_blocks(s, rows, k, rng)
+        random_bits_cover(s, weights[f"{s}.{rows}x{k}"])
+    weights["add"] = random_blocks("gguf_q4_k", 48, 512, rng)
+
+    def module(decode: bool) -> rlx.HirModule:
+        h = rlx.HirModule("prefill_q8")
+        outs = []
+        for s, rows, k in PREFILL_Q8_CASES:
+            x = h.input(f"x{len(outs)}", (1, None, k))
+            w = h.param(f"{s}.{rows}x{k}", weights[f"{s}.{rows}x{k}"].shape, "i8")
+            outs.append(h.dequant_matmul(x, w, scheme=s))
+        if decode:           # the q8 decode of a weight a prefill reads
+            outs.append(h.dequant_matmul(h.input("xdecode", (1, 1, k)), w, scheme=s))
+        else:                # r + W x, one dispatch
+            add = h.param("add", weights["add"].shape, "i8")
+            y = h.dequant_matmul(h.input("xr", (1, None, 512)), add, scheme="gguf_q4_k")
+            outs.append(h.mir("binary", [h.input("r", (1, None, 48)), y], kind="add"))
+        h.set_outputs(outs)
+        return h
+
+    options = {"activation_quant": "q8", **Q8_FORMS[form]}
+    dot = TargetConfig(**options).lowering.int_dot   # type: ignore[arg-type]
+    kernels = [_prefill_q8_kernel(s, rows, k, form) for s, rows, k in PREFILL_Q8_CASES]
+    linalg = rlx.compile(module(True), "llvm-cpu", emit="linalg", **options)
+    assert re.findall(r"flow\.dispatch @rlx_gemv_(\w+)::", linalg) == [
+        name for name, _ in kernels] + [f"q6_k_40x256_q8{dot}"]
+    assert len(re.findall(r"util\.global private @planes\.gguf_q6_k\.40x256\.", linalg)) == 4
+    add_name, add_int8 = _prefill_q8_kernel("gguf_q4_k", 48, 512, form)
+    h = module(False)
+    assert f"@rlx_gemv_{add_name}_add::" in rlx.compile(h, "llvm-cpu", emit="linalg", **options)
+    prog = rlx.runtime.load(rlx.compile(h, "llvm-cpu", **options), "local-task", weights)
+    for seq in (1, 7, 70):
+        feeds = {f"x{i}": rng.standard_normal((1, seq, k)).astype(np.float32)
+                 for i, (_, _, k) in enumerate(PREFILL_Q8_CASES)}
+        feeds["xr"] = rng.standard_normal((1, seq, 512)).astype(np.float32)
+        feeds["r"] = rng.standard_normal((1, seq, 48)).astype(np.float32)
+        got = [np.asarray(y)[0].astype(np.float64) for y in prog.main(**feeds)]
+        checks = [(f"x{i}", f"{s}.{rows}x{k}", s, int8, None) for i, ((s, rows, k), (_, int8))
+                  in enumerate(zip(PREFILL_Q8_CASES, kernels, strict=True))]
+        checks.append(("xr", "add", "gguf_q4_k", add_int8, feeds["r"][0]))
+        for (xname, wname, s, int8, r), y in zip(checks, got, strict=True):
+            w, x = oracle(s, weights[wname]).astype(np.float64), feeds[xname][0]
+            base = 0.0 if r is None else r.astype(np.float64)
+            exact = x.astype(np.float64) @ w.T + base
+            what = f"{wname} at S = {seq} ({form})"
+            if not int8:
+                assert_close(y, exact, "f32", what)
+                continue
+            quantized = np.stack([w @ q8_activations(row)[0] for row in x]) + base
+            assert_close(y, quantized, "f32", f"{what} vs W x̃")
+            for v in range(seq):
+                assert_within_q8_bound(y[v], exact[v], x[v], w, f"{what}, row {v}, vs W x")
+            with pytest.raises(AssertionError):   # x was quantized: not the f32 product
+                assert_close(y, exact, "f32", what)
+
+
+def test_q8_prefill_gemm_instructions() -> None:
+    """The q8 prefill GEMM's dot product is ``vpdpbusd`` on 512-bit registers for an AVX-512
+    VNNI CPU (Sapphire Rapids: compiled, its assembly read), and an AVX2 CPU (Zen 3) runs no
+    integer GEMM (the f32 outer form: no ``vpdpbusd``, no ``vpmaddubsw``)."""
+    h = rlx.HirModule("prefill_dot")
+    w = h.param("w", (64, QUANT_SCHEMES["gguf_q8_0"].row_bytes(512)), "i8")
+    h.set_outputs([h.dequant_matmul(h.input("x", (1, None, 512)), w, scheme="gguf_q8_0")])
+    with tempfile.TemporaryDirectory() as tmp:
+        asm = {}
+        for cpu in ("sapphirerapids", "znver3"):
+            dump = Path(tmp) / cpu
+            rlx.compile(h, "llvm-cpu", cpu=cpu, activation_quant="q8",
+                        extra_flags=[f"--iree-hal-dump-executable-files-to={dump}"])
+            asm[cpu] = "\n".join(p.read_text() for p in dump.glob("*.s"))
+    zmm = re.findall(r"\bvpdpbusd\s+[^\n]*%zmm", asm["sapphirerapids"])
+    assert len(zmm) >= 16 * 8, len(zmm)          # a pass: 16 rows x 8 quads, unrolled
+    assert not re.search(r"\bvpdpbusd\b|\bvpmaddubsw\b", asm["znver3"])

@@ -27,7 +27,7 @@ from rlx.lowering import emit, guards
 
 ATTENTION_LOWERINGS = ("decomposed", "fused")
 ACTIVATION_QUANTS = ("q8",)
-"""Numerics modes for quantized decode GEMVs (``LoweringOptions.activation_quant``)."""
+"""Numerics modes for quantized GEMVs and GEMMs (``LoweringOptions.activation_quant``)."""
 INT_DOTS = ("vnni", "avx2", "portable")
 """How an integer-dot kernel multiplies 8-bit blocks (``LoweringOptions.int_dot``)."""
 
@@ -85,7 +85,11 @@ class LoweringOptions:
     ``x`` to int8 blocks of 32 (one f32 scale each, ggml's ``q8_0`` rounding) and multiply
     with integer dot products (``mir_to_linalg.quant.gemv_q8``): a numerics mode of its own,
     not dequant_matmul's f32 result (its error bound: benchmarks/README.md, "Integer-dot
-    decode"). None (default): the exact f32 kernels."""
+    decode"). Prefill GEMMs of those weights (``M`` dynamic, a workgroup of whole column
+    blocks of 16 rows) run the integer GEMM of ``mir_to_linalg.quant.gemm_q8`` with the same
+    quantization of ``x`` where ``int_dot`` is ``"vnni"`` on 512-bit vectors or
+    ``"portable"``; on AVX2 they stay the f32 product. None (default): the exact f32
+    kernels."""
     int_dot: str = "portable"
     """The instructions of the ``q8`` kernels' block dot product, from the target CPU's
     features (``TargetConfig``): ``"vnni"`` (``vpdpbusd``, AVX-512 VNNI or AVX-VNNI),

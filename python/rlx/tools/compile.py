@@ -53,9 +53,10 @@ def _parser() -> argparse.ArgumentParser:
                         "gated_delta_net step as linalg, instead of rlx's hand-written "
                         "kernels (one dispatch each)")
     p.add_argument("--activation-quant", choices=ACTIVATION_QUANTS,
-                   help="llvm-cpu: decode GEMVs of Q8_0 / Q5_0 / Q4_0 / Q6_K / Q4_K weights with x "
-                        "quantized to int8 blocks of 32 and integer dot products (llama.cpp's "
-                        "numerics; default: exact f32)")
+                   help="llvm-cpu: decode GEMVs (and, on AVX-512 VNNI CPUs, prefill GEMMs) of "
+                        "Q8_0 / Q5_0 / Q4_0 / Q6_K / Q4_K weights with x quantized to int8 "
+                        "blocks of 32 and integer dot products (llama.cpp's numerics; default: "
+                        "exact f32)")
     p.add_argument("--iree-flag", action="append", default=[], metavar="FLAG",
                    help="extra flag for iree-compile (repeatable), e.g. "
                         "--iree-flag=--iree-opt-level=O2")

@@ -67,9 +67,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--target", choices=TARGETS, default="llvm-cpu")
     p.add_argument("--device", help="runtime device (default: the target's)")
     p.add_argument("--activation-quant", choices=ACTIVATION_QUANTS,
-                   help="llvm-cpu: decode GEMVs of Q8_0 / Q5_0 / Q4_0 / Q6_K / Q4_K weights with x "
-                        "quantized to int8 blocks of 32 and integer dot products (llama.cpp's "
-                        "numerics; default: exact f32)")
+                   help="llvm-cpu: decode GEMVs (and, on AVX-512 VNNI CPUs, prefill GEMMs) of "
+                        "Q8_0 / Q5_0 / Q4_0 / Q6_K / Q4_K weights with x quantized to int8 "
+                        "blocks of 32 and integer dot products (llama.cpp's numerics; default: "
+                        "exact f32)")
     p.add_argument("--cache-dir", help=f"compiled-model cache (default: ${ENV_VAR}, else "
                                        "$XDG_CACHE_HOME/rlx or ~/.cache/rlx)")
     p.add_argument("--no-cache", action="store_true", help="compile without the cache")

@@ -45,8 +45,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-attention-kernel", action="store_true",
                    help="mir-to-linalg on llvm-cpu: no hand-written attention kernels")
     p.add_argument("--activation-quant", choices=ACTIVATION_QUANTS,
-                   help="mir-to-linalg on llvm-cpu: decode GEMVs with 8-bit activations and "
-                        "integer dot products (default: exact f32)")
+                   help="mir-to-linalg on llvm-cpu: decode GEMVs (and VNNI prefill GEMMs) with "
+                        "8-bit activations and integer dot products (default: exact f32)")
     p.add_argument("--split-input-file", action="store_true",
                    help="treat each '// -----' separated chunk as its own module; report "
                         "every chunk's error (exit 1 if any failed)")

@@ -1,6 +1,8 @@
 """The prefill form of the GEMV kernels as an outer-product GEMM (``y [M, N] = x [M, K] W^T``,
 ``M`` known at run time), where the workgroup's rows are a multiple of 16 (:func:`outer_form`);
 else :mod:`.gemv_batched`'s dot form. 16 lanes where the target has AVX-512, 8 (AVX2) else.
+(Under ``activation_quant="q8"`` with VNNI the integer form of :mod:`.gemm_q8` takes its
+place.)
 
 The dot form multiplies 16 weights of a row with 16 of ``x`` and sums the lanes at the end:
 each ``x`` load feeds as many FMAs as the pass has rows of ``W`` (8), and the partial sums

@@ -84,7 +84,7 @@ from typing import Protocol
 
 from rlx.lowering.mir_to_linalg.executable import I16, V16, Text, memref
 from rlx.lowering.mir_to_linalg.quant.gemv_exact import q6_k_constants, q6_k_unit
-from rlx.lowering.mir_to_linalg.quant.gemv_q8 import Q6_K_HIGH
+from rlx.lowering.mir_to_linalg.quant.gemv_q8 import q6_k_quarter
 from rlx.lowering.mir_to_linalg.quant.gemv_text import (
     ROWS_PER_TILE,
     at,
@@ -439,18 +439,9 @@ def _q6_k_q8_chunk(t: Text, kern: Shape, wt: str) -> None:
         scales = q6_k_scales(t, mem, "%hu", i)
         for p in range(4):
             for g in range(2):
-                tag, ql = f"{i}_{p}_{g}", f"%ql{i}_{2 * (p % 2) + g}"
-                lo = f"arith.andi {ql}, %lo4" if p < 2 else f"arith.shrui {ql}, %sh4"
-                t(f"%lo{tag} = {lo} : {v16b}")
-                op, sh = Q6_K_HIGH[p]
-                hi = f"%qh{i}_{g}"
-                if op is not None:
-                    t(f"%hs{tag} = arith.{op} {hi}, %sh{sh} : {v16b}")
-                    hi = f"%hs{tag}"
-                t(f"%hi{tag} = arith.andi {hi}, %hi2 : {v16b}")
-                t(f"%q{tag} = arith.ori %lo{tag}, %hi{tag} : {v16b}")
-                t(f"%w{tag} = arith.subi %q{tag}, %b32 : {v16b}")
-                t(f"%f{tag} = arith.sitofp %w{tag} : {v16b} to {V16}")
+                tag = f"{i}_{p}_{g}"
+                w = q6_k_quarter(t, f"%ql{i}_{2 * (p % 2) + g}", f"%qh{i}_{g}", p, tag, v16b)
+                t(f"%f{tag} = arith.sitofp {w} : {v16b} to {V16}")
                 t(f"%e{tag} = vector.extract {scales}[{2 * p + g}] : f32 from vector<8xf32>")
                 t(f"%v{tag} = vector.broadcast %e{tag} : f32 to {V16}")
                 t(f"%x{tag} = arith.mulf %f{tag}, %v{tag} : {V16}")

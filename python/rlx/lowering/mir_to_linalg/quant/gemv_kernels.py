@@ -81,6 +81,8 @@ the outer-product form of :mod:`.gemm_prefill` where a workgroup's rows are a mu
 else the batched body with ``M`` taken a block at a time, ``M`` an index operand (the one
 run-time value that reaches an index: the bounds are argued in those two modules), instead
 of IREE's data-tiled matmul, which dequantizes and packs the whole weight on every call.
+Under ``activation_quant="q8"``, on a CPU with VNNI on 512-bit vectors (or in the portable
+form), the outer form is an integer GEMM instead (:mod:`.gemm_q8`).
 
 **Bounds** (``M = 1``; ``M > 1``: :mod:`.gemv_batched`, :mod:`.gemm_prefill`). Every shape
 is static and the
@@ -137,7 +139,7 @@ from rlx.lowering.mir_to_linalg.executable import (
     memref,
     record,
 )
-from rlx.lowering.mir_to_linalg.quant import gemv_exact
+from rlx.lowering.mir_to_linalg.quant import gemm_q8, gemv_exact
 from rlx.lowering.mir_to_linalg.quant.gemm_prefill import (
     COLUMNS,
     outer_body,
@@ -207,7 +209,9 @@ Q8_SCHEMES = (*BYTE_PLANE, *SIXTEEN_PLANE, "gguf_q4_k", Q5_K)
 (F16 / BF16, Q5_1 / Q4_1) run their exact kernel in the ``q8`` mode."""
 Q8_PREFILL = ("gguf_q4_k", "gguf_q6_k")
 """Schemes whose ``q8`` planes (the decode's) are not the exact kernel's: their prefill
-form reads those (``int_dot`` set; ``x`` stays f32, the f32 product)."""
+form reads those (``int_dot`` set; ``x`` stays f32, the f32 product), but where it is the
+integer GEMM (:attr:`Kernel.int8_gemm`, :mod:`.gemm_q8`: ``x`` quantized too, Q8_0 / Q5_0
+/ Q4_0 as well)."""
 MAX_BATCH = 8
 """The most rows ``M`` of ``x`` a kernel takes (the sequences of a batched decode step,
 :mod:`rlx.models.llama_batch`; a speculative step's tokens): ``x [M, K]``, ``y [M, N]``.
@@ -271,7 +275,8 @@ class Kernel:
         if self.batch != 1 and (self.norm_eps is not None or self.glu):
             raise LoweringError(f"error: GEMV kernel {self.symbol}: expected no RMSNorm or "
                                 f"SwiGLU prologue with {self.batch} rows of x (M = 1 only)")
-        prefill_q8 = self.batch == DYNAMIC_M and self.scheme in Q8_PREFILL
+        prefill_q8 = self.batch == DYNAMIC_M and (self.scheme in Q8_PREFILL
+                                                  or self.int8_gemm)
         if self.int_dot is not None and ((self.batch != 1 and not prefill_q8)
                                          or self.scheme not in Q8_SCHEMES
                                          or self.k > MAX_Q8_K):
@@ -290,8 +295,17 @@ class Kernel:
                  "_mdyn" if self.batch == DYNAMIC_M else "")
         batch += "w" if self.lanes == 16 else ""
         q8 = "" if self.int_dot is None else f"_q8{self.int_dot}"
+        q8 += "_i8mm" if self.int8_gemm else ""
         return (f"rlx_gemv_{self.scheme.removeprefix('gguf_')}_{self.n}x{self.k}{batch}{q8}"
                 f"{norm}{glu}{add}")
+
+    @property
+    def int8_gemm(self) -> bool:
+        """A prefill in the ``q8`` mode as an integer GEMM (:mod:`.gemm_q8`): ``x`` quantized
+        by a dispatch of its own, the decode's planes repacked a chunk at a time."""
+        dot = self.int_dot == "portable" or (self.int_dot == "vnni" and self.lanes == 16)
+        return (self.batch == DYNAMIC_M and dot and self.scheme in gemm_q8.SCHEMES
+                and outer_form(self))
 
     @property
     def q6_k_packed(self) -> bool:
@@ -356,9 +370,12 @@ class Kernel:
         y = memref([*lead, self.n], "f32")
         residual = {"r": y} if self.residual else {}
         x = memref([2 * self.k], "f32") if self.glu else memref([*lead, self.k], "f32")
-        if outer_form(self):                     # x packed [T, K, rows] (gemm_prefill)
-            x = memref(["?", self.k, pass_rows(self)], "f32")
-        return {"x": x, **norm, **planes, **residual, "y": y}
+        xs = {"x": x}
+        if self.int8_gemm:                       # x quantized (gemm_q8)
+            xs = gemm_q8.x_bindings(self.k, pass_rows(self), self.scheme == "gguf_q4_k")
+        elif outer_form(self):                   # x packed [T, K, rows] (gemm_prefill)
+            xs = {"x": memref(["?", self.k, pass_rows(self)], "f32")}
+        return {**xs, **norm, **planes, **residual, "y": y}
 
     def interleave_widths(self) -> list[int]:
         """Per weight plane, the run of one row's elements that the tile interleave keeps
@@ -425,8 +442,13 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
     q8_planes = (options.activation_quant == "q8" and scheme in Q8_SCHEMES
                  and k <= MAX_Q8_K)               # what the decode (M = 1) reads
     # a prefill reads the q8 decode's planes where they are the weight's own (Q4_K's, and
-    # Q6_K's: the file's bytes), f32 x: no second copy of the weight held
-    q8 = q8_planes and (m == 1 or (m == DYNAMIC_M and scheme in Q8_PREFILL))
+    # Q6_K's: the file's bytes), f32 x: no second copy of the weight held; or, where the
+    # CPU has a dot product for it (VNNI on 512-bit vectors, or the portable form) and N
+    # whole column blocks, runs the integer GEMM on them (gemm_q8; Q8_0's planes too)
+    int8 = (m == DYNAMIC_M and n % COLUMNS == 0 and scheme in gemm_q8.SCHEMES
+            and (options.int_dot == "portable"
+                 or (options.int_dot == "vnni" and options.vector_bits >= 512)))
+    q8 = q8_planes and (m == 1 or (m == DYNAMIC_M and (scheme in Q8_PREFILL or int8)))
     if scheme in K_QUANTS and m == 1 and not q8 and k > gemv_exact.MAX_SCALES_K:
         return None                               # its S buffer would pass IREE's stack
     wide = m != 1 and options.vector_bits >= 512
@@ -472,8 +494,9 @@ def kernel_text(kern: Kernel) -> str:
             args.append(Scalar("m_rows"))
             if outer_form(kern):                 # and the packed x's T
                 args.append(Scalar("m_tiles"))
-        dims = ("%m_tiles",) if name == "x" and outer_form(kern) else dynamic
-        args.append(Binding(name, mem, dims if name in ("x", "r", "y") else ()))
+        packed = name in ("x", "xd", "xs") and outer_form(kern)
+        dims = ("%m_tiles",) if packed else dynamic
+        args.append(Binding(name, mem, dims if name in ("x", "xd", "xs", "r", "y") else ()))
 
     def body(t: Text) -> None:
         if kern.norm_eps is not None:
@@ -487,7 +510,10 @@ def kernel_text(kern: Kernel) -> str:
                     "q6_k" if kern.q6_k_packed else
                     "sixteen" if kern.scheme in SIXTEEN_PLANE else
                     "half" if kern.scheme in HALF_PLANE else "q4_k")
-            (outer_body if outer_form(kern) else batched_body)(t, kern, form)
+            if kern.int8_gemm:
+                gemm_q8.int8_body(t, kern, form, pass_rows(kern))
+            else:
+                (outer_body if outer_form(kern) else batched_body)(t, kern, form)
             return
         if kern.int_dot is not None:
             q8_body(t, kern)
@@ -520,7 +546,13 @@ def dispatch(ctx: LoweringContext, kern: Kernel, x: ir.Value, planes: list[ir.Va
         m = emit.as_value(size)
         y = emit.tensor_type([size, kern.n], emit.f32())
         scalars = [m]
-        if outer_form(kern):                     # x packed [T, K, rows]: T after M
+        if kern.int8_gemm:                       # x quantized [T, ...]: T after M
+            assert kern.int_dot is not None
+            packed, tiles = gemm_q8.quantize_rows(ctx, x, pass_rows(kern),
+                                                  kern.scheme == "gguf_q4_k", kern.int_dot)
+            operands[0:1] = packed
+            scalars.append(emit.as_value(tiles))
+        elif outer_form(kern):                   # x packed [T, K, rows]: T after M
             operands[0], tiles = pack_rows(x, pass_rows(kern))
             scalars.append(emit.as_value(tiles))
         # every dynamic dim of the tensor operands, in order (x or its packed form, r)

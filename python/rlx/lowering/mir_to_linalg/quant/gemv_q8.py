@@ -134,12 +134,7 @@ def quantize_x(t: Text, k: int, sums: bool, int_dot: str) -> None:
     block too (``d_b · Σ q``: the integer sum is exact in f32). ``int_dot``: the kernel's
     form (its rounding instruction)."""
     nb, x = k // 32, memref([k], "f32")
-    t("%q8_c32 = arith.constant 32 : index")
-    t(f"%q8_nb = arith.constant {nb} : index")
-    t(f"%q8_127 = arith.constant {f32_literal(127.0)} : f32")
-    t(f"%q8_one = arith.constant {f32_literal(1.0)} : f32")
-    t("%q8_zero = arith.constant 0.0 : f32")
-    t(f"%q8_abs = arith.constant dense<{0x7FFFFFFF}> : vector<32xi32>")
+    quantize_constants(t, nb)
     t(f"%xq = memref.alloca() : {memref([k], 'i8')}")
     t(f"%xd = memref.alloca() : {memref([nb], 'f32')}")
     if sums:
@@ -147,6 +142,32 @@ def quantize_x(t: Text, k: int, sums: bool, int_dot: str) -> None:
     t.block("scf.for %qb = %c0 to %q8_nb step %c1")
     t("%qk = arith.muli %qb, %q8_c32 : index")
     t(f"%qv = vector.load %x[%qk] : {x}, vector<32xf32>")
+    quantize_block(t, int_dot)
+    t(f"%qi = arith.fptosi %qn : vector<32xf32> to {V32B}")
+    t(f"vector.store %qi, %xq[%qk] : {memref([k], 'i8')}, {V32B}")
+    t(f"memref.store %qd, %xd[%qb] : {memref([nb], 'f32')}")
+    if sums:
+        t("%qsq = vector.reduction <add>, %qn : vector<32xf32> into f32")
+        t("%qsum = arith.mulf %qsq, %qd : f32")
+        t(f"memref.store %qsum, %xs[%qb] : {memref([nb], 'f32')}")
+    t.end()
+
+
+def quantize_constants(t: Text, nb: int) -> None:
+    """The constants :func:`quantize_block` reads, and ``%q8_c32``, ``%q8_nb`` (= ``nb``)."""
+    t("%q8_c32 = arith.constant 32 : index")
+    t(f"%q8_nb = arith.constant {nb} : index")
+    t(f"%q8_127 = arith.constant {f32_literal(127.0)} : f32")
+    t(f"%q8_one = arith.constant {f32_literal(1.0)} : f32")
+    t("%q8_zero = arith.constant 0.0 : f32")
+    t(f"%q8_abs = arith.constant dense<{0x7FFFFFFF}> : vector<32xi32>")
+
+
+def quantize_block(t: Text, int_dot: str) -> None:
+    """One block of 32 as ggml's ``q8_0``: from ``%qv`` (32 f32), its scale ``%qd`` =
+    ``amax / 127`` and ``%qn`` = ``round-half-even(x · (1 / d))`` (32 f32 integers in
+    ``[-127, 127]``; 0 where ``d = 0``). Every q8 kernel quantizes with these lines, so a
+    decode and a prefill see the same bytes for the same ``x``."""
     # amax as the largest |x| bit pattern (an unsigned max of the bits without the sign
     # bit: ordered as the magnitudes), where a float max reduction costs NaN checks
     t("%qb32 = arith.bitcast %qv : vector<32xf32> to vector<32xi32>")
@@ -167,14 +188,6 @@ def quantize_x(t: Text, k: int, sums: bool, int_dot: str) -> None:
         # assembly: the quantization loop 280 -> 60 instructions a block); elsewhere LLVM
         # would call roundevenf, which IREE's embedded executables cannot link
         t("%qn = llvm.intr.roundeven(%qs) : (vector<32xf32>) -> vector<32xf32>")
-    t(f"%qi = arith.fptosi %qn : vector<32xf32> to {V32B}")
-    t(f"vector.store %qi, %xq[%qk] : {memref([k], 'i8')}, {V32B}")
-    t(f"memref.store %qd, %xd[%qb] : {memref([nb], 'f32')}")
-    if sums:
-        t("%qsq = vector.reduction <add>, %qn : vector<32xf32> into f32")
-        t("%qsum = arith.mulf %qsq, %qd : f32")
-        t(f"memref.store %qsum, %xs[%qb] : {memref([nb], 'f32')}")
-    t.end()
 
 
 def dot_constants(t: Text, int_dot: str) -> None:
@@ -270,6 +283,23 @@ def q8_0_body(t: Text, kern: Shape) -> None:
 Q6_K_HIGH = {0: ("shli", 4), 1: ("shli", 2), 2: (None, 0), 3: ("shrui", 2)}
 """Per quarter ``p`` of a 128-weight half: the shift that moves its 2-bit high field (bits
 ``2p`` of the ``qh`` byte) to bits 4-5, before the mask with 48."""
+
+
+def q6_k_quarter(t: Text, ql: str, qh: str, p: int, tag: str, vec: str) -> str:
+    """``%w{tag}``: quarter ``p``'s signed Q6_K bytes ``(lo | hi << 4) - 32`` (of type ``vec``)
+    from ``ql`` (its low nibbles for ``p < 2``, else its high ones) and ``qh`` (bits ``2p``:
+    :data:`Q6_K_HIGH`); needs ``%lo4``, ``%sh4``, ``%sh2``, ``%hi2``, ``%b32``."""
+    lo = f"arith.andi {ql}, %lo4" if p < 2 else f"arith.shrui {ql}, %sh4"
+    t(f"%lo{tag} = {lo} : {vec}")
+    op, sh = Q6_K_HIGH[p]
+    hi = qh
+    if op is not None:
+        t(f"%hs{tag} = arith.{op} {hi}, %sh{sh} : {vec}")
+        hi = f"%hs{tag}"
+    t(f"%hi{tag} = arith.andi {hi}, %hi2 : {vec}")
+    t(f"%q{tag} = arith.ori %lo{tag}, %hi{tag} : {vec}")
+    t(f"%w{tag} = arith.subi %q{tag}, %b32 : {vec}")
+    return f"%w{tag}"
 
 
 def q6_k_body(t: Text, kern: Shape) -> None:
@@ -427,20 +457,8 @@ def _q6_k_row(t: Text, kern: Shape, i: int) -> None:
     prev = f"%a{i}"
     for p in range(4):
         tag = f"{i}_{p}"
-        src = f"%ql{i}_{p % 2}"
-        if p < 2:
-            t(f"%lo{tag} = arith.andi {src}, %lo4 : {V32B}")
-        else:
-            t(f"%lo{tag} = arith.shrui {src}, %sh4 : {V32B}")
-        op, sh = Q6_K_HIGH[p]
-        hi = f"%qh{i}"
-        if op is not None:
-            hi = f"%hs{tag}"
-            t(f"{hi} = arith.{op} %qh{i}, %sh{sh} : {V32B}")
-        t(f"%hi{tag} = arith.andi {hi}, %hi2 : {V32B}")
-        t(f"%q{tag} = arith.ori %lo{tag}, %hi{tag} : {V32B}")
-        t(f"%w{tag} = arith.subi %q{tag}, %b32 : {V32B}")
-        u, s = _signed_operands(t, kern.int_dot, f"%w{tag}", f"%x{p}", tag)
+        w = q6_k_quarter(t, f"%ql{i}_{p % 2}", f"%qh{i}", p, tag, V32B)
+        u, s = _signed_operands(t, kern.int_dot, w, f"%x{p}", tag)
         dot = block_dot(t, kern.int_dot, u, s, tag)
         t(f"%df{tag} = arith.sitofp {dot} : {I8L} to {V8}")
         lanes = ", ".join([str(2 * p)] * 4 + [str(2 * p + 1)] * 4)
@@ -457,4 +475,5 @@ def q8_body(t: Text, kern: Shape) -> None:
     body(t, kern)
 
 
-__all__ = ["MAX_Q8_K", "block_dot", "q8_body", "quantize_x"]
+__all__ = ["MAX_Q8_K", "block_dot", "q8_body", "quantize_block", "quantize_constants",
+           "quantize_x"]
