@@ -95,8 +95,7 @@ def pack_rows(x: ir.Value, rows: int) -> tuple[ir.Value, emit.Size]:
     and ``T``."""
     m, k = emit.dim(x, 0), emit.static_shape(x)[1]
     assert k is not None
-    tiles: emit.Size = (-(-m // rows) if isinstance(m, int) else
-                        arith.ceildivui(m, emit.index(rows)))
+    tiles = pass_count(m, rows)
     last = emit.index(m - 1) if isinstance(m, int) else arith.subi(m, emit.index(1))
     out = emit.empty([tiles, k, rows], emit.f32())
 
@@ -108,6 +107,73 @@ def pack_rows(x: ir.Value, rows: int) -> tuple[ir.Value, emit.Size]:
     return packed, tiles
 
 
+def pass_count(m: emit.Size, rows: int) -> emit.Size:
+    """``T = ceil(M / rows)``: the passes of ``rows`` rows of ``x`` over ``M`` (the packed
+    ``x``'s first dim, a kernel operand next to ``M``; the kernels run ``ceildivui(M, rows)``
+    passes of it, the same formula)."""
+    return -(-m // rows) if isinstance(m, int) else arith.ceildivui(m, emit.index(rows))
+
+
+def open_column_blocks(t: Text, kern: Shape, chunk_offset: bool) -> None:
+    """``%c_last``, ``%c_passes`` (``%c_rows`` a pass), then open the loops over the chunks
+    ``%ch`` (``%first``; ``%kc``, its first weight, where ``chunk_offset``) and, inside, the
+    workgroup's column blocks ``%cbk`` (tiles from ``%tilec``, columns from ``%r0``): chunks
+    outside the column blocks, so that a chunk of ``x`` stays in L2 while every column
+    block of the workgroup multiplies it."""
+    t("%c_last = arith.subi %m_rows, %c1 : index")
+    t("%c_passes = arith.ceildivui %m_rows, %c_rows : index")
+    t(f"%tile0 = {at('%wg', kern.rows // ROWS_PER_TILE, 0)}")
+    t.block("scf.for %ch = %c0 to %c_chunks step %c1")
+    t("%first = arith.cmpi eq, %ch, %c0 : index")
+    if chunk_offset:
+        t("%kc = arith.muli %ch, %c_wc : index")
+    t.block("scf.for %cbk = %c0 to %c_cols step %c1")
+    t(f"%tilef = {at('%cbk', 4, 0)}")
+    t("%tilec = arith.addi %tile0, %tilef : index")
+    t("%r0 = arith.muli %tilec, %c4 : index")
+
+
+def open_passes(t: Text, kern: Shape, rows: int, lanes: int) -> tuple[list[str], list[str]]:
+    """Open the loop over the passes ``%pv`` of ``rows`` rows of ``x`` (rows ``%v{j} =
+    min(rows pv + j, M - 1)``); per row ``j`` and vector ``q`` of the column block's 16
+    columns (``lanes`` each) its accumulator's start, ``y``'s value (``r``'s, or zero, at the
+    first chunk). Returns the ``iter_args`` (``%ma{j}_{q} = ...``) and the columns' first
+    indices."""
+    vl, y = f"vector<{lanes}xf32>", kern.bindings["y"]
+    parts = COLUMNS // lanes
+    t(f"%zl = arith.constant dense<0.0> : {vl}")
+    for q in range(1, parts):
+        t(f"%cq{q} = arith.constant {lanes * q} : index")
+    t.block("scf.for %pv = %c0 to %c_passes step %c1")
+    for q in range(1, parts):
+        t(f"%rq{q} = arith.addi %r0, %cq{q} : index")
+    col = ["%r0"] + [f"%rq{q}" for q in range(1, parts)]
+    accs = []
+    for j in range(rows):
+        t(f"%vu{j} = {at('%pv', rows, j)}")
+        t(f"%v{j} = arith.minui %vu{j}, %c_last : index")
+        for q in range(parts):
+            t(f"%old{j}_{q} = vector.load %y[%v{j}, {col[q]}] : {y}, {vl}")
+            start = "%zl"
+            if kern.residual:
+                t(f"%res{j}_{q} = vector.load %r[%v{j}, {col[q]}] : "
+                  f"{kern.bindings['r']}, {vl}")
+                start = f"%res{j}_{q}"
+            t(f"%a0_{j}_{q} = arith.select %first, {start}, %old{j}_{q} : {vl}")
+            accs.append(f"%ma{j}_{q} = %a0_{j}_{q}")
+    return accs, col
+
+
+def close_passes(t: Text, kern: Shape, rows: int, lanes: int, col: list[str]) -> None:
+    """Store the pass's accumulators (``%mm``, in :func:`open_passes`' order) into ``y``
+    and close the loop over the passes."""
+    vl, y, parts = f"vector<{lanes}xf32>", kern.bindings["y"], COLUMNS // lanes
+    for j in range(rows):
+        for q in range(parts):
+            t(f"vector.store %mm#{j * parts + q}, %y[%v{j}, {col[q]}] : {y}, {vl}")
+    t.end()
+
+
 def outer_body(t: Text, kern: Shape, form: str) -> None:
     """The body for ``kern`` (:func:`outer_form`; ``form`` as :func:`.gemv_batched.batched_body`'s);
     see the module docstring."""
@@ -115,7 +181,7 @@ def outer_body(t: Text, kern: Shape, form: str) -> None:
     wc = 32 * cb
     wt = memref([ROWS_PER_TILE, wc], "f32")
     wtt = memref([wc, COLUMNS], "f32")
-    x, y = kern.bindings["x"], kern.bindings["y"]
+    x = kern.bindings["x"]
     for name, value in (("c2", 2), ("c4", 4), ("c16", 16), ("c32", 32), ("c_rows", pass_rows(kern)),
                         ("c_chunks", kern.k // wc), ("c_blocks", cb), ("c_wc", wc),
                         ("c_groups", wc // 16), ("c_cols", kern.rows // COLUMNS)):
@@ -126,18 +192,7 @@ def outer_body(t: Text, kern: Shape, form: str) -> None:
     chunk_constants(t, kern, form)
     t(f"%wt = {aligned_alloca(wt)}")
     t(f"%wtt = {aligned_alloca(wtt)}")
-    t("%c_last = arith.subi %m_rows, %c1 : index")
-    t("%c_passes = arith.ceildivui %m_rows, %c_rows : index")
-    t(f"%tile0 = {at('%wg', kern.rows // ROWS_PER_TILE, 0)}")
-    # chunks outside the column blocks: a chunk of x (M x C floats) stays in L2 while
-    # every column block of the workgroup multiplies it
-    t.block("scf.for %ch = %c0 to %c_chunks step %c1")
-    t("%first = arith.cmpi eq, %ch, %c0 : index")
-    t("%kc = arith.muli %ch, %c_wc : index")
-    t.block("scf.for %cbk = %c0 to %c_cols step %c1")
-    t(f"%tilef = {at('%cbk', 4, 0)}")
-    t("%tilec = arith.addi %tile0, %tilef : index")
-    t("%r0 = arith.muli %tilec, %c4 : index")
+    open_column_blocks(t, kern, chunk_offset=True)
     t.block("scf.for %tq = %c0 to %c4 step %c1")
     t("%tile = arith.addi %tilec, %tq : index")
     for i in range(ROWS_PER_TILE):
@@ -145,7 +200,7 @@ def outer_body(t: Text, kern: Shape, form: str) -> None:
     dequant_tile_chunk(t, kern, wt, form)
     _transpose(t, wt, wtt)
     t.end()
-    _passes(t, kern, wtt, x, y)
+    _passes(t, kern, wtt, x)
     t.end()
     t.end()
 
@@ -168,33 +223,14 @@ def _transpose(t: Text, wt: str, wtt: str) -> None:
     t.end()
 
 
-def _passes(t: Text, kern: Shape, wtt: str, x: str, y: str) -> None:
+def _passes(t: Text, kern: Shape, wtt: str, x: str) -> None:
     """Every pass of :func:`pass_rows` rows of ``x``: ``y[v, r0 ..] (+)= Σ_k wtT[k] x[v, kc +
     k]`` (from ``r`` or zero at the first chunk), each row's 16 columns in ``16 / L`` vectors
     of ``L`` lanes."""
     rows, lanes = pass_rows(kern), kern.lanes
     vl = f"vector<{lanes}xf32>"
     parts = COLUMNS // lanes
-    t(f"%zl = arith.constant dense<0.0> : {vl}")
-    for q in range(1, parts):
-        t(f"%cq{q} = arith.constant {lanes * q} : index")
-    t.block("scf.for %pv = %c0 to %c_passes step %c1")
-    for q in range(1, parts):
-        t(f"%rq{q} = arith.addi %r0, %cq{q} : index")
-    col = ["%r0"] + [f"%rq{q}" for q in range(1, parts)]
-    accs = []
-    for j in range(rows):
-        t(f"%vu{j} = {at('%pv', rows, j)}")
-        t(f"%v{j} = arith.minui %vu{j}, %c_last : index")
-        for q in range(parts):
-            t(f"%old{j}_{q} = vector.load %y[%v{j}, {col[q]}] : {y}, {vl}")
-            start = "%zl"
-            if kern.residual:
-                t(f"%res{j}_{q} = vector.load %r[%v{j}, {col[q]}] : "
-                  f"{kern.bindings['r']}, {vl}")
-                start = f"%res{j}_{q}"
-            t(f"%a0_{j}_{q} = arith.select %first, {start}, %old{j}_{q} : {vl}")
-            accs.append(f"%ma{j}_{q} = %a0_{j}_{q}")
+    accs, col = open_passes(t, kern, rows, lanes)
     count = rows * parts
     types = ", ".join([vl] * count)
     t.block(f"%mm:{count} = scf.for %k = %c0 to %c_wc step %c1 "
@@ -211,10 +247,8 @@ def _passes(t: Text, kern: Shape, wtt: str, x: str, y: str) -> None:
             new.append(f"%mn{j}_{q}")
     t(f"scf.yield {', '.join(new)} : {types}")
     t.end()
-    for j in range(rows):
-        for q in range(parts):
-            t(f"vector.store %mm#{j * parts + q}, %y[%v{j}, {col[q]}] : {y}, {vl}")
-    t.end()
+    close_passes(t, kern, rows, lanes, col)
 
 
-__all__ = ["COLUMNS", "NARROW_ROWS", "ROWS", "outer_body", "outer_form", "pack_rows", "pass_rows"]
+__all__ = ["COLUMNS", "NARROW_ROWS", "ROWS", "close_passes", "open_column_blocks", "open_passes",
+           "outer_body", "outer_form", "pack_rows", "pass_count", "pass_rows"]

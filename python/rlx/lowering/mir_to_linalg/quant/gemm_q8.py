@@ -57,7 +57,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from iree.compiler import ir
-from iree.compiler.dialects import arith, flow
+from iree.compiler.dialects import flow
 
 from rlx.lowering import emit
 from rlx.lowering.mir_to_linalg.executable import (
@@ -68,6 +68,13 @@ from rlx.lowering.mir_to_linalg.executable import (
     memref,
     record,
 )
+from rlx.lowering.mir_to_linalg.quant.gemm_prefill import (
+    COLUMNS,
+    close_passes,
+    open_column_blocks,
+    open_passes,
+    pass_count,
+)
 from rlx.lowering.mir_to_linalg.quant.gemv_batched import aligned_alloca, chunk_blocks
 from rlx.lowering.mir_to_linalg.quant.gemv_q8 import (
     q6_k_quarter,
@@ -77,12 +84,6 @@ from rlx.lowering.mir_to_linalg.quant.gemv_q8 import (
 from rlx.lowering.mir_to_linalg.quant.gemv_text import ROWS_PER_TILE, at, q6_k_scales
 from rlx.lowering.registry import LoweringContext
 
-INT8_DOTS = ("vnni", "portable")
-"""The dot-product forms this GEMM is written in: ``vpdpbusd`` on 512-bit vectors, and plain
-``vector`` code (any target). AVX2's ``vpmaddubsw`` would saturate on Q8_0's ``(q + 128) · w``
-pairs (up to ``2 · 255 · 128``): an AVX2 CPU keeps the f32 outer form."""
-SCHEMES = ("gguf_q8_0", "gguf_q5_0", "gguf_q4_0", "gguf_q4_k", "gguf_q6_k")
-COLUMNS = 16
 V64B = "vector<64xi8>"
 I16V = "vector<16xi32>"
 F16V = "vector<16xf32>"
@@ -99,6 +100,15 @@ class Shape(Protocol):
 
     @property
     def bindings(self) -> dict[str, str]: ...
+
+
+def has_dot(int_dot: str | None, lanes: int) -> bool:
+    """Whether this GEMM is written for ``int_dot`` on a kernel of ``lanes`` f32 lanes:
+    ``vpdpbusd`` on 512-bit vectors (``vnni`` with 16 lanes: AVX-512 VNNI; AVX-VNNI alone has
+    no 512-bit form), and plain ``vector`` code (``portable``, any target). AVX2's
+    ``vpmaddubsw`` would saturate on Q8_0's ``(q + 128) · w`` pairs (up to ``2 · 255 · 128``):
+    an AVX2 CPU keeps the f32 outer form."""
+    return int_dot == "portable" or (int_dot == "vnni" and lanes == 16)
 
 
 def unit_weights(scheme: str) -> int:
@@ -182,8 +192,7 @@ def quantize_rows(ctx: LoweringContext, x: ir.Value, rows: int, sums: bool, int_
     quant = RowQuantizer(k, rows, sums, int_dot)
     record(ctx, quant)
     m = emit.dim(x, 0)
-    tiles: emit.Size = (-(-m // rows) if isinstance(m, int) else
-                        arith.ceildivui(m, emit.index(rows)))
+    tiles = pass_count(m, rows)
     types = [emit.tensor_type([tiles, k // 4, rows], ir.IntegerType.get_signless(32)),
              emit.tensor_type([tiles, k // 32, rows], emit.f32())]
     if sums:
@@ -198,7 +207,7 @@ def quantize_rows(ctx: LoweringContext, x: ir.Value, rows: int, sums: bool, int_
 def int8_body(t: Text, kern: Shape, form: str, rows: int) -> None:
     """The GEMM body (module docstring); ``form`` as :func:`.gemv_batched.batched_body`'s
     (``byte``, ``q4_k_q8``, ``q6_k_q8``), ``rows`` of ``x`` a pass."""
-    assert kern.int_dot in INT8_DOTS
+    assert kern.int_dot in ("vnni", "portable")
     cb = chunk_blocks(form, kern.k)
     wc, unit = 32 * cb, unit_weights(kern.scheme)
     units, qpu = wc // unit, unit // 4
@@ -214,7 +223,6 @@ def int8_body(t: Text, kern: Shape, form: str, rows: int) -> None:
     t(f"%m128 = arith.constant dense<-128> : {I16V}")
     if kern.int_dot == "portable":
         t("%c128v = arith.constant dense<128> : vector<64xi32>")
-    t(f"%zl = arith.constant dense<0.0> : {F16V}")
     if form in ("q4_k_q8", "q6_k_q8"):
         t("%lo4 = arith.constant dense<15> : vector<32xi8>")
         t("%sh4 = arith.constant dense<4> : vector<32xi8>")
@@ -224,15 +232,7 @@ def int8_body(t: Text, kern: Shape, form: str, rows: int) -> None:
         t("%b32 = arith.constant dense<32> : vector<32xi8>")
     for name in ("wq", "sa", "so") + (("sn",) if form == "q4_k_q8" else ()):
         t(f"%{name} = {aligned_alloca(mems[name])}")
-    t("%c_last = arith.subi %m_rows, %c1 : index")
-    t("%c_passes = arith.ceildivui %m_rows, %c_rows : index")
-    t(f"%tile0 = {at('%wg', kern.rows // ROWS_PER_TILE, 0)}")
-    t.block("scf.for %ch = %c0 to %c_chunks step %c1")
-    t("%first = arith.cmpi eq, %ch, %c0 : index")
-    t.block("scf.for %cbk = %c0 to %c_cols step %c1")
-    t(f"%tilef = {at('%cbk', 4, 0)}")
-    t("%tilec = arith.addi %tile0, %tilef : index")
-    t("%r0 = arith.muli %tilec, %c4 : index")
+    open_column_blocks(t, kern, chunk_offset=False)
     t.block("scf.for %tq = %c0 to %c4 step %c1")
     t("%tile = arith.addi %tilec, %tq : index")
     t("%col = arith.muli %tq, %c4 : index")
@@ -411,22 +411,11 @@ def _offsets(t: Text, kern: Shape, mems: dict[str, str], qpu: int) -> None:
 def _passes(t: Text, kern: Shape, mems: dict[str, str], rows: int, qpu: int) -> None:
     """Every pass of ``rows`` rows of ``x`` over the column block's chunk (module
     docstring)."""
-    x, xd, y = kern.bindings["x"], kern.bindings["xd"], kern.bindings["y"]
+    x, xd = kern.bindings["x"], kern.bindings["xd"]
     mins = "xs" in kern.bindings
     per_block = 32 // (4 * qpu)                  # units a block of x's scales: 1 or 2
     t("%kqc = arith.muli %ch, %c_units : index")         # the chunk's first unit
-    t.block("scf.for %pv = %c0 to %c_passes step %c1")
-    accs = []
-    for j in range(rows):
-        t(f"%vu{j} = {at('%pv', rows, j)}")
-        t(f"%v{j} = arith.minui %vu{j}, %c_last : index")
-        t(f"%old{j} = vector.load %y[%v{j}, %r0] : {y}, {F16V}")
-        start = "%zl"
-        if kern.residual:
-            t(f"%res{j} = vector.load %r[%v{j}, %r0] : {kern.bindings['r']}, {F16V}")
-            start = f"%res{j}"
-        t(f"%a0_{j} = arith.select %first, {start}, %old{j} : {F16V}")
-        accs.append(f"%ma{j} = %a0_{j}")
+    accs, col = open_passes(t, kern, rows, COLUMNS)    # one 16-lane vector a row
     types = ", ".join([F16V] * rows)
     t.block(f"%mm:{rows} = scf.for %u = %c0 to %c_units step %c1 "
             f"iter_args({', '.join(accs)}) -> ({types})")
@@ -455,7 +444,7 @@ def _passes(t: Text, kern: Shape, mems: dict[str, str], rows: int, qpu: int) -> 
         t(f"%dx{j} = memref.load %xd[%pv, %xb, %jc{j}] : {xd}")
         t(f"%db{j} = vector.broadcast %dx{j} : f32 to {F16V}")
         t(f"%s{j} = arith.mulf %av, %db{j} : {F16V}")
-        t(f"%n{j} = vector.fma %f{j}, %s{j}, %ma{j} : {F16V}")
+        t(f"%n{j} = vector.fma %f{j}, %s{j}, %ma{j}_0 : {F16V}")
         out = f"%n{j}"
         if mins:
             t(f"%xm{j} = memref.load %xs[%pv, %xb, %jc{j}] : {kern.bindings['xs']}")
@@ -465,10 +454,7 @@ def _passes(t: Text, kern: Shape, mems: dict[str, str], rows: int, qpu: int) -> 
         new.append(out)
     t(f"scf.yield {', '.join(new)} : {types}")
     t.end()
-    for j in range(rows):
-        t(f"vector.store %mm#{j}, %y[%v{j}, %r0] : {y}, {F16V}")
-    t.end()
+    close_passes(t, kern, rows, COLUMNS, col)
 
 
-__all__ = ["INT8_DOTS", "SCHEMES", "RowQuantizer", "int8_body", "quantize_rows",
-           "unit_weights", "x_bindings"]
+__all__ = ["RowQuantizer", "has_dot", "int8_body", "quantize_rows", "unit_weights", "x_bindings"]

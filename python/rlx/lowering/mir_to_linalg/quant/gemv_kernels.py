@@ -212,6 +212,9 @@ Q8_PREFILL = ("gguf_q4_k", "gguf_q6_k")
 form reads those (``int_dot`` set; ``x`` stays f32, the f32 product), but where it is the
 integer GEMM (:attr:`Kernel.int8_gemm`, :mod:`.gemm_q8`: ``x`` quantized too, Q8_0 / Q5_0
 / Q4_0 as well)."""
+INT8_GEMM_SCHEMES = (*BYTE_PLANE, "gguf_q4_k", "gguf_q6_k")
+"""Schemes whose ``q8`` prefill can be the integer GEMM (:mod:`.gemm_q8`: byte planes, and
+Q4_K's and Q6_K's q8 planes)."""
 MAX_BATCH = 8
 """The most rows ``M`` of ``x`` a kernel takes (the sequences of a batched decode step,
 :mod:`rlx.models.llama_batch`; a speculative step's tokens): ``x [M, K]``, ``y [M, N]``.
@@ -303,9 +306,8 @@ class Kernel:
     def int8_gemm(self) -> bool:
         """A prefill in the ``q8`` mode as an integer GEMM (:mod:`.gemm_q8`): ``x`` quantized
         by a dispatch of its own, the decode's planes repacked a chunk at a time."""
-        dot = self.int_dot == "portable" or (self.int_dot == "vnni" and self.lanes == 16)
-        return (self.batch == DYNAMIC_M and dot and self.scheme in gemm_q8.SCHEMES
-                and outer_form(self))
+        return (self.batch == DYNAMIC_M and gemm_q8.has_dot(self.int_dot, self.lanes)
+                and self.scheme in INT8_GEMM_SCHEMES and outer_form(self))
 
     @property
     def q6_k_packed(self) -> bool:
@@ -445,16 +447,15 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
     # Q6_K's: the file's bytes), f32 x: no second copy of the weight held; or, where the
     # CPU has a dot product for it (VNNI on 512-bit vectors, or the portable form) and N
     # whole column blocks, runs the integer GEMM on them (gemm_q8; Q8_0's planes too)
-    int8 = (m == DYNAMIC_M and n % COLUMNS == 0 and scheme in gemm_q8.SCHEMES
-            and (options.int_dot == "portable"
-                 or (options.int_dot == "vnni" and options.vector_bits >= 512)))
-    q8 = q8_planes and (m == 1 or (m == DYNAMIC_M and (scheme in Q8_PREFILL or int8)))
-    if scheme in K_QUANTS and m == 1 and not q8 and k > gemv_exact.MAX_SCALES_K:
-        return None                               # its S buffer would pass IREE's stack
     wide = m != 1 and options.vector_bits >= 512
     # a prefill runs gemm_prefill's column blocks of 16 rows where N has them (8 or 16
     # lanes; on AVX2 the 8-lane outer form beat the dot form by 25-35%: gemm_prefill)
     outer = m == DYNAMIC_M and n % COLUMNS == 0
+    int8 = outer and scheme in INT8_GEMM_SCHEMES and gemm_q8.has_dot(options.int_dot,
+                                                                     16 if wide else 8)
+    q8 = q8_planes and (m == 1 or (m == DYNAMIC_M and (scheme in Q8_PREFILL or int8)))
+    if scheme in K_QUANTS and m == 1 and not q8 and k > gemv_exact.MAX_SCALES_K:
+        return None                               # its S buffer would pass IREE's stack
     rows = workgroup_rows(n, k, COLUMNS if outer else ROWS_PER_TILE)
     return Kernel(scheme, n, k, rows, batch=m,
                   int_dot=options.int_dot if q8 else None,
@@ -565,7 +566,7 @@ def dispatch(ctx: LoweringContext, kern: Kernel, x: ir.Value, planes: list[ir.Va
                            [], []).results[0]
 
 
-__all__ = ["BYTE_PLANE", "HALF_PLANE", "I8_PLANE", "M1_ONLY", "MAX_BATCH", "MAX_NORM_K",
-           "MIN_PLANE", "PREFILL_SCHEMES", "Q5_K", "Q8_SCHEMES", "ROWS_PER_TILE", "SCHEMES",
-           "SIXTEEN_PLANE",
+__all__ = ["BYTE_PLANE", "HALF_PLANE", "I8_PLANE", "INT8_GEMM_SCHEMES", "M1_ONLY", "MAX_BATCH",
+           "MAX_NORM_K", "MIN_PLANE", "PREFILL_SCHEMES", "Q5_K", "Q8_SCHEMES", "ROWS_PER_TILE",
+           "SCHEMES", "SIXTEEN_PLANE",
            "Kernel", "dispatch", "kernel_for", "kernel_text", "workgroup_rows"]
