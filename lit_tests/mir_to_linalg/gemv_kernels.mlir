@@ -15,6 +15,7 @@
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --no-gemv-kernels %s | FileCheck %s --check-prefix=OFF
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --target=vulkan %s | FileCheck %s --check-prefix=OFF
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --activation-quant q8 %s | FileCheck %s --check-prefix=Q8
+// RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --cpu=znver4 --activation-quant q8 %s | FileCheck %s --check-prefix=Q8W
 
 // Q4_K: nibbles repacked so that lane l of i32 vector c holds nibble j of weight 128c + 16j + l
 // at bits 4j; each becomes the f32 1 + q/16 by integer ops and a bitcast (no conversion). The
@@ -434,6 +435,30 @@ module @batched {
 // WIDE:          linalg.generic {{.*}} outs(%{{.*}} : tensor<?x64x16xf32>)
 // WIDE:            tensor.extract %{{.*}} : tensor<?x64xf32>
 // WIDE:          flow.dispatch @rlx_gemv_q8_0_64x64_mdynw::@rlx_gemv_q8_0_64x64_mdynw[%c64](%{{.*}}) : (tensor<?x64x16xf32>{%{{.*}}}, tensor<16x256xi8>, tensor<16x8xf16>, index, index) -> tensor<?x64xf32>{%{{.*}}}
+// Under --activation-quant q8 on an AVX-512 VNNI CPU (znver4), the prefill of whole column
+// blocks (64 x 64) is the integer GEMM (gemm_q8): x quantized by a dispatch of its own
+// (rlx_q8_rows: q + 128 as bytes in quads [T, K / 4, 16], the block scales [T, K / 32, 16]),
+// the decode's planes repacked into 16-column quads (4 x 8 dword transposes) on the stack,
+// vpdpbusd on 512-bit vectors, converted and scaled into f32 accumulators. The 40-row
+// weight (not whole column blocks) keeps the f32 dot form.
+// Q8W-LABEL:   module @prefill
+// Q8W:         stream.executable private @rlx_gemv_q8_0_64x64_mdynw_q8vnni_i8mm
+// Q8W:             stream.binding.subspan %{{.*}}[%c0] : !stream.binding -> memref<?x16x16xi32>{%{{arg[0-9]+}}}
+// Q8W:             stream.binding.subspan %{{.*}}[%c0] : !stream.binding -> memref<?x2x16xf32>{%{{arg[0-9]+}}}
+// Q8W:             memref.alloca() alignment = 64 : memref<16x16xi32>
+// Q8W:                 vector.transpose %{{.*}}, [1, 0] : vector<4x8xi32> to vector<8x4xi32>
+// Q8W:                 llvm.call_intrinsic "llvm.x86.avx512.vpdpbusd.512"
+// Q8W:                 arith.sitofp %{{.*}} : vector<16xi32> to vector<16xf32>
+// Q8W:                 vector.fma %{{.*}} : vector<16xf32>
+// Q8W:         stream.executable private @rlx_q8_rows_64_p16_vnni
+// Q8W:             stream.binding.subspan %{{.*}}[%c0] : !stream.binding -> memref<?x64xf32>{%{{arg[0-9]+}}}
+// Q8W:               llvm.intr.roundeven
+// Q8W:               arith.xori %{{.*}} : vector<32xi8>
+// Q8W:         stream.executable private @rlx_gemv_q8_0_40x64_mdynw {
+// Q8W:         func.func @main(
+// Q8W:           flow.dispatch @rlx_gemv_q8_0_40x64_mdynw::
+// Q8W:           %[[Q:.*]]:2 = flow.dispatch @rlx_q8_rows_64_p16_vnni::@rlx_q8_rows_64_p16_vnni[%{{.*}}](%{{.*}}) : (tensor<?x64xf32>{%{{.*}}}, index, index) -> (tensor<?x16x16xi32>{%{{.*}}}, tensor<?x2x16xf32>{%{{.*}}})
+// Q8W:           flow.dispatch @rlx_gemv_q8_0_64x64_mdynw_q8vnni_i8mm::@rlx_gemv_q8_0_64x64_mdynw_q8vnni_i8mm[%c64](%[[Q]]#0, %[[Q]]#1,
 // OFF-LABEL:   module @prefill
 // OFF-NOT:     stream.executable
 // OFF:         return
