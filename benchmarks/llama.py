@@ -341,6 +341,7 @@ def _format_rows(args: argparse.Namespace, bindir: Path | None, shape: str, fmt:
         if args.memory:
             mem = rlx_peak(path, row["mode"], max(args.prompt), args.gen)
             row["rlx_peak_mb"], row["rlx_steady_mb"] = mem["peak_mb"], mem["steady_mb"]
+            row["rlx_encode_peak_mb"] = mem["encode_peak_mb"]   # a start that encodes
         if cpp_peak:
             row["llama_cpp_peak_mb"] = max(cpp_peak)
         print(_line(row), file=sys.stderr)

@@ -6,8 +6,10 @@ touched included, as a user's ``time -v`` would report).
   family or Qwen3.5, ``rlx.generate.load_model``) with the KV cache preallocated to
   ``--prompt`` + ``--gen`` positions (llama-bench's context), the compiled model, a
   ``--prompt``-token prefill and ``--gen`` greedy decode steps; run twice, the first to
-  fill the compile cache, so that the second measures loading and running, not the
-  compiler. It also reports its resident size after them (``steady_mb``).
+  fill the compile cache (and the weights' encoded planes, ``rlx.encoding``), so that the
+  second measures loading and running, not the compiler. It also reports its resident
+  size after them (``steady_mb``). A third run (``--encode``) removes the model's encoded
+  archive first: the peak of a start that encodes the weights (``encode_peak_mb``).
 - llama.cpp: :func:`run_measured` around the ``llama-bench`` runs themselves.
 
 Usage (what ``benchmarks/llama.py`` runs per row): ``python -m benchmarks.memory FILE
@@ -49,12 +51,15 @@ def run_measured(cmd: list[str]) -> tuple[str, float]:
 
 
 def rlx_peak(path: Path, mode: str, prompt: int, gen: int) -> dict[str, float]:
-    """rlx's peak and steady resident memory (MB) on ``path`` in a child process."""
+    """rlx's peak and steady resident memory (MB) on ``path`` in a child process, and the
+    peak of a start that encodes the weights' planes."""
     cmd = [sys.executable, "-m", "benchmarks.memory", str(path), "--mode", mode, "--prompt",
            str(prompt), "--gen", str(gen)]
     run_measured(cmd)                                       # compiles (the cache fills)
     out, peak = run_measured(cmd)
-    return {"peak_mb": peak, **json.loads(out.strip().splitlines()[-1])}
+    _, encode_peak = run_measured([*cmd, "--encode"])
+    return {"peak_mb": peak, "encode_peak_mb": encode_peak,
+            **json.loads(out.strip().splitlines()[-1])}
 
 
 def _resident_mb() -> float:
@@ -72,8 +77,10 @@ def compare(paths: list[Path], modes: list[str], prompt: int, gen: int) -> str:
 
     bindir = llama_cpp_bin()
     lines = [f"Peak resident memory, MB ({cpu_model()}; prompt {prompt}, {gen} decode steps; "
-             "rlx steady = after them)\n", "| file | MB | rlx mode | rlx peak | rlx steady | "
-             "llama.cpp peak | rlx ÷ llama.cpp |", "|---|---|---|---|---|---|---|"]
+             "rlx steady = after them; encoding = a start that encodes the weights' planes, "
+             "once per model)\n", "| file | MB | rlx mode | rlx peak | rlx steady | "
+             "rlx peak encoding | llama.cpp peak | rlx ÷ llama.cpp |",
+             "|---|---|---|---|---|---|---|---|"]
     for path in paths:
         cpp: list[float] = []
         if bindir is not None:
@@ -84,6 +91,7 @@ def compare(paths: list[Path], modes: list[str], prompt: int, gen: int) -> str:
             ratio = f"{mem['peak_mb'] / cpp[0]:.2f}" if cpp else "n/a"
             lines.append(f"| {path.name} | {path.stat().st_size / 1e6:.0f} | {mode} | "
                          f"{mem['peak_mb']:.0f} | {mem['steady_mb']:.0f} | "
+                         f"{mem['encode_peak_mb']:.0f} | "
                          f"{cpp[0] if cpp else float('nan'):.0f} | {ratio} |")
     return "\n".join(lines) + "\n"
 
@@ -96,6 +104,9 @@ def main() -> None:
     p.add_argument("--mode", default="exact", choices=("exact", "q8"))
     p.add_argument("--prompt", type=int, default=128)
     p.add_argument("--gen", type=int, default=16)
+    p.add_argument("--encode", action="store_true",
+                   help="remove the model's encoded weights first (measure a start that "
+                        "encodes them)")
     args = p.parse_args()
     if args.compare:
         print(compare(args.compare, args.modes.split(","), args.prompt, args.gen))
@@ -103,10 +114,18 @@ def main() -> None:
     if args.path is None:
         p.error("give a GGUF file (or --compare FILE...)")
     sys.path.insert(0, str(ROOT / "python"))
+    from rlx.cache import CompileCache
+    from rlx.encoding import compile_model
     from rlx.generate import Generator, load_model
 
-    g = Generator(load_model(args.path, context=args.prompt + args.gen + 1),
-                  options={} if args.mode == "exact" else {"activation_quant": args.mode})
+    model = load_model(args.path, context=args.prompt + args.gen + 1)
+    options = {} if args.mode == "exact" else {"activation_quant": args.mode}
+    if args.encode:
+        encoded = compile_model(model.module, model.weights, "llvm-cpu", CompileCache(),
+                                **options).encoded
+        if encoded is not None:
+            encoded.unlink(missing_ok=True)
+    g = Generator(model, options=options)
     ids = [3 + i % 197 for i in range(args.prompt)]
     _, cache = g.prefill(ids)
     g.greedy(ids[-1], args.prompt, cache, args.gen)

@@ -204,8 +204,10 @@ def test_cli_second_start_comes_from_the_cache(model_dir: Path, tmp_path: Path) 
     first = cli(*args)
     assert first.returncode == 0, first.stderr
     assert "startup: " in first.stderr
-    assert "(compiled, weights loaded)" in first.stderr
-    assert len(list((tmp_path / "vmfb").glob("*.vmfb"))) == 1
+    assert "(compiled, weights encoded and loaded)" in first.stderr
+    # the module and its parameter encoder; the weights' encoded planes (rlx.encoding)
+    assert len(list((tmp_path / "vmfb").glob("*.vmfb"))) == 2
+    assert len(list((tmp_path / "params").glob("*.irpa"))) == 1
     second = cli(*args)
     assert "(the compiled model from the cache, weights loaded)" in second.stderr
     assert second.stdout == first.stdout

@@ -14,6 +14,11 @@ the vmfb; one that does not check out (truncated, corrupt, another format) is re
 a warning, removed and compiled again. Entries are written to a temporary file in the same
 folder and renamed into place, so concurrent processes filling one entry each rename a
 complete file and a reader never sees a partial one.
+
+A module compiled with ``encode_parameters`` has a second entry, its parameter encoder
+(``KEY-encoder``), and the weights it encoded are kept beside the vmfbs in ``params/``, one
+``.irpa`` per module and weights (:mod:`rlx.encoding`: about the size of the weights, made
+once). Deleting the directory, or any file in it, is safe: what is missing is made again.
 """
 
 from __future__ import annotations

@@ -9,7 +9,6 @@ rejected, prints the command that reproduces it, and leaves no output file.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 import shlex
@@ -26,6 +25,12 @@ from rlx.cache import CompileCache
 from rlx.cache import resolve as resolve_cache
 from rlx.dialects import verify_module
 from rlx.dialects.builder import HirModule
+from rlx.gpu_targets import (
+    HOPPER_AND_LATER,
+    KNOWN_GPU_TARGETS,
+    check_gpu_target,
+    hopper_device_target,
+)
 from rlx.ir.diagnostics import CompileError, RlxError
 from rlx.ir.locations import label_of, source_of
 from rlx.ir.text import parse_file, parse_module, print_module, walk_ops
@@ -40,13 +45,21 @@ from rlx.lowering.cpu_features import (
 )
 from rlx.lowering.exports import add_exports
 from rlx.lowering.registry import ACTIVATION_QUANTS, LoweringOptions
+from rlx.weights import ENCODED_SCOPE
 
 TARGETS = ("llvm-cpu", "vulkan", "cuda", "rocm")
 EMITS = ("hir", "mir", "linalg", "vmfb")
 HOIST_GROWTH_FLAG = "--iree-opt-const-expr-max-size-increase-threshold"
 """An IREE flag rlx's lowering reads from ``extra_flags`` (``LoweringOptions.hoist_growth``)."""
-HOPPER_AND_LATER = {"sm_90": "+ptx84", "sm_90a": "+ptx84", "sm_100": "+ptx86",
-                    "sm_100a": "+ptx86", "sm_103": "+ptx86", "sm_103a": "+ptx86"}
+
+
+ENCODER_FLAGS = ("--iree-parameter-encoder-mode=overlay",
+                 f"--iree-parameter-encoder-output-scope={ENCODED_SCOPE}")
+"""iree-compile flags of a module compiled with ``encode_parameters`` (the output file is
+added per compile): only the transformed weights are encoded, the others stay in the
+weights' own scope."""
+ENCODER_SUFFIX = "-encoder"
+"""The compile cache key of a module's encoder: the module's key and this."""
 
 
 ABI_FLAGS = (
@@ -79,6 +92,7 @@ class TargetConfig:
     prefill_kernels: bool | None = None
     attention_kernel: bool | None = None
     activation_quant: str | None = None
+    encode_parameters: bool = False
     extra_flags: tuple[str, ...] = field(default=())
 
     def __post_init__(self) -> None:
@@ -89,6 +103,10 @@ class TargetConfig:
             if getattr(self, name) and self.target != "llvm-cpu":
                 raise CompileError(f"error: {name}=True: rlx's hand-written kernels are "
                                    f"llvm-cpu code, the target is {self.target!r}")
+        if self.encode_parameters and self.target != "llvm-cpu":
+            raise CompileError(f"error: encode_parameters=True: the weights' planes are "
+                               f"encoded ahead of time for llvm-cpu; the target is "
+                               f"{self.target!r}")
         if self.prefill_kernels and self.gemv_kernels is False:
             raise CompileError("error: prefill_kernels=True runs the GEMV kernels' bodies on "
                                "their planes; found gemv_kernels=False")
@@ -159,87 +177,11 @@ class TargetConfig:
         else:
             flags = ["--iree-hal-target-device=hip", f"--iree-rocm-target={self.rocm_arch}",
                      *opt]
+        if self.encode_parameters:
+            flags += list(ENCODER_FLAGS)
         return flags + list(self.extra_flags)
 
 
-@functools.cache
-def _cuda_sm89_target() -> str:
-    """The ``#hal.device.target`` IREE 3.13 builds for sm_89 (its newest CUDA entry)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp) / "t.mlir"
-        src.write_text("func.func @f(%a: tensor<1xf32>) -> tensor<1xf32> {\n"
-                       "  return %a : tensor<1xf32>\n}\n")
-        proc = subprocess.run([find_tool("iree-compile"), str(src),
-                               "--iree-hal-target-device=cuda", "--iree-cuda-target=sm_89",
-                               "--compile-to=flow"], capture_output=True, text=True)
-    m = re.search(r"#hal\.device\.target<.*?> : !hal\.device", proc.stdout)
-    if proc.returncode != 0 or m is None:
-        raise CompileError("error: could not read IREE's sm_89 CUDA target description "
-                           f"(needed for Hopper/Blackwell): {proc.stderr.strip()}")
-    return m.group(0)
-
-
-def hopper_device_target(arch: str) -> str:
-    """IREE 3.13 has no sm_90 / sm_100 entry ("missing GPU target"): reuse the sm_89 target
-    description with the arch and PTX version replaced (iree-toolchain.md, section 2)."""
-    text = _cuda_sm89_target()
-    text = text.replace('arch = "sm_89"', f'arch = "{arch}"')
-    return re.sub(r'features = "\+ptx\d+"', f'features = "{HOPPER_AND_LATER[arch]}"', text)
-
-
-_NVIDIA = ("sm_60", "sm_61", "sm_62", "sm_70", "sm_72", "sm_75", "sm_80", "sm_86", "sm_87",
-           "sm_89", "sm_120", "pascal", "volta", "turing", "ampere", "ada", "a100", "rtx3070",
-           "rtx3070ti", "rtx3080", "rtx3080ti", "rtx3090", "rtx3090ti", "rtx4080", "rtx4090")
-_AMD = ("gfx908", "gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1101", "gfx1103", "gfx1150",
-        "gfx1151", "gfx1200", "gfx1201", "gfx1250", "cdna1", "cdna2", "mi100", "mi210", "mi250",
-        "mi250x", "mi300a", "mi300x", "mi308x", "mi325x", "mi350x", "mi355x", "rx7700xt",
-        "rx7800xt", "rx7900xt", "rx7900xtx", "rx9060xt", "rx9070", "rx9070xt", "r9700", "v710",
-        "w7700", "w7800", "w7900", "phoenix", "strix-point", "strix-halo")
-_VULKAN_ONLY = ("llvmpipe", "cdna3", "cdna4", "rdna1", "rdna2", "rdna3", "rdna4", "gfx1010",
-                "gfx1011", "gfx1012", "gfx1013", "gfx1030", "gfx1031", "gfx1032", "gfx1033",
-                "gfx1034", "gfx1035", "gfx1036", "gfx1102", "valhall", "valhall1", "valhall2",
-                "valhall3", "valhall4", "mali-g57", "mali-g77", "mali-g78", "mali-g310",
-                "mali-g510", "mali-g615", "mali-g710", "mali-g715", "adreno",
-                "adreno-NNN (e.g. adreno-750)", "vp_android_baseline_2022")
-KNOWN_GPU_TARGETS = {"cuda": _NVIDIA + tuple(HOPPER_AND_LATER), "rocm": _AMD,
-                     "vulkan": _VULKAN_ONLY + _NVIDIA + _AMD}
-"""GPU names IREE 3.13 accepts per target (each tried with iree-compile; for cuda with
-rlx's Hopper / Blackwell descriptions). A name not listed is tried once on a trivial module
-(IREE also takes e.g. any ``rtx40*``), so the list is only where the error message and the
-check come from, never a limit."""
-GPU_OPTIONS = {"cuda": ("cuda_arch", "--cuda-arch"), "rocm": ("rocm_arch", "--rocm-arch"),
-               "vulkan": ("vulkan_target", "--vulkan-target")}
-
-
-@functools.cache
-def _iree_accepts(target: str, flags: tuple[str, ...]) -> bool:
-    """Whether iree-compile builds a trivial module with ``flags`` (a GPU name IREE does
-    not know fails there in a second, where a model fails per op, or crashes on Vulkan)."""
-    with tempfile.TemporaryDirectory(prefix="rlx-") as tmp:
-        src = Path(tmp) / "probe.mlir"
-        src.write_text("func.func @f(%a: tensor<4xf32>) -> tensor<4xf32> {\n"
-                       "  %b = arith.addf %a, %a : tensor<4xf32>\n"
-                       "  return %b : tensor<4xf32>\n}\n")
-        proc = subprocess.run([find_tool("iree-compile"), str(src), *flags, "-o",
-                               str(Path(tmp) / "probe.vmfb")], capture_output=True, text=True)
-    return proc.returncode == 0
-
-
-def check_gpu_target(config: TargetConfig) -> None:
-    """Fail on a GPU name IREE does not know, naming the option and listing the names it
-    knows (IREE itself reports it as "missing GPU target" on every op, or crashes)."""
-    if config.target not in GPU_OPTIONS:
-        return
-    field_name, flag = GPU_OPTIONS[config.target]
-    name = getattr(config, field_name)
-    known = KNOWN_GPU_TARGETS[config.target]
-    if name in known or _iree_accepts(config.target, tuple(config.flags())):
-        return
-    hopper = (f"; rlx adds {', '.join(HOPPER_AND_LATER)} from IREE's sm_89 description"
-              if config.target == "cuda" else "")
-    raise CompileError(f"error: {flag}={name} ({field_name}={name!r}): IREE has no "
-                       f"{config.target} target of that name; it knows "
-                       f"{', '.join(n for n in known if n not in HOPPER_AND_LATER)}{hopper}")
 
 
 # --------------------------------------------------------------------------------------
@@ -383,18 +325,31 @@ def _explain(stderr: str, lowered: Lowered) -> list[str]:
     return lines
 
 
-def run_iree(lowered: Lowered, config: TargetConfig, output: Path | None) -> bytes:
-    """Compile with iree-compile; on failure save the module and raise a CompileError."""
+def run_iree(lowered: Lowered, config: TargetConfig, output: Path | None,
+             encoder: list[bytes] | None = None) -> bytes:
+    """Compile with iree-compile; on failure save the module and raise a CompileError.
+    With ``config.encode_parameters`` the parameter encoder IREE splits off is compiled
+    too and appended to ``encoder`` (:mod:`rlx.encoding`; with ``output``, also written
+    beside it as ``NAME.encoder.vmfb``)."""
     tool = find_tool("iree-compile")
     text = lowered_text(lowered.module)
     with tempfile.TemporaryDirectory(prefix="rlx-") as tmp:
         src = Path(tmp) / "module.mlir"
         dst = Path(tmp) / "module.vmfb"
+        split = Path(tmp) / "encoder.mlir"
         src.write_text(text)
         cmd = [tool, str(src), *config.flags(), "-o", str(dst)]
+        if config.encode_parameters:
+            cmd.insert(-2, f"--iree-parameter-encoder-output-file={split}")
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode == 0:
             data = dst.read_bytes()
+            if config.encode_parameters:
+                enc = compile_encoder(split, config.flags(), lowered.source)
+                if encoder is not None:
+                    encoder.append(enc)
+                if output is not None:
+                    _write_atomic(output.with_suffix(".encoder.vmfb"), enc)
             if output is not None:
                 _write_atomic(output, data)
             return data
@@ -490,6 +445,22 @@ def dispatch_counts(module_or_path: HirModule | ir.Module | str | Path,
                           stream=counts["stream"].count("stream.cmd.dispatch"))
 
 
+def compile_encoder(split: Path, flags: list[str], source: str) -> bytes:
+    """The vmfb of the encoder module iree-compile split off into ``split`` (b"" when it
+    wrote none, or one with nothing to encode), built with the main module's ``flags``."""
+    if not split.is_file() or 'iree.encode.function = "encode"' not in split.read_text():
+        return b""
+    flags = [f for f in flags if not f.startswith("--iree-parameter-encoder")]
+    with tempfile.TemporaryDirectory(prefix="rlx-") as tmp:
+        dst = Path(tmp) / "encoder.vmfb"
+        proc = subprocess.run([find_tool("iree-compile"), str(split), *flags, "-o", str(dst)],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise CompileError(f"{source}: error: IREE failed to compile the module's "
+                               f"parameter encoder: {proc.stderr.strip()[:2000]}")
+        return dst.read_bytes()
+
+
 def _config(target: str, extra_flags: tuple[str, ...], options: dict[str, Any]
             ) -> TargetConfig:
     """The target configuration ``compile``'s keyword options ask for, checked."""
@@ -530,7 +501,11 @@ def compile(
     ``state_in_place``; default on),
     ``activation_quant`` (llvm-cpu, default None; ``"q8"``: decode GEMVs' ``x`` quantized to
     int8 blocks, integer dot products as the CPU has them, :func:`int_dot_of`; prefill GEMMs
-    too where it has AVX-512 VNNI).
+    too where it has AVX-512 VNNI), ``encode_parameters`` (llvm-cpu, default False: the
+    initializers that make the kernels' planes from the weights are split into an encoder
+    module, written beside ``output`` as ``NAME.encoder.vmfb``, and the module reads their
+    results from the parameter scope ``encoded``; :mod:`rlx.encoding` runs it once per
+    model, :func:`compile_with_encoder` returns both).
     ``cache`` (vmfb only): a :class:`~rlx.cache.CompileCache`, ``True`` for the default
     directory or a directory path: a module compiled before with the same flags, rlx and
     IREE comes from there, and a new compile is stored (see :mod:`rlx.cache`).
@@ -548,23 +523,65 @@ def compile(
         if out is not None:
             _write_atomic(out, text.encode())
         return text
-    config = keep_f64(config, lowered)
-    store = resolve_cache(cache)
+    return _vmfb(lowered, keep_f64(config, lowered), resolve_cache(cache), out)[0]
+
+
+def compile_with_encoder(module_or_path: HirModule | ir.Module | str | Path,
+                         target: str = "llvm-cpu", *,
+                         cache: CompileCache | bool | str | Path | None = None,
+                         extra_flags: tuple[str, ...] | list[str] = (), **options: Any
+                         ) -> tuple[bytes, bytes]:
+    """:func:`compile` with ``encode_parameters=True``: the vmfb, and the vmfb of its
+    parameter encoder (empty when the module has no weights to encode); see
+    :mod:`rlx.encoding`. Both are cached together."""
+    config = _config(target, tuple(extra_flags), {**options, "encode_parameters": True})
+    lowered = load(module_or_path)
+    return _vmfb(lowered, keep_f64(config, lowered), resolve_cache(cache), None)
+
+
+def _vmfb(lowered: Lowered, config: TargetConfig, store: CompileCache | None,
+          out: Path | None) -> tuple[bytes, bytes]:
+    """The vmfb (from the cache, or compiled and stored) and its encoder's (b"" without
+    ``encode_parameters``, or when there is nothing to encode)."""
     key = None if store is None else store.key(lowered.hir_text, config.flags(),
                                                vars(config.lowering))
     if store is not None and key is not None:
-        hit = store.get(key)
-        if hit is not None:
+        enc = store.get(key + ENCODER_SUFFIX) if config.encode_parameters else b""
+        hit = store.get(key) if enc is not None else None
+        if hit is not None and enc is not None:
             if out is not None:
                 _write_atomic(out, hit)
-            return hit
+            return hit, enc
     lower(lowered, config)
-    data = run_iree(lowered, config, out)
+    encoder: list[bytes] = []
+    data = run_iree(lowered, config, out, encoder)
     if store is not None and key is not None:
         store.put(key, data)
-    return data
+        if config.encode_parameters:
+            store.put(key + ENCODER_SUFFIX, encoder[0])
+    return data, encoder[0] if encoder else b""
 
 
-__all__ = ["AVX2_CPUS", "AVX512_CPUS", "EMITS", "KNOWN_GPU_TARGETS", "TARGETS", "VNNI_CPUS",
-           "DispatchCounts", "RlxError", "TargetConfig", "check_gpu_target", "compile",
-           "dispatch_counts", "int_dot_of", "load", "lower", "lowered_text", "vector_bits_of"]
+__all__ = [
+    "AVX2_CPUS",
+    "AVX512_CPUS",
+    "EMITS",
+    "ENCODER_FLAGS",
+    "ENCODER_SUFFIX",
+    "KNOWN_GPU_TARGETS",
+    "TARGETS",
+    "VNNI_CPUS",
+    "DispatchCounts",
+    "RlxError",
+    "TargetConfig",
+    "check_gpu_target",
+    "compile",
+    "compile_encoder",
+    "compile_with_encoder",
+    "dispatch_counts",
+    "int_dot_of",
+    "load",
+    "lower",
+    "lowered_text",
+    "vector_bits_of",
+]

@@ -29,11 +29,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from rlx import runtime
 from rlx.cache import CompileCache
 from rlx.cache import resolve as resolve_cache
-from rlx.compiler import TargetConfig, compile
+from rlx.compiler import TargetConfig
 from rlx.dialects.builder import HirModule
+from rlx.encoding import compile_model, load_compiled
 from rlx.ir.diagnostics import RlxError, RunError
 from rlx.models import qwen35
 from rlx.models.llama import DEFAULT_CONTEXT, LlamaModel, ModelError, from_gguf, from_hf
@@ -160,12 +160,18 @@ class Generator:
         store = resolve_cache(self.cache)
         hits = store.hits if store is not None else 0
         with self.progress(f"compiling for {self.target}"):
-            self.vmfb = compile(self.model.module, self.target, cache=store, **self.options)
+            compiled = compile_model(self.model.module, self.model.weights, self.target,
+                                     store, **self.options)
+        self.vmfb = compiled.vmfb
         self.cache_hit = store is not None and store.hits > hits
         """Whether the compiled model came from the cache."""
         device = self.device or TargetConfig(self.target).runtime_device
-        with self.progress("loading weights onto the device"):
-            self.program = runtime.load(self.vmfb, device, self.model.weights)
+        stage = ("encoding the weights (once: kept in the cache) and loading them"
+                 if compiled.encoded is not None and not compiled.encoded.is_file()
+                 else "loading weights onto the device")
+        with self.progress(stage):
+            self.program, self.encoded = load_compiled(compiled, self.model.weights, device)
+        """Whether this load encoded the weights' planes (:mod:`rlx.encoding`)."""
         self.startup_s = time.perf_counter() - start
         """Compiling (or reading the cache) and loading the weights onto the device."""
 

@@ -43,6 +43,7 @@ from rlx.ir.quant_formats import (
     GGUF_MAGIC,
     QUANT_SCHEMES,
 )
+from rlx.weights import register_file_map
 
 MAX_DIMS = 4
 """GGML_MAX_DIMS."""
@@ -192,6 +193,7 @@ class GgufFile:
         self._data: memoryview | bytes = b""
         if size:
             self._map = mmap.mmap(self._file.fileno(), 0, access=mmap.ACCESS_READ)
+            register_file_map(self._map, self.path)
             self._data = memoryview(self._map)
         self.size = size
         self.metadata: dict[str, Any] = {}

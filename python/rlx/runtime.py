@@ -21,10 +21,12 @@ import numpy as np
 from rlx.ir.diagnostics import RunError, size_check_message
 from rlx.ir.dtypes import DType
 from rlx.weights import (
+    ENCODED_SCOPE,
     PARAM_SCOPE,
     WEIGHT_FORMATS,
     ParamSource,
     ParamSpec,
+    encoded_index,
     parameter_index,
     read_safetensors_header,
     release_file_pages,
@@ -320,7 +322,7 @@ class Program:
     """A loaded vmfb: ``program.main(x)`` or ``program["main"](x)``."""
 
     def __init__(self, vmfb: bytes | str | Path, device: str = "local-task",
-                 params: ParamSource = None) -> None:
+                 params: ParamSource = None, encoded: str | Path | None = None) -> None:
 
         if device not in DEVICES:
             raise RunError(f"error: unknown device {device!r} (expected one of "
@@ -328,6 +330,7 @@ class Program:
         self.device_name = device
         data = Path(vmfb).read_bytes() if isinstance(vmfb, str | Path) else bytes(vmfb)
         self._calls = 0  # calls queued (``Function._queue``), to tell how to wait
+        self._encoded = encoded
         try:
             self._load(data, params)
         except _DeviceLost:
@@ -369,8 +372,15 @@ class Program:
         specs = self.param_specs()
         if specs or params is not None:
             index = parameter_index(params, specs, self._keep)
-            modules.insert(0, rt.create_io_parameters_module(
-                self._config.vm_instance, index.create_provider(scope=PARAM_SCOPE)))
+            providers = [index.create_provider(scope=PARAM_SCOPE)]
+            if self._encoded is not None:
+                # the weights' planes, encoded ahead of time (rlx.encoding): the archive
+                # is mapped and used in place, as a GGUF's tensors are
+                encoded = encoded_index(self._encoded)
+                self._keep.append(encoded)
+                providers.append(encoded.create_provider(scope=ENCODED_SCOPE))
+            modules.insert(0, rt.create_io_parameters_module(self._config.vm_instance,
+                                                             *providers))
         try:
             self._ctx = rt.SystemContext(vm_modules=modules, config=self._config)
         except (RuntimeError, ValueError) as e:
@@ -538,10 +548,12 @@ def read_param_specs(vmfb: bytes | str | Path) -> list[ParamSpec]:
     return _param_specs(vm)
 
 
-def load(vmfb: bytes | str | Path, device: str = "local-task", params: ParamSource = None
-         ) -> Program:
-    """Load a vmfb (bytes or path) on ``device`` with its weights."""
-    return Program(vmfb, device, params)
+def load(vmfb: bytes | str | Path, device: str = "local-task", params: ParamSource = None,
+         encoded: str | Path | None = None) -> Program:
+    """Load a vmfb (bytes or path) on ``device`` with its weights; ``encoded``: the
+    archive of its encoded weights, for a vmfb compiled with ``encode_parameters``
+    (:func:`rlx.encoding.compile_model` makes both)."""
+    return Program(vmfb, device, params, encoded)
 
 
 __all__ = ["DEVICES", "PARAM_SCOPE", "WEIGHT_FORMATS", "DeviceTensor", "Function",

@@ -30,9 +30,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from rlx import runtime
 from rlx.cache import CompileCache
-from rlx.compiler import TargetConfig, compile
+from rlx.compiler import TargetConfig
+from rlx.encoding import compile_model, load_compiled
 from rlx.ir.diagnostics import RunError
 from rlx.models import qwen35
 from rlx.models.llama_cache import fits_context, start_state
@@ -237,8 +237,9 @@ def load(model: Qwen35Model, draft_tokens: int | Sequence[int], target: str = "l
         raise RunError(f"error: speculative decoding: expected a Qwen3.5 model "
                        f"(rlx.models.qwen35), found {type(model).__name__}")
     built = qwen35.speculative(model, draft_tokens)
-    vmfb = compile(built.module, target, cache=cache, **options)
-    return runtime.load(vmfb, device or TargetConfig(target).runtime_device, built.weights)
+    compiled = compile_model(built.module, built.weights, target, cache, **options)
+    return load_compiled(compiled, built.weights,
+                         device or TargetConfig(target).runtime_device)[0]
 
 
 def decoder(model: Qwen35Model, program: Any, draft_tokens: int, drafter: str = "mtp",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import mmap
 import struct
+import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,9 @@ PARAM_SCOPE = "model"
 """The scope of the weights' parameter names (``#flow.parameter.named<"model"::NAME>``):
 ``iree-run-module --parameters=model=w.irpa``."""
 ParamSource = Mapping[str, np.ndarray] | str | Path | None
+ENCODED_SCOPE = "encoded"
+"""The scope of a module's weights encoded ahead of time (:mod:`rlx.encoding`): the main
+module reads them from there, the others from :data:`PARAM_SCOPE`."""
 
 IMPORT_ALIGNMENT = 64
 """IREE's CPU devices use a host array in place when it starts on a 64-byte boundary, and
@@ -66,11 +70,7 @@ def release_file_pages(arrays: Iterable[Any]) -> None:
         return
     page = mmap.PAGESIZE
     for a in arrays:
-        base = a
-        while isinstance(base, np.ndarray) and base.base is not None:
-            base = base.base
-        if isinstance(base, memoryview):
-            base = base.obj
+        base = _mapping_of(a) if isinstance(a, np.ndarray) else None
         if not isinstance(a, np.ndarray) or not isinstance(base, mmap.mmap) or not a.nbytes:
             continue
         start = a.ctypes.data - np.frombuffer(base, np.uint8, count=1).ctypes.data
@@ -80,6 +80,37 @@ def release_file_pages(arrays: Iterable[Any]) -> None:
                 base.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
             except (OSError, ValueError):                 # a closed map: nothing to drop
                 pass
+
+
+FILE_MAPS: weakref.WeakKeyDictionary[mmap.mmap, tuple[str, int, int, int]] = (
+    weakref.WeakKeyDictionary())
+"""Read-only file mappings whose views stand for the file's bytes (:func:`file_view`):
+mapping -> (path, size, modification time in ns, inode) when it was mapped."""
+
+
+def register_file_map(mapping: mmap.mmap, path: Path) -> None:
+    """Record that ``mapping`` maps the file ``path`` read-only (a GGUF's tensors)."""
+    st = path.stat()
+    FILE_MAPS[mapping] = (str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def _mapping_of(a: np.ndarray) -> Any:
+    base: Any = a
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    return base.obj if isinstance(base, memoryview) else base
+
+
+def file_view(a: Any) -> tuple[tuple[str, int, int, int], int, int] | None:
+    """(the file, the byte offset, the byte length) when ``a`` is a contiguous view of a
+    registered file mapping (:func:`register_file_map`), else None."""
+    if not isinstance(a, np.ndarray) or not a.flags.c_contiguous:
+        return None
+    base = _mapping_of(a)
+    if not isinstance(base, mmap.mmap) or base not in FILE_MAPS or base.closed:
+        return None
+    start = a.ctypes.data - np.frombuffer(base, np.uint8, count=1).ctypes.data
+    return FILE_MAPS[base], start, a.nbytes
 
 
 def aligned_concat(arrays: list[np.ndarray], axis: int) -> np.ndarray:
@@ -221,6 +252,18 @@ def parameter_index(params: ParamSource, specs: list[ParamSpec], keep: list[Any]
     return idx
 
 
+def encoded_index(path: str | Path) -> Any:
+    """The ``ParameterIndex`` of an encoded archive (mapped, read-only)."""
+    import iree.runtime as rt
+
+    index = rt.ParameterIndex()
+    try:
+        index.load(str(path))
+    except (RuntimeError, ValueError, IndexError, OSError) as e:
+        raise WeightError(f"{path}: error: cannot read the encoded weights: {e}") from None
+    return index
+
+
 def _read_npz(path: Path) -> dict[str, np.ndarray]:
     try:
         with np.load(path, allow_pickle=False) as data:
@@ -239,6 +282,7 @@ def save_params(params: Mapping[str, np.ndarray], path: str | Path) -> None:
     idx.create_archive_file(str(path))
 
 
-__all__ = ["IMPORT_ALIGNMENT", "MAX_HEADER", "PARAM_SCOPE", "WEIGHT_FORMATS", "ParamSource",
-           "ParamSpec", "aligned", "aligned_concat", "aligned_empty",
-           "parameter_index", "read_safetensors_header", "release_file_pages", "save_params"]
+__all__ = ["ENCODED_SCOPE", "FILE_MAPS", "IMPORT_ALIGNMENT", "MAX_HEADER", "PARAM_SCOPE",
+           "WEIGHT_FORMATS", "ParamSource", "ParamSpec", "aligned", "aligned_concat",
+           "aligned_empty", "encoded_index", "file_view", "parameter_index",
+           "read_safetensors_header", "register_file_map", "release_file_pages", "save_params"]

@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from rlx import runtime
 from rlx.cache import CompileCache
 from rlx.cache import resolve as resolve_cache
-from rlx.compiler import TargetConfig, compile
+from rlx.compiler import TargetConfig
+from rlx.encoding import compile_model, load_compiled
 from rlx.generate import Sampling, _StopHolder
 from rlx.ir.diagnostics import RlxError
 from rlx.models import llama_batch, qwen35_batch
@@ -102,9 +102,11 @@ class BatchModel:
         """Decode calls made, per row count."""
         kind = qwen35_batch if isinstance(model, Qwen35Model) else llama_batch
         module = kind.build(c, batch, context, rows=self.rows)  # type: ignore[arg-type]
-        self.vmfb = compile(module, target, cache=resolve_cache(cache), **options)
-        self.program = runtime.load(self.vmfb, TargetConfig(target).runtime_device,
-                                    model.weights)
+        compiled = compile_model(module, model.weights, target, resolve_cache(cache),
+                                 **options)
+        self.vmfb = compiled.vmfb
+        self.program, _ = load_compiled(compiled, model.weights,
+                                        TargetConfig(target).runtime_device)
         # each state tensor its own buffer (the calls update them in place)
         self.cache: tuple[Any, ...] = tuple(
             self.program.upload(np.zeros(shape, np.float32))

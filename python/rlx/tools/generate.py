@@ -158,7 +158,8 @@ def _main() -> int:
             sys.stdout.flush()
         sys.stdout.write("\n")
     how = "the compiled model from the cache" if gen.cache_hit else "compiled"
-    print(f"startup: {gen.startup_s:.1f} s ({how}, weights loaded)", file=sys.stderr)
+    weights = "weights encoded and loaded" if gen.encoded else "weights loaded"
+    print(f"startup: {gen.startup_s:.1f} s ({how}, {weights})", file=sys.stderr)
     print(gen.stats.line(), file=sys.stderr)
     return 0
 

@@ -1,0 +1,191 @@
+"""Weights encoded ahead of time (rlx.encoding): the kernels' planes computed once by IREE's
+parameter encoder and kept in the cache, against the same module loading them through its
+initializers: bit-identical logits and tokens, the archive reused by the next load, made
+again when it is broken or the weights change, and not held in anonymous memory."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rlx
+from hf_gguf import write_gguf
+from rlx.dialects.enums import QUANT_SCHEMES
+from rlx.encoding import compile_model, weights_fingerprint
+from rlx.generate import Generator
+from rlx.models import llama
+from test_models import PROMPT, prefill_all, save_hf
+
+MIB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def gguf_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny HF LLaMA of test_models, as a Q8_0 GGUF (q/k/v and gate/up packed)."""
+    path = tmp_path_factory.mktemp("enc")
+    return write_gguf(save_hf("llama", path / "hf"), path / "tiny-Q8_0.gguf", "Q8_0")
+
+
+def _archives(cache: Path) -> list[Path]:
+    return sorted((cache / "params").glob("*.irpa"))
+
+
+@pytest.mark.parametrize("mode", [None, "q8"])
+def test_encoded_load_matches_initializers(mode: str | None, gguf_file: Path,
+                                           tmp_path: Path) -> None:
+    """The first load encodes, the second reuses the archive; both give the logits and
+    tokens of the module that makes its planes at load, bit for bit."""
+    options = {} if mode is None else {"activation_quant": mode}
+    model = llama.from_gguf(gguf_file, logits="all")
+    plain = Generator(model, options={**options, "encode_parameters": False}, cache=tmp_path)
+    first = Generator(model, options=options, cache=tmp_path)
+    assert not plain.encoded
+    assert first.encoded
+    assert len(_archives(tmp_path)) == 1
+    second = Generator(llama.from_gguf(gguf_file, logits="all"), options=options,
+                       cache=tmp_path)
+    assert not second.encoded
+    assert second.cache_hit
+    assert len(_archives(tmp_path)) == 1
+    want = prefill_all(plain, PROMPT)
+    tokens = plain.generate(PROMPT, 16)
+    for gen in (first, second):
+        np.testing.assert_array_equal(prefill_all(gen, PROMPT), want)
+        assert gen.generate(PROMPT, 16) == tokens
+    # the encoded module reads its planes from the archive, not from initializers: with
+    # an archive of zeros in its place the logits are not the model's
+    archive, = _archives(tmp_path)
+    zeros = bytearray(archive.read_bytes())
+    zeros[4096:] = bytes(len(zeros) - 4096)                  # the header stays
+    archive.write_bytes(bytes(zeros))
+    broken = Generator(llama.from_gguf(gguf_file, logits="all"), options=options,
+                       cache=tmp_path)
+    assert not broken.encoded           # same entries and sizes: taken as it is
+    assert not np.array_equal(prefill_all(broken, PROMPT), want)
+
+
+def test_broken_archive_is_encoded_again(gguf_file: Path, tmp_path: Path) -> None:
+    model = llama.from_gguf(gguf_file, logits="all")
+    want = prefill_all(Generator(model, cache=tmp_path), PROMPT)
+    archive, = _archives(tmp_path)
+    archive.write_bytes(archive.read_bytes()[:4096])              # truncated
+    again = Generator(model, cache=tmp_path)
+    assert again.encoded
+    np.testing.assert_array_equal(prefill_all(again, PROMPT), want)
+    archive.write_bytes(b"not an archive")
+    assert Generator(model, cache=tmp_path).encoded
+    assert _archives(tmp_path) == [archive]
+    assert not list((tmp_path / "params").glob(".*.tmp"))
+
+
+def test_changed_weights_get_their_own_archive(gguf_file: Path, tmp_path: Path) -> None:
+    """The fingerprint names a GGUF's tensors by the file (path, size, mtime, inode) and
+    place, other arrays by their bytes: a touched file or a changed array is a new key."""
+    model = llama.from_gguf(gguf_file, logits="all")
+    first = weights_fingerprint(model.weights)
+    assert first == weights_fingerprint(llama.from_gguf(gguf_file, logits="all").weights)
+    copy = tmp_path / gguf_file.name
+    copy.write_bytes(gguf_file.read_bytes())
+    assert weights_fingerprint(llama.from_gguf(copy, logits="all").weights) != first
+    st = copy.stat()
+    moved = weights_fingerprint(llama.from_gguf(copy, logits="all").weights)
+    os.utime(copy, ns=(st.st_atime_ns, st.st_mtime_ns + 1))
+    assert weights_fingerprint(llama.from_gguf(copy, logits="all").weights) != moved
+    plain = {"a": np.arange(4, dtype=np.float32)}
+    before = weights_fingerprint(plain)
+    plain["a"][1] = 7
+    assert weights_fingerprint(plain) != before
+    changed = dict(model.weights, norm=model.weights["norm"] * 2)
+    assert weights_fingerprint(changed) != first
+
+
+def test_weights_too_large_to_hash_load_with_initializers(gguf_file: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """A GGUF's tensors cost nothing to fingerprint; arrays of other memory are hashed, up
+    to MAX_HASHED bytes: beyond it the planes are made by initializers, as without a
+    cache."""
+    model = llama.from_gguf(gguf_file, logits="all")
+    monkeypatch.setattr("rlx.encoding.MAX_HASHED", 16)
+    assert weights_fingerprint(model.weights) is not None      # all views of the file
+    model = dataclasses.replace(model, weights=dict(model.weights,
+                                                    norm=model.weights["norm"].copy()))
+    assert weights_fingerprint(model.weights) is None
+    compiled = compile_model(model.module, model.weights, "llvm-cpu", tmp_path)
+    assert compiled.encoded is None
+    assert not compiled.encoder
+    gen = Generator(model, cache=tmp_path)
+    assert not gen.encoded
+    assert not _archives(tmp_path)
+    assert compile_model(model.module, model.weights, "llvm-cpu", None).encoded is None
+
+
+def test_encode_parameters_is_llvm_cpu_only() -> None:
+    h = rlx.HirModule("m")
+    x = h.input("x", (4,))
+    h.set_outputs([h.mir("binary", [x, x], kind="add")])
+    with pytest.raises(rlx.CompileError, match=r"encode_parameters=True.*'vulkan'"):
+        rlx.compile(h, "vulkan", encode_parameters=True)
+
+
+_RESIDENT_PROBE = """
+import mmap, sys
+from pathlib import Path
+import numpy as np
+import rlx
+from rlx.encoding import compile_model, load_compiled
+from rlx.weights import register_file_map
+
+def anon():
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) * 1024
+
+path, n, k, encode = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+h = rlx.HirModule("big")
+x = h.input("x", (1, k))
+w = h.param("w", (n, path.stat().st_size // n), "i8")
+h.set_outputs([h.dequant_matmul(x, w, scheme="gguf_q8_0")])
+f = path.open("rb")
+m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+register_file_map(m, path)
+weights = {"w": np.frombuffer(m, np.int8).reshape(n, -1)}
+compiled = compile_model(h, weights, "llvm-cpu", sys.argv[5],
+                         encode_parameters=encode == "1")
+assert bool(compiled.encoder) == (encode == "1")
+start = anon()
+program, _ = load_compiled(compiled, weights, "local-task")
+y = np.asarray(program.main(np.ones((1, k), np.float32)))
+print(anon() - start, float(y[0, 0]), float(y[0, -1]))
+"""
+
+
+def test_encoded_planes_stay_file_pages(tmp_path: Path) -> None:
+    """A 32 MiB Q8_0 weight: made by initializers its planes are ~32 MiB of anonymous
+    memory; loaded encoded they are the archive's file pages (reclaimable, shared between
+    processes), and the process's anonymous memory does not grow by them (the load that
+    encodes does, while the encoder runs). Same results."""
+    n, k = 8192, 4096
+    rng = np.random.default_rng(0)
+    rows = np.zeros((n, k // 32, 34), np.uint8)
+    rows[..., :2] = np.frombuffer(np.float16(0.01).tobytes(), np.uint8)
+    rows[..., 2:] = rng.integers(0, 256, (n, k // 32, 32), dtype=np.uint8)
+    path = tmp_path / "w.bin"
+    rows.tofile(path)
+    assert path.stat().st_size == n * QUANT_SCHEMES["gguf_q8_0"].row_bytes(k)
+    out = {}
+    for run, encode in (("plain", "0"), ("encoding", "1"), ("encoded", "1")):
+        proc = subprocess.run([sys.executable, "-c", _RESIDENT_PROBE, str(path), str(n),
+                               str(k), encode, str(tmp_path / "cache")],
+                              capture_output=True, text=True, check=True)
+        grown, *ys = proc.stdout.split()
+        out[run] = (int(grown), ys)
+    assert out["plain"][1] == out["encoding"][1] == out["encoded"][1]
+    assert out["plain"][0] > 24 * MIB, out
+    assert out["encoded"][0] < 8 * MIB, out      # the second load: the archive is there
