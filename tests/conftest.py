@@ -3,7 +3,8 @@ rule for tests marked ``vulkan`` (harness.require_vulkan: a failure without a Vu
 where RLX_REQUIRE_VULKAN is set, as ``make test`` and CI set it), and a compile cache of
 the run's own (``RLX_CACHE_DIR`` in a temporary folder, shared by the xdist workers and
 inherited by the CLI subprocesses): nothing a test compiles lands in the user's cache,
-nothing there feeds a test."""
+nothing there feeds a test. Weights are not encoded ahead of time unless a test asks
+(``RLX_ENCODE_PARAMETERS=0``, below)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,11 @@ if _SHARED not in os.environ:
     _CACHE = tempfile.TemporaryDirectory(prefix="rlx-test-cache-")
     os.environ[_SHARED] = _CACHE.name
 os.environ["RLX_CACHE_DIR"] = os.environ[_SHARED]
+# Models load through their initializers here: each test's model loads about once, so the
+# weights' ahead-of-time encoding (rlx.encoding) would add its encoder's compile (~1 s)
+# and run to nearly every test. tests/test_encoding.py turns it on and checks that the
+# two loads give the same bits, and the CLI cache test checks the default.
+os.environ["RLX_ENCODE_PARAMETERS"] = "0"
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,10 @@ from test_models import PROMPT, prefill_all, save_hf
 MIB = 1 << 20
 
 
+ON = {"encode_parameters": True}
+"""The default outside the test suite (conftest sets RLX_ENCODE_PARAMETERS=0)."""
+
+
 @pytest.fixture(scope="module")
 def gguf_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny HF LLaMA of test_models, as a Q8_0 GGUF (q/k/v and gate/up packed)."""
@@ -32,56 +37,68 @@ def gguf_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_gguf(save_hf("llama", path / "hf"), path / "tiny-Q8_0.gguf", "Q8_0")
 
 
+@pytest.fixture(scope="module")
+def warm(gguf_file: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    """A compile cache holding the model's module both ways (with its encoder, and with
+    initializers), and the initializers' logits and tokens: the reference of every test."""
+    cache = tmp_path_factory.mktemp("warm")
+    plain = Generator(llama.from_gguf(gguf_file, logits="all"),
+                      options={"encode_parameters": False}, cache=cache)
+    assert not plain.encoded
+    compile_model(plain.model.module, plain.model.weights, "llvm-cpu", cache, **ON)
+    return {"cache": cache, "logits": prefill_all(plain, PROMPT),
+            "tokens": plain.generate(PROMPT, 16)}
+
+
+def _cache(warm: dict, tmp_path: Path) -> Path:
+    """A compile cache of the test's own with the warm one's vmfbs (no archive yet)."""
+    shutil.copytree(Path(warm["cache"]) / "vmfb", tmp_path / "vmfb")  # type: ignore[arg-type]
+    return tmp_path
+
+
 def _archives(cache: Path) -> list[Path]:
     return sorted((cache / "params").glob("*.irpa"))
 
 
-@pytest.mark.parametrize("mode", [None, "q8"])
-def test_encoded_load_matches_initializers(mode: str | None, gguf_file: Path,
-                                           tmp_path: Path) -> None:
+def test_encoded_load_matches_initializers(gguf_file: Path, warm: dict, tmp_path: Path
+                                           ) -> None:
     """The first load encodes, the second reuses the archive; both give the logits and
-    tokens of the module that makes its planes at load, bit for bit."""
-    options = {} if mode is None else {"activation_quant": mode}
-    model = llama.from_gguf(gguf_file, logits="all")
-    plain = Generator(model, options={**options, "encode_parameters": False}, cache=tmp_path)
-    first = Generator(model, options=options, cache=tmp_path)
-    assert not plain.encoded
+    tokens of the module that makes its planes at load, bit for bit; the module really
+    reads the archive (one of zeros in its place changes the logits)."""
+    cache = _cache(warm, tmp_path)
+    first = Generator(llama.from_gguf(gguf_file, logits="all"), options=ON, cache=cache)
     assert first.encoded
-    assert len(_archives(tmp_path)) == 1
-    second = Generator(llama.from_gguf(gguf_file, logits="all"), options=options,
-                       cache=tmp_path)
+    assert first.cache_hit
+    assert len(_archives(cache)) == 1
+    second = Generator(llama.from_gguf(gguf_file, logits="all"), options=ON, cache=cache)
     assert not second.encoded
-    assert second.cache_hit
-    assert len(_archives(tmp_path)) == 1
-    want = prefill_all(plain, PROMPT)
-    tokens = plain.generate(PROMPT, 16)
+    assert len(_archives(cache)) == 1
     for gen in (first, second):
-        np.testing.assert_array_equal(prefill_all(gen, PROMPT), want)
-        assert gen.generate(PROMPT, 16) == tokens
-    # the encoded module reads its planes from the archive, not from initializers: with
-    # an archive of zeros in its place the logits are not the model's
-    archive, = _archives(tmp_path)
+        np.testing.assert_array_equal(prefill_all(gen, PROMPT), warm["logits"])
+        assert gen.generate(PROMPT, 16) == warm["tokens"]
+    archive, = _archives(cache)
     zeros = bytearray(archive.read_bytes())
     zeros[4096:] = bytes(len(zeros) - 4096)                  # the header stays
     archive.write_bytes(bytes(zeros))
-    broken = Generator(llama.from_gguf(gguf_file, logits="all"), options=options,
-                       cache=tmp_path)
+    broken = Generator(llama.from_gguf(gguf_file, logits="all"), options=ON, cache=cache)
     assert not broken.encoded           # same entries and sizes: taken as it is
-    assert not np.array_equal(prefill_all(broken, PROMPT), want)
+    assert not np.array_equal(prefill_all(broken, PROMPT), warm["logits"])
 
 
-def test_broken_archive_is_encoded_again(gguf_file: Path, tmp_path: Path) -> None:
+def test_broken_archive_is_encoded_again(gguf_file: Path, warm: dict, tmp_path: Path
+                                         ) -> None:
+    cache = _cache(warm, tmp_path)
     model = llama.from_gguf(gguf_file, logits="all")
-    want = prefill_all(Generator(model, cache=tmp_path), PROMPT)
-    archive, = _archives(tmp_path)
+    assert Generator(model, options=ON, cache=cache).encoded
+    archive, = _archives(cache)
     archive.write_bytes(archive.read_bytes()[:4096])              # truncated
-    again = Generator(model, cache=tmp_path)
+    again = Generator(model, options=ON, cache=cache)
     assert again.encoded
-    np.testing.assert_array_equal(prefill_all(again, PROMPT), want)
+    np.testing.assert_array_equal(prefill_all(again, PROMPT), warm["logits"])
     archive.write_bytes(b"not an archive")
-    assert Generator(model, cache=tmp_path).encoded
-    assert _archives(tmp_path) == [archive]
-    assert not list((tmp_path / "params").glob(".*.tmp"))
+    assert Generator(model, options=ON, cache=cache).encoded
+    assert _archives(cache) == [archive]
+    assert not list((cache / "params").glob(".*.tmp"))
 
 
 def test_changed_weights_get_their_own_archive(gguf_file: Path, tmp_path: Path) -> None:
@@ -105,25 +122,33 @@ def test_changed_weights_get_their_own_archive(gguf_file: Path, tmp_path: Path) 
     assert weights_fingerprint(changed) != first
 
 
-def test_weights_too_large_to_hash_load_with_initializers(gguf_file: Path, tmp_path: Path,
+def test_weights_too_large_to_hash_load_with_initializers(gguf_file: Path, warm: dict,
+                                                          tmp_path: Path,
                                                           monkeypatch: pytest.MonkeyPatch
                                                           ) -> None:
     """A GGUF's tensors cost nothing to fingerprint; arrays of other memory are hashed, up
     to MAX_HASHED bytes: beyond it the planes are made by initializers, as without a
-    cache."""
+    cache, and as with RLX_ENCODE_PARAMETERS=0 where the option is not given."""
+    cache = _cache(warm, tmp_path)
     model = llama.from_gguf(gguf_file, logits="all")
     monkeypatch.setattr("rlx.encoding.MAX_HASHED", 16)
     assert weights_fingerprint(model.weights) is not None      # all views of the file
     model = dataclasses.replace(model, weights=dict(model.weights,
                                                     norm=model.weights["norm"].copy()))
     assert weights_fingerprint(model.weights) is None
-    compiled = compile_model(model.module, model.weights, "llvm-cpu", tmp_path)
+    compiled = compile_model(model.module, model.weights, "llvm-cpu", cache, **ON)
     assert compiled.encoded is None
     assert not compiled.encoder
-    gen = Generator(model, cache=tmp_path)
+    gen = Generator(model, options=ON, cache=cache)
     assert not gen.encoded
-    assert not _archives(tmp_path)
-    assert compile_model(model.module, model.weights, "llvm-cpu", None).encoded is None
+    assert not _archives(cache)
+    np.testing.assert_array_equal(prefill_all(gen, PROMPT), warm["logits"])
+    assert compile_model(model.module, model.weights, "llvm-cpu", None, **ON).encoded is None
+    monkeypatch.setenv("RLX_ENCODE_PARAMETERS", "0")
+    assert compile_model(model.module, model.weights, "llvm-cpu", cache).encoded is None
+    monkeypatch.setenv("RLX_ENCODE_PARAMETERS", "1")
+    monkeypatch.setattr("rlx.encoding.MAX_HASHED", 1 << 30)
+    assert compile_model(model.module, model.weights, "llvm-cpu", cache).encoded is not None
 
 
 def test_encode_parameters_is_llvm_cpu_only() -> None:

@@ -64,6 +64,10 @@ MAX_HASHED = 256 * 1024 * 1024
 :func:`weights_fingerprint` hashes (about 0.2 s); beyond it the model loads with its
 initializers."""
 ENCODE_FUNCTIONS = ("indices", "steps", "encode")
+ENV_VAR = "RLX_ENCODE_PARAMETERS"
+"""``0`` turns the encoding off where ``encode_parameters`` is not given (a disk that cannot
+hold a second copy of the weights; the test suite, whose models each load once, so each
+start would encode, and test the encoding in tests/test_encoding.py)."""
 
 
 def weights_fingerprint(weights: Mapping[str, np.ndarray]) -> str | None:
@@ -217,13 +221,16 @@ def compile_model(module: Any, weights: Mapping[str, np.ndarray], target: str, c
                   **options: Any) -> CompiledModel:
     """Compile a model's ``module`` through the compile cache ``cache``. On llvm-cpu with a
     cache the weights' planes are to be encoded ahead of time (the module docstring);
-    ``encode_parameters=False``, no cache, or weights that cannot be fingerprinted cheaply
-    keep the planes in initializers."""
+    ``encode_parameters=False`` (default: :data:`ENV_VAR` set to ``0`` makes it False), no
+    cache, or weights that cannot be fingerprinted cheaply keep the planes in
+    initializers."""
     from rlx.cache import resolve
     from rlx.compiler import compile, compile_with_encoder
 
     store = resolve(cache)
-    wanted = options.pop("encode_parameters", True)
+    wanted = options.pop("encode_parameters", None)
+    if wanted is None:
+        wanted = os.environ.get(ENV_VAR, "1") != "0"
     fingerprint = (weights_fingerprint(weights)
                    if wanted and store is not None and target == "llvm-cpu" else None)
     if fingerprint is None or store is None:
@@ -245,6 +252,7 @@ def load_compiled(compiled: CompiledModel, weights: Mapping[str, np.ndarray], de
     return runtime.load(compiled.vmfb, device, weights, encoded=compiled.encoded), done
 
 
-__all__ = ["ENCODED_SCOPE", "ENCODER_FLAGS", "ENCODER_SUFFIX", "MAX_HASHED", "CompiledModel",
+__all__ = ["ENCODED_SCOPE", "ENCODER_FLAGS", "ENCODER_SUFFIX", "ENV_VAR", "MAX_HASHED",
+           "CompiledModel",
            "compile_encoder", "compile_model", "encode", "encoded_index", "encoded_path",
            "load_compiled", "weights_fingerprint"]  # the first three re-exported
