@@ -151,6 +151,23 @@ def test_weights_too_large_to_hash_load_with_initializers(gguf_file: Path, warm:
     assert compile_model(model.module, model.weights, "llvm-cpu", cache).encoded is not None
 
 
+def test_compile_writes_the_encoder_beside_the_vmfb(tmp_path: Path) -> None:
+    """``rlx.compile(..., output=M.vmfb, encode_parameters=True)`` writes M.encoder.vmfb
+    where there are weights to encode, and no such file where there are none."""
+    h = rlx.HirModule("g")
+    x = h.input("x", (1, 256))
+    w = h.param("w", (64, QUANT_SCHEMES["gguf_q8_0"].row_bytes(256)), "i8")
+    h.set_outputs([h.dequant_matmul(x, w, scheme="gguf_q8_0")])
+    rlx.compile(h, output=tmp_path / "q.vmfb", encode_parameters=True)
+    assert (tmp_path / "q.encoder.vmfb").stat().st_size > 0
+    plain = rlx.HirModule("p")
+    y = plain.input("y", (4,))
+    plain.set_outputs([plain.mir("binary", [y, y], kind="add")])
+    rlx.compile(plain, output=tmp_path / "p.vmfb", encode_parameters=True)
+    assert (tmp_path / "p.vmfb").is_file()
+    assert not (tmp_path / "p.encoder.vmfb").exists()
+
+
 def test_encode_parameters_is_llvm_cpu_only() -> None:
     h = rlx.HirModule("m")
     x = h.input("x", (4,))

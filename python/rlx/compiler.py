@@ -338,17 +338,17 @@ def run_iree(lowered: Lowered, config: TargetConfig, output: Path | None,
         dst = Path(tmp) / "module.vmfb"
         split = Path(tmp) / "encoder.mlir"
         src.write_text(text)
-        cmd = [tool, str(src), *config.flags(), "-o", str(dst)]
-        if config.encode_parameters:
-            cmd.insert(-2, f"--iree-parameter-encoder-output-file={split}")
+        splits = ([f"--iree-parameter-encoder-output-file={split}"]
+                  if config.encode_parameters else [])
+        cmd = [tool, str(src), *config.flags(), *splits, "-o", str(dst)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode == 0:
             data = dst.read_bytes()
-            if config.encode_parameters:
+            if splits:
                 enc = compile_encoder(split, config.flags(), lowered.source)
                 if encoder is not None:
                     encoder.append(enc)
-                if output is not None:
+                if output is not None and enc:      # nothing to encode: no encoder file
                     _write_atomic(output.with_suffix(".encoder.vmfb"), enc)
             if output is not None:
                 _write_atomic(output, data)

@@ -73,7 +73,7 @@ def release_file_pages(arrays: Iterable[Any]) -> None:
         base = _mapping_of(a) if isinstance(a, np.ndarray) else None
         if not isinstance(a, np.ndarray) or not isinstance(base, mmap.mmap) or not a.nbytes:
             continue
-        start = a.ctypes.data - np.frombuffer(base, np.uint8, count=1).ctypes.data
+        start = _offset_in(a, base)
         lo, hi = -(-start // page) * page, (start + a.nbytes) // page * page
         if hi > lo:
             try:
@@ -101,6 +101,11 @@ def _mapping_of(a: np.ndarray) -> Any:
     return base.obj if isinstance(base, memoryview) else base
 
 
+def _offset_in(a: np.ndarray, mapping: mmap.mmap) -> int:
+    """Where ``a``'s first byte lies in ``mapping`` (a view of it)."""
+    return a.ctypes.data - np.frombuffer(mapping, np.uint8, count=1).ctypes.data
+
+
 def file_view(a: Any) -> tuple[tuple[str, int, int, int], int, int] | None:
     """(the file, the byte offset, the byte length) when ``a`` is a contiguous view of a
     registered file mapping (:func:`register_file_map`), else None."""
@@ -109,8 +114,7 @@ def file_view(a: Any) -> tuple[tuple[str, int, int, int], int, int] | None:
     base = _mapping_of(a)
     if not isinstance(base, mmap.mmap) or base not in FILE_MAPS or base.closed:
         return None
-    start = a.ctypes.data - np.frombuffer(base, np.uint8, count=1).ctypes.data
-    return FILE_MAPS[base], start, a.nbytes
+    return FILE_MAPS[base], _offset_in(a, base), a.nbytes
 
 
 def aligned_concat(arrays: list[np.ndarray], axis: int) -> np.ndarray:
