@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from iree.compiler import ir
-from iree.compiler.dialects import arith, linalg, math, scf, tensor
+from iree.compiler.dialects import arith, linalg, math, tensor
 
 Size = int | ir.Value
 Sizes = list[Size]
@@ -543,42 +543,3 @@ def _contraction(a: ir.Value, b: ir.Value, init: ir.Value, maps: Sequence[ir.Aff
         return arith.addf(z, arith.mulf(convert(x, acc), convert(y, acc)))
 
     return generic([a, b], [init], maps, iterators, body)[0]
-
-
-# --------------------------------------------------------------------------------------
-# Loops
-# --------------------------------------------------------------------------------------
-
-
-LoopBody = Callable[[ir.Value, list[ir.Value]], Sequence[ir.Value]]
-
-DEFAULT_DEVICE = "__device_0"
-"""The symbol IREE gives the device of a single-device target (``--iree-hal-target-device``);
-its ``stream.affinity.default``."""
-
-
-def on_default_device(v: ir.Value) -> ir.Value:
-    """``flow.tensor.transfer v to #hal.device.affinity<@__device_0>``: states where ``v``
-    lives. IREE 3.13's stream conversion cannot infer the affinity of an ``scf.for``
-    iter_arg, puts a transfer of unknown origin on it, and that transfer's copy-on-write
-    clones the whole carried tensor every trip (a ``[1024, 512]`` output filled one row a
-    step: 220 us a step, growing with its size; pinned: 4 us a step). The transfer to the
-    device the value already lives on folds away."""
-    dyn = dynamic_values(sizes(v))
-    target = ir.Attribute.parse(f"#hal.device.affinity<@{DEFAULT_DEVICE}>")
-    op = ir.Operation.create("flow.tensor.transfer", results=[v.type], operands=[v, *dyn],
-                             attributes={"target": target})
-    return op.result
-
-
-def for_loop(upper: Size, inits: Sequence[ir.Value], body: LoopBody) -> list[ir.Value]:
-    """``scf.for %i = 0 to upper step 1 iter_args(inits)``; ``body(i, carried)`` returns
-    the next carried values (cast back to the carried types). Loop-invariant work belongs
-    before the call: the body is what runs once per step. The carried tensors are pinned to
-    the device (:func:`on_default_device`) so IREE updates them in place."""
-    loop = scf.ForOp(index(0), as_value(upper), index(1), list(inits))
-    with ir.InsertionPoint(loop.body):
-        carried = [on_default_device(a) for a in loop.inner_iter_args]
-        nxt = body(loop.induction_variable, carried)
-        scf.YieldOp([cast_tensor(v, i.type) for v, i in zip(nxt, inits, strict=True)])
-    return list(loop.results)

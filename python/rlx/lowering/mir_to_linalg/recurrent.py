@@ -3,7 +3,7 @@
 Every scan is an ``scf.for`` over the sequence (``tensor.dim`` when S is dynamic) whose
 ``iter_args`` are the carried state and the output being filled with
 ``tensor.insert_slice`` (both pinned to the device so that IREE updates them in place,
-see ``emit.for_loop``); the per-step work is linalg on ``[B, ...]`` tensors, and the IR
+see ``loops.for_loop``); the per-step work is linalg on ``[B, ...]`` tensors, and the IR
 does not grow with the sequence length. Work that does not depend on the previous step is
 hoisted before the loop: LSTM / GRU project every step's input with one matmul
 (``x W_ihᵀ``) per layer and direction, so the loop only does ``h W_hhᵀ`` and one generic for
@@ -26,7 +26,7 @@ from iree.compiler.dialects import arith, math
 
 from rlx.dialects.hir.recurrent import linear_before_reset
 from rlx.dialects.schema import Decoded
-from rlx.lowering import emit
+from rlx.lowering import emit, loops
 from rlx.lowering.mir_to_linalg import gdn_kernel
 from rlx.lowering.mir_to_linalg.table import MIR_TO_LINALG
 from rlx.lowering.registry import LoweringContext
@@ -164,7 +164,8 @@ def lower_gated_delta_net(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
         yt = emit.expand(yt, [[0, 1], [2], [3]], [b, 1, h, n])
         return [new, emit.insert_slice(yt, y, [0, t, 0, 0])]
 
-    final, y = emit.for_loop(s, [state, emit.empty([b, s, h, n], f32)], step)
+    final, y = loops.for_loop(s, [state, emit.empty([b, s, h, n], f32)], step,
+                                branch=ctx.options.target == "llvm-cpu")
     out = [emit.convert_tensor(y, out_t)]
     if whole is not None:
         if more:
@@ -239,24 +240,6 @@ def _initial(state: ir.Value | None, index: int, b: emit.Size, hidden: int) -> i
         return emit.filled([b, hidden], emit.f32(), 0.0)
     row = emit.extract_slice(state, [index, 0, 0], [1, b, hidden])
     return _f32(emit.collapse(row, [[0, 1], [2]]))
-
-
-def _first_step(t: ir.Value, given: ir.Value | None, carried: ir.Value) -> ir.Value:
-    """The state step ``t`` starts from: ``given`` at step 0, else the carried one.
-
-    A given initial state is read here, as a value the loop captures, rather than passed as
-    the loop's initial carried value: IREE 3.13 packs a carried initial value computed
-    before the loop into one transient allocation with the loop's other inputs (the input
-    projection) and then reads it at offset 0 of that allocation on the first step (found
-    with LSTM / GRU states computed in the module, e.g. the zero state torch.onnx exports:
-    wrong results from the first step, on llvm-cpu and Vulkan alike). So the loop carries
-    states that start zero-filled (their own allocation) and step 0 selects the given one;
-    the select fuses into the step's gate generic."""
-    if given is None:
-        return carried
-    first = arith.cmpi(arith.CmpIPredicate.eq, t, emit.index(0))
-    return emit.map_elementwise([given, carried], emit.f32(),
-                                lambda g, c: arith.select(first, g, c))
 
 
 def _settled(end: ir.Value) -> ir.Value:
@@ -343,24 +326,18 @@ def _scan(op: Decoded, gates: int, make_cell: Callable[[int, int, ir.Value], Cel
     given = {name: op[name] if op.has(name) else None for name in states}
     lengths = op["lengths"] if op.has("lengths") else None
     finals: dict[str, list[ir.Value]] = {name: [] for name in states}
-    # One output buffer for every layer: a layer's input is dead once its projections are
-    # computed, so the next layer writes over it (no second buffer, no copy).
-    y = emit.empty([b, s, dirs * hid], emit.f32())
     for layer in range(pk.layers):
         xws = [_project(x, pk.w_ih(op["w_ih"], layer, d)) for d in range(dirs)]
+        ys = []
         for d, xw in enumerate(xws):
             index = layer * dirs + d
             whh_t = emit.transpose(pk.w_hh(op["w_hh"], layer, d), [1, 0])
             cell = make_cell(layer, d, whh_t)
-            given_init = [_initial(given[name], index, b, hid) if given[name] is not None
-                          else None for name in states]
-            init = [emit.filled([b, hid], emit.f32(), 0.0) for _ in states]
+            init = [_initial(given[name], index, b, hid) for name in states]
 
             def step(t: ir.Value, carried: list[ir.Value], xw: ir.Value = xw,
-                     cell: Cell = cell, d: int = d,
-                     given_init: list[ir.Value | None] = given_init) -> list[ir.Value]:
+                     cell: Cell = cell, d: int = d) -> list[ir.Value]:
                 *st, out = carried
-                st = [_first_step(t, g, c) for g, c in zip(given_init, st, strict=True)]
                 tt = _time(t, last, d == 1)
                 xt = emit.extract_slice(xw, [0, tt, 0], [b, 1, gates * hid])
                 new = cell(_gates(xt, gates, hid), st)
@@ -368,12 +345,16 @@ def _scan(op: Decoded, gates: int, make_cell: Callable[[int, int, ir.Value], Cel
                 if lengths is not None:
                     *new, h_out = _masked(new, st, lengths, tt)
                 row = emit.expand(h_out, [[0, 1], [2]], [b, 1, hid])
-                return [*new, emit.insert_slice(row, out, [0, tt, d * hid])]
+                return [*new, emit.insert_slice(row, out, [0, tt, 0])]
 
-            *ends, y = emit.for_loop(s, [*init, y], step)
+            # each direction fills an output of its own, starting blank: a value with
+            # contents carried in would be selected at every step (loops.for_loop); the
+            # states' select fuses into the step's gate generic
+            *ends, y = loops.for_loop(s, [*init, emit.empty([b, s, hid], emit.f32())], step)
+            ys.append(y)
             for name, end in zip(states, ends, strict=True):
                 finals[name].append(_settled(end))
-        x = y
+        x = emit.concat(ys, 2)
     out = [emit.convert_tensor(x, out_t)]
     return out + [_stack(finals[name], op[name]) for name in states if op.has(name)]
 
