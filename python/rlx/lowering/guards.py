@@ -21,9 +21,12 @@ carrying the message.
 
 Where a check sits matters: a host-side op between two dispatches splits IREE's stream
 execution region there (one region per layer: the 135M decode step went from 2 command
-buffers to 32). So once the module is lowered, :func:`hoist_checks` resolves each
-checked size to the function's inputs (MLIR's ``resolve-ranked-shaped-type-result-dims``:
-a concatenated KV cache's length is the cache input's plus one) and moves every check
+buffers to 32; a prefill's per-layer regions each kept a transient slab until the call
+ended, 220 MB for the 135M model at 512 tokens). So once the module is lowered,
+:func:`hoist_checks` resolves each checked size to the function's inputs (MLIR's
+``resolve-ranked-shaped-type-result-dims``: a concatenated KV cache's length is the cache
+input's plus one; and a hand-written kernel's result size to the dispatch's operand for
+it, so a layer's input resolves back to the prompt's length) and moves every check
 whose sizes then come from the inputs alone to the top of the function, before any work
 is queued; a check on a size only known later (a kernel's dynamic result) stays at its op.
 
@@ -158,13 +161,76 @@ def _checks(block: ir.Block) -> list[ir.Operation]:
     return out
 
 
+def _dispatch_dim(dim: ir.Operation) -> ir.Value | None:
+    """The size a ``tensor.dim`` of a ``flow.dispatch`` result (a hand-written kernel's)
+    reads: the dispatch's own operand for that dynamic dim (its ``result_dims``), which
+    MLIR's resolve pass does not look through; None for any other ``tensor.dim``."""
+    src, axis = dim.operands[0], dim.operands[1].owner
+    disp = src.owner
+    if isinstance(disp, ir.Block) or disp.operation.name != "flow.dispatch" or isinstance(
+            axis, ir.Block) or axis.operation.name != "arith.constant":
+        return None
+    disp, axis = disp.operation, ir.IntegerAttr(axis.operation.attributes["value"]).value
+    results = list(disp.results)
+    index = next(i for i, r in enumerate(results) if r == src)
+    kind = ir.RankedTensorType(src.type)
+    if not kind.is_dynamic_dim(axis):
+        return None
+    dynamic = sum(1 for r in results[:index]
+                  for a in range(ir.RankedTensorType(r.type).rank)
+                  if ir.RankedTensorType(r.type).is_dynamic_dim(a))
+    dynamic += sum(1 for a in range(axis) if kind.is_dynamic_dim(a))
+    workload, arguments, argument_dims, _ = ir.DenseI32ArrayAttr(
+        disp.attributes["operandSegmentSizes"])
+    return disp.operands[workload + arguments + argument_dims + dynamic]
+
+
+def _resolve_dims(module: ir.Module) -> None:
+    """Resolve the sizes the checks read to what computes them, as far as the function's
+    inputs where that is how they are made: MLIR's ``resolve-ranked-shaped-type-result-dims``
+    (a dim of a linalg op's or a reshape's result), :func:`_dispatch_dim` (of a kernel's
+    result) and :data:`BARRIERS` (of a compute barrier's result: its input's), in turn until
+    nothing changes (a layer's input is the previous layer's kernel's output: one round per
+    layer)."""
+    pm = PassManager.parse("builtin.module(func.func(resolve-ranked-shaped-type-result-dims))",
+                           module.context)
+    for _ in range(MAX_RESOLVE_ROUNDS):
+        pm.run(module.operation)
+        folded = 0
+        for func in module.body.operations:
+            if func.operation.name != "func.func":
+                continue
+            for op in list(func.operation.regions[0].blocks[0].operations):
+                op = op.operation
+                if op.name != "tensor.dim":
+                    continue
+                source = op.operands[0].owner
+                if not isinstance(source, ir.Block) and source.operation.name in BARRIERS and (
+                        len(source.operation.results) == 1):
+                    op.operands[0] = source.operation.operands[0]   # the same sizes
+                    folded += 1
+                    continue
+                value = _dispatch_dim(op)
+                if value is not None:
+                    op.results[0].replace_all_uses_with(value)
+                    op.erase()
+                    folded += 1
+        if not folded:
+            return
+
+
+BARRIERS = ("iree_tensor_ext.compute_barrier.start", "iree_tensor_ext.compute_barrier.end")
+"""Ops that pass a tensor through unchanged (sizes included); MLIR's resolve pass does not
+look through them."""
+MAX_RESOLVE_ROUNDS = 256
+"""Rounds of :func:`_resolve_dims` at most (a model's layers, each one round, and some)."""
+
+
 def hoist_checks(module: ir.Module) -> int:
     """Move every size check whose sizes resolve to the function's inputs to the top of its
     function (see the module docstring); returns how many moved."""
     with module.context:
-        pm = PassManager.parse("builtin.module(func.func(resolve-ranked-shaped-type-result-dims"
-                               "))")
-        pm.run(module.operation)
+        _resolve_dims(module)
     moved = 0
     for func in module.body.operations:
         func = func.operation
