@@ -16,9 +16,9 @@ Two IREE 3.13 behaviours shape it:
   loop captures (captured values keep their offsets; :func:`_select`, a branch on the
   host), and a loop of no steps returns the initial values. A carried ``tensor.empty`` has
   no contents to lose: it goes in as it is. The branch costs a step a second submission:
-  Qwen3.5-0.8B Q8_0's 512-token prefill (18 scans of 512 steps) went from 113-119 to
-  98-103 tokens/s (Zen 4), the price of right results (the old form was right only where
-  the packing put the initial value first).
+  Qwen3.5-0.8B Q8_0's 512-token prefill (18 scans of 512 steps) went from 113-119 to 103
+  tokens/s (Zen 4; an elementwise select instead: 98-101), the price of right results (the
+  old form was right only where the packing put the initial value at offset 0).
 - **The affinity of an iter_arg is not inferred** (:func:`on_default_device`).
 """
 
@@ -65,7 +65,7 @@ def _select(cond: ir.Value, a: ir.Value, b: ir.Value, branch: bool) -> ir.Value:
     3.13). ``a`` is copied (``+ 0.0``, which
     does not fold) so that the branches are not two plain yields, which MLIR folds into an
     ``arith.select`` IREE fuses into every consumer: each would read ``a`` at every step
-    (Qwen3.5-0.8B's prefill of 512 tokens: ~20% slower; the branch: ~12%). The result's
+    (Qwen3.5-0.8B's prefill of 512 tokens: ~15% slower; the branch: ~11%). The result's
     sizes are tied to ``b``'s (IREE does not resolve a ``tensor.dim`` of an ``scf.if``)."""
     if not branch:
         return emit.map_elementwise([a, b], emit.elem(a), lambda x, y: arith.select(cond, x, y))
