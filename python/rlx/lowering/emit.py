@@ -501,6 +501,15 @@ def barrier(v: ir.Value) -> ir.Value:
     return op.result
 
 
+def copy(v: ir.Value) -> ir.Value:
+    """``v`` copied by an elementwise generic (``+ 0``, which does not fold: ``x + 0.0`` is
+    not ``x`` for ``x = -0.0``), a value of its own IREE does not alias to ``v``."""
+    t = elem(v)
+    zero = scalar(0.0 if is_float(t) else 0, t)
+    add = arith.addf if is_float(t) else arith.addi
+    return map_elementwise([v], t, lambda x: add(x, zero))
+
+
 def cast_tensor(v: ir.Value, t: ir.Type) -> ir.Value:
     return v if v.type == t else tensor.CastOp(t, v).result
 

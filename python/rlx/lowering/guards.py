@@ -180,8 +180,12 @@ def _dispatch_dim(dim: ir.Operation) -> ir.Value | None:
                   for a in range(ir.RankedTensorType(r.type).rank)
                   if ir.RankedTensorType(r.type).is_dynamic_dim(a))
     dynamic += sum(1 for a in range(axis) if kind.is_dynamic_dim(a))
-    workload, arguments, argument_dims, _ = ir.DenseI32ArrayAttr(
+    workload, arguments, argument_dims, result_dims = ir.DenseI32ArrayAttr(
         disp.attributes["operandSegmentSizes"])
+    declared = sum(1 for r in results for a in range(ir.RankedTensorType(r.type).rank)
+                   if ir.RankedTensorType(r.type).is_dynamic_dim(a))
+    if result_dims != declared:     # not one size per dynamic dim (tied results): unread
+        return None
     return disp.operands[workload + arguments + argument_dims + dynamic]
 
 

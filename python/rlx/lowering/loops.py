@@ -59,22 +59,19 @@ def _blank(v: ir.Value) -> bool:
 
 
 def _select(cond: ir.Value, a: ir.Value, b: ir.Value, branch: bool) -> ir.Value:
-    """``cond ? a : b`` (``cond`` a scalar ``i1``); elementwise, or with ``branch`` as an
-    ``scf.if``, a branch on the host, so that only the step it picks ``a`` in reads ``a``
-    (on Vulkan that branch in a loop lost the device: lavapipe, an LSTM's states, IREE
-    3.13). ``a`` is copied (``+ 0.0``, which
-    does not fold) so that the branches are not two plain yields, which MLIR folds into an
-    ``arith.select`` IREE fuses into every consumer: each would read ``a`` at every step
-    (Qwen3.5-0.8B's prefill of 512 tokens: ~15% slower; the branch: ~11%). The result's
-    sizes are tied to ``b``'s (IREE does not resolve a ``tensor.dim`` of an ``scf.if``)."""
+    """``cond ? a : b`` (``cond`` a scalar ``i1``): elementwise, or with ``branch`` an
+    ``scf.if`` on the host, so that only the step it picks ``a`` in reads ``a`` (on Vulkan
+    that branch in a loop lost the device: lavapipe, an LSTM's states, IREE 3.13). The
+    then-branch yields a copy of ``a`` (:func:`emit.copy`): two plain yields fold into an
+    ``arith.select`` that IREE fuses into every consumer, each then reading ``a`` at every
+    step (Qwen3.5-0.8B's prefill of 512 tokens: ~15% slower; the branch: ~11%). The
+    result's sizes are tied to ``b``'s (IREE does not resolve a ``tensor.dim`` of an
+    ``scf.if``)."""
     if not branch:
         return emit.map_elementwise([a, b], emit.elem(a), lambda x, y: arith.select(cond, x, y))
     op = scf.IfOp(cond, [a.type], has_else=True)
     with ir.InsertionPoint(op.then_block):
-        t = emit.elem(a)
-        zero = emit.scalar(0.0 if emit.is_float(t) else 0, t)
-        add = arith.addf if emit.is_float(t) else arith.addi
-        scf.YieldOp([emit.map_elementwise([a], t, lambda x: add(x, zero))])
+        scf.YieldOp([emit.copy(a)])
     with ir.InsertionPoint(op.else_block):
         scf.YieldOp([b])
     dyn = emit.dynamic_values(emit.sizes(b))
