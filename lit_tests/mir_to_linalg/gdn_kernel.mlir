@@ -1,24 +1,27 @@
-// mir-to-linalg on llvm-cpu: a one-step gated_delta_net with state_in_place is one
-// flow.dispatch to rlx's hand-written kernel (gdn_kernel.py), its state operand tied to the
-// final-state result (IREE updates the state's buffer in place), one workgroup per (row,
-// head); k·q and exp(g) are computed before it as in the linalg form. Without
-// state_in_place, with --no-attention-kernel and on GPU targets: the linalg step.
+// mir-to-linalg on llvm-cpu: a gated_delta_net of static batch, heads and state size (a
+// multiple of 16) is one flow.dispatch to rlx's hand-written scan kernel (gdn_kernel.py),
+// which walks every step inside, its state operand tied to the final-state result (IREE
+// updates the state's buffer in place), one workgroup per (row, head); exp(g) is computed
+// before it, k·q in it. A dynamic length: each view sized by its own
+// operand's rows, the kernel walks min(rows) / B steps. With --no-attention-kernel and on
+// GPU targets: the linalg step in an scf.for.
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg %s | FileCheck %s
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --no-attention-kernel %s | FileCheck %s --check-prefix=OFF
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --target=vulkan %s | FileCheck %s --check-prefix=OFF
 
 // CHECK-LABEL: module @step
-// CHECK:       stream.executable private @rlx_gdn_step_6x16
-// CHECK:       func.func @rlx_gdn_step_6x16(%arg0: !stream.binding {{.*}}, %arg7: !stream.binding
+// CHECK:       stream.executable private @rlx_gdn_scan_3x2x16_s1
+// CHECK:       func.func @rlx_gdn_scan_3x2x16_s1(%arg0: !stream.binding {{.*}}, %arg6: !stream.binding
 // CHECK:         stream.binding.subspan %arg0[%c0] : !stream.binding -> memref<6x16x16xf32>
-// CHECK:         stream.binding.subspan %arg7[%c0] : !stream.binding -> memref<6x16xf32>
+// CHECK:         stream.binding.subspan %arg6[%c0] : !stream.binding -> memref<3x32xf32>
 // CHECK:         scf.for
-// CHECK:           vector.fma
-// CHECK:         scf.for
-// CHECK:           vector.store {{.*}} : memref<6x16x16xf32>, vector<16xf32>
+// CHECK:           scf.for
+// CHECK:             vector.fma
+// CHECK:           scf.for
+// CHECK:             vector.store {{.*}} : memref<6x16x16xf32>, vector<16xf32>
 // CHECK:       math.exp
 // CHECK:       %[[S:.*]] = tensor.collapse_shape %arg2 {{\[}}[0, 1], [2], [3]] : tensor<3x2x16x16xf32> into tensor<6x16x16xf32>
-// CHECK:       %[[D:.*]]:2 = flow.dispatch @rlx_gdn_step_6x16::@rlx_gdn_step_6x16[%c6](%[[S]], {{.*}}) : ({{.*}}) -> (%[[S]], tensor<6x16xf32>)
+// CHECK:       %[[D:.*]]:2 = flow.dispatch @rlx_gdn_scan_3x2x16_s1::@rlx_gdn_scan_3x2x16_s1[%c6](%[[S]], {{.*}}) : ({{.*}}) -> (%[[S]], tensor<3x32xf32>)
 // CHECK:       tensor.expand_shape %[[D]]#0 {{\[}}[0, 1], [2], [3]] {{.*}} into tensor<3x2x16x16xf32>
 // OFF-LABEL:   module @step
 // OFF-NOT:     flow.dispatch
@@ -32,12 +35,39 @@ module @step {
 
 // -----
 
-// CHECK-LABEL: module @not_in_place
+// A prompt of dynamic length from the zero state: one view's rows a push constant each,
+// the steps min(rows) / B; the zero state filled and tied to the final state.
+// CHECK-LABEL: module @prefill
+// CHECK:       func.func @rlx_gdn_scan_1x2x16_dyn(
+// CHECK-SAME:    %arg6: index {{.*}} %arg10: index {{.*}} %arg11: !stream.binding
+// CHECK:         stream.binding.subspan %arg1[%c0] : !stream.binding -> memref<?x32xf32>{%arg6}
+// CHECK:         stream.binding.subspan %arg5[%c0] : !stream.binding -> memref<?x2xf32>{%arg10}
+// CHECK:         stream.binding.subspan %arg11[%c0] : !stream.binding -> memref<?x32xf32>{%arg6}
+// CHECK-COUNT-4: arith.minui
+// CHECK:         %[[N:.*]] = arith.divui
+// CHECK:         scf.for %{{.*}} = %c0 to %[[N]] step %c1
+// CHECK:       %[[Z:.*]] = linalg.fill {{.*}} -> tensor<1x2x16x16xf32>
+// CHECK:       %[[S:.*]] = tensor.collapse_shape %[[Z]]
+// CHECK:       flow.dispatch @rlx_gdn_scan_1x2x16_dyn::@rlx_gdn_scan_1x2x16_dyn[%c2](%[[S]], {{.*}}) -> (%[[S]], tensor<?x32xf32>{{.*}})
+// OFF-LABEL:   module @prefill
+// OFF-NOT:     flow.dispatch
+// OFF:         scf.for
+module @prefill {
+  func.func @main(%q: tensor<1x?x2x16xf32>, %g: tensor<1x?x2xf32>) -> tensor<1x?x2x16xf32> {
+    %y = "rlx_mir.gated_delta_net"(%q, %q, %q, %g, %g) {carry_state = false, state_size = 16 : i64} : (tensor<1x?x2x16xf32>, tensor<1x?x2x16xf32>, tensor<1x?x2x16xf32>, tensor<1x?x2xf32>, tensor<1x?x2xf32>) -> tensor<1x?x2x16xf32> loc("gdn")
+    return %y : tensor<1x?x2x16xf32>
+  }
+}
+
+// -----
+
+// A state size the kernel does not take (not a multiple of 16): the linalg step.
+// CHECK-LABEL: module @narrow
 // CHECK-NOT:   flow.dispatch
 // CHECK:       scf.for
-module @not_in_place {
-  func.func @main(%q: tensor<3x1x2x16xf32>, %g: tensor<3x1x2xf32>, %s0: tensor<3x2x16x16xf32>) -> (tensor<3x1x2x16xf32>, tensor<3x2x16x16xf32>) {
-    %y, %s = "rlx_mir.gated_delta_net"(%q, %q, %q, %g, %g, %s0) {carry_state = true, state_size = 16 : i64} : (tensor<3x1x2x16xf32>, tensor<3x1x2x16xf32>, tensor<3x1x2x16xf32>, tensor<3x1x2xf32>, tensor<3x1x2xf32>, tensor<3x2x16x16xf32>) -> (tensor<3x1x2x16xf32>, tensor<3x2x16x16xf32>) loc("gdn")
-    return %y, %s : tensor<3x1x2x16xf32>, tensor<3x2x16x16xf32>
+module @narrow {
+  func.func @main(%q: tensor<3x1x2x8xf32>, %g: tensor<3x1x2xf32>, %s0: tensor<3x2x8x8xf32>) -> (tensor<3x1x2x8xf32>, tensor<3x2x8x8xf32>) {
+    %y, %s = "rlx_mir.gated_delta_net"(%q, %q, %q, %g, %g, %s0) {carry_state = true, state_size = 8 : i64} : (tensor<3x1x2x8xf32>, tensor<3x1x2x8xf32>, tensor<3x1x2x8xf32>, tensor<3x1x2xf32>, tensor<3x1x2xf32>, tensor<3x2x8x8xf32>) -> (tensor<3x1x2x8xf32>, tensor<3x2x8x8xf32>) loc("gdn")
+    return %y, %s : tensor<3x1x2x8xf32>, tensor<3x2x8x8xf32>
   }
 }

@@ -497,8 +497,8 @@ def compile(
     / Q4_0 / Q4_K / Q6_K weights through rlx's prefill kernels (an outer-product GEMM, or the
     batched kernel's body) on the decode kernel's planes; default on), ``attention_kernel``
     (llvm-cpu: f32 attention through rlx's hand-written kernels, one query against a KV
-    cache (decode) or several (prefill), and a one-step ``gated_delta_net`` with
-    ``state_in_place``; default on),
+    cache (decode) or several (prefill), and ``gated_delta_net`` as one dispatch over the
+    sequence; default on),
     ``activation_quant`` (llvm-cpu, default None; ``"q8"``: decode GEMVs' ``x`` quantized to
     int8 blocks, integer dot products as the CPU has them, :func:`int_dot_of`; prefill GEMMs
     too where it has AVX-512 VNNI), ``encode_parameters`` (llvm-cpu, default False: the

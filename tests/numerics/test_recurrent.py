@@ -11,6 +11,7 @@ One compiled module holds every variant of a family (one compile per target)."""
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import numpy as np
 import pytest
@@ -441,6 +442,17 @@ def hf_gdn(x: dict[str, np.ndarray], carry: bool) -> tuple[np.ndarray, np.ndarra
     return y.numpy(), final.numpy()
 
 
+def assert_matches_hf(x: dict[str, np.ndarray], outs: tuple[Any, Any, Any], what: str
+                      ) -> None:
+    """``outs`` = ``gdn_module``'s ``(y (zero state), y, final_state)`` for inputs ``x``,
+    against HF's rule."""
+    want0, _ = hf_gdn(x, carry=False)
+    want1, want_final = hf_gdn(x, carry=True)
+    assert_close(outs[0], want0, "f32", f"{what} y (zero state)")
+    assert_close(outs[1], want1, "f32", f"{what} y (carried state)")
+    assert_close(outs[2], want_final, "f32", f"{what} final_state")
+
+
 @functools.cache
 def gdn_program(target: str) -> rlx.runtime.Program:
     return rlx.runtime.load(rlx.compile(gdn_module(), target), DEVICE[target])
@@ -452,12 +464,7 @@ def test_gated_delta_net_matches_qwen3_next(target: str) -> None:
     rng = np.random.default_rng(2)
     for seq in (9, 1):
         x = gdn_inputs(rng, seq)
-        y0, y1, final = prog.main(**x)
-        want0, _ = hf_gdn(x, carry=False)
-        want1, want_final = hf_gdn(x, carry=True)
-        assert_close(y0, want0, "f32", f"gdn S={seq} y (zero state)")
-        assert_close(y1, want1, "f32", f"gdn S={seq} y (carried state)")
-        assert_close(final, want_final, "f32", f"gdn S={seq} final_state")
+        assert_matches_hf(x, prog.main(**x), f"gdn S={seq}")
 
 
 def test_gated_delta_net_split_state_reads(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -471,12 +478,7 @@ def test_gated_delta_net_split_state_reads(monkeypatch: pytest.MonkeyPatch) -> N
     assert rlx.compile(gdn_module(), "llvm-cpu", emit="linalg") != one
     prog = rlx.runtime.load(rlx.compile(gdn_module(), "llvm-cpu"), DEVICE["llvm-cpu"])
     x = gdn_inputs(np.random.default_rng(5), 5)
-    y0, y1, final = prog.main(**x)
-    want0, _ = hf_gdn(x, carry=False)
-    want1, want_final = hf_gdn(x, carry=True)
-    assert_close(y0, want0, "f32", "split reads: y (zero state)")
-    assert_close(y1, want1, "f32", "split reads: y (carried state)")
-    assert_close(final, want_final, "f32", "split reads: final_state")
+    assert_matches_hf(x, prog.main(**x), "split reads:")
 
 
 def test_gated_delta_net_decode_steps_chain() -> None:
@@ -510,17 +512,16 @@ def gdn_step_module(b: int, h: int, n: int, extra: int = 0, in_place: bool = Tru
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_gated_delta_net_in_place_step_matches_qwen3_next(target: str) -> None:
-    """The in-place decode step (a hand-written kernel on llvm-cpu, checked to be the one
-    compiled; the linalg step elsewhere) against HF's rule, over chained steps that each
-    take the previous final state, at Qwen3.5's n = 128 and at 32; and a state of more rows
-    than the step (a batched server's first slots): its other rows come back unchanged, in
-    place and in the linalg form."""
+    """The decode step (llvm-cpu's hand-written scan kernel, checked to be the one compiled,
+    with or without ``state_in_place``; the linalg step elsewhere) against HF's rule, over
+    chained steps that each take the previous final state, at Qwen3.5's n = 128 and at 32;
+    and a state of more rows than the step (a batched server's first slots): its other rows
+    come back unchanged, in place and in the linalg form."""
     for b, h, n, extra, in_place in ((3, 2, 32, 0, True), (2, 2, 128, 0, True),
                                      (2, 2, 32, 3, True), (2, 2, 32, 3, False)):
         module = gdn_step_module(b, h, n, extra, in_place)
         if target == "llvm-cpu":
-            kernel = f"rlx_gdn_step_{b * h}x{n}" in rlx.compile(module, emit="linalg")
-            assert kernel == in_place
+            assert f"rlx_gdn_scan_{b}x{h}x{n}_s1" in rlx.compile(module, emit="linalg")
         prog = rlx.runtime.load(rlx.compile(module, target), DEVICE[target])
         rng = np.random.default_rng(n + extra)
         state = gdn_inputs(rng, 1, (b + extra, h, n))["state"]
@@ -535,6 +536,44 @@ def test_gated_delta_net_in_place_step_matches_qwen3_next(target: str) -> None:
             assert_close(state, want_state, "f32", f"{what} state")
             np.testing.assert_array_equal(np.asarray(state)[b:], want_state[b:], what)
             state = np.asarray(state)
+
+
+def gdn_scan_module(b: int, h: int, n: int) -> rlx.HirModule:
+    """``gdn_module`` at a size llvm-cpu's scan kernel takes (``n`` a multiple of 16)."""
+    m = rlx.HirModule(f"gdn_scan_{b}x{h}x{n}")
+    q, k, v = (m.input(name, (b, None, h, n)) for name in "qkv")
+    g, beta = m.input("g", (b, None, h)), m.input("beta", (b, None, h))
+    y0 = m.gated_delta_net(q, k, v, g, beta, n)
+    y1, final = m.gated_delta_net_carry(q, k, v, g, beta, m.input("state", (b, h, n, n)), n)
+    m.set_outputs([y0, y1, final])
+    return m
+
+
+@pytest.mark.parametrize("dims", [(2, 3, 32), (1, 2, 128)])
+def test_gated_delta_net_scan_kernel_matches_qwen3_next(dims: tuple[int, int, int]) -> None:
+    """llvm-cpu's scan kernel (one dispatch over a dynamic number of steps, checked to be
+    the one compiled) against HF's rule from the zero state and a carried one, at lengths
+    0, 1, 9 and 40 from one module; and a prompt in chunks (each fed the last final state)
+    gives bit for bit the whole prompt's outputs and state: every step is the same
+    arithmetic in the same order wherever the call boundaries fall."""
+    b, h, n = dims
+    module = gdn_scan_module(b, h, n)
+    assert f"rlx_gdn_scan_{b}x{h}x{n}_dyn" in rlx.compile(module, emit="linalg")
+    prog = rlx.runtime.load(rlx.compile(module, "llvm-cpu"), DEVICE["llvm-cpu"])
+    rng = np.random.default_rng(n)
+    for seq in (9, 1, 0, 40):
+        x = gdn_inputs(rng, seq, dims)
+        assert_matches_hf(x, prog.main(**x), f"scan S={seq}")
+    _, y_whole, final_whole = prog.main(**x)
+    state, ys = x["state"], []
+    for lo, hi in ((0, 17), (17, 18), (18, 40)):
+        part = {name: np.ascontiguousarray(a[:, lo:hi]) for name, a in x.items()
+                if name != "state"}
+        _, y, state = prog.main(**part, state=state)
+        ys.append(np.asarray(y))
+        state = np.asarray(state)
+    np.testing.assert_array_equal(np.concatenate(ys, axis=1), np.asarray(y_whole))
+    np.testing.assert_array_equal(state, np.asarray(final_whole))
 
 
 # --------------------------------------------------------------------------------------

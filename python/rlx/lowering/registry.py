@@ -69,10 +69,10 @@ class LoweringOptions:
     attention_kernel: bool = False
     """f32 attention through rlx's hand-written llvm-cpu kernels: one query against the
     cache (``mir_to_linalg.decode_attention``, one dispatch instead of seven) or several
-    (``mir_to_linalg.prefill_attention``, no score buffer); and the linear attention's
-    in-place decode step (``gated_delta_net`` with ``state_in_place``,
-    ``mir_to_linalg.gdn_kernel``); llvm-cpu only (``TargetConfig`` refuses it for other
-    targets)."""
+    (``mir_to_linalg.prefill_attention``, no score buffer); and the linear attention
+    (``gated_delta_net``) as one dispatch that walks the sequence with its state updated in
+    place (``mir_to_linalg.gdn_kernel``); llvm-cpu only (``TargetConfig`` refuses it for
+    other targets)."""
     target: str = "llvm-cpu"
     """The compile target, for rules whose best (or only correct) form differs by backend."""
     separate_decode_dequant: bool = False

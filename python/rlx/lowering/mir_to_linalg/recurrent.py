@@ -1,6 +1,8 @@
 """mir-to-linalg for scans: gated_delta_net, lstm, gru.
 
-Every scan is an ``scf.for`` over the sequence (``tensor.dim`` when S is dynamic) whose
+A Gated DeltaNet on llvm-cpu is one dispatch of a hand-written kernel that walks the
+sequence inside (:mod:`.gdn_kernel`; static batch, heads and state size). Every other
+scan is an ``scf.for`` over the sequence (``tensor.dim`` when S is dynamic) whose
 ``iter_args`` are the carried state and the output being filled with
 ``tensor.insert_slice`` (both pinned to the device so that IREE updates them in place,
 see ``loops.for_loop``); the per-step work is linalg on ``[B, ...]`` tensors, and the IR
@@ -129,9 +131,11 @@ def _scaled_dot(ctx: LoweringContext, k: ir.Value, q: ir.Value, scale: ir.Value,
 
 @MIR_TO_LINALG.register("gated_delta_net")
 def lower_gated_delta_net(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
-    """``exp(g)`` and ``(k·q) / sqrt(n)`` for every step before an ``scf.for`` with
-    iter_args ``(S [B, H, n, n], y [B, S, H, n])``; zero initial state without
-    ``carry_state``, else ``state``, returned as the final state."""
+    """``exp(g)`` for every step, then on llvm-cpu (static batch, heads and a state size
+    the kernel takes) one dispatch of :mod:`.gdn_kernel`'s scan; else ``(k·q) / sqrt(n)``
+    for every step too and an ``scf.for`` with iter_args ``(S [B, H, n, n], y [B, S, H,
+    n])``. Zero initial state without ``carry_state``, else ``state``, returned as the
+    final state."""
     n = op.attrs["state_size"]
     out_t = emit.elem(op["q"])
     f32 = emit.f32()
@@ -140,18 +144,18 @@ def lower_gated_delta_net(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     scale = emit.scalar(1.0 / pymath.sqrt(n), f32)
     decay = emit.map_elementwise([op["g"]], f32, lambda x: math.exp(emit.to_f32(x)))
     beta = _f32(op["beta"])
-    kq = _scaled_dot(ctx, k, q, scale, [b, s, h])
     whole = _f32(op["state"]) if op.has("state") else None
-    kern = gdn_kernel.kernel_for(ctx, op["state"], k) if op.attrs.get("state_in_place") \
-        else None
-    if kern is not None:         # one step, the state updated in its buffer (gdn_kernel)
-        assert whole is not None
-        final, y1 = gdn_kernel.dispatch(ctx, kern, whole, (k, q, v), (decay, beta, kq))
-        y = emit.expand(y1, [[0, 1], [2], [3]], [b, 1, h, n])
-        return [emit.convert_tensor(y, out_t), final]
+    kern = gdn_kernel.kernel_for(ctx, whole, k)
+    if kern is not None:         # one dispatch walks every step, the state in its buffer
+        start = emit.filled([b, h, n, n], f32, 0.0) if whole is None else whole
+        final, y = gdn_kernel.dispatch(ctx, kern, start, (k, q, v), (decay, beta))
+        out = [emit.convert_tensor(y, out_t)]
+        return out if whole is None else [*out, emit.convert_tensor(final, emit.elem(
+            op["state"]))]
     # a state of more rows than q (B' > B, or either dynamic): its first B rows are stepped
     more = whole is not None and (emit.static_shape(whole)[0] != emit.static_shape(k)[0]
                                   or None in (emit.static_shape(whole)[0], b))
+    kq = _scaled_dot(ctx, k, q, scale, [b, s, h])
     state = (emit.filled([b, h, n, n], f32, 0.0) if whole is None else
              emit.extract_slice(whole, [0, 0, 0, 0], [b, h, n, n]) if more else whole)
 
