@@ -180,3 +180,22 @@ module @dynamic_slice {
     return %y : tensor<2x?x8xf32>
   }
 }
+
+// -----
+
+// A reshape's inferred dim: the element count over the known sizes. The count is a product
+// of a tensor's sizes, so it does not wrap (overflow<nuw>), which lets MLIR fold a size read
+// back through a later reshape, (s · c) / c, to s: IREE then sees one size where the same
+// length runs through many ops, and reuses their transient memory.
+// CHECK-LABEL: module @inferred
+// CHECK:       util.status.check_ok
+// CHECK:       %[[D:.*]] = tensor.dim %arg0, %c1
+// CHECK:       %[[A:.*]] = arith.muli %[[D]], %c2 overflow<nuw> : index
+// CHECK:       %[[B:.*]] = arith.muli %[[A]], %c24 overflow<nuw> : index
+// CHECK-NEXT:  arith.divui %[[B]], %c6 : index
+module @inferred {
+  func.func @main(%x: tensor<2x?x24xf32>) -> tensor<?x6xf32> {
+    %r = "rlx_mir.reshape"(%x) {new_shape = array<i64: -1, 6>} : (tensor<2x?x24xf32>) -> tensor<?x6xf32>
+    return %r : tensor<?x6xf32>
+  }
+}

@@ -92,14 +92,21 @@ def dynamic_values(ss: Sequence[Size]) -> list[ir.Value]:
     return [s for s in ss if not isinstance(s, int)]
 
 
+def _nuw() -> ir.Attribute:
+    return ir.Attribute.parse("#arith.overflow<nuw>")
+
+
 def mul_sizes(a: Size, b: Size) -> Size:
+    """``a · b`` of two sizes; ``nuw`` (no unsigned wrap): a product of a tensor's sizes
+    counts its elements, which fit an index, and with it MLIR folds ``(a · c) / c`` back to
+    ``a`` (a dim of a reshape read back), so that IREE sees the sizes it equals."""
     if isinstance(a, int) and isinstance(b, int):
         return a * b
     if a == 1:
         return b
     if b == 1:
         return a
-    return arith.muli(as_value(a), as_value(b))
+    return arith.muli(as_value(a), as_value(b), overflow_flags=_nuw())
 
 
 def sub_sizes(a: Size, b: Size) -> Size:
