@@ -1,5 +1,5 @@
-// mir-to-linalg on llvm-cpu: a gated_delta_net of static batch, heads and state size (a
-// multiple of 16) is one flow.dispatch to rlx's hand-written scan kernel (gdn_kernel.py),
+// mir-to-linalg on llvm-cpu: a gated_delta_net of static heads and state size (a multiple
+// of 16) is one flow.dispatch to rlx's hand-written scan kernel (gdn_kernel.py),
 // which walks every step inside, its state operand tied to the final-state result (IREE
 // updates the state's buffer in place), one workgroup per (row, head); exp(g) is computed
 // before it, k·q in it. A dynamic length: each view sized by its own
@@ -69,5 +69,30 @@ module @narrow {
   func.func @main(%q: tensor<3x1x2x8xf32>, %g: tensor<3x1x2xf32>, %s0: tensor<3x2x8x8xf32>) -> (tensor<3x1x2x8xf32>, tensor<3x2x8x8xf32>) {
     %y, %s = "rlx_mir.gated_delta_net"(%q, %q, %q, %g, %g, %s0) {carry_state = true, state_size = 8 : i64} : (tensor<3x1x2x8xf32>, tensor<3x1x2x8xf32>, tensor<3x1x2x8xf32>, tensor<3x1x2xf32>, tensor<3x1x2xf32>, tensor<3x2x8x8xf32>) -> (tensor<3x1x2x8xf32>, tensor<3x2x8x8xf32>) loc("gdn")
     return %y, %s : tensor<3x1x2x8xf32>, tensor<3x2x8x8xf32>
+  }
+}
+
+// -----
+
+// A batch and a state's rows known only at run time (rlx-serve's batched prefill): B and
+// the state's B' · H rows are push constants; the kernel runs min(B, B') · H workgroups
+// and walks min(rows) / B steps; the workload is B · H.
+// CHECK-LABEL: module @dynamic_batch
+// CHECK:       func.func @rlx_gdn_scan_dx2x16_dyn(
+// CHECK-SAME:    %arg11: index {{.*}} %arg12: index {{.*}} %arg13: !stream.binding
+// CHECK:         stream.binding.subspan %arg0[%c0] : !stream.binding -> memref<?x16x16xf32>{%arg12}
+// CHECK:         %[[SB:.*]] = arith.divui %arg12, %c2
+// CHECK:         %[[B:.*]] = arith.minui %arg11, %[[SB]]
+// CHECK:         %[[N:.*]] = arith.muli %[[B]], %c2
+// CHECK:         arith.cmpi ult, %workgroup_id_x, %[[N]]
+// CHECK:         arith.divui %{{.*}}, %arg11
+// CHECK:       flow.dispatch @rlx_gdn_scan_dx2x16_dyn::@rlx_gdn_scan_dx2x16_dyn
+// OFF-LABEL:   module @dynamic_batch
+// OFF-NOT:     flow.dispatch
+// OFF:         scf.for
+module @dynamic_batch {
+  func.func @main(%q: tensor<?x?x2x16xf32>, %g: tensor<?x?x2xf32>, %s0: tensor<?x2x16x16xf32>) -> (tensor<?x?x2x16xf32>, tensor<?x2x16x16xf32>) {
+    %y, %s = "rlx_mir.gated_delta_net"(%q, %q, %q, %g, %g, %s0) {carry_state = true, state_size = 16 : i64} : (tensor<?x?x2x16xf32>, tensor<?x?x2x16xf32>, tensor<?x?x2x16xf32>, tensor<?x?x2xf32>, tensor<?x?x2xf32>, tensor<?x2x16x16xf32>) -> (tensor<?x?x2x16xf32>, tensor<?x2x16x16xf32>) loc("gdn")
+    return %y, %s : tensor<?x?x2x16xf32>, tensor<?x2x16x16xf32>
   }
 }

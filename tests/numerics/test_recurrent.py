@@ -576,6 +576,30 @@ def test_gated_delta_net_scan_kernel_matches_qwen3_next(dims: tuple[int, int, in
     np.testing.assert_array_equal(state, np.asarray(final_whole))
 
 
+def test_gated_delta_net_scan_kernel_dynamic_batch() -> None:
+    """The scan kernel with the batch and the state's rows known only at run time
+    (rlx-serve's batched prefill): one module at batches 3, 1 and 2, on states of as many
+    rows and of more (whose other rows come back as they were), lengths 7, 5 and 0."""
+    h, n = 2, 32
+    m = rlx.HirModule("gdn_scan_dynamic_batch")
+    q, k, v = (m.input(name, (None, None, h, n)) for name in "qkv")
+    g, beta = m.input("g", (None, None, h)), m.input("beta", (None, None, h))
+    y0 = m.gated_delta_net(q, k, v, g, beta, n)
+    y1, final = m.gated_delta_net_carry(q, k, v, g, beta, m.input("state", (None, h, n, n)), n)
+    m.set_outputs([y0, y1, final])
+    assert f"rlx_gdn_scan_dx{h}x{n}_dyn" in rlx.compile(m, emit="linalg")
+    prog = rlx.runtime.load(rlx.compile(m, "llvm-cpu"), DEVICE["llvm-cpu"])
+    rng = np.random.default_rng(11)
+    for batch, extra, seq in ((3, 0, 7), (1, 2, 5), (2, 1, 0)):
+        x = gdn_inputs(rng, seq, (batch, h, n))
+        state = gdn_inputs(rng, 1, (batch + extra, h, n))["state"]
+        got = prog.main(**{**x, "state": state})
+        what = f"batch {batch} of {batch + extra} state rows, S={seq}"
+        assert_matches_hf({**x, "state": state[:batch]}, (got[0], got[1], np.asarray(got[2])[
+            :batch]), what)
+        np.testing.assert_array_equal(np.asarray(got[2])[batch:], state[batch:], what)
+
+
 # --------------------------------------------------------------------------------------
 # Loops stay loops
 # --------------------------------------------------------------------------------------

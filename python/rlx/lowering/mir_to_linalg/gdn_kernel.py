@@ -1,6 +1,6 @@
 """The Gated DeltaNet recurrence as one hand-written llvm-cpu kernel that walks the sequence
 inside and updates the state in its own buffer: ``gated_delta_net`` on llvm-cpu (static
-batch and heads, ``n`` a multiple of 16 up to :data:`MAX_N`, an f32 state), one dispatch
+heads, ``n`` a multiple of 16 up to :data:`MAX_N`, the state computed in f32), one dispatch
 whose state operand is tied to its final-state result. A decode step is its one-step form,
 a prefill the same kernel over the prompt's length.
 
@@ -48,17 +48,18 @@ the L2 that pass 1 brought it to, and so does the next step.
 **Bounds.** The inputs are viewed as ``[B · S, H · n]`` (``k``, ``q``, ``v``, ``y``) and
 ``[B · S, H]`` (``e``, ``β``), step ``t`` of row ``b`` at row ``b · S + t``, head
 ``h`` at columns ``h · n + [0, n)``; the state as ``[B' · H, n, n]``. Checked by
-:func:`kernel_for`: ``B``, ``H``, ``n``, ``B'`` static, ``n % 16 == 0``, ``n <= MAX_N``;
-``B' >= B`` by the op's verifier (both static here). With a static ``S`` every view has
-``B · S`` rows. With a dynamic ``S`` each view is sized by its own operand's row count (a
-push constant each), and the kernel walks ``S = min(those counts) / B`` steps, so ``b · S
-+ t < B · S <= `` every view's rows whatever the counts are (the op's verifier has them
-equal, checked at run time by :mod:`rlx.lowering.guards`). The guard runs ``w < B · H``
-(``_guard``): ``S [B' · H, n, n]`` at ``[w, i, 16 s + [0, 16)]`` with ``w < B · H <= B' ·
-H``, ``i < n``, ``s < n / 16``; the others at columns ``h · n + i`` (``h < H``, ``i < n``)
-and ``h``. A state of ``B' > B`` rows (a batched server's, whose first ``B`` slots step):
-rows ``w >= B · H`` are neither read nor written, so the tied result holds them as they
-were.
+:func:`kernel_for`: ``H``, ``n`` static, ``n % 16 == 0``, ``n <= MAX_N``. ``B``, ``S`` and
+``B'`` may be dynamic (rlx-serve's batched prefill has a dynamic ``B``). With ``B`` and
+``S`` static every view has ``B · S`` rows. Else each view is sized by its own operand's
+row count (a push constant each) and the kernel walks ``S = min(those counts) / B`` steps,
+so ``b · S + t < B · S <=`` every view's rows whatever the counts are (the op's verifier
+has them equal, checked at run time by :mod:`rlx.lowering.guards`). The guard runs ``w <
+min(B, B') · H`` (``_guard``; ``B' >= B`` by the op's verifier, static or checked at run
+time, so that is ``B · H``): ``S [B' · H, n, n]`` at ``[w, i, 16 s + [0, 16)]`` with ``w <
+B' · H``, ``i < n``, ``s < n / 16``; the others at columns ``h · n + i`` (``h < H``, ``i <
+n``) and ``h``, rows ``b · S + t`` with ``b = w / H < B``. A state of ``B' > B`` rows (a
+batched server's, whose first ``B`` slots step): rows ``w >= B · H`` are neither read nor
+written, so the tied result holds them as they were.
 """
 
 from __future__ import annotations
@@ -93,65 +94,90 @@ PER_HEAD = ("e", "beta")
 
 @dataclass(frozen=True)
 class GdnScanKernel:
-    """The kernel for ``batch`` rows of ``heads`` states of ``n x n`` over ``steps`` tokens
-    (None: a dynamic count), on a state of ``state_batch`` rows (more than ``batch``: the
-    rest are left as they are)."""
+    """The kernel for ``batch`` rows of ``heads`` states of ``n x n`` over ``steps`` tokens,
+    on a state of ``state_batch`` rows (more than ``batch``: the rest are left as they
+    are); None: a size known at run time (a push constant)."""
 
-    batch: int
+    batch: int | None
     heads: int
     n: int
-    state_batch: int
+    state_batch: int | None
     steps: int | None
 
     @property
     def symbol(self) -> str:
-        extra = f"_of{self.state_batch}" if self.state_batch != self.batch else ""
+        def size(v: int | None) -> str:
+            return "d" if v is None else str(v)
+
+        extra = f"_of{size(self.state_batch)}" if self.state_batch != self.batch else ""
         steps = "dyn" if self.steps is None else f"s{self.steps}"
-        return f"rlx_gdn_scan_{self.batch}x{self.heads}x{self.n}_{steps}{extra}"
+        return f"rlx_gdn_scan_{size(self.batch)}x{self.heads}x{self.n}_{steps}{extra}"
+
+    @property
+    def dynamic_rows(self) -> bool:
+        """Whether the views' ``B · S`` rows are known only at run time."""
+        return self.batch is None or self.steps is None
 
     def _rows(self) -> int | str:
-        return "?" if self.steps is None else self.batch * self.steps
+        return "?" if self.batch is None or self.steps is None else self.batch * self.steps
+
+    def _state(self) -> str:
+        rows = "?" if self.state_batch is None else self.state_batch * self.heads
+        return memref([rows, self.n, self.n], "f32")
 
     def text(self) -> str:
         rows, width, h = self._rows(), self.heads * self.n, self.heads
-        dyn = self.steps is None
+        dyn = self.dynamic_rows
 
         def view(name: str, cols: int) -> Binding:
             return Binding(name, memref([rows, cols], "f32"), (f"%len_{name}",) if dyn else ())
 
         args: list[Binding | Scalar] = [
-            Binding("s", memref([self.state_batch * h, self.n, self.n], "f32"))]
+            Binding("s", self._state(), ("%len_s",) if self.state_batch is None else ())]
         args += [view(name, width) for name in VECTORS]
         args += [view(name, h) for name in PER_HEAD]
         if dyn:
             args += [Scalar(f"len_{name}") for name in VECTORS + PER_HEAD]
+        if self.batch is None:
+            args.append(Scalar("nb"))
+        if self.state_batch is None:
+            args.append(Scalar("len_s"))
         y = view("y", width)
         args.append(Binding("y", y.memref, ("%len_k",) if dyn else ()))
-        return executable_text(self.symbol, args, self._body, self.batch * h)
+        if self.batch is not None and self.state_batch is not None:
+            return executable_text(self.symbol, args, self._body, self.batch * h)
+
+        def count(t: Text) -> str:
+            # min(B, B') · H: every (row, head) of the inputs with a row of the state
+            # (B' >= B by the op's verifier, checked at run time where either is dynamic)
+            t(f"%ch_count = arith.constant {h} : index")
+            b = "%nb" if self.batch is None else "%cb_count"
+            if self.batch is not None:
+                t(f"%cb_count = arith.constant {self.batch} : index")
+            if self.state_batch is None:
+                t("%sb_count = arith.divui %len_s, %ch_count : index")
+                t(f"%b_count = arith.minui {b}, %sb_count : index")
+                b = "%b_count"
+            elif self.batch is None:
+                t(f"%sb_count = arith.constant {self.state_batch} : index")
+                t(f"%b_count = arith.minui {b}, %sb_count : index")
+                b = "%b_count"
+            t(f"%wg_count = arith.muli {b}, %ch_count : index")
+            return "%wg_count"
+
+        return executable_text(self.symbol, args, self._body, count)
 
     def _body(self, t: Text) -> None:
-        n, vecs, h = self.n, self.n // LANES, self.heads
-        rows = self._rows()
-        sm = memref([self.state_batch * h, n, n], "f32")
-        vm, hm = memref([rows, h * n], "f32"), memref([rows, h], "f32")
+        n, h = self.n, self.heads
         t(f"%cn = arith.constant {n} : index")
         t(f"%ch = arith.constant {h} : index")
         t("%bi = arith.divui %wg, %ch : index")
         t("%hi = arith.remui %wg, %ch : index")
         t("%col = arith.muli %hi, %cn : index")
-        for s in range(vecs):
+        for s in range(n // LANES):
             t(f"%o{s} = arith.constant {LANES * s} : index")
             t(f"%co{s} = arith.addi %col, %o{s} : index")
-        if self.steps is None:
-            # S = min(every view's rows) / B: row b·S + t of every view is in bounds
-            least = "%len_k"
-            for name in ("q", "v", *PER_HEAD):
-                t(f"%least_{name} = arith.minui {least}, %len_{name} : index")
-                least = f"%least_{name}"
-            t(f"%cb = arith.constant {self.batch} : index")
-            t(f"%steps = arith.divui {least}, %cb : index")
-        else:
-            t(f"%steps = arith.constant {self.steps} : index")
+        self._steps(t)
         t("%base = arith.muli %bi, %steps : index")
         t(f"%zero = arith.constant dense<0.0> : {V16}")
         t("%fzero = arith.constant 0.0 : f32")
@@ -159,9 +185,36 @@ class GdnScanKernel:
         t(f"%scv = vector.broadcast %scale : f32 to {V16}")
         t.block("scf.for %t = %c0 to %steps step %c1")
         t("%r = arith.addi %base, %t : index")
+        hm = memref([self._rows(), h], "f32")
         for name in PER_HEAD:
             t(f"%{name}s = memref.load %{name}[%r, %hi] : {hm}")
             t(f"%{name}v = vector.broadcast %{name}s : f32 to {V16}")
+        self._read(t)
+        self._write(t)
+        t.end()
+
+    def _steps(self, t: Text) -> None:
+        """``%steps``: ``S``, static or ``min(every view's rows) / B``."""
+        if not self.dynamic_rows:
+            t(f"%steps = arith.constant {self.steps} : index")
+            return
+        # row b·S + t of every view is in bounds (B >= 1 here: the guard admits no workgroup
+        # where B = 0)
+        least = "%len_k"
+        for name in ("q", "v", *PER_HEAD):
+            t(f"%least_{name} = arith.minui {least}, %len_{name} : index")
+            least = f"%least_{name}"
+        if self.batch is None:
+            t(f"%steps = arith.divui {least}, %nb : index")
+        else:
+            t(f"%cb = arith.constant {self.batch} : index")
+            t(f"%steps = arith.divui {least}, %cb : index")
+
+    def _read(self, t: Text) -> None:
+        """Pass 1 of step ``%r``: ``%acc`` = ``kᵀS``, ``qᵀS`` (16 columns a vector) and
+        ``k·q / sqrt(n)``."""
+        vecs, vm, sm = self.n // LANES, memref([self._rows(), self.heads * self.n], "f32"), \
+            self._state()
         inits = ", ".join(f"%ka{s} = %zero" for s in range(vecs))
         inits += ", " + ", ".join(f"%qa{s} = %zero" for s in range(vecs))
         types = ", ".join([V16] * (2 * vecs))
@@ -184,6 +237,11 @@ class GdnScanKernel:
             new.append(f"%nq{s}")
         t(f"scf.yield {', '.join(new)}, %nkq : {types}, f32")
         t.end()
+
+    def _write(self, t: Text) -> None:
+        """Step ``%r``'s ``d`` and ``y`` (``y`` stored), then pass 2: ``S = e S + k dᵀ``."""
+        vecs, vm, sm = self.n // LANES, memref([self._rows(), self.heads * self.n], "f32"), \
+            self._state()
         t(f"%kqv = vector.broadcast %acc#{2 * vecs} : f32 to {V16}")
         for s in range(vecs):
             t(f"%vv{s} = vector.load %v[%r, %co{s}] : {vm}, {V16}")
@@ -204,26 +262,25 @@ class GdnScanKernel:
             t(f"%sn{s} = vector.fma %k2b, %d{s}, %se{s} : {V16}")
             t(f"vector.store %sn{s}, %s[%wg, %i2, %o{s}] : {sm}, {V16}")
         t.end()
-        t.end()
 
 
 def kernel_for(ctx: LoweringContext, state: ir.Value | None, q: ir.Value
                ) -> GdnScanKernel | None:
     """The kernel for a ``gated_delta_net`` on llvm-cpu with hand-written kernels: ``q
-    [B, S, H, n]`` with ``B``, ``H``, ``n`` static, ``n`` a multiple of 16 up to
-    :data:`MAX_N`, and a static f32 ``state`` (or none: the zero state); else None (the
-    linalg form)."""
+    [B, S, H, n]`` with ``H`` and ``n`` static, ``n`` a multiple of 16 up to
+    :data:`MAX_N`, and an f32 ``state`` ``[B', H, n, n]`` (or none: the zero state); else
+    None (the linalg form)."""
     if ctx.options.target != "llvm-cpu" or not ctx.options.attention_kernel:
         return None
     b, s, h, n = emit.static_shape(q)
-    if b is None or h is None or n is None or n % LANES or n > MAX_N:
+    if h is None or n is None or n % LANES or n > MAX_N:
         return None
     state_batch = b
     if state is not None:
         shape = emit.static_shape(state)
-        if None in shape or emit.elem(state) != emit.f32():
+        if None in shape[1:] or emit.elem(state) != emit.f32():
             return None
-        state_batch = int(shape[0] or 0)        # static: checked above
+        state_batch = shape[0]
     return GdnScanKernel(b, h, n, state_batch, s)
 
 
@@ -233,23 +290,26 @@ def dispatch(ctx: LoweringContext, kern: GdnScanKernel, state: ir.Value,
     """``(S', y)``: ``state [B', H, n, n]`` f32 (tied to ``S'``), ``vectors`` = ``k, q, v
     [B, S, H, n]`` f32, ``per_head`` = ``e, β [B, S, H]`` f32; ``y [B, S, H, n]``."""
     record(ctx, kern)
-    bs, h, n, _ = emit.static_shape(state)
-    b, s, _, _ = emit.sizes(vectors[0])
+    h, n = kern.heads, kern.n
+    bs = emit.dim(state, 0)
+    b, s = emit.dim(vectors[0], 0), emit.dim(vectors[0], 1)
     flat_s = emit.collapse(state, [[0, 1], [2], [3]])     # [B' H, n, n]: rows w < B H stepped
-    flat_v = [emit.collapse(x, [[0, 1], [2, 3]]) for x in vectors]
-    flat_h = [emit.collapse(x, [[0, 1], [2]]) for x in per_head]
-    flat = [*flat_v, *flat_h]
-    lengths = [] if kern.steps is not None else [emit.as_value(emit.dim(x, 0)) for x in flat]
+    flat = [emit.collapse(x, [[0, 1], [2, 3]]) for x in vectors]
+    flat += [emit.collapse(x, [[0, 1], [2]]) for x in per_head]
+    lengths = [emit.as_value(emit.dim(x, 0)) for x in flat] if kern.dynamic_rows else []
+    state_dims = [] if kern.state_batch is not None else [emit.as_value(emit.dim(flat_s, 0))]
+    scalars = [*lengths, *([emit.as_value(b)] if kern.batch is None else []), *state_dims]
     entry = ir.SymbolRefAttr.get([kern.symbol, kern.symbol])
     index = ir.IndexType.get()
     tied = ir.ArrayAttr.get([ir.IntegerAttr.get(index, 0), ir.IntegerAttr.get(index, -1)])
-    rows = kern.batch * kern.steps if kern.steps is not None else lengths[0]
-    y_t = emit.tensor_type([rows, kern.heads * kern.n], emit.f32())
-    op = flow.DispatchOp([flat_s.type, y_t], [emit.index(kern.batch * kern.heads)],
-                         ir.ArrayAttr.get([entry]), [flat_s, *flat, *lengths], lengths,
-                         emit.dynamic_values([rows]), tied_operands=tied)
+    rows: emit.Size = lengths[0] if kern.dynamic_rows else emit.mul_sizes(b, s)
+    y_t = emit.tensor_type([rows, h * n], emit.f32())
+    op = flow.DispatchOp([flat_s.type, y_t], [emit.as_value(emit.mul_sizes(b, h))],
+                         ir.ArrayAttr.get([entry]), [flat_s, *flat, *scalars],
+                         [*state_dims, *lengths], [*state_dims, *emit.dynamic_values([rows])],
+                         tied_operands=tied)
     new = emit.expand(op.results[0], [[0, 1], [2], [3]], [bs, h, n, n])
-    y = emit.expand(op.results[1], [[0, 1], [2, 3]], [b, s, kern.heads, kern.n])
+    y = emit.expand(op.results[1], [[0, 1], [2, 3]], [b, s, h, n])
     return new, y
 
 

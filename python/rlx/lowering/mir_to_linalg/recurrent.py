@@ -1,7 +1,7 @@
 """mir-to-linalg for scans: gated_delta_net, lstm, gru.
 
 A Gated DeltaNet on llvm-cpu is one dispatch of a hand-written kernel that walks the
-sequence inside (:mod:`.gdn_kernel`; static batch, heads and state size). Every other
+sequence inside (:mod:`.gdn_kernel`; static heads and state size). Every other
 scan is an ``scf.for`` over the sequence (``tensor.dim`` when S is dynamic) whose
 ``iter_args`` are the carried state and the output being filled with
 ``tensor.insert_slice`` (both pinned to the device so that IREE updates them in place,
@@ -131,8 +131,8 @@ def _scaled_dot(ctx: LoweringContext, k: ir.Value, q: ir.Value, scale: ir.Value,
 
 @MIR_TO_LINALG.register("gated_delta_net")
 def lower_gated_delta_net(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
-    """``exp(g)`` for every step, then on llvm-cpu (static batch, heads and a state size
-    the kernel takes) one dispatch of :mod:`.gdn_kernel`'s scan; else ``(k·q) / sqrt(n)``
+    """``exp(g)`` for every step, then on llvm-cpu (static heads and a state size the
+    kernel takes) one dispatch of :mod:`.gdn_kernel`'s scan; else ``(k·q) / sqrt(n)``
     for every step too and an ``scf.for`` with iter_args ``(S [B, H, n, n], y [B, S, H,
     n])``. Zero initial state without ``carry_state``, else ``state``, returned as the
     final state."""
