@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import iree.runtime as rt
 import numpy as np
@@ -100,21 +100,29 @@ def make_params(h: rlx.HirModule, rng: np.random.Generator,
     return out
 
 
-def check_module(h: rlx.HirModule, target: str, *, seed: int = 0, dyn: int = 5,
+def check_module(h: rlx.HirModule, target: str, *, seed: int = 0,
+                 dyn: int | Sequence[int] = 5,
                  inputs: Mapping[str, np.ndarray] | None = None,
                  params: Mapping[str, np.ndarray] | None = None,
                  **options: object) -> list[np.ndarray]:
-    """Compile ``h`` for ``target``, run it, compare every output with the reference."""
+    """Compile ``h`` for ``target``, run it, compare every output with the reference;
+    ``dyn``: the size of every dynamic dim, or several (one compile, a run at each); returns
+    the last run's outputs."""
+    sizes = [dyn] if isinstance(dyn, int) else list(dyn)
     rng = np.random.default_rng(seed)
-    feeds = make_inputs(h, rng, dyn, inputs)
+    feeds = make_inputs(h, rng, sizes[0], inputs)
     weights = make_params(h, rng, params)
     vmfb = compiler.compile(h, target, **options)
     prog = runtime.load(vmfb, DEVICE[target], weights)
-    got = prog.main(**feeds)
-    got = list(got) if isinstance(got, tuple) else [got]
-    want = reference.evaluate(h, feeds, weights)
-    for i, (g, w, out) in enumerate(zip(got, want, h.outputs, strict=True)):
-        assert_close(g, w, out.dtype, f"output #{i} ({out.label or out.op.name})")
+    for n, size in enumerate(sizes):
+        if n:
+            feeds = make_inputs(h, np.random.default_rng(seed), size, inputs)
+        got = prog.main(**feeds)
+        got = list(got) if isinstance(got, tuple) else [got]
+        want = reference.evaluate(h, feeds, weights)
+        at = f" (dynamic dims {size})" if len(sizes) > 1 else ""
+        for i, (g, w, out) in enumerate(zip(got, want, h.outputs, strict=True)):
+            assert_close(g, w, out.dtype, f"output #{i} ({out.label or out.op.name}){at}")
     return got
 
 

@@ -97,9 +97,13 @@ def _nuw() -> ir.Attribute:
 
 
 def mul_sizes(a: Size, b: Size) -> Size:
-    """``a · b`` of two sizes; ``nuw`` (no unsigned wrap): a product of a tensor's sizes
-    counts its elements, which fit an index, and with it MLIR folds ``(a · c) / c`` back to
-    ``a`` (a dim of a reshape read back), so that IREE sees the sizes it equals."""
+    """``a · b`` of two sizes, marked ``nuw`` (no unsigned wrap): every product rlx forms
+    is of one tensor's sizes (its element count, or part of it: a reshape's, a reduction's,
+    a kernel's workload of rows x heads), which IREE itself sizes the tensor's buffer by,
+    so it fits an index. With the flag MLIR folds ``(a · c) / c`` back to ``a`` (a dim read
+    back through a reshape), and IREE sees that the lengths of successive layers are one
+    size: it then reuses their transient buffers, where it had laid each layer's out anew
+    (a 512-token Qwen3.5-0.8B prefill: 2.45 GB a call before, 250 MB after)."""
     if isinstance(a, int) and isinstance(b, int):
         return a * b
     if a == 1:
