@@ -118,19 +118,21 @@ class GdnScanKernel:
         """Whether the views' ``B · S`` rows are known only at run time."""
         return self.batch is None or self.steps is None
 
-    def _rows(self) -> int | str:
-        return "?" if self.batch is None or self.steps is None else self.batch * self.steps
+    def _view(self, cols: int) -> str:
+        """The memref type of an input viewed as ``[B · S, cols]``."""
+        rows = "?" if self.dynamic_rows else (self.batch or 0) * (self.steps or 0)
+        return memref([rows, cols], "f32")
 
     def _state(self) -> str:
         rows = "?" if self.state_batch is None else self.state_batch * self.heads
         return memref([rows, self.n, self.n], "f32")
 
     def text(self) -> str:
-        rows, width, h = self._rows(), self.heads * self.n, self.heads
+        width, h = self.heads * self.n, self.heads
         dyn = self.dynamic_rows
 
         def view(name: str, cols: int) -> Binding:
-            return Binding(name, memref([rows, cols], "f32"), (f"%len_{name}",) if dyn else ())
+            return Binding(name, self._view(cols), (f"%len_{name}",) if dyn else ())
 
         args: list[Binding | Scalar] = [
             Binding("s", self._state(), ("%len_s",) if self.state_batch is None else ())]
@@ -142,8 +144,7 @@ class GdnScanKernel:
             args.append(Scalar("nb"))
         if self.state_batch is None:
             args.append(Scalar("len_s"))
-        y = view("y", width)
-        args.append(Binding("y", y.memref, ("%len_k",) if dyn else ()))
+        args.append(Binding("y", self._view(width), ("%len_k",) if dyn else ()))
         if self.batch is not None and self.state_batch is not None:
             return executable_text(self.symbol, args, self._body, self.batch * h)
 
@@ -156,13 +157,10 @@ class GdnScanKernel:
                 t(f"%cb_count = arith.constant {self.batch} : index")
             if self.state_batch is None:
                 t("%sb_count = arith.divui %len_s, %ch_count : index")
-                t(f"%b_count = arith.minui {b}, %sb_count : index")
-                b = "%b_count"
-            elif self.batch is None:
+            else:
                 t(f"%sb_count = arith.constant {self.state_batch} : index")
-                t(f"%b_count = arith.minui {b}, %sb_count : index")
-                b = "%b_count"
-            t(f"%wg_count = arith.muli {b}, %ch_count : index")
+            t(f"%b_count = arith.minui {b}, %sb_count : index")
+            t("%wg_count = arith.muli %b_count, %ch_count : index")
             return "%wg_count"
 
         return executable_text(self.symbol, args, self._body, count)
@@ -185,7 +183,7 @@ class GdnScanKernel:
         t(f"%scv = vector.broadcast %scale : f32 to {V16}")
         t.block("scf.for %t = %c0 to %steps step %c1")
         t("%r = arith.addi %base, %t : index")
-        hm = memref([self._rows(), h], "f32")
+        hm = self._view(h)
         for name in PER_HEAD:
             t(f"%{name}s = memref.load %{name}[%r, %hi] : {hm}")
             t(f"%{name}v = vector.broadcast %{name}s : f32 to {V16}")
@@ -213,8 +211,7 @@ class GdnScanKernel:
     def _read(self, t: Text) -> None:
         """Pass 1 of step ``%r``: ``%acc`` = ``kᵀS``, ``qᵀS`` (16 columns a vector) and
         ``k·q / sqrt(n)``."""
-        vecs, vm, sm = self.n // LANES, memref([self._rows(), self.heads * self.n], "f32"), \
-            self._state()
+        vecs, vm, sm = self.n // LANES, self._view(self.heads * self.n), self._state()
         inits = ", ".join(f"%ka{s} = %zero" for s in range(vecs))
         inits += ", " + ", ".join(f"%qa{s} = %zero" for s in range(vecs))
         types = ", ".join([V16] * (2 * vecs))
@@ -240,8 +237,7 @@ class GdnScanKernel:
 
     def _write(self, t: Text) -> None:
         """Step ``%r``'s ``d`` and ``y`` (``y`` stored), then pass 2: ``S = e S + k dᵀ``."""
-        vecs, vm, sm = self.n // LANES, memref([self._rows(), self.heads * self.n], "f32"), \
-            self._state()
+        vecs, vm, sm = self.n // LANES, self._view(self.heads * self.n), self._state()
         t(f"%kqv = vector.broadcast %acc#{2 * vecs} : f32 to {V16}")
         for s in range(vecs):
             t(f"%vv{s} = vector.load %v[%r, %co{s}] : {vm}, {V16}")
@@ -268,8 +264,8 @@ def kernel_for(ctx: LoweringContext, state: ir.Value | None, q: ir.Value
                ) -> GdnScanKernel | None:
     """The kernel for a ``gated_delta_net`` on llvm-cpu with hand-written kernels: ``q
     [B, S, H, n]`` with ``H`` and ``n`` static, ``n`` a multiple of 16 up to
-    :data:`MAX_N`, and an f32 ``state`` ``[B', H, n, n]`` (or none: the zero state); else
-    None (the linalg form)."""
+    :data:`MAX_N`, and ``state`` ``[B', H, n, n]`` (already widened to f32 by the lowering;
+    or none: the zero state); else None (the linalg form)."""
     if ctx.options.target != "llvm-cpu" or not ctx.options.attention_kernel:
         return None
     b, s, h, n = emit.static_shape(q)
@@ -278,7 +274,7 @@ def kernel_for(ctx: LoweringContext, state: ir.Value | None, q: ir.Value
     state_batch = b
     if state is not None:
         shape = emit.static_shape(state)
-        if None in shape[1:] or emit.elem(state) != emit.f32():
+        if None in shape[1:]:
             return None
         state_batch = shape[0]
     return GdnScanKernel(b, h, n, state_batch, s)

@@ -141,7 +141,6 @@ def lower_gated_delta_net(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     f32 = emit.f32()
     k, q, v = _f32(op["k"]), _f32(op["q"]), _f32(op["v"])
     b, s, h, _ = emit.sizes(k)
-    scale = emit.scalar(1.0 / pymath.sqrt(n), f32)
     decay = emit.map_elementwise([op["g"]], f32, lambda x: math.exp(emit.to_f32(x)))
     beta = _f32(op["beta"])
     whole = _f32(op["state"]) if op.has("state") else None
@@ -155,6 +154,7 @@ def lower_gated_delta_net(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     # a state of more rows than q (B' > B, or either dynamic): its first B rows are stepped
     more = whole is not None and (emit.static_shape(whole)[0] != emit.static_shape(k)[0]
                                   or None in (emit.static_shape(whole)[0], b))
+    scale = emit.scalar(1.0 / pymath.sqrt(n), f32)
     kq = _scaled_dot(ctx, k, q, scale, [b, s, h])
     state = (emit.filled([b, h, n, n], f32, 0.0) if whole is None else
              emit.extract_slice(whole, [0, 0, 0, 0], [b, h, n, n]) if more else whole)
