@@ -26,7 +26,9 @@ from __future__ import annotations
 import re
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import gguf
 import numpy as np
@@ -948,7 +950,19 @@ def test_activation_quant_options() -> None:
     assert len(keys) == 2
     assert kernel_for("gguf_q4_k", 1, 64, 512, exact).int_dot is None      # type: ignore[union-attr]
     assert kernel_for("gguf_q4_k", 1, 64, 512, q8).int_dot == q8.int_dot   # type: ignore[union-attr]
-    assert kernel_for("gguf_q4_k", 3, 64, 512, q8).int_dot is None         # type: ignore[union-attr]
+    # a batched step: the f32 batched body where no integer GEMM runs (AVX2, a row count
+    # not of whole column blocks, Q6_K), else the prefill's integer GEMM (batch = dynamic)
+    for cpu, int8 in (("znver4", True), ("generic", True), ("znver3", False)):
+        opts = TargetConfig(cpu=cpu, activation_quant="q8").lowering
+        for scheme, n, m in (("gguf_q4_k", 64, 3), ("gguf_q8_0", 64, 8), ("gguf_q4_k", 72, 3),
+                             ("gguf_q6_k", 64, 3)):
+            kern = kernel_for(scheme, m, n, 512, opts)
+            assert kern is not None
+            want = int8 and n % 16 == 0 and scheme != "gguf_q6_k"
+            assert (kern.int8_gemm, kern.batch == m) == (want, not want), (cpu, scheme, n)
+            assert (kern.int_dot is None) == (not want), (cpu, scheme, n)
+        assert not kernel_for("gguf_q8_0", 8, 64, 512, TargetConfig(cpu=cpu).lowering
+                              ).int8_gemm  # type: ignore[union-attr]
     assert kernel_for("gguf_q6_k", 1, 64, 512, q8).int_dot == q8.int_dot   # type: ignore[union-attr]
     big = hoisted_rows("gguf_q6_k", 2048) + 4       # too large for a widened plane
     for options in (exact, q8):                     # M = 1: planes of the file's size
@@ -1017,6 +1031,31 @@ def _prefill_q8_kernel(s: str, rows: int, k: int, form: str) -> tuple[str, bool]
     return (f"{name}_q8{dot}" if s in ("gguf_q4_k", "gguf_q6_k") else name), False
 
 
+BATCHED_Q8_CASES = ((("gguf_q8_0", 32, 512), 2), (("gguf_q4_k", 48, 512), 8),
+                    (("gguf_q6_k", 48, 512), 3))
+"""Batched steps (static M) of the q8-mode test: Q8_0 and Q4_K take the integer GEMM where a
+prefill does (gemv_kernels.batched_int8), Q6_K the f32 batched body."""
+
+
+def _check_batched_q8(outs: Sequence[Any], feeds: dict[str, np.ndarray],
+                      weights: dict[str, np.ndarray], form: str) -> None:
+    """A batched step's ``y [M, N]``: ``W x̃`` row by row (each row of ``x`` quantized as the
+    decode's q8 kernel does) within the f32 tolerance and ``W x`` within the q8 bound, where
+    it is the integer GEMM; else (Q6_K; an AVX2 CPU) ``W x``, the f32 product."""
+    for j, (((s, rows, k), m), y) in enumerate(zip(BATCHED_Q8_CASES, outs, strict=True)):
+        got, x = np.asarray(y).astype(np.float64), feeds[f"xb{j}"]
+        w = oracle(s, weights[f"{s}.{rows}x{k}"]).astype(np.float64)
+        exact, what = x.astype(np.float64) @ w.T, f"{s} {rows}x{k}, batched M = {m} ({form})"
+        assert got.shape == (m, rows), what
+        if not (_prefill_q8_kernel(s, rows, k, form)[1] and s != "gguf_q6_k"):
+            assert_close(got, exact, "f32", what)
+            continue
+        assert_close(got, np.stack([w @ q8_activations(row)[0] for row in x]), "f32",
+                     f"{what} vs W x̃")
+        for v in range(m):
+            assert_within_q8_bound(got[v], exact[v], x[v], w, f"{what}, row {v}, vs W x")
+
+
 @pytest.mark.parametrize("form", list(Q8_FORMS))
 def test_gemv_kernels_prefill_q8_mode(form: str) -> None:
     """Under activation_quant="q8" a prefill whose workgroups are whole column blocks of 16
@@ -1039,10 +1078,11 @@ def test_gemv_kernels_prefill_q8_mode(form: str) -> None:
 
     def module(decode: bool) -> rlx.HirModule:
         h = rlx.HirModule("prefill_q8")
-        outs = []
+        outs, ws = [], {}
         for s, rows, k in PREFILL_Q8_CASES:
             x = h.input(f"x{len(outs)}", (1, None, k))
-            w = h.param(f"{s}.{rows}x{k}", weights[f"{s}.{rows}x{k}"].shape, "i8")
+            w = ws[s, rows, k] = h.param(f"{s}.{rows}x{k}", weights[f"{s}.{rows}x{k}"].shape,
+                                         "i8")
             outs.append(h.dequant_matmul(x, w, scheme=s))
         if decode:           # the q8 decode of a weight a prefill reads
             outs.append(h.dequant_matmul(h.input("xdecode", (1, 1, k)), w, scheme=s))
@@ -1050,6 +1090,9 @@ def test_gemv_kernels_prefill_q8_mode(form: str) -> None:
             add = h.param("add", weights["add"].shape, "i8")
             y = h.dequant_matmul(h.input("xr", (1, None, 512)), add, scheme="gguf_q4_k")
             outs.append(h.mir("binary", [h.input("r", (1, None, 48)), y], kind="add"))
+            for j, (case, m) in enumerate(BATCHED_Q8_CASES):   # batched steps, static M
+                x = h.input(f"xb{j}", (m, case[2]))
+                outs.append(h.dequant_matmul(x, ws[case], scheme=case[0]))
         h.set_outputs(outs)
         return h
 
@@ -1069,7 +1112,12 @@ def test_gemv_kernels_prefill_q8_mode(form: str) -> None:
                  for i, (_, _, k) in enumerate(PREFILL_Q8_CASES)}
         feeds["xr"] = rng.standard_normal((1, seq, 512)).astype(np.float32)
         feeds["r"] = rng.standard_normal((1, seq, 48)).astype(np.float32)
-        got = [np.asarray(y)[0].astype(np.float64) for y in prog.main(**feeds)]
+        feeds |= {f"xb{j}": rng.standard_normal((m, case[2])).astype(np.float32)
+                  for j, (case, m) in enumerate(BATCHED_Q8_CASES)}
+        outs = prog.main(**feeds)
+        _check_batched_q8(outs[-len(BATCHED_Q8_CASES):], feeds, weights, form)
+        got = [np.asarray(y)[0].astype(np.float64)
+               for y in outs[:len(outs) - len(BATCHED_Q8_CASES)]]
         checks = [(f"x{i}", f"{s}.{rows}x{k}", s, int8, None) for i, ((s, rows, k), (_, int8))
                   in enumerate(zip(PREFILL_Q8_CASES, kernels, strict=True))]
         checks.append(("xr", "add", "gguf_q4_k", add_int8, feeds["r"][0]))

@@ -215,6 +215,12 @@ integer GEMM (:attr:`Kernel.int8_gemm`, :mod:`.gemm_q8`: ``x`` quantized too, Q8
 INT8_GEMM_SCHEMES = (*BYTE_PLANE, "gguf_q4_k", "gguf_q6_k")
 """Schemes whose ``q8`` prefill can be the integer GEMM (:mod:`.gemm_q8`: byte planes, and
 Q4_K's and Q6_K's q8 planes)."""
+INT8_BATCH_SCHEMES = (*BYTE_PLANE, "gguf_q4_k")
+"""Schemes whose batched steps take the integer GEMM under the ``q8`` mode
+(:func:`batched_int8`). ms per GEMV, one 2048 x 2048 weight, 2 Zen 4 cores (AVX-512 VNNI;
+benchmarks/README.md, "Batched steps in the q8 mode"), f32 batched body -> integer GEMM:
+Q8_0 at M = 4 0.359 -> 0.252, at M = 8 0.535 -> 0.306; Q4_K 0.306 -> 0.261 and 0.473 ->
+0.333. Q6_K is not one: 0.347 -> 0.524 at M = 4, even at 8."""
 MAX_BATCH = 8
 """The most rows ``M`` of ``x`` a kernel takes (the sequences of a batched decode step,
 :mod:`rlx.models.llama_batch`; a speculative step's tokens): ``x [M, K]``, ``y [M, N]``.
@@ -412,12 +418,14 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
     row count that is not a multiple of 4, or a Q5_0 / Q4_0 / Q5_1 / Q4_1 weight (Q6_K at
     ``M > 1``) too
     large for its widened repacking to be hoisted). With ``options.activation_quant ==
-    "q8"``, ``M = 1`` and ``K <= MAX_Q8_K``, the kernel's ``q8`` form (:mod:`.gemv_q8`)."""
+    "q8"``, ``M = 1`` and ``K <= MAX_Q8_K``, the kernel's ``q8`` form (:mod:`.gemv_q8`); a
+    batched ``M`` there, the prefill's integer GEMM where :func:`batched_int8` says so."""
     if not options.gemv_kernels or scheme not in SCHEMES:
         return None
     if (m is not None and m < 1) or n % ROWS_PER_TILE:
         return None
-    if m is None or m > MAX_BATCH:                    # prefill: the batched body, M blocked
+    # prefill: the batched body, M blocked (or a batched step taking the integer GEMM)
+    if m is None or m > MAX_BATCH or batched_int8(scheme, m, n, k, options):
         if scheme not in PREFILL_SCHEMES or not options.prefill_kernels:
             return None
         m = DYNAMIC_M
@@ -460,6 +468,18 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
     return Kernel(scheme, n, k, rows, batch=m,
                   int_dot=options.int_dot if q8 else None,
                   lanes=16 if wide else 8)
+
+
+def batched_int8(scheme: str, m: int, n: int, k: int, options: LoweringOptions) -> bool:
+    """Whether a batched step's ``2 <= M <= MAX_BATCH`` rows run the ``q8`` prefill's integer
+    GEMM (:mod:`.gemm_q8`, one pass of 16 rows, those past ``M`` repeating row ``M - 1``)
+    instead of the f32 batched body: under ``activation_quant="q8"`` where that prefill
+    would (whole column blocks, the CPU's dot product on 512-bit vectors or the portable
+    form), for :data:`INT8_BATCH_SCHEMES`. So a batched step quantizes ``x`` as a decode does
+    (the same lines): ``W x̃`` at every ``M``, where the f32 body gave ``W x`` at ``M > 1``."""
+    return (options.activation_quant == "q8" and 1 < m <= MAX_BATCH and k <= MAX_Q8_K
+            and scheme in INT8_BATCH_SCHEMES and n % COLUMNS == 0
+            and gemm_q8.has_dot(options.int_dot, 16 if options.vector_bits >= 512 else 8))
 
 
 def workgroup_rows(n: int, k: int, multiple: int = ROWS_PER_TILE) -> int:
