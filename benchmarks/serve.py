@@ -199,7 +199,9 @@ def summary(res: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
 def servers_of(args: argparse.Namespace, model: Path, batch: int) -> dict[str, Server]:
     out = {"rlx": Server([sys.executable, "-m", "rlx.serve", str(model), "--host",
                           "127.0.0.1", "--port", "0", "--max-batch", str(batch),
-                          "--context", str(args.context)], " on http://")}
+                          "--context", str(args.context),
+                          *(["--activation-quant", args.activation_quant]
+                            if args.activation_quant else [])], " on http://")}
     if not Path(args.llama_server).is_file():
         print(f"llama-server: {args.llama_server} not found; no comparison")
         return out
@@ -225,6 +227,8 @@ def main() -> int:
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                    help="llama-server's -t / -tb (rlx's IREE runtime uses every core)")
     p.add_argument("--llama-server", default=str(CACHE / "llama.cpp/build/bin/llama-server"))
+    p.add_argument("--activation-quant", choices=["q8"],
+                   help="rlx-serve's numerics mode (default: exact f32)")
     p.add_argument("--json")
     args = p.parse_args()
     model = Path(args.model)
@@ -238,7 +242,8 @@ def main() -> int:
     print(f"CPU: {cpu_model()} ({os.cpu_count()} cores), load average "
           f"{load0[0]:.1f} {load0[1]:.1f} {load0[2]:.1f}; model {model.name}; {batch} slots, "
           f"context {args.context}; prompt {args.prompt} tokens, {args.gen} tokens a request, "
-          f"greedy; llama-server threads {args.threads}", flush=True)
+          f"greedy; llama-server threads {args.threads}; rlx numerics "
+          f"{args.activation_quant or 'exact'}", flush=True)
     servers = servers_of(args, model, batch)
     try:
         results = run_rounds(servers, args, levels, prompt)
@@ -261,6 +266,7 @@ def main() -> int:
              "load_before": load0, "load_after": load1, "slots": batch,
              "context": args.context, "prompt_tokens": args.prompt, "gen": args.gen,
              "requests": args.requests, "rounds": args.rounds, "threads": args.threads,
+             "activation_quant": args.activation_quant,
              "results": {n: summary(res) for n, res in results.items()},
              "rlx_over_llama_server": ratios}, indent=1))
     return 0

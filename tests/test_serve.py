@@ -14,6 +14,8 @@ the process exits 0.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -210,6 +212,19 @@ def test_prefill_groups_prompts_of_similar_length() -> None:
     finished = [e for e in done if e.finish is not None]
     assert [e.finish for e in finished] == ["length"] * 6
     assert model.groups == [[10, 12, 11, 9], [100, 14]]
+
+
+def test_cli_activation_quant_errors(model_dir: Path) -> None:
+    """``--activation-quant``: a mode rlx does not have, and q8 for a GPU target (its
+    kernels are llvm-cpu's), are one-line errors naming the option, exit 1, no traceback."""
+    for args, want in ((["--activation-quant", "q4"], "invalid choice: 'q4'"),
+                       (["--activation-quant", "q8", "--target", "vulkan"], "activation_quant")):
+        proc = subprocess.run([sys.executable, "-m", "rlx.serve", str(model_dir), "--port", "0",
+                               *args], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert want in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr, proc.stderr
+        assert " on http://" not in proc.stdout
 
 
 def test_step_rows() -> None:

@@ -13,6 +13,7 @@ from rlx.cache import ENV_VAR
 from rlx.compiler import TARGETS
 from rlx.generate import load_model, model_tokenizer
 from rlx.ir.diagnostics import RlxError, RunError
+from rlx.lowering.registry import ACTIVATION_QUANTS
 from rlx.serve.app import Server, serve
 from rlx.serve.engine import BatchModel, Engine
 
@@ -35,6 +36,10 @@ def _parser() -> argparse.ArgumentParser:
                                                        "localhost only)")
     p.add_argument("--port", type=int, default=8080, help="0 picks a free port")
     p.add_argument("--target", choices=TARGETS, default="llvm-cpu")
+    p.add_argument("--activation-quant", choices=ACTIVATION_QUANTS,
+                   help="llvm-cpu: GEMVs and GEMMs of Q8_0 / Q5_0 / Q4_0 / Q6_K / Q4_K weights "
+                        "with x quantized to int8 blocks of 32 and integer dot products "
+                        "(llama.cpp's numerics; default: exact f32), as rlx-generate's")
     p.add_argument("--max-batch", type=int, default=4,
                    help="sequences decoded together (KV cache slots)")
     p.add_argument("--context", type=int, default=1024,
@@ -59,7 +64,9 @@ def _main(argv: list[str] | None) -> int:
     cache = False if args.no_cache else (args.cache_dir or True)
     print(f"rlx-serve: compiling {path.name} for {args.target} ({args.max_batch} slots, "
           f"context {args.context})", flush=True)
-    batch = BatchModel(model, args.max_batch, args.context, args.target, cache=cache)
+    options = {"activation_quant": args.activation_quant} if args.activation_quant else {}
+    batch = BatchModel(model, args.max_batch, args.context, args.target, cache=cache,
+                       **options)
     engine = Engine(batch, tokenizer).start()
     server = Server(engine, args.name or (path.stem if path.suffix == ".gguf" else path.name))
     asyncio.run(serve(server, args.host, args.port, args.shutdown_timeout,
