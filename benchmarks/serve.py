@@ -50,6 +50,7 @@ READY_S = 3600.0
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.machine import cpu_model  # noqa: E402
+from rlx.lowering.registry import ACTIVATION_QUANTS  # noqa: E402
 
 
 class Server:
@@ -227,7 +228,7 @@ def main() -> int:
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                    help="llama-server's -t / -tb (rlx's IREE runtime uses every core)")
     p.add_argument("--llama-server", default=str(CACHE / "llama.cpp/build/bin/llama-server"))
-    p.add_argument("--activation-quant", choices=["q8"],
+    p.add_argument("--activation-quant", choices=ACTIVATION_QUANTS,
                    help="rlx-serve's numerics mode (default: exact f32)")
     p.add_argument("--json")
     args = p.parse_args()

@@ -13,7 +13,7 @@ from rlx.cache import ENV_VAR
 from rlx.compiler import TARGETS
 from rlx.generate import load_model, model_tokenizer
 from rlx.ir.diagnostics import RlxError, RunError
-from rlx.lowering.registry import ACTIVATION_QUANTS
+from rlx.lowering.registry import ACTIVATION_QUANT_HELP, ACTIVATION_QUANTS
 from rlx.serve.app import Server, serve
 from rlx.serve.engine import BatchModel, Engine
 
@@ -36,10 +36,7 @@ def _parser() -> argparse.ArgumentParser:
                                                        "localhost only)")
     p.add_argument("--port", type=int, default=8080, help="0 picks a free port")
     p.add_argument("--target", choices=TARGETS, default="llvm-cpu")
-    p.add_argument("--activation-quant", choices=ACTIVATION_QUANTS,
-                   help="llvm-cpu: GEMVs and GEMMs of Q8_0 / Q5_0 / Q4_0 / Q6_K / Q4_K weights "
-                        "with x quantized to int8 blocks of 32 and integer dot products "
-                        "(llama.cpp's numerics; default: exact f32), as rlx-generate's")
+    p.add_argument("--activation-quant", choices=ACTIVATION_QUANTS, help=ACTIVATION_QUANT_HELP)
     p.add_argument("--max-batch", type=int, default=4,
                    help="sequences decoded together (KV cache slots)")
     p.add_argument("--context", type=int, default=1024,

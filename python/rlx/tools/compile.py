@@ -7,7 +7,11 @@ import sys
 from pathlib import Path
 
 from rlx.compiler import EMITS, TARGETS, compile
-from rlx.lowering.registry import ACTIVATION_QUANTS, ATTENTION_LOWERINGS
+from rlx.lowering.registry import (
+    ACTIVATION_QUANT_HELP,
+    ACTIVATION_QUANTS,
+    ATTENTION_LOWERINGS,
+)
 from rlx.tools._cli import run, write_output
 
 
@@ -52,11 +56,7 @@ def _parser() -> argparse.ArgumentParser:
                         "dispatches; prefill: every score stored), and an in-place "
                         "gated_delta_net step as linalg, instead of rlx's hand-written "
                         "kernels (one dispatch each)")
-    p.add_argument("--activation-quant", choices=ACTIVATION_QUANTS,
-                   help="llvm-cpu: decode GEMVs (and, on AVX-512 VNNI CPUs, prefill GEMMs) of "
-                        "Q8_0 / Q5_0 / Q4_0 / Q6_K / Q4_K weights with x quantized to int8 "
-                        "blocks of 32 and integer dot products (llama.cpp's numerics; default: "
-                        "exact f32)")
+    p.add_argument("--activation-quant", choices=ACTIVATION_QUANTS, help=ACTIVATION_QUANT_HELP)
     p.add_argument("--iree-flag", action="append", default=[], metavar="FLAG",
                    help="extra flag for iree-compile (repeatable), e.g. "
                         "--iree-flag=--iree-opt-level=O2")

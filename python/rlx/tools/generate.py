@@ -16,7 +16,7 @@ from rlx.cache import ENV_VAR, CompileCache
 from rlx.compiler import TARGETS
 from rlx.generate import Generator, Sampling, encode_prompt, load_model, model_tokenizer
 from rlx.ir.diagnostics import RunError
-from rlx.lowering.registry import ACTIVATION_QUANTS
+from rlx.lowering.registry import ACTIVATION_QUANT_HELP, ACTIVATION_QUANTS
 from rlx.models import qwen35
 from rlx.models.llama import DEFAULT_CONTEXT
 from rlx.tools._cli import run
@@ -66,11 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0)
     p.add_argument("--target", choices=TARGETS, default="llvm-cpu")
     p.add_argument("--device", help="runtime device (default: the target's)")
-    p.add_argument("--activation-quant", choices=ACTIVATION_QUANTS,
-                   help="llvm-cpu: decode GEMVs (and, on AVX-512 VNNI CPUs, prefill GEMMs) of "
-                        "Q8_0 / Q5_0 / Q4_0 / Q6_K / Q4_K weights with x quantized to int8 "
-                        "blocks of 32 and integer dot products (llama.cpp's numerics; default: "
-                        "exact f32)")
+    p.add_argument("--activation-quant", choices=ACTIVATION_QUANTS, help=ACTIVATION_QUANT_HELP)
     p.add_argument("--cache-dir", help=f"compiled-model cache (default: ${ENV_VAR}, else "
                                        "$XDG_CACHE_HOME/rlx or ~/.cache/rlx)")
     p.add_argument("--no-cache", action="store_true", help="compile without the cache")

@@ -10,7 +10,11 @@ from rlx.dialects import verify_module
 from rlx.ir.diagnostics import RlxError
 from rlx.ir.text import parse_module, print_module
 from rlx.lowering import MIR_PASSES, PASSES, run_passes
-from rlx.lowering.registry import ACTIVATION_QUANTS, ATTENTION_LOWERINGS
+from rlx.lowering.registry import (
+    ACTIVATION_QUANT_HELP,
+    ACTIVATION_QUANTS,
+    ATTENTION_LOWERINGS,
+)
 from rlx.tools._cli import read_input, run, write_output
 
 
@@ -44,9 +48,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="mir-to-linalg on llvm-cpu: no hand-written decode GEMV kernels")
     p.add_argument("--no-attention-kernel", action="store_true",
                    help="mir-to-linalg on llvm-cpu: no hand-written attention kernels")
-    p.add_argument("--activation-quant", choices=ACTIVATION_QUANTS,
-                   help="mir-to-linalg on llvm-cpu: decode GEMVs (and VNNI prefill GEMMs) with "
-                        "8-bit activations and integer dot products (default: exact f32)")
+    p.add_argument("--activation-quant", choices=ACTIVATION_QUANTS, help=ACTIVATION_QUANT_HELP)
     p.add_argument("--split-input-file", action="store_true",
                    help="treat each '// -----' separated chunk as its own module; report "
                         "every chunk's error (exit 1 if any failed)")

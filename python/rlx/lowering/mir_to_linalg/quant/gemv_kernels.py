@@ -424,8 +424,9 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
         return None
     if (m is not None and m < 1) or n % ROWS_PER_TILE:
         return None
-    # prefill: the batched body, M blocked (or a batched step taking the integer GEMM)
-    if m is None or m > MAX_BATCH or batched_int8(scheme, m, n, k, options):
+    if m is not None and (prefill := batched_int8(scheme, m, n, k, options)) is not None:
+        return prefill
+    if m is None or m > MAX_BATCH:                    # prefill: the batched body, M blocked
         if scheme not in PREFILL_SCHEMES or not options.prefill_kernels:
             return None
         m = DYNAMIC_M
@@ -470,16 +471,19 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
                   lanes=16 if wide else 8)
 
 
-def batched_int8(scheme: str, m: int, n: int, k: int, options: LoweringOptions) -> bool:
-    """Whether a batched step's ``2 <= M <= MAX_BATCH`` rows run the ``q8`` prefill's integer
-    GEMM (:mod:`.gemm_q8`, one pass of 16 rows, those past ``M`` repeating row ``M - 1``)
-    instead of the f32 batched body: under ``activation_quant="q8"`` where that prefill
-    would (whole column blocks, the CPU's dot product on 512-bit vectors or the portable
-    form), for :data:`INT8_BATCH_SCHEMES`. So a batched step quantizes ``x`` as a decode does
-    (the same lines): ``W x̃`` at every ``M``, where the f32 body gave ``W x`` at ``M > 1``."""
-    return (options.activation_quant == "q8" and 1 < m <= MAX_BATCH and k <= MAX_Q8_K
-            and scheme in INT8_BATCH_SCHEMES and n % COLUMNS == 0
-            and gemm_q8.has_dot(options.int_dot, 16 if options.vector_bits >= 512 else 8))
+def batched_int8(scheme: str, m: int, n: int, k: int, options: LoweringOptions
+                 ) -> Kernel | None:
+    """The kernel of a batched step's ``2 <= M <= MAX_BATCH`` rows where it is the ``q8``
+    prefill's integer GEMM (:mod:`.gemm_q8`, one pass of 16 rows, those past ``M`` repeating
+    row ``M - 1``) rather than the f32 batched body: for :data:`INT8_BATCH_SCHEMES`, wherever
+    the prefill of the same weight is that GEMM (``activation_quant="q8"``, whole column
+    blocks, the CPU's dot product on 512-bit vectors or the portable form). So a batched
+    step quantizes ``x`` as a decode does (the same lines): ``W x̃`` at every ``M``, where
+    the f32 body gave ``W x`` at ``M > 1``."""
+    if not (1 < m <= MAX_BATCH and scheme in INT8_BATCH_SCHEMES):
+        return None
+    prefill = kernel_for(scheme, None, n, k, options)
+    return prefill if prefill is not None and prefill.int8_gemm else None
 
 
 def workgroup_rows(n: int, k: int, multiple: int = ROWS_PER_TILE) -> int:
