@@ -17,67 +17,56 @@ from rlx.ir.text import walk_ops
 from rlx.reference.tolerance import assert_close
 
 
-def attention_module(mask_kind: str, dtype: str, *, q_len: int | None = None,
-                     kv_len: int | None = None) -> rlx.HirModule:
-    """Packed heads, GQA (8 query heads over 2 KV heads), dynamic lengths."""
-    h = rlx.HirModule(f"attn_{mask_kind}")
-    q = h.input("q", (2, q_len, 8 * 16), dtype)
-    k = h.input("k", (2, kv_len, 2 * 16), dtype)
-    v = h.input("v", (2, kv_len, 2 * 16), dtype)
-    mask = None
-    if mask_kind == "custom":
-        mask = h.input("mask", (2, kv_len), dtype)
-    elif mask_kind == "bias":
-        mask = h.input("mask", (2, 8, q_len, kv_len), dtype)
-    elif mask_kind == "causal_lengths":
-        mask = h.input("mask", (2,), "i32")
-    window = 3 if mask_kind == "sliding_window" else None
-    h.set_outputs([h.attention(q, k, v, mask, num_heads=8, head_dim=16, mask_kind=mask_kind,
-                               window=window)])
+def attention_module(dtype: str) -> rlx.HirModule:
+    """Packed heads, GQA (8 query heads over 2 KV heads), dynamic lengths: one attention of
+    each mask kind over the same ``q``, ``k``, ``v`` (output ``i``: ``MASK_KINDS[i]``; one
+    compile for all of them), each mask its own input (``mask_<kind>``)."""
+    h = rlx.HirModule("attn_masks")
+    q = h.input("q", (2, None, 8 * 16), dtype)
+    k = h.input("k", (2, None, 2 * 16), dtype)
+    v = h.input("v", (2, None, 2 * 16), dtype)
+    h.set_outputs(every_mask_kind(h, q, k, v, dtype, batch=2, heads=8, queries=None))
     return h
+
+
+def every_mask_kind(h: rlx.HirModule, q: rlx.HirValue, k: rlx.HirValue, v: rlx.HirValue,
+                    dtype: str, *, batch: int, heads: int, queries: int | None
+                    ) -> list[rlx.HirValue]:
+    """One attention of each of :data:`MASK_KINDS` (head dim 16, a window of 3), each mask
+    an input of its own (``mask_<kind>``)."""
+    masks = {"custom": h.input("mask_custom", (batch, None), dtype),
+             "bias": h.input("mask_bias", (batch, heads, queries, None), dtype),
+             "causal_lengths": h.input("mask_causal_lengths", (batch,), "i32")}
+    return [h.attention(q, k, v, masks.get(kind), num_heads=heads, head_dim=16,
+                        mask_kind=kind, window=3 if kind == "sliding_window" else None)
+            for kind in MASK_KINDS]
 
 
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
-@pytest.mark.parametrize("mask_kind", MASK_KINDS)
-def test_attention_masks(target: str, dtype: str, mask_kind: str) -> None:
-    h = attention_module(mask_kind, dtype)
-    check_module(h, target, dyn=6, inputs=mask_inputs(mask_kind, dtype))
+def test_attention_masks(target: str, dtype: str) -> None:
+    check_module(attention_module(dtype), target, dyn=6, inputs=mask_inputs(dtype))
 
 
-def mask_inputs(mask_kind: str, dtype: str) -> dict[str, np.ndarray]:
+def mask_inputs(dtype: str) -> dict[str, np.ndarray]:
     """custom: random keep flags (key 0 kept); causal_lengths: 6 of the 6 keys filled in
     row 0, 3 in row 1 (its first three queries see no key: every score masked)."""
-    if mask_kind == "causal_lengths":
-        return {"mask": np.array([6, 3], np.int32)}
-    if mask_kind != "custom":
-        return {}
     m = (np.random.default_rng(3).random((2, 6)) < 0.6).astype(np.float16 if dtype == "f16"
                                                                 else np.float32)
     m[:, 0] = 1
-    return {"mask": m}
+    return {"mask_causal_lengths": np.array([6, 3], np.int32), "mask_custom": m}
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
-@pytest.mark.parametrize("mask_kind", MASK_KINDS)
-def test_decode_shape_queries_are_the_last_positions(mask_kind: str, dtype: str) -> None:
-    """S = 1 query against S_k = 9 keys: causal keeps every key, a window of 3 keeps 4."""
+def test_decode_shape_queries_are_the_last_positions(dtype: str) -> None:
+    """S = 1 query against S_k = 9 keys: causal keeps every key, a window of 3 keeps 4;
+    one attention of each mask kind (output ``i``: ``MASK_KINDS[i]``), one compile."""
     h = rlx.HirModule("decode")
     q = h.input("q", (1, 1, 64), dtype)
     k = h.input("k", (1, None, 32), dtype)
     v = h.input("v", (1, None, 32), dtype)
-    mask = None
-    if mask_kind == "custom":
-        mask = h.input("mask", (1, None), dtype)
-    elif mask_kind == "bias":
-        mask = h.input("mask", (1, 4, 1, None), dtype)
-    elif mask_kind == "causal_lengths":
-        mask = h.input("mask", (1,), "i32")
-    window = 3 if mask_kind == "sliding_window" else None
-    h.set_outputs([h.attention(q, k, v, mask, num_heads=4, head_dim=16, mask_kind=mask_kind,
-                               window=window)])
-    filled = {"mask": np.array([5], np.int32)} if mask_kind == "causal_lengths" else {}
-    check_module(h, "llvm-cpu", dyn=9, inputs=filled)
+    h.set_outputs(every_mask_kind(h, q, k, v, dtype, batch=1, heads=4, queries=1))
+    check_module(h, "llvm-cpu", dyn=9, inputs={"mask_causal_lengths": np.array([5], np.int32)})
 
 
 SCORE = 120.0
@@ -278,11 +267,10 @@ def test_attention_layouts(target: str) -> None:
     check_module(layouts("f32"), target, dyn=6)
 
 
-@pytest.mark.parametrize("mask_kind", MASK_KINDS)
-def test_fused_attention_lowering(mask_kind: str) -> None:
-    """iree_linalg_ext.attention (the CUDA / ROCm default), selected on llvm-cpu."""
-    h = attention_module(mask_kind, "f32")
-    check_module(h, "llvm-cpu", dyn=6, inputs=mask_inputs(mask_kind, "f32"),
+def test_fused_attention_lowering() -> None:
+    """iree_linalg_ext.attention (the CUDA / ROCm default), selected on llvm-cpu, for every
+    mask kind."""
+    check_module(attention_module("f32"), "llvm-cpu", dyn=6, inputs=mask_inputs("f32"),
                  attention="fused")
 
 
