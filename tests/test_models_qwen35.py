@@ -7,7 +7,8 @@ the zero-centred ``1 + w`` fold is exercised): prefill logits within the f32 tol
 the same checkpoint as llama.cpp's converter writes it (F32, F16, Q8_0); speculative
 decoding with the (random) MTP head, a replayed always-right draft and a replay with
 mistakes gives plain greedy's tokens for K = 1 and 3, prompts of several lengths, an end token
-inside an accepted run; broken checkpoints are one clear error."""
+inside an accepted run, and on a Q8_0 file in the q8 mode (the Python API and rlx-generate);
+broken checkpoints are one clear error."""
 
 from __future__ import annotations
 
@@ -274,26 +275,6 @@ def test_speculative_refuses_past_the_context(spec_program: tuple) -> None:
         spec.decoder(model, program, 3).generate(PROMPT, 4096)
 
 
-@pytest.fixture(scope="module")
-def gguf_f32(hf: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The checkpoint as an F32 GGUF (its MTP head as ``blk.N.nextn.*``)."""
-    tensors = {k: v.float().numpy() for k, v in
-               load_file(str(hf["path"] / "model.safetensors")).items()}
-    return write_gguf(hf["model"], tmp_path_factory.mktemp("gguf") / "tiny.gguf", "F32",
-                      tensors=tensors)
-
-
-def test_rlx_generate_speculative(hf: dict, gguf_f32: Path) -> None:
-    """The Python API on the GGUF file; compiles the module the CLI test below then finds
-    in the compiled-model cache (the same model and K)."""
-    import rlx
-
-    tokens = rlx.generate(gguf_f32, PROMPT, 6, speculative="mtp", draft_tokens=2)
-    assert tokens == hf["tokens"][:6]
-    with pytest.raises(Exception, match="speculative: expected 'mtp'"):
-        rlx.generate(gguf_f32, PROMPT, 2, speculative="eagle")
-
-
 # --------------------------------------------------------------------------------------
 # GGUF
 # --------------------------------------------------------------------------------------
@@ -384,14 +365,46 @@ def test_mtp_drafts_with_the_files_lm_head(hf: dict, tmp_path: Path) -> None:
         assert int(nxt.reshape(-1)[0]) == int(np.argmax(logits))
 
 
-def test_rlx_generate_cli_gguf_speculative(hf: dict, gguf_f32: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "rlx.tools.generate", str(gguf_f32),
-                           "--prompt-ids", ",".join(map(str, PROMPT)), "--max-new-tokens", "8",
-                           "--speculative", "mtp", "--draft-tokens", "2"],
+def test_speculative_in_the_q8_mode(hf: dict, tmp_path: Path) -> None:
+    """Speculative decoding of a Q8_0 GGUF under ``activation_quant="q8"``: the tokens are
+    the verify calls' greedy whatever the drafts (the MTP head's, always-right ones, ones
+    with mistakes rolled back). ``rlx.generate(path, speculative="mtp", ...)`` and
+    ``rlx-generate --speculative mtp --activation-quant q8`` run that same q8 module: they
+    find it in the cache the first load filled (the exact mode's would be another key,
+    compiled anew) and give its tokens. (Speculative = HF's greedy in the exact mode:
+    test_speculative_decoding_is_plain_greedy.)"""
+    import rlx
+    from rlx.cache import CompileCache
+
+    tensors = {k: v.float().numpy() for k, v in
+               load_file(str(hf["path"] / "model.safetensors")).items()}
+    file = write_gguf(hf["model"], tmp_path / "tiny-Q8_0.gguf", "Q8_0", tensors=tensors)
+    model = qwen35.from_gguf(file)
+    cache = tmp_path / "cache"
+    program = spec.load(model, 2, cache=CompileCache(cache), activation_quant="q8")
+    entries = sorted(p.name for p in cache.rglob("*") if p.is_file())
+    mtp = spec.decoder(model, program, 2)
+    want = mtp.generate(PROMPT, 12)
+    assert mtp.stats.drafted > 0
+    right = spec.decoder(model, program, 2, "replay", want)
+    assert right.generate(PROMPT, 12) == want
+    assert right.stats.acceptance == 1.0
+    wrong = spec.SpeculativeDecoder(program, model, 2, Mistaken(want))
+    assert wrong.generate(PROMPT, 12) == want
+    assert 0 < wrong.stats.accepted < wrong.stats.drafted
+    assert rlx.generate(file, PROMPT, 12, speculative="mtp", draft_tokens=2,
+                        cache=CompileCache(cache), activation_quant="q8") == want
+    with pytest.raises(Exception, match="speculative: expected 'mtp'"):
+        rlx.generate(file, PROMPT, 2, speculative="eagle")
+    proc = subprocess.run([sys.executable, "-m", "rlx.tools.generate", str(file),
+                           "--prompt-ids", ",".join(map(str, PROMPT)), "--max-new-tokens", "12",
+                           "--speculative", "mtp", "--draft-tokens", "2",
+                           "--activation-quant", "q8", "--cache-dir", str(cache)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[0] == ",".join(map(str, hf["tokens"][:8]))
+    assert proc.stdout.splitlines()[0] == ",".join(map(str, want))
     assert "acceptance" in proc.stderr
+    assert sorted(p.name for p in cache.rglob("*") if p.is_file()) == entries
 
 
 # --------------------------------------------------------------------------------------

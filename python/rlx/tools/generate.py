@@ -133,12 +133,9 @@ def _main() -> int:
     ids = encode_prompt(ids, tokenizer, model.config.vocab_size)
     cache: CompileCache | bool = (False if args.no_cache else
                                   CompileCache(Path(args.cache_dir)) if args.cache_dir else True)
-    if args.speculative:
-        if args.activation_quant:
-            raise RunError("error: --activation-quant: not with --speculative (its draft and "
-                           "verify programs compile in the exact mode)")
-        return _speculative(model, ids, args, sampling, cache)
     options = {"activation_quant": args.activation_quant} if args.activation_quant else {}
+    if args.speculative:
+        return _speculative(model, ids, args, sampling, cache, options)
     gen = Generator(model, args.target, args.device, options=options, tokenizer=tokenizer,
                     cache=cache, progress=progress)
     output = args.output if args.output != "auto" else (
@@ -161,7 +158,7 @@ def _main() -> int:
 
 
 def _speculative(model: Any, ids: list[int], args: argparse.Namespace, sampling: Sampling,
-                 cache: CompileCache | bool) -> int:
+                 cache: CompileCache | bool, options: dict[str, Any]) -> int:
     """Greedy decoding with the MTP head drafting; prints the new ids and the acceptance."""
     from rlx import speculative
 
@@ -176,7 +173,7 @@ def _speculative(model: Any, ids: list[int], args: argparse.Namespace, sampling:
     qwen35.require_mtp(model)
     with progress(f"compiling for {args.target}"):
         program = speculative.load(model, args.draft_tokens, args.target, args.device,
-                                   cache=cache)
+                                   cache=cache, **options)
     dec = speculative.decoder(model, program, args.draft_tokens)
     print(",".join(map(str, dec.generate(ids, args.max_new_tokens))))
     s = dec.stats
