@@ -950,17 +950,23 @@ def test_activation_quant_options() -> None:
     assert len(keys) == 2
     assert kernel_for("gguf_q4_k", 1, 64, 512, exact).int_dot is None      # type: ignore[union-attr]
     assert kernel_for("gguf_q4_k", 1, 64, 512, q8).int_dot == q8.int_dot   # type: ignore[union-attr]
-    # a batched step: the f32 batched body where no integer GEMM runs (AVX2, a row count
-    # not of whole column blocks, Q6_K), else the prefill's integer GEMM (batch = dynamic)
+    # a batched step: Q8_0 / Q5_0 / Q4_0 the batched q8 GEMV at M <= 4 (one pass), and
+    # above where the prefill's integer GEMM does not run (AVX2, a row count not of whole
+    # column blocks); past its stack (M K > 16384) the GEMM, else the f32 batched body; Q4_K
+    # the GEMM where it runs, Q6_K the f32 body
     for cpu, int8 in (("znver4", True), ("generic", True), ("znver3", False)):
         opts = TargetConfig(cpu=cpu, activation_quant="q8").lowering
-        for scheme, n, m in (("gguf_q4_k", 64, 3), ("gguf_q8_0", 64, 8), ("gguf_q4_k", 72, 3),
-                             ("gguf_q6_k", 64, 3)):
-            kern = kernel_for(scheme, m, n, 512, opts)
+        for scheme, n, m, k in (("gguf_q4_k", 64, 3, 512), ("gguf_q8_0", 64, 8, 512),
+                                ("gguf_q8_0", 64, 3, 512), ("gguf_q5_0", 72, 8, 512),
+                                ("gguf_q8_0", 64, 8, 4096), ("gguf_q4_k", 72, 3, 512),
+                                ("gguf_q6_k", 64, 3, 512)):
+            kern = kernel_for(scheme, m, n, k, opts)
             assert kern is not None
-            want = int8 and n % 16 == 0 and scheme != "gguf_q6_k"
-            assert (kern.int8_gemm, kern.batch == m) == (want, not want), (cpu, scheme, n)
-            assert (kern.int_dot is None) == (not want), (cpu, scheme, n)
+            gemm = int8 and n % 16 == 0 and scheme != "gguf_q6_k"
+            byte = scheme in ("gguf_q8_0", "gguf_q5_0") and m * k <= 16384
+            want = ("gemv" if byte and (m <= 4 or not gemm) else "gemm" if gemm else "f32")
+            got = ("gemm" if kern.int8_gemm else "gemv" if kern.int_dot is not None else "f32")
+            assert (got, kern.batch == m) == (want, want != "gemm"), (cpu, scheme, n, m, k)
         assert not kernel_for("gguf_q8_0", 8, 64, 512, TargetConfig(cpu=cpu).lowering
                               ).int8_gemm  # type: ignore[union-attr]
     assert kernel_for("gguf_q6_k", 1, 64, 512, q8).int_dot == q8.int_dot   # type: ignore[union-attr]
@@ -1031,29 +1037,43 @@ def _prefill_q8_kernel(s: str, rows: int, k: int, form: str) -> tuple[str, bool]
     return (f"{name}_q8{dot}" if s in ("gguf_q4_k", "gguf_q6_k") else name), False
 
 
-BATCHED_Q8_CASES = ((("gguf_q8_0", 32, 512), 2), (("gguf_q4_k", 48, 512), 8),
-                    (("gguf_q6_k", 48, 512), 3))
-"""Batched steps (static M) of the q8-mode test: Q8_0 and Q4_K take the integer GEMM where a
-prefill does (gemv_kernels.batched_int8), Q6_K the f32 batched body."""
+BATCHED_Q8_CASES = ((("gguf_q8_0", 32, 512), 2, True), (("gguf_q4_0", 40, 512), 5, False),
+                    (("gguf_q4_k", 48, 512), 8, False), (("gguf_q6_k", 48, 512), 3, False))
+"""Batched steps (static M; with a residual ``r [M, N]`` taken in) of the q8-mode test: Q8_0
+(M <= 4) and Q4_0 (40 rows: no integer GEMM; two passes of 4 + 1 rows) run the batched q8
+GEMV (gemv_q8_batched) in every form, Q4_K the integer GEMM where a prefill does
+(gemv_kernels.batched_int8), Q6_K the f32 batched body."""
+
+
+def _batched_q8(s: str, rows: int, form: str) -> bool:
+    """Whether a batched step of ``s`` quantizes ``x`` in ``form``: the batched q8 GEMV
+    (Q8_0 / Q5_0 / Q4_0, ``M K <= 16384``: every case here), or the integer GEMM."""
+    return s in ("gguf_q8_0", "gguf_q5_0", "gguf_q4_0") or (
+        s == "gguf_q4_k" and _prefill_q8_kernel(s, rows, 512, form)[1])
 
 
 def _check_batched_q8(outs: Sequence[Any], feeds: dict[str, np.ndarray],
                       weights: dict[str, np.ndarray], form: str) -> None:
-    """A batched step's ``y [M, N]``: ``W x̃`` row by row (each row of ``x`` quantized as the
-    decode's q8 kernel does) within the f32 tolerance and ``W x`` within the q8 bound, where
-    it is the integer GEMM; else (Q6_K; an AVX2 CPU) ``W x``, the f32 product."""
-    for j, (((s, rows, k), m), y) in enumerate(zip(BATCHED_Q8_CASES, outs, strict=True)):
+    """A batched step's ``y [M, N]`` (plus ``r``): ``W x̃`` row by row (each row of ``x``
+    quantized as the decode's q8 kernel does) within the f32 tolerance, ``W x`` within the
+    q8 bound, and not the f32 product, where :func:`_batched_q8`; else (Q6_K; Q4_K on an
+    AVX2 CPU) ``W x``, the f32 product."""
+    for j, (((s, rows, k), m, res), y) in enumerate(zip(BATCHED_Q8_CASES, outs, strict=True)):
         got, x = np.asarray(y).astype(np.float64), feeds[f"xb{j}"]
         w = oracle(s, weights[f"{s}.{rows}x{k}"]).astype(np.float64)
-        exact, what = x.astype(np.float64) @ w.T, f"{s} {rows}x{k}, batched M = {m} ({form})"
+        base = feeds[f"rb{j}"].astype(np.float64) if res else 0.0
+        exact, what = x.astype(np.float64) @ w.T + base, f"{s} {rows}x{k}, batched M = {m} ({form})"
         assert got.shape == (m, rows), what
-        if not (_prefill_q8_kernel(s, rows, k, form)[1] and s != "gguf_q6_k"):
+        if not _batched_q8(s, rows, form):
             assert_close(got, exact, "f32", what)
             continue
-        assert_close(got, np.stack([w @ q8_activations(row)[0] for row in x]), "f32",
+        assert_close(got, np.stack([w @ q8_activations(row)[0] for row in x]) + base, "f32",
                      f"{what} vs W x̃")
         for v in range(m):
-            assert_within_q8_bound(got[v], exact[v], x[v], w, f"{what}, row {v}, vs W x")
+            assert_within_q8_bound(got[v] - (base[v] if res else 0.0), exact[v] - (
+                base[v] if res else 0.0), x[v], w, f"{what}, row {v}, vs W x")
+        with pytest.raises(AssertionError):   # x was quantized: not the f32 product
+            assert_close(got, exact, "f32", what)
 
 
 @pytest.mark.parametrize("form", list(Q8_FORMS))
@@ -1075,6 +1095,10 @@ def test_gemv_kernels_prefill_q8_mode(form: str) -> None:
         weights[f"{s}.{rows}x{k}"] = random_blocks(s, rows, k, rng)
         random_bits_cover(s, weights[f"{s}.{rows}x{k}"])
     weights["add"] = random_blocks("gguf_q4_k", 48, 512, rng)
+    for (s, rows, k), _, _ in BATCHED_Q8_CASES:
+        if f"{s}.{rows}x{k}" not in weights:
+            weights[f"{s}.{rows}x{k}"] = random_blocks(s, rows, k, rng)
+            random_bits_cover(s, weights[f"{s}.{rows}x{k}"])
 
     def module(decode: bool) -> rlx.HirModule:
         h = rlx.HirModule("prefill_q8")
@@ -1090,9 +1114,14 @@ def test_gemv_kernels_prefill_q8_mode(form: str) -> None:
             add = h.param("add", weights["add"].shape, "i8")
             y = h.dequant_matmul(h.input("xr", (1, None, 512)), add, scheme="gguf_q4_k")
             outs.append(h.mir("binary", [h.input("r", (1, None, 48)), y], kind="add"))
-            for j, (case, m) in enumerate(BATCHED_Q8_CASES):   # batched steps, static M
+            for j, (case, m, res) in enumerate(BATCHED_Q8_CASES):   # batched, static M
                 x = h.input(f"xb{j}", (m, case[2]))
-                outs.append(h.dequant_matmul(x, ws[case], scheme=case[0]))
+                s, rows, k = case
+                w = ws.get(case) or h.param(f"{s}.{rows}x{k}", weights[f"{s}.{rows}x{k}"].shape,
+                                            "i8")
+                y = h.dequant_matmul(x, w, scheme=s)
+                outs.append(h.mir("binary", [h.input(f"rb{j}", (m, case[1])), y], kind="add")
+                            if res else y)
         h.set_outputs(outs)
         return h
 
@@ -1105,15 +1134,21 @@ def test_gemv_kernels_prefill_q8_mode(form: str) -> None:
     assert len(re.findall(r"util\.global private @planes\.gguf_q6_k\.40x256\.", linalg)) == 4
     add_name, add_int8 = _prefill_q8_kernel("gguf_q4_k", 48, 512, form)
     h = module(False)
-    assert f"@rlx_gemv_{add_name}_add::" in rlx.compile(h, "llvm-cpu", emit="linalg", **options)
+    linalg = rlx.compile(h, "llvm-cpu", emit="linalg", **options)
+    assert f"@rlx_gemv_{add_name}_add::" in linalg
+    wide = "w" if TargetConfig(**options).lowering.vector_bits == 512 else ""  # type: ignore[arg-type]
+    for gemv in (f"q8_0_32x512_m2{wide}_q8{dot}_add", f"q4_0_40x512_m5{wide}_q8{dot}"):
+        assert f"@rlx_gemv_{gemv}::" in linalg, gemv      # the batched q8 GEMV
     prog = rlx.runtime.load(rlx.compile(h, "llvm-cpu", **options), "local-task", weights)
     for seq in (1, 7, 70):
         feeds = {f"x{i}": rng.standard_normal((1, seq, k)).astype(np.float32)
                  for i, (_, _, k) in enumerate(PREFILL_Q8_CASES)}
         feeds["xr"] = rng.standard_normal((1, seq, 512)).astype(np.float32)
         feeds["r"] = rng.standard_normal((1, seq, 48)).astype(np.float32)
-        feeds |= {f"xb{j}": rng.standard_normal((m, case[2])).astype(np.float32)
-                  for j, (case, m) in enumerate(BATCHED_Q8_CASES)}
+        for j, (case, m, res) in enumerate(BATCHED_Q8_CASES):
+            feeds[f"xb{j}"] = rng.standard_normal((m, case[2])).astype(np.float32)
+            if res:
+                feeds[f"rb{j}"] = rng.standard_normal((m, case[1])).astype(np.float32)
         outs = prog.main(**feeds)
         _check_batched_q8(outs[-len(BATCHED_Q8_CASES):], feeds, weights, form)
         got = [np.asarray(y)[0].astype(np.float64)

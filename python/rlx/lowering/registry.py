@@ -30,8 +30,9 @@ ACTIVATION_QUANTS = ("q8",)
 """Numerics modes for quantized GEMVs and GEMMs (``LoweringOptions.activation_quant``)."""
 ACTIVATION_QUANT_HELP = (
     "llvm-cpu: GEMVs of Q8_0 / Q5_0 / Q4_0 / Q6_K / Q4_K weights with x quantized to int8 "
-    "blocks of 32 and integer dot products, llama.cpp's numerics (on AVX-512 VNNI CPUs "
-    "prefill GEMMs and batched steps too); default: exact f32")
+    "blocks of 32 and integer dot products, llama.cpp's numerics (batched steps of Q8_0 / "
+    "Q5_0 / Q4_0 too; on AVX-512 VNNI CPUs prefill GEMMs and Q4_K's batched steps); "
+    "default: exact f32")
 """The ``--activation-quant`` option's help, one text for every tool that takes it."""
 INT_DOTS = ("vnni", "avx2", "portable")
 """How an integer-dot kernel multiplies 8-bit blocks (``LoweringOptions.int_dot``)."""

@@ -49,18 +49,14 @@ the dequantize-then-multiply form, never bit-identical to it):
   ``j`` of 16 consecutive weights ``128c + 16j + l`` at bits ``4j``: one 64-byte load feeds
   128 weights with no shuffles. ``S`` and ``M`` are formed in the kernel, once per row tile
   into a stack buffer (:func:`.gemv_exact.q4_k_body`), from the 6-bit ``sc`` and ``m`` held
-  as a byte a group and ``d``, ``dmin`` per superblock: exact products, so the same f32
-  values as the hoisted f32 planes they replace (2026-12-04), which made 0.81 bytes a
-  weight to read and hold against 0.58 now (the file's 0.5625). Measured (``quant.py``,
-  Zen 3 AVX2, compute-bound there): the same time, within noise; on a CPU where the kernel
-  streams at the memory's speed (Zen 5) it reads 29% fewer bytes.
+  as a byte a group and ``d``, ``dmin`` per superblock (exact products: 0.58 bytes a weight
+  read and held, the file's 0.5625).
 
 Every plane is **tile-interleaved**: a loop iteration reads four rows, and row-major planes
 would make that four short streams (a Q8_0 row of K = 576 is 10 cache lines), which the
 hardware prefetcher never gets going on; stored ``[N / 4, C, 4, w]`` (``w``: one row's run,
-:meth:`Kernel.interleave_widths`) a workgroup reads one sequential stream. That took Q4_K
-from 13 to 17-18 GB/s and the Q8_0 kernel at K = 576 from 14 to 30-37 GB/s (it had been
-slower than the fused form there).
+:meth:`Kernel.interleave_widths`) a workgroup reads one sequential stream (Q4_K 13 -> 17-18
+GB/s, Q8_0 at K = 576 14 -> 30-37 GB/s).
 
 Optional forms take in what IREE would have fused into its own matvec but cannot fuse
 into a hand-written dispatch (chosen by the ``fuse-gemv-neighbours`` pass, :mod:`.fuse`):
@@ -82,7 +78,9 @@ else the batched body with ``M`` taken a block at a time, ``M`` an index operand
 run-time value that reaches an index: the bounds are argued in those two modules), instead
 of IREE's data-tiled matmul, which dequantizes and packs the whole weight on every call.
 Under ``activation_quant="q8"``, on a CPU with VNNI on 512-bit vectors (or in the portable
-form), the outer form is an integer GEMM instead (:mod:`.gemm_q8`).
+form), the outer form is an integer GEMM instead (:mod:`.gemm_q8`); a batched step of Q8_0 /
+Q5_0 / Q4_0 runs the ``q8`` GEMV with its rows inside (:mod:`.gemv_q8_batched`, every CPU;
+:func:`q8_batch`), Q4_K the integer GEMM (:func:`batched_int8`).
 
 **Bounds** (``M = 1``; ``M > 1``: :mod:`.gemv_batched`, :mod:`.gemm_prefill`). Every shape
 is static and the
@@ -150,6 +148,7 @@ from rlx.lowering.mir_to_linalg.quant.gemm_prefill import (
 from rlx.lowering.mir_to_linalg.quant.gemv_batched import DYNAMIC_M, batched_body
 from rlx.lowering.mir_to_linalg.quant.gemv_prologues import glu_prologue, norm_prologue
 from rlx.lowering.mir_to_linalg.quant.gemv_q8 import MAX_Q8_K, q8_body
+from rlx.lowering.mir_to_linalg.quant.gemv_q8_batched import GROUP, q8_0_batched_body
 from rlx.lowering.mir_to_linalg.quant.gemv_text import (
     ROWS_PER_TILE,
 )
@@ -188,10 +187,7 @@ HALF_PLANE = ("gguf_f16", "gguf_bf16")
 weight's 16-bit values as in the file (2 bytes a weight, tile-interleaved at load: no growth, any
 size), converted to f32 in registers (F16 by ``extf``, BF16 bits by a 16-bit shift)."""
 Q5_K = gemv_exact.Q5_K
-"""Run by the Q4_K kernel with a fifth bit (:func:`.gemv_exact.q4_k_body`, ``M = 1``): the
-nibble lanes as Q4_K's, plus a byte a lane of high bits (bit ``j``: weight ``128c + 16j +
-l``); ``f = 1 + q / 32``, ``S = 32 · d · sc``, ``M = S + dmin · m`` formed from the scale
-bytes as Q4_K's (0.70 bytes a weight, the file's 0.6875: hoisted at any size)."""
+"""Run by the Q4_K kernel with a fifth bit (module docstring; ``M = 1``)."""
 K_QUANTS = ("gguf_q4_k", Q5_K)
 """Read by :func:`.gemv_exact.q4_k_body` at ``M = 1`` in the exact mode."""
 M1_ONLY = (*HALF_PLANE, *MIN_PLANE, Q5_K)
@@ -216,11 +212,9 @@ INT8_GEMM_SCHEMES = (*BYTE_PLANE, "gguf_q4_k", "gguf_q6_k")
 """Schemes whose ``q8`` prefill can be the integer GEMM (:mod:`.gemm_q8`: byte planes, and
 Q4_K's and Q6_K's q8 planes)."""
 INT8_BATCH_SCHEMES = (*BYTE_PLANE, "gguf_q4_k")
-"""Schemes whose batched steps take the integer GEMM under the ``q8`` mode
-(:func:`batched_int8`). ms per GEMV, one 2048 x 2048 weight, 2 Zen 4 cores (AVX-512 VNNI;
-benchmarks/README.md, "Batched steps in the q8 mode"), f32 batched body -> integer GEMM:
-Q8_0 at M = 4 0.359 -> 0.252, at M = 8 0.535 -> 0.306; Q4_K 0.306 -> 0.261 and 0.473 ->
-0.333. Q6_K is not one: 0.347 -> 0.524 at M = 4, even at 8."""
+"""Schemes whose batched steps take the integer GEMM under the ``q8`` mode where
+:func:`batched_int8` says so (Q6_K's was slower than its f32 body: benchmarks/README.md,
+"Batched steps in the q8 mode")."""
 MAX_BATCH = 8
 """The most rows ``M`` of ``x`` a kernel takes (the sequences of a batched decode step,
 :mod:`rlx.models.llama_batch`; a speculative step's tokens): ``x [M, K]``, ``y [M, N]``.
@@ -286,14 +280,15 @@ class Kernel:
                                 f"SwiGLU prologue with {self.batch} rows of x (M = 1 only)")
         prefill_q8 = self.batch == DYNAMIC_M and (self.scheme in Q8_PREFILL
                                                   or self.int8_gemm)
-        if self.int_dot is not None and ((self.batch != 1 and not prefill_q8)
+        if self.int_dot is not None and ((self.batch != 1 and not prefill_q8
+                                          and not q8_batch(self.scheme, self.batch, self.k))
                                          or self.scheme not in Q8_SCHEMES
                                          or self.k > MAX_Q8_K):
-            raise LoweringError(f"error: GEMV kernel {self.symbol}: expected M = 1 (or a "
-                                f"prefill of {', '.join(Q8_PREFILL)}), one of "
-                                f"{', '.join(Q8_SCHEMES)} and K <= {MAX_Q8_K} for 8-bit "
-                                f"activations, found M = {self.batch}, {self.scheme}, "
-                                f"K = {self.k}")
+            raise LoweringError(f"error: GEMV kernel {self.symbol}: expected M = 1 (a prefill"
+                                f" of {', '.join(Q8_PREFILL)}; a batch of {', '.join(BYTE_PLANE)}"
+                                f" with M K <= {MAX_Q8_K}), one of {', '.join(Q8_SCHEMES)} and "
+                                f"K <= {MAX_Q8_K} for 8-bit activations, found M = "
+                                f"{self.batch}, {self.scheme}, K = {self.k}")
 
     @property
     def symbol(self) -> str:
@@ -307,6 +302,10 @@ class Kernel:
         q8 += "_i8mm" if self.int8_gemm else ""
         return (f"rlx_gemv_{self.scheme.removeprefix('gguf_')}_{self.n}x{self.k}{batch}{q8}"
                 f"{norm}{glu}{add}")
+
+    @property
+    def q8_batched(self) -> bool:                # checked in __post_init__: q8_batch
+        return 1 < self.batch <= MAX_BATCH and self.int_dot is not None
 
     @property
     def int8_gemm(self) -> bool:
@@ -416,10 +415,9 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
     """The kernel for a dequant_matmul of ``m`` rows of ``x`` (None: dynamic), or None (not
     llvm-cpu, disabled, not a decode GEMV of a covered scheme (``1 <= m <= MAX_BATCH``), a
     row count that is not a multiple of 4, or a Q5_0 / Q4_0 / Q5_1 / Q4_1 weight (Q6_K at
-    ``M > 1``) too
-    large for its widened repacking to be hoisted). With ``options.activation_quant ==
-    "q8"``, ``M = 1`` and ``K <= MAX_Q8_K``, the kernel's ``q8`` form (:mod:`.gemv_q8`); a
-    batched ``M`` there, the prefill's integer GEMM where :func:`batched_int8` says so."""
+    ``M > 1``) too large for its widened repacking to be hoisted). With
+    ``options.activation_quant == "q8"`` and ``K <= MAX_Q8_K``: at ``M = 1`` the ``q8`` form
+    (:mod:`.gemv_q8`); a batched ``M``, :func:`batched_int8` or :func:`q8_batch`'s."""
     if not options.gemv_kernels or scheme not in SCHEMES:
         return None
     if (m is not None and m < 1) or n % ROWS_PER_TILE:
@@ -437,15 +435,10 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
     # Q5_0 / Q4_0 widened to bytes grow by N K minus their raw bytes (Q8_0 shrinks), and IREE
     # hoists that repacking into initializers only within LoweringOptions.hoist_growth (1 MiB
     # by default): a larger weight would be widened on every call (a 4096 x 4096 Q5_0 GEMV
-    # 1.5 -> 8.5 ms), so it keeps the fused form. Measured at the boundary with a one-step
-    # widening from the raw bytes: 3.1M Q5_0 weights hoisted, 4.2M not; Q4_0 alike. Q5_0's
-    # widening now reads its LAYOUTS planes, two repacks each smaller than the raw bytes, and
-    # IREE hoisted it at every size tried up to 4096 x 4096: for Q5_0 the bound is
-    # conservative.
-    # Q6_K's widening (SIXTEEN_PLANE, its batched form) and Q5_1 / Q4_1's (MIN_PLANE) grow
-    # their quants alike; Q8_0's repacking shrinks.
-    # At M = 1 Q6_K reads planes of the file's size in either mode (Kernel.q6_k_packed; the
-    # q8 body the file's bytes, gemv_q8.q6_k_body): no growth, any size.
+    # 1.5 -> 8.5 ms), so it keeps the fused form (measured: 3.1M Q5_0 weights hoisted, 4.2M
+    # not; from its LAYOUTS planes IREE hoisted up to 4096 x 4096: conservative for Q5_0).
+    # Q6_K's widening (its batched form) and Q5_1 / Q4_1's grow alike. At M = 1 Q6_K reads
+    # planes of the file's size in either mode (Kernel.q6_k_packed, gemv_q8.q6_k_body).
     grows = scheme in I8_PLANE and n * (
         k - QUANT_SCHEMES[scheme].row_bytes(k)) > options.hoist_growth
     if grows and not (scheme == "gguf_q6_k" and m in (1, DYNAMIC_M)):
@@ -462,7 +455,8 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
     outer = m == DYNAMIC_M and n % COLUMNS == 0
     int8 = outer and scheme in INT8_GEMM_SCHEMES and gemm_q8.has_dot(options.int_dot,
                                                                      16 if wide else 8)
-    q8 = q8_planes and (m == 1 or (m == DYNAMIC_M and (scheme in Q8_PREFILL or int8)))
+    q8 = q8_planes and (m == 1 or q8_batch(scheme, m, k)
+                        or (m == DYNAMIC_M and (scheme in Q8_PREFILL or int8)))
     if scheme in K_QUANTS and m == 1 and not q8 and k > gemv_exact.MAX_SCALES_K:
         return None                               # its S buffer would pass IREE's stack
     rows = workgroup_rows(n, k, COLUMNS if outer else ROWS_PER_TILE)
@@ -475,15 +469,22 @@ def batched_int8(scheme: str, m: int, n: int, k: int, options: LoweringOptions
                  ) -> Kernel | None:
     """The kernel of a batched step's ``2 <= M <= MAX_BATCH`` rows where it is the ``q8``
     prefill's integer GEMM (:mod:`.gemm_q8`, one pass of 16 rows, those past ``M`` repeating
-    row ``M - 1``) rather than the f32 batched body: for :data:`INT8_BATCH_SCHEMES`, wherever
-    the prefill of the same weight is that GEMM (``activation_quant="q8"``, whole column
-    blocks, the CPU's dot product on 512-bit vectors or the portable form). So a batched
-    step quantizes ``x`` as a decode does (the same lines): ``W x̃`` at every ``M``, where
-    the f32 body gave ``W x`` at ``M > 1``."""
-    if not (1 < m <= MAX_BATCH and scheme in INT8_BATCH_SCHEMES):
+    row ``M - 1``): for :data:`INT8_BATCH_SCHEMES`, wherever the prefill of the same weight
+    is that GEMM (``activation_quant="q8"``, whole column blocks, the CPU's dot product on
+    512-bit vectors or the portable form), but where :func:`q8_batch` takes it."""
+    if not (1 < m <= MAX_BATCH and scheme in INT8_BATCH_SCHEMES) or (
+            q8_batch(scheme, m, k) and m <= GROUP):     # the batched q8 GEMV: faster there
         return None
     prefill = kernel_for(scheme, None, n, k, options)
     return prefill if prefill is not None and prefill.int8_gemm else None
+
+
+def q8_batch(scheme: str, m: int, k: int) -> bool:
+    """Whether a batched step of ``m`` rows can run :mod:`.gemv_q8_batched` in the ``q8``
+    mode (Q8_0 / Q5_0 / Q4_0, its quantized ``x`` on the stack: ``M K <= MAX_Q8_K``); it does
+    at ``M <= GROUP`` (one pass), and above where the integer GEMM does not
+    (:func:`batched_int8`; benchmarks/README.md, "The batched q8 GEMV")."""
+    return 1 < m <= MAX_BATCH and scheme in BYTE_PLANE and m * k <= MAX_Q8_K
 
 
 def workgroup_rows(n: int, k: int, multiple: int = ROWS_PER_TILE) -> int:
@@ -502,8 +503,7 @@ def workgroup_rows(n: int, k: int, multiple: int = ROWS_PER_TILE) -> int:
 
 
 MAX_NORM_K = 4096
-"""The RMSNorm and SwiGLU prologues keep ``x`` on the workgroup's stack (``4 K`` bytes;
-IREE's llvm-cpu stack limit is 32 KiB and the Q4_K kernel has group sums there too)."""
+"""The RMSNorm and SwiGLU prologues keep ``x`` on the stack (``4 K`` bytes of IREE's 32 KiB)."""
 
 
 def kernel_text(kern: Kernel) -> str:
@@ -528,6 +528,9 @@ def kernel_text(kern: Kernel) -> str:
             norm_prologue(t, kern.k, kern.norm_eps)
         if kern.glu:
             glu_prologue(t, kern.k)
+        if kern.q8_batched:
+            q8_0_batched_body(t, kern)
+            return
         if kern.batch != 1:
             form = ("byte" if kern.scheme in BYTE_PLANE else
                     "q6_k_q8" if kern.q6_k_q8 else

@@ -122,6 +122,7 @@ class Shape(Protocol):
     scheme: str
     k: int
     rows: int
+    batch: int
     int_dot: str | None
 
     @property
@@ -227,7 +228,7 @@ def block_dot(t: Text, int_dot: str, u: str, s: str, tag: str) -> str:
     return out
 
 
-def _signed_operands(t: Text, int_dot: str, w: str, x: str, tag: str) -> tuple[str, str]:
+def signed_operands(t: Text, int_dot: str, w: str, x: str, tag: str) -> tuple[str, str]:
     """``|w|`` and ``x`` with ``w``'s sign (zero where ``w = 0``): ``|w| · sx = w · x``."""
     t(f"%aw{tag} = math.absi {w} : {V32B}")
     if int_dot == "portable":
@@ -271,7 +272,7 @@ def q8_0_body(t: Text, kern: Shape) -> None:
     for i in range(ROWS_PER_TILE):
         t(f"%qk{i} = {at('%b', 32 * ROWS_PER_TILE, 32 * i)}")
         t(f"%w{i} = vector.load %q[%tile, %qk{i}] : {q}, {V32B}")
-        u, s = _signed_operands(t, kern.int_dot, f"%w{i}", "%xv", str(i))
+        u, s = signed_operands(t, kern.int_dot, f"%w{i}", "%xv", str(i))
         dot = block_dot(t, kern.int_dot, u, s, str(i))
         t(f"%df{i} = arith.sitofp {dot} : {I8L} to {V8}")
         t(f"%sc{i} = vector.extract %dwx[{i}] : f32 from vector<4xf32>")
@@ -458,7 +459,7 @@ def _q6_k_row(t: Text, kern: Shape, i: int) -> None:
     for p in range(4):
         tag = f"{i}_{p}"
         w = q6_k_quarter(t, f"%ql{i}_{p % 2}", f"%qh{i}", p, tag, V32B)
-        u, s = _signed_operands(t, kern.int_dot, w, f"%x{p}", tag)
+        u, s = signed_operands(t, kern.int_dot, w, f"%x{p}", tag)
         dot = block_dot(t, kern.int_dot, u, s, tag)
         t(f"%df{tag} = arith.sitofp {dot} : {I8L} to {V8}")
         lanes = ", ".join([str(2 * p)] * 4 + [str(2 * p + 1)] * 4)
@@ -475,5 +476,5 @@ def q8_body(t: Text, kern: Shape) -> None:
     body(t, kern)
 
 
-__all__ = ["MAX_Q8_K", "block_dot", "q8_body", "quantize_block", "quantize_constants",
-           "quantize_x"]
+__all__ = ["I8L", "MAX_Q8_K", "V32B", "Shape", "block_dot", "dot_constants", "q8_body",
+           "quantize_block", "quantize_constants", "quantize_x", "signed_operands"]
