@@ -200,6 +200,13 @@ class Bundle:
         self._compiled[key] = (paths, errors)
         return paths, errors
 
+    def cpu_vmfb(self, paths: dict[str, str]) -> bytes | None:
+        """The bundle's llvm-cpu vmfb of a case where it was compiled with the default
+        options (what the reference would compile again), else None."""
+        if self.targets.get("llvm-cpu") != {} or "llvm-cpu" not in paths:
+            return None
+        return (self.out / paths["llvm-cpu"]).read_bytes()
+
     def save(self, rel: str, arrays: dict[str, np.ndarray]) -> str:
         (self.out / rel).parent.mkdir(exist_ok=True)
         np.savez(self.out / rel, **arrays)
@@ -367,8 +374,8 @@ def add_models(b: Bundle, small: bool, formats: list[str]) -> None:
                                      "from its seed")
             del remade
             paths, errors = b.compile(name, model.module)
-            ref = rlx.runtime.load(rlx.compile(model.module, "llvm-cpu"), "local-task",
-                                   model.weights)
+            ref = rlx.runtime.load(b.cpu_vmfb(paths) or rlx.compile(model.module, "llvm-cpu"),
+                                   "local-task", model.weights)
             ids = np.random.default_rng(seed).integers(0, c["vocab"], (1, prompt),
                                                        dtype=np.int32)
             cos, sin = model.rope_tables(range(prompt + steps))
