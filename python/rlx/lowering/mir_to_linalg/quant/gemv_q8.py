@@ -129,28 +129,38 @@ class Shape(Protocol):
     def bindings(self) -> dict[str, str]: ...
 
 
-def quantize_x(t: Text, k: int, sums: bool, int_dot: str) -> None:
-    """``%xq [K]`` i8 and ``%xd [K / 32]`` f32: ``%x`` in blocks of 32 as ggml's ``q8_0``
-    (module docstring); ``sums``: ``%xs [K / 32]``, the sums of the quantized ``x`` per
-    block too (``d_b · Σ q``: the integer sum is exact in f32). ``int_dot``: the kernel's
-    form (its rounding instruction)."""
-    nb, x = k // 32, memref([k], "f32")
+def quantize_x(t: Text, k: int, sums: bool, int_dot: str, rows: int = 1) -> None:
+    """``%xq [M K]`` i8 and ``%xd [M K / 32]`` f32: ``%x`` (``[K]``; ``rows = M > 1``: ``[M,
+    K]``, block ``c`` of the flattened rows being row ``c / (K / 32)``'s block ``c mod K /
+    32``) in blocks of 32 as ggml's ``q8_0`` (module docstring); ``sums``: ``%xs [K / 32]``,
+    the sums of the quantized ``x`` per block too (``d_b · Σ q``: the integer sum is exact in
+    f32). ``int_dot``: the kernel's form (its rounding instruction)."""
+    nb = k // 32
+    x = memref([rows, k] if rows > 1 else [k], "f32")
+    xq, xd = memref([rows * k], "i8"), memref([rows * nb], "f32")
     quantize_constants(t, nb)
-    t(f"%xq = memref.alloca() : {memref([k], 'i8')}")
-    t(f"%xd = memref.alloca() : {memref([nb], 'f32')}")
+    t(f"%q8_all = arith.constant {rows * nb} : index")
+    t(f"%xq = memref.alloca() : {xq}")
+    t(f"%xd = memref.alloca() : {xd}")
     if sums:
-        t(f"%xs = memref.alloca() : {memref([nb], 'f32')}")
-    t.block("scf.for %qb = %c0 to %q8_nb step %c1")
-    t("%qk = arith.muli %qb, %q8_c32 : index")
-    t(f"%qv = vector.load %x[%qk] : {x}, vector<32xf32>")
+        t(f"%xs = memref.alloca() : {xd}")
+    t.block("scf.for %qb = %c0 to %q8_all step %c1")
+    t("%qo = arith.muli %qb, %q8_c32 : index")
+    if rows > 1:
+        t("%qrow = arith.divui %qb, %q8_nb : index")
+        t("%qblk = arith.remui %qb, %q8_nb : index")
+        t("%qk = arith.muli %qblk, %q8_c32 : index")
+        t(f"%qv = vector.load %x[%qrow, %qk] : {x}, vector<32xf32>")
+    else:
+        t(f"%qv = vector.load %x[%qo] : {x}, vector<32xf32>")
     quantize_block(t, int_dot)
     t(f"%qi = arith.fptosi %qn : vector<32xf32> to {V32B}")
-    t(f"vector.store %qi, %xq[%qk] : {memref([k], 'i8')}, {V32B}")
-    t(f"memref.store %qd, %xd[%qb] : {memref([nb], 'f32')}")
+    t(f"vector.store %qi, %xq[%qo] : {xq}, {V32B}")
+    t(f"memref.store %qd, %xd[%qb] : {xd}")
     if sums:
         t("%qsq = vector.reduction <add>, %qn : vector<32xf32> into f32")
         t("%qsum = arith.mulf %qsq, %qd : f32")
-        t(f"memref.store %qsum, %xs[%qb] : {memref([nb], 'f32')}")
+        t(f"memref.store %qsum, %xs[%qb] : {xd}")
     t.end()
 
 

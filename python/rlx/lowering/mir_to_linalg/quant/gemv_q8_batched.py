@@ -37,8 +37,7 @@ from rlx.lowering.mir_to_linalg.quant.gemv_q8 import (
     Shape,
     block_dot,
     dot_constants,
-    quantize_block,
-    quantize_constants,
+    quantize_x,
     signed_operands,
 )
 from rlx.lowering.mir_to_linalg.quant.gemv_text import ROWS_PER_TILE, V8, at, rows_loop
@@ -47,35 +46,13 @@ GROUP = 4
 """Rows of ``x`` a pass over a row tile takes (16 accumulators of 8 lanes)."""
 
 
-def quantize_rows(t: Text, m: int, k: int, int_dot: str) -> None:
-    """``%xq [M K]`` i8 and ``%xd [M K / 32]`` f32: every row of ``%x [M, K]`` in blocks
-    of 32, as :func:`.gemv_q8.quantize_x` does one row (block ``c`` of the flattened rows
-    is row ``c / (K / 32)``'s block ``c mod K / 32``)."""
-    nb = k // 32
-    quantize_constants(t, nb)
-    t(f"%q8_rows_nb = arith.constant {m * nb} : index")
-    t(f"%xq = memref.alloca() : {memref([m * k], 'i8')}")
-    t(f"%xd = memref.alloca() : {memref([m * nb], 'f32')}")
-    t.block("scf.for %qc = %c0 to %q8_rows_nb step %c1")
-    t("%qrow = arith.divui %qc, %q8_nb : index")
-    t("%qblk = arith.remui %qc, %q8_nb : index")
-    t("%qk = arith.muli %qblk, %q8_c32 : index")
-    t(f"%qv = vector.load %x[%qrow, %qk] : {memref([m, k], 'f32')}, vector<32xf32>")
-    quantize_block(t, int_dot)
-    t("%qo = arith.muli %qc, %q8_c32 : index")
-    t(f"%qi = arith.fptosi %qn : vector<32xf32> to {V32B}")
-    t(f"vector.store %qi, %xq[%qo] : {memref([m * k], 'i8')}, {V32B}")
-    t(f"memref.store %qd, %xd[%qc] : {memref([m * nb], 'f32')}")
-    t.end()
-
-
 def q8_0_batched_body(t: Text, kern: Shape) -> None:
     """Q8_0 (Q5_0 / Q4_0 widened), ``M = kern.batch`` rows of ``x``: per block ``y[m] +=
     (d_w · d_x[m]) · Σ q_w q_x[m]`` (module docstring)."""
     assert kern.int_dot is not None
     assert kern.batch > 1
     m, k, q, d = kern.batch, kern.k, kern.bindings["q"], kern.bindings["d"]
-    quantize_rows(t, m, k, kern.int_dot)
+    quantize_x(t, k, sums=False, int_dot=kern.int_dot, rows=m)
     dot_constants(t, kern.int_dot)
     t("%acc_zero = arith.constant dense<0.0> : vector<8xf32>")
     rows_loop(t, kern.rows)
@@ -123,15 +100,16 @@ def _pass(t: Text, kern: Shape, rows: list[int], q: str, d: str) -> None:
     t(f"scf.yield {', '.join(out)} : {', '.join([V8] * len(out))}")
     t.end()
     y = kern.bindings["y"]
+    for j in rows:
+        t(f"%mi{p}_{j} = arith.constant {j} : index")
     for n, (i, j) in enumerate(accs):
         t(f"%y{p}_{i}_{j} = vector.reduction <add>, %acc{p}#{n} : {V8} into f32")
         value = f"%y{p}_{i}_{j}"
-        t(f"%mi{p}_{i}_{j} = arith.constant {j} : index")
         if "r" in kern.bindings:
-            t(f"%res{p}_{i}_{j} = memref.load %r[%mi{p}_{i}_{j}, %r{i}] : {kern.bindings['r']}")
+            t(f"%res{p}_{i}_{j} = memref.load %r[%mi{p}_{j}, %r{i}] : {kern.bindings['r']}")
             t(f"%out{p}_{i}_{j} = arith.addf {value}, %res{p}_{i}_{j} : f32")
             value = f"%out{p}_{i}_{j}"
-        t(f"memref.store {value}, %y[%mi{p}_{i}_{j}, %r{i}] : {y}")
+        t(f"memref.store {value}, %y[%mi{p}_{j}, %r{i}] : {y}")
 
 
-__all__ = ["GROUP", "q8_0_batched_body", "quantize_rows"]
+__all__ = ["GROUP", "q8_0_batched_body"]
