@@ -372,6 +372,26 @@ module @q5_1_q4_1 {
 // WIDE:                  vector.fma %{{.*}} : vector<16xf32>
 // WIDE:              vector.reduction <add>, %{{.*}} : vector<16xf32> into f32
 // WIDE:        stream.executable private @rlx_gemv_q4_k_8x256_m2w
+// The q8 mode: Q8_0's three rows run the batched q8 GEMV (gemv_q8_batched): x [3, 64]
+// quantized on the stack (xq [3 K] i8, xd [3 K / 32] f32), then one pass of the three rows
+// over each row tile, a weight block loaded once for all of them (4 x 3 accumulators), each
+// row's result stored with its residual. Q4_K at M = 2 keeps the f32 body here (40 / 8 rows:
+// not whole column blocks of the integer GEMM).
+// Q8-LABEL:    module @batched
+// Q8:          stream.executable private @rlx_gemv_q8_0_40x64_m3{{w?}}_q8{{[a-z0-9]+}}_add
+// Q8:              %[[QX:.*]] = stream.binding.subspan %arg0[%c0] : !stream.binding -> memref<3x64xf32>
+// Q8:              %[[QR:.*]] = stream.binding.subspan %arg3[%c0] : !stream.binding -> memref<3x40xf32>
+// Q8:              %[[QY:.*]] = stream.binding.subspan %arg4[%c0] : !stream.binding -> memref<3x40xf32>
+// Q8:              %[[XQ:.*]] = memref.alloca() : memref<192xi8>
+// Q8:              memref.alloca() : memref<6xf32>
+// Q8:                vector.load %[[QX]][%{{.*}}, %{{.*}}] : memref<3x64xf32>, vector<32xf32>
+// Q8:                vector.store %{{.*}}, %[[XQ]][%{{.*}}] : memref<192xi8>, vector<32xi8>
+// Q8:                %{{.*}}:12 = scf.for
+// Q8-COUNT-3:          vector.load %[[XQ]][%{{.*}}] : memref<192xi8>, vector<32xi8>
+// Q8:                memref.load %[[QR]][%{{.*}}, %{{.*}}] : memref<3x40xf32>
+// Q8:                memref.store %{{.*}}, %[[QY]][%{{.*}}, %{{.*}}] : memref<3x40xf32>
+// Q8:          stream.executable private @rlx_gemv_q4_k_8x256_m2{{w?}} {
+// Q8:          flow.dispatch @rlx_gemv_q8_0_40x64_m3{{w?}}_q8{{[a-z0-9]+}}_add::
 // OFF-LABEL:   module @batched
 // OFF-NOT:     stream.executable
 // OFF-NOT:     flow.dispatch
