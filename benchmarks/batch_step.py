@@ -12,8 +12,10 @@ to ``benchmarks/.cache/``.
 ``--busy R``: only slots ``0 .. R - 1`` hold sequences (the others free), so the step runs
 the module's ``decode_R`` (a server below its full batch).
 
+``--activation-quant q8``: the step in the q8 mode (rlx-serve's option of that name).
+
 Usage: ``python benchmarks/batch_step.py --batch 8 [--busy R] [--context 256] [--prompt 12]
-[--steps 20] [--model FILE.gguf]``.
+[--steps 20] [--model FILE.gguf] [--activation-quant q8]``.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.machine import cpu_model  # noqa: E402
 from rlx.generate import Sampling, load_model  # noqa: E402
+from rlx.lowering.registry import ACTIVATION_QUANTS  # noqa: E402
 from rlx.serve.engine import BatchModel  # noqa: E402
 
 
@@ -44,11 +47,14 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--model", default=str(ROOT / "benchmarks" / ".cache" /
                                           "llama-135m-Q8_0.gguf"))
+    p.add_argument("--activation-quant", choices=ACTIVATION_QUANTS)
     a = p.parse_args()
     model = load_model(a.model)
     start = time.perf_counter()
-    bm = BatchModel(model, a.batch, a.context)
-    print(f"{cpu_model()}; compile (or cache) + load {time.perf_counter() - start:.1f} s")
+    options = {"activation_quant": a.activation_quant} if a.activation_quant else {}
+    bm = BatchModel(model, a.batch, a.context, **options)
+    print(f"{cpu_model()}; numerics {a.activation_quant or 'exact'}; compile (or cache) + load "
+          f"{time.perf_counter() - start:.1f} s")
     rng = np.random.default_rng(0)
     greedy = Sampling()
     busy = a.batch if a.busy is None else a.busy

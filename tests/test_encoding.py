@@ -179,6 +179,7 @@ def test_encode_parameters_is_llvm_cpu_only() -> None:
 _RESIDENT_PROBE = """
 import mmap, sys
 from pathlib import Path
+import iree.runtime as rt
 import numpy as np
 import rlx
 from rlx.encoding import compile_model, load_compiled
@@ -201,6 +202,7 @@ weights = {"w": np.frombuffer(m, np.int8).reshape(n, -1)}
 compiled = compile_model(h, weights, "llvm-cpu", sys.argv[5],
                          encode_parameters=encode == "1")
 assert bool(compiled.encoder) == (encode == "1")
+rt.Config("local-task")    # the device first: its workers' memory (L2-sized) is not the weight's
 start = anon()
 program, _ = load_compiled(compiled, weights, "local-task")
 y = np.asarray(program.main(np.ones((1, k), np.float32)))

@@ -75,6 +75,7 @@ def test_release_drops_file_pages_and_keeps_values(tmp_path: Path) -> None:
 _IN_PLACE_PROBE = """
 import sys
 from pathlib import Path
+import iree.runtime as rt
 import numpy as np
 from rlx import runtime
 from rlx.weights import aligned
@@ -88,6 +89,7 @@ vmfb, n, offset, lead = Path(sys.argv[1]).read_bytes(), *map(int, sys.argv[2:5])
 raw = aligned(np.zeros(n + 128, np.int8))
 raw[offset:offset + n] = 7
 w = raw[offset - lead:offset + n]      # the weight's n bytes, and the lead's before them
+rt.Config("local-task")    # the device first: its workers' memory (L2-sized) is not the weight's
 start = anon()
 program = runtime.load(vmfb, "local-task", {"w": w})
 assert int(np.asarray(program.main(np.array([n - 1], np.int32)))[0]) == 7
