@@ -46,10 +46,3 @@ def last_level_cache_bytes() -> int:
         if digits.isdigit():
             sizes.append(int(digits) * scale)
     return max(sizes)
-
-
-def streaming_bytes(floor: int) -> int:
-    """Bytes a benchmark touches per pass to stream from DRAM: ``floor``, or three times
-    the last-level cache where that is more."""
-    return max(floor, 3 * last_level_cache_bytes())
-
