@@ -10,7 +10,10 @@
 // its activation.
 // The batched bodies' lane count follows the CPU (16 with AVX-512F): the default checks run
 // for an AVX2 CPU (x86-64-v3), WIDE for an AVX-512 one (znver4).
+// On an Intel CPU (prefix HINT, sapphirerapids) the M = 1 kernels also hint their weight planes into
+// the cache 4 KiB ahead of their reads (LoweringOptions.prefetch_bytes).
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --cpu=x86-64-v3 %s | FileCheck %s
+// RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --cpu=sapphirerapids %s | FileCheck %s --check-prefix=HINT
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --cpu=znver4 %s | FileCheck %s --check-prefix=WIDE
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --no-gemv-kernels %s | FileCheck %s --check-prefix=OFF
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg --target=vulkan %s | FileCheck %s --check-prefix=OFF
@@ -171,6 +174,7 @@ module @q5_k {
 // mode keeps these exact kernels. A batched step (M = 2) keeps IREE's contraction.
 // CHECK-LABEL: module @half
 // CHECK:       stream.executable private @rlx_gemv_bf16_40x64
+// CHECK-NOT:       memref.prefetch
 // CHECK:           vector.load %{{.*}} : memref<10x256xi16>, vector<16xi16>
 // CHECK:           arith.extui %{{.*}} : vector<16xi16> to vector<16xi32>
 // CHECK:           arith.shli
@@ -193,6 +197,17 @@ module @q5_k {
 // Q8:          stream.executable private @rlx_gemv_bf16_40x64 {
 // Q8:          stream.executable private @rlx_gemv_f16_40x64 {
 // Q8:          func.func @main(
+// The hints: the plane's flat view, per iteration the four lines read 4 KiB (2048 f16) later,
+// each index clamped to the view's last element.
+// HINT-LABEL:  module @half
+// HINT:        stream.executable private @rlx_gemv_f16_40x64
+// HINT:          %[[FLAT:.*]] = memref.collapse_shape %{{.*}} {{\[\[}}0, 1]] : memref<10x256xf16> into memref<2560xf16>
+// HINT:          %[[LAST:.*]] = arith.constant 2559 : index
+// HINT:          %[[AT:.*]] = affine.apply affine_map<()[s0, s1] -> (s0 * 256 + s1 * 128 + 2048)>
+// HINT:          %[[IN:.*]] = arith.minui %[[AT]], %[[LAST]] : index
+// HINT:          memref.prefetch %[[FLAT]][%[[IN]]], read, locality<3>, data : memref<2560xf16>
+// HINT-COUNT-3:  memref.prefetch %[[FLAT]]
+// HINT:          vector.load %{{.*}} : memref<10x256xf16>, vector<16xf16>
 module @half {
   func.func @main(%x: tensor<1x64xf32>, %x2: tensor<2x64xf32>) -> (tensor<1x40xf32>, tensor<1x40xf32>, tensor<2x40xf32>) {
     %w = "rlx_mir.param"() {name = "w"} : () -> tensor<40x128xi8>

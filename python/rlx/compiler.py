@@ -41,10 +41,11 @@ from rlx.lowering.cpu_features import (
     AVX512_CPUS,
     VNNI_CPUS,
     int_dot_of,
+    prefetch_bytes_of,
     vector_bits_of,
 )
 from rlx.lowering.exports import add_exports
-from rlx.lowering.registry import ACTIVATION_QUANTS, LoweringOptions
+from rlx.lowering.registry import ACTIVATION_QUANTS, MAX_PREFETCH, LoweringOptions
 from rlx.weights import ENCODED_SCOPE
 
 TARGETS = ("llvm-cpu", "vulkan", "cuda", "rocm")
@@ -92,6 +93,7 @@ class TargetConfig:
     prefill_kernels: bool | None = None
     attention_kernel: bool | None = None
     activation_quant: str | None = None
+    gemv_prefetch: int | None = None
     encode_parameters: bool = False
     extra_flags: tuple[str, ...] = field(default=())
 
@@ -107,6 +109,11 @@ class TargetConfig:
             raise CompileError(f"error: encode_parameters=True: the weights' planes are "
                                f"encoded ahead of time for llvm-cpu; the target is "
                                f"{self.target!r}")
+        if self.gemv_prefetch is not None and (
+                not isinstance(self.gemv_prefetch, int) or self.gemv_prefetch % 64
+                or not 0 <= self.gemv_prefetch <= MAX_PREFETCH):
+            raise CompileError(f"error: gemv_prefetch: expected bytes, a multiple of 64 from 0 "
+                               f"to {MAX_PREFETCH}, found {self.gemv_prefetch!r}")
         if self.prefill_kernels and self.gemv_kernels is False:
             raise CompileError("error: prefill_kernels=True runs the GEMV kernels' bodies on "
                                "their planes; found gemv_kernels=False")
@@ -148,7 +155,15 @@ class TargetConfig:
                                int_dot=int_dot_of(self.cpu, self.extra_flags) if (
                                    self.activation_quant) else "portable",
                                vector_bits=vector_bits_of(self.cpu, self.extra_flags) if (
-                                   self.target == "llvm-cpu" and kernels) else 256)
+                                   self.target == "llvm-cpu" and kernels) else 256,
+                               prefetch_bytes=self._prefetch_bytes(kernels))
+
+    def _prefetch_bytes(self, kernels: bool) -> int:
+        """``LoweringOptions.prefetch_bytes``: ``gemv_prefetch``, else the CPU's
+        (:func:`prefetch_bytes_of`); 0 without rlx's llvm-cpu kernels."""
+        if self.target != "llvm-cpu" or not kernels:
+            return 0
+        return prefetch_bytes_of(self.cpu) if self.gemv_prefetch is None else self.gemv_prefetch
 
     @property
     def runtime_device(self) -> str:
@@ -501,7 +516,9 @@ def compile(
     sequence; default on),
     ``activation_quant`` (llvm-cpu, default None; ``"q8"``: decode GEMVs' ``x`` quantized to
     int8 blocks, integer dot products as the CPU has them, :func:`int_dot_of`; prefill GEMMs
-    too where it has AVX-512 VNNI), ``encode_parameters`` (llvm-cpu, default False: the
+    too where it has AVX-512 VNNI), ``gemv_prefetch`` (llvm-cpu: bytes ahead that the decode
+    GEMV kernels hint their weights into the cache; default from the CPU, 4096 on Intel, 0
+    elsewhere), ``encode_parameters`` (llvm-cpu, default False: the
     initializers that make the kernels' planes from the weights are split into an encoder
     module, written beside ``output`` as ``NAME.encoder.vmfb``, and the module reads their
     results from the parameter scope ``encoded``; :mod:`rlx.encoding` runs it once per
@@ -563,25 +580,8 @@ def _vmfb(lowered: Lowered, config: TargetConfig, store: CompileCache | None,
 
 
 __all__ = [
-    "AVX2_CPUS",
-    "AVX512_CPUS",
-    "EMITS",
-    "ENCODER_FLAGS",
-    "ENCODER_SUFFIX",
-    "KNOWN_GPU_TARGETS",
-    "TARGETS",
-    "VNNI_CPUS",
-    "DispatchCounts",
-    "RlxError",
-    "TargetConfig",
-    "check_gpu_target",
-    "compile",
-    "compile_encoder",
-    "compile_with_encoder",
-    "dispatch_counts",
-    "int_dot_of",
-    "load",
-    "lower",
-    "lowered_text",
-    "vector_bits_of",
+    "AVX2_CPUS", "AVX512_CPUS", "EMITS", "ENCODER_FLAGS", "ENCODER_SUFFIX", "KNOWN_GPU_TARGETS",
+    "TARGETS", "VNNI_CPUS", "DispatchCounts", "RlxError", "TargetConfig", "check_gpu_target",
+    "compile", "compile_encoder", "compile_with_encoder", "dispatch_counts", "int_dot_of",
+    "load", "lower", "lowered_text", "vector_bits_of"
 ]

@@ -1005,6 +1005,17 @@ def test_activation_quant_options() -> None:
                       ).lanes == 8  # type: ignore[union-attr]
     with pytest.raises(LoweringError, match="8-bit activations"):
         Kernel("gguf_q6_k", 64, 512, 16, batch=3, int_dot="avx2")
+    # the prefetch hints of the M = 1 kernels: Intel CPUs (by name, or the host's vendor) only
+    assert [TargetConfig(cpu=c).lowering.prefetch_bytes for c in (
+        "sapphirerapids", "skylake", "znver4", "znver3", "x86-64-v3", "generic")] == [
+        4096, 4096, 0, 0, 0, 0]
+    assert TargetConfig(cpu="znver4", gemv_prefetch=512).lowering.prefetch_bytes == 512
+    assert TargetConfig(cpu="sapphirerapids", gemv_kernels=False).lowering.prefetch_bytes == 0
+    assert kernel_for("gguf_q8_0", 8, 64, 576, TargetConfig(cpu="sapphirerapids").lowering
+                      ).prefetch == 0  # type: ignore[union-attr]  # batched: none
+    for bad in (100, -64, 1 << 20, True):
+        with pytest.raises(CompileError, match="gemv_prefetch: expected bytes"):
+            TargetConfig(gemv_prefetch=bad)
     # a q8 prefill of whole column blocks: the integer GEMM (gemm_q8) where the CPU has VNNI on
     # 512-bit vectors (or in the portable form); AVX2 and AVX-VNNI (256-bit) CPUs keep the f32
     # product, Q8_0 on its exact kernel's planes
@@ -1189,3 +1200,35 @@ def test_q8_prefill_gemm_instructions() -> None:
     zmm = re.findall(r"\bvpdpbusd\s+[^\n]*%zmm", asm["sapphirerapids"])
     assert len(zmm) >= 16 * 8, len(zmm)          # a pass: 16 rows x 8 quads, unrolled
     assert not re.search(r"\bvpdpbusd\b|\bvpmaddubsw\b", asm["znver3"])
+
+
+def test_gemv_kernels_with_prefetch_hints() -> None:
+    """``gemv_prefetch`` (LoweringOptions.prefetch_bytes: 4096 on Intel CPUs by default, 0
+    elsewhere, so that test_gemv_kernels checks one form per CPU): every ``M = 1`` body,
+    exact and ``q8``, hinting 256 bytes ahead, which in these small planes runs into the
+    next tile and is clamped at each plane's end, is what ran, hints included, and equals
+    the float64 reference (exact: the f32 tolerance; ``q8``: its bound)."""
+    rng = np.random.default_rng(13)
+    q8_schemes = ("gguf_q8_0", "gguf_q4_k", "gguf_q5_k", "gguf_q6_k")
+    for quant, schemes in ((None, KERNEL_SCHEMES), ("q8", q8_schemes)):
+        h = rlx.HirModule("hints")
+        x = h.input("x", (1, 512))
+        weights = {s: random_blocks(s, 48, 512, rng) for s in schemes}
+        h.set_outputs([h.dequant_matmul(x, h.param(s, weights[s].shape, "i8"), scheme=s)
+                       for s in schemes])
+        options: dict[str, Any] = {"gemv_prefetch": 256, "activation_quant": quant}
+        linalg = rlx.compile(h, "llvm-cpu", emit="linalg", **options)
+        kernels = re.findall(r"stream\.executable private @(\w+) \{(.*?)\n  \}", linalg,
+                             re.S)
+        assert len(kernels) == len(schemes), [k for k, _ in kernels]
+        assert all("memref.prefetch" in body for _, body in kernels), [
+            k for k, body in kernels if "memref.prefetch" not in body]
+        prog = rlx.runtime.load(rlx.compile(h, "llvm-cpu", **options), "local-task", weights)
+        xv = rng.standard_normal((1, 512)).astype(np.float32)
+        for s, got in zip(schemes, prog.main(xv), strict=True):
+            w = oracle(s, weights[s]).astype(np.float64)
+            want = w @ xv[0].astype(np.float64)
+            if quant:
+                assert_within_q8_bound(np.asarray(got), want, xv[0], w, f"{s} (q8, hints)")
+            else:
+                assert_close(np.asarray(got).reshape(-1), want, "f32", f"{s} (hints)")

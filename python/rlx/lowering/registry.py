@@ -45,6 +45,10 @@ reshape their work on these (:attr:`LoweringOptions.llvmgpu`): the sampling filt
 argmax, the causal conv, the Gated DeltaNet step and its ``k·q``."""
 
 
+MAX_PREFETCH = 1 << 16
+"""The farthest ahead (bytes) ``LoweringOptions.prefetch_bytes`` may hint."""
+
+
 @dataclass(frozen=True)
 class LoweringOptions:
     """Per-target lowering choices (rlx.compiler picks the defaults for each target).
@@ -105,6 +109,10 @@ class LoweringOptions:
     """The widest vectors rlx's hand-written llvm-cpu kernels use (``TargetConfig``: 512
     where the target CPU has AVX-512F, else 256): the batched decode GEMVs multiply with 16
     f32 lanes at 512 (:mod:`.mir_to_linalg.quant.gemv_batched`)."""
+    prefetch_bytes: int = 0
+    """How far ahead (bytes) the ``M = 1`` decode GEMV kernels hint their weight planes into
+    the cache (``TargetConfig``: 4096 on Intel CPUs, 0 elsewhere; ``gemv_prefetch``
+    overrides it): :func:`.mir_to_linalg.quant.gemv_text.prefetch_ahead`."""
     hoist_growth: int = 1 << 20
     """The most bytes by which IREE lets a computation on parameters grow their data and
     still hoists it into initializers (``--iree-opt-const-expr-max-size-increase-threshold``,
@@ -128,6 +136,9 @@ class LoweringOptions:
         if self.int_dot not in INT_DOTS:
             raise LoweringError(f"int_dot: expected one of {', '.join(INT_DOTS)}, found "
                                 f"{self.int_dot!r}")
+        if not 0 <= self.prefetch_bytes <= MAX_PREFETCH or self.prefetch_bytes % 64:
+            raise LoweringError(f"prefetch_bytes: expected a multiple of 64 from 0 to "
+                                f"{MAX_PREFETCH}, found {self.prefetch_bytes!r}")
 
 
 @dataclass

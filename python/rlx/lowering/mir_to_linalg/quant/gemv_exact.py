@@ -17,6 +17,7 @@ from rlx.lowering.mir_to_linalg.quant.gemv_text import (
     at,
     close_reduction,
     half_to_f32,
+    prefetch_ahead,
     q4_k_constants,
     q4_k_nibble,
     q6_k_scales,
@@ -35,6 +36,7 @@ class ExactKernel(Protocol):
     scheme: str
     k: int
     rows: int
+    prefetch: int
 
     @property
     def bindings(self) -> dict[str, str]: ...
@@ -102,10 +104,12 @@ def byte_body(t: Text, kern: ExactKernel) -> None:
         t(f"%o{i} = vector.fma %xs, {scale('m', mins, i)}, %n{i} : {V16}")
         return f"%o{i}"
 
-    def x_sum() -> None:                        # the block's x, summed in its lanes
-        t(f"%xs = arith.addf %x0, %x1 : {V16}")
+    def block() -> None:
+        prefetch_ahead(t, kern, "q", "%b", 32 * tile)
+        if mins:                                # the block's x, summed in its lanes
+            t(f"%xs = arith.addf %x0, %x1 : {V16}")
 
-    _blocks_of_32(t, kern, row, x_sum if mins else None)
+    _blocks_of_32(t, kern, row, block)
 
 
 def half_body(t: Text, kern: ExactKernel) -> None:
@@ -129,7 +133,7 @@ def half_body(t: Text, kern: ExactKernel) -> None:
         t(f"%n{i} = vector.fma %f{i}_1, %x1, %p{i} : {V16}")
         return f"%n{i}"
 
-    _blocks_of_32(t, kern, row)
+    _blocks_of_32(t, kern, row, lambda: prefetch_ahead(t, kern, "w", "%b", 32 * tile))
 
 
 MAX_SCALES_K = 32768
@@ -157,6 +161,9 @@ def q4_k_body(t: Text, kern: ExactKernel) -> None:
     rows_loop(t, kern.rows)
     _tile_scales(t, kern)
     reduction(t, "acc", "c", "%nc", "%c1", "a", V16)
+    prefetch_ahead(t, kern, "q", "%c", 16 * ROWS_PER_TILE)
+    if kern.scheme == Q5_K:
+        prefetch_ahead(t, kern, "h", "%c", 16 * ROWS_PER_TILE)
     t("%k0 = arith.muli %c, %c128 : index")
     for j in range(8):
         t(f"%kx{j} = affine.apply affine_map<()[s0] -> (s0 + {16 * j})>()[%k0]")
@@ -359,6 +366,8 @@ def q6_k_body(t: Text, kern: ExactKernel) -> None:
     t.end()
     reduction(t, "in", "v", "%cblk", "%c1", "ib", V16, inits=[f"%a{i}" for i in range(tile)])
     t("%c = arith.addi %cb, %v : index")
+    for plane in ("ql", "qh"):
+        prefetch_ahead(t, kern, plane, "%c", 16 * tile)
     t(f"%k0 = {at('%c', 128, 0)}")
     for j in range(8):
         t(f"%kx{j} = affine.apply affine_map<()[s0] -> (s0 + {16 * j})>()[%k0]")

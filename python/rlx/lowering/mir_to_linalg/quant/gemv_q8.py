@@ -100,6 +100,7 @@ from rlx.lowering.mir_to_linalg.quant.gemv_text import (
     V8,
     at,
     close_reduction,
+    prefetch_ahead,
     q4_k_mins,
     q4_k_store,
     q6_k_scales,
@@ -124,6 +125,7 @@ class Shape(Protocol):
     rows: int
     batch: int
     int_dot: str | None
+    prefetch: int
 
     @property
     def bindings(self) -> dict[str, str]: ...
@@ -271,6 +273,7 @@ def q8_0_body(t: Text, kern: Shape) -> None:
     dot_constants(t, kern.int_dot)
     rows_loop(t, kern.rows)
     reduction(t, "acc", "b", "%q8_nb", "%c1", "a", V8)
+    prefetch_ahead(t, kern, "q", "%b", 32 * ROWS_PER_TILE)
     t("%kb = arith.muli %b, %q8_c32 : index")
     t(f"%xv = vector.load %xq[%kb] : {memref([k], 'i8')}, {V32B}")
     t(f"%dxb = memref.load %xd[%b] : {memref([k // 32], 'f32')}")
@@ -334,6 +337,8 @@ def q6_k_body(t: Text, kern: Shape) -> None:
         t(f"%sh{v} = arith.constant dense<{v}> : {V32B}")
     rows_loop(t, kern.rows)
     reduction(t, "acc", "h", "%nh", "%c1", "a", V8)
+    prefetch_ahead(t, kern, "ql", "%h", 64 * ROWS_PER_TILE)
+    prefetch_ahead(t, kern, "qh", "%h", 32 * ROWS_PER_TILE)
     for p in range(4):                           # x's four blocks of the half
         t(f"%kx{p} = {at('%h', 128, 32 * p)}")
         t(f"%x{p} = vector.load %xq[%kx{p}] : {xq}, {V32B}")
@@ -369,7 +374,10 @@ def q4_k_body(t: Text, kern: Shape) -> None:
         t(f"%bit4 = arith.constant dense<16> : {V32B}")
     rows_loop(t, kern.rows)
     reduction(t, "acc", "p", "%np", "%c1", "a", V8)
-    if five:                                     # the pair's fifth bits: 2 (p % 4) up
+    prefetch_ahead(t, kern, "q", "%p", 32 * ROWS_PER_TILE)
+    if five:                                     # qh: 128 bytes a tile every 4 pairs
+        prefetch_ahead(t, kern, "qh", "%p", 8 * ROWS_PER_TILE)
+        # the pair's fifth bits: 2 (p % 4) up
         t("%pq = affine.apply affine_map<()[s0] -> ((s0 mod 4) * 2)>()[%p]")
         t("%pqi = arith.index_cast %pq : index to i8")
         t(f"%pqv = vector.broadcast %pqi : i8 to {V32B}")
