@@ -72,14 +72,20 @@ def best_of(fn: Callable[[], object], reps: int) -> float:
 
 
 def read_bandwidth(reps: int = 5) -> dict[str, float]:
-    """GB/s of a 512 MiB numpy sum, one thread and all cores."""
+    """GB/s of reading 512 MiB: numpy's sum on one thread and on all cores, and numpy's BLAS
+    matrix-vector product (``[131072, 1024] @ [1024]``, its own threads); ``read_bw`` the
+    best. The sum alone is not always memory-bound: on the Intel Xeon VM it read 8.8 GB/s on
+    one thread and 17 on two, where the sgemv (and torch's) read 31-33."""
     a = np.ones(512 << 18, np.float32)
     one = a.nbytes / best_of(lambda: a.sum(), reps) / 1e9
     cores = os.cpu_count() or 1
     parts = np.array_split(a, cores)
     with ThreadPoolExecutor(cores) as pool:
         many = a.nbytes / best_of(lambda: list(pool.map(np.sum, parts)), reps) / 1e9
-    return {"numpy_sum_1t": one, f"numpy_sum_{cores}t": many, "read_bw": max(one, many)}
+    mat, v = a.reshape(-1, 1024), np.ones(1024, np.float32)
+    gemv = a.nbytes / best_of(lambda: mat @ v, reps) / 1e9
+    return {"numpy_sum_1t": one, f"numpy_sum_{cores}t": many, "numpy_sgemv": gemv,
+            "read_bw": max(one, many, gemv)}
 
 
 def random_weights(scheme: str, n: int, k: int, rng: np.random.Generator) -> np.ndarray:
@@ -114,20 +120,23 @@ def q8_bound(x: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 def prepare_rlx(scheme: str, n: int, k: int, rng: np.random.Generator, kernels: bool = True,
-                m: int = 1, activation_quant: str | None = None
+                m: int = 1, activation_quant: str | None = None, prefetch: int | None = None
                 ) -> tuple[Callable[[], object], int, int, np.ndarray, np.ndarray, float]:
     """A call of ``R`` GEMVs of ``x [m, K]`` (compiled, loaded and checked against the
     float64 reference), weight bytes per GEMV, copies R, x, the first copy's raw weight and
     the result's max error relative to the largest output (``kernels``: rlx's hand-written
     GEMV where the scheme has one, else the fused form; ``activation_quant``: that compile
-    option, checked against its error bound)."""
+    option, checked against its error bound; ``prefetch``: ``gemv_prefetch``, None for the
+    CPU's default)."""
     row = QUANT_SCHEMES[scheme].row_bytes(k)
     copies = max(1, math.ceil(STREAM_BYTES / (n * row)))
     h = rlx.HirModule(f"gemv_{scheme}")
     x = h.input("x", (m, k))
     h.set_outputs([h.dequant_matmul(x, h.param(f"w{i}", (n, row), "i8"), scheme=scheme)
                    for i in range(copies)])
-    options = {"activation_quant": activation_quant} if activation_quant else {}
+    options: dict[str, object] = {"activation_quant": activation_quant} if activation_quant else {}
+    if prefetch is not None:
+        options["gemv_prefetch"] = prefetch
     vmfb = rlx.compile(h, "llvm-cpu", gemv_kernels=kernels, **options)
     weights = {f"w{i}": random_weights(scheme, n, k, rng) for i in range(copies)}
     prog = rlx.runtime.load(vmfb, "local-task", weights)
@@ -169,15 +178,20 @@ def bench_torch(scheme: str, n: int, k: int, x: np.ndarray, raw: np.ndarray, rep
         return best_of(run, reps) / copies
 
 
-def forms(scheme: str, shape: str, m: int) -> tuple[str, ...]:
+def forms(scheme: str, shape: str, m: int, prefetch: list[int] | None = None
+          ) -> tuple[str, ...]:
     """The rlx forms measured for one row: ``kernel``, ``q8`` (where the scheme has an
-    integer-dot kernel, ``M = 1``) and ``fused``, or ``fused`` only."""
+    integer-dot kernel, ``M = 1``) and ``fused``, or ``fused`` only; with ``prefetch``,
+    each kernel form once per hint distance (``kernel@4096``: ``gemv_prefetch=4096``)."""
     if not has_kernel(scheme, shape, m):
         return ("fused",)
     n, k = (int(v) for v in shape.split("x"))
     q8 = TargetConfig("llvm-cpu", activation_quant="q8").lowering
     kern = kernel_for(scheme, m, n, k, q8)
-    return ("kernel", "q8", "fused") if kern and kern.int_dot else ("kernel", "fused")
+    kernels = ("kernel", "q8") if kern and kern.int_dot else ("kernel",)
+    if prefetch is not None:
+        kernels = tuple(f"{f}@{b}" for f in kernels for b in prefetch)
+    return (*kernels, "fused")
 
 
 def has_kernel(scheme: str, shape: str, m: int = 1) -> bool:
@@ -228,6 +242,9 @@ def main() -> None:
     p.add_argument("--json", help="write the results here too")
     p.add_argument("--stream-mib", type=int, default=96,
                    help="weight MiB a timed call streams (default 96)")
+    p.add_argument("--prefetch", help="bytes, comma-separated: run each kernel form with "
+                   "these prefetch hint distances (gemv_prefetch; 0: none) instead of the "
+                   "CPU's default")
     args = p.parse_args()
     global STREAM_BYTES
     STREAM_BYTES = args.stream_mib << 20
@@ -248,16 +265,19 @@ def main() -> None:
               "% of read bw | max err / max y | torch f32 ms | torch GB/s (f32) | rlx/torch |")
     print(header)
     print("|" + "---|" * 13)
+    prefetch = None if args.prefetch is None else [int(b) for b in args.prefetch.split(",")]
     runs = [(shape, scheme, m, form) for shape in args.shapes.split(",")
             for scheme in args.schemes.split(",")
             for m in (int(v) for v in args.rows.split(","))
-            for form in forms(scheme, shape, m)]
+            for form in forms(scheme, shape, m, prefetch)]
     prepared = {}
     for run in runs:
         shape, scheme, m, form = run
         n, k = (int(v) for v in shape.split("x"))
+        base, _, hint = form.partition("@")
         prepared[run] = prepare_rlx(scheme, n, k, rng, kernels=form != "fused", m=m,
-                                    activation_quant="q8" if form == "q8" else None)
+                                    activation_quant="q8" if base == "q8" else None,
+                                    prefetch=int(hint) if hint else None)
         if args.rounds == 1:
             _report(run, prepared[run], bw, args.reps, rows)
             del prepared[run]                    # its weights: up to 100 MiB

@@ -1011,8 +1011,10 @@ def test_activation_quant_options() -> None:
         4096, 4096, 0, 0, 0, 0]
     assert TargetConfig(cpu="znver4", gemv_prefetch=512).lowering.prefetch_bytes == 512
     assert TargetConfig(cpu="sapphirerapids", gemv_kernels=False).lowering.prefetch_bytes == 0
-    assert kernel_for("gguf_q8_0", 8, 64, 576, TargetConfig(cpu="sapphirerapids").lowering
-                      ).prefetch == 0  # type: ignore[union-attr]  # batched: none
+    intel = TargetConfig(cpu="sapphirerapids").lowering
+    assert kernel_for("gguf_q8_0", 8, 64, 576, intel).prefetch == 4096  # type: ignore[union-attr]
+    assert kernel_for("gguf_q8_0", None, 64, 576, intel   # a prefill's: none
+                      ).prefetch == 0  # type: ignore[union-attr]
     for bad in (100, -64, 1 << 20, True):
         with pytest.raises(CompileError, match="gemv_prefetch: expected bytes"):
             TargetConfig(gemv_prefetch=bad)
@@ -1204,31 +1206,36 @@ def test_q8_prefill_gemm_instructions() -> None:
 
 def test_gemv_kernels_with_prefetch_hints() -> None:
     """``gemv_prefetch`` (LoweringOptions.prefetch_bytes: 4096 on Intel CPUs by default, 0
-    elsewhere, so that test_gemv_kernels checks one form per CPU): every ``M = 1`` body,
-    exact and ``q8``, hinting 256 bytes ahead, which in these small planes runs into the
-    next tile and is clamped at each plane's end, is what ran, hints included, and equals
-    the float64 reference (exact: the f32 tolerance; ``q8``: its bound)."""
+    elsewhere, so that the other kernel tests check one form per CPU): every ``M = 1`` body,
+    exact and ``q8``, and the batched bodies (``M = 3``: the f32 one of Q8_0, Q4_K and Q6_K,
+    the ``q8`` Q8_0 one), hinting 256 bytes ahead, which in these small planes runs into
+    the next tile and is clamped at each plane's end, are what ran, hints included, and
+    equal the float64 reference (exact: the f32 tolerance; ``q8``: its bound)."""
     rng = np.random.default_rng(13)
-    q8_schemes = ("gguf_q8_0", "gguf_q4_k", "gguf_q5_k", "gguf_q6_k")
-    for quant, schemes in ((None, KERNEL_SCHEMES), ("q8", q8_schemes)):
+    batched = [("gguf_q8_0", 3), ("gguf_q4_k", 3), ("gguf_q6_k", 3)]
+    q8_cases = [(s, 1) for s in ("gguf_q8_0", "gguf_q4_k", "gguf_q5_k", "gguf_q6_k")]
+    for quant, cases in ((None, [(s, 1) for s in KERNEL_SCHEMES] + batched),
+                         ("q8", [*q8_cases, ("gguf_q8_0", 3)])):
         h = rlx.HirModule("hints")
-        x = h.input("x", (1, 512))
-        weights = {s: random_blocks(s, 48, 512, rng) for s in schemes}
-        h.set_outputs([h.dequant_matmul(x, h.param(s, weights[s].shape, "i8"), scheme=s)
-                       for s in schemes])
+        xs = {m: h.input(f"x{m}", (m, 512)) for m in (1, 3)}
+        weights = {f"{s}{m}": random_blocks(s, 48, 512, rng) for s, m in cases}
+        h.set_outputs([h.dequant_matmul(xs[m], h.param(f"{s}{m}", weights[f"{s}{m}"].shape,
+                                                       "i8"), scheme=s) for s, m in cases])
         options: dict[str, Any] = {"gemv_prefetch": 256, "activation_quant": quant}
         linalg = rlx.compile(h, "llvm-cpu", emit="linalg", **options)
         kernels = re.findall(r"stream\.executable private @(\w+) \{(.*?)\n  \}", linalg,
                              re.S)
-        assert len(kernels) == len(schemes), [k for k, _ in kernels]
+        assert len(kernels) == len(cases), [k for k, _ in kernels]
         assert all("memref.prefetch" in body for _, body in kernels), [
             k for k, body in kernels if "memref.prefetch" not in body]
         prog = rlx.runtime.load(rlx.compile(h, "llvm-cpu", **options), "local-task", weights)
-        xv = rng.standard_normal((1, 512)).astype(np.float32)
-        for s, got in zip(schemes, prog.main(xv), strict=True):
-            w = oracle(s, weights[s]).astype(np.float64)
-            want = w @ xv[0].astype(np.float64)
-            if quant:
-                assert_within_q8_bound(np.asarray(got), want, xv[0], w, f"{s} (q8, hints)")
-            else:
-                assert_close(np.asarray(got).reshape(-1), want, "f32", f"{s} (hints)")
+        feeds = {m: rng.standard_normal((m, 512)).astype(np.float32) for m in (1, 3)}
+        for (s, m), got in zip(cases, prog.main(feeds[1], feeds[3]), strict=True):
+            w = oracle(s, weights[f"{s}{m}"]).astype(np.float64)
+            for row in range(m):
+                x = feeds[m][row]
+                want, what = w @ x.astype(np.float64), f"{s}, M = {m}, row {row} (hints)"
+                if quant:
+                    assert_within_q8_bound(np.asarray(got)[row], want, x, w, f"{what}, q8")
+                else:
+                    assert_close(np.asarray(got)[row], want, "f32", what)

@@ -63,10 +63,10 @@ def vector_bits_of(cpu: str, extra_flags: tuple[str, ...]) -> int:
 
 INTEL_PREFETCH_BYTES = 4096
 """How far ahead the decode GEMV kernels hint their weights on an Intel CPU
-(:func:`prefetch_bytes_of`): on the Xeon of family 6 model 207, kernels streaming from
-DRAM ran at 14-20 GB/s without hints and at 18-28 GB/s with them (Q8_0 1.6-1.9x, F16
-1.4-1.5x, Q4_K 1.4-1.6x, Q6_K 1.1-1.4x); 2 and 8 KiB ahead were within a few percent of 4
-(benchmarks/README.md, "Prefetch hints")."""
+(:func:`prefetch_bytes_of`): on the Xeon of family 6 model 207, ``M = 1`` kernels streaming
+from DRAM ran at 13-18 GB/s without hints and at 16-28 GB/s with them (Q8_0 1.5-1.9x, F16
+1.5x, Q4_K 1.6x, Q6_K 1.1-1.4x); 2 and 8 KiB ahead were within a few percent of 4
+(benchmarks/README.md, "Prefetch hints on the Intel Xeon")."""
 INTEL_CPUS = frozenset((VNNI_CPUS | AVX2_CPUS | AVX512_CPUS) - {
     "znver1", "znver2", "znver3", "znver4", "znver5", "x86-64-v3", "x86-64-v4"})
 """LLVM CPU names of Intel cores among those rlx names."""
@@ -75,8 +75,9 @@ INTEL_CPUS = frozenset((VNNI_CPUS | AVX2_CPUS | AVX512_CPUS) - {
 def prefetch_bytes_of(cpu: str) -> int:
     """``LoweringOptions.prefetch_bytes`` for llvm-cpu ``cpu``: :data:`INTEL_PREFETCH_BYTES` on
     an Intel CPU (``GenuineIntel`` in ``/proc/cpuinfo`` for ``host``, else an Intel LLVM CPU
-    name), 0 (no hints) elsewhere: on AMD Zen 4 the kernels reached 62-72% of the read
-    bandwidth without them, and no AMD machine was at hand to measure hints on."""
+    name), 0 (no hints) elsewhere: on AMD Zen 4 a hint of the Q4_K ``q8`` kernel's plane
+    512-2048 bytes ahead was within noise (benchmarks/README.md, "The decode GEMVs on Zen 4
+    against the 60% target"), and no AMD machine was at hand to measure them again."""
     if cpu == "host":
         return INTEL_PREFETCH_BYTES if _cpuinfo("vendor_id") == "GenuineIntel" else 0
     return INTEL_PREFETCH_BYTES if cpu in INTEL_CPUS else 0

@@ -89,6 +89,8 @@ from rlx.lowering.mir_to_linalg.quant.gemv_text import (
     ROWS_PER_TILE,
     at,
     half_to_f32,
+    plane_shape,
+    prefetch_ahead,
     q4_k_constants,
     q4_k_nibble,
     q6_k_scales,
@@ -120,6 +122,7 @@ class Shape(Protocol):
     batch: int
     residual: bool
     lanes: int
+    prefetch: int
 
     @property
     def bindings(self) -> dict[str, str]: ...
@@ -195,6 +198,8 @@ def batched_body(t: Text, kern: Shape, form: str) -> None:
         t(f"vector.store %zerol, %accb[%vz, %ca{i}] : {acc}, {vl}")
     t.end()
     t.block("scf.for %ch = %c0 to %c_chunks step %c1")
+    for plane in STREAMS.get(form, ("q",)):        # a chunk is wc / K of a tile's row
+        prefetch_ahead(t, kern, plane, "%ch", plane_shape(kern.bindings[plane])[1] * wc // kern.k)
     dequant_tile_chunk(t, kern, wt, form)
     _multiply(t, kern, wt, acc, per)
     t.end()
@@ -240,6 +245,11 @@ def chunk_constants(t: Text, kern: Shape, form: str) -> None:
         t("%b32 = arith.constant dense<32> : vector<16xi8>")
     if form == "half" and kern.bindings["w"].endswith("xi16>"):
         t("%sh16 = arith.constant dense<16> : vector<16xi32>")
+
+
+STREAMS = {"half": ("w",), "q6_k": ("ql", "qh"), "q6_k_q8": ("ql", "qh")}
+"""The planes a form's chunks stream (the rest: ``q``), hinted ahead where
+``Kernel.prefetch`` asks (:func:`.gemv_text.prefetch_ahead`)."""
 
 
 def dequant_tile_chunk(t: Text, kern: Shape, wt: str, form: str) -> None:

@@ -242,7 +242,7 @@ class Kernel:
     """``activation_quant="q8"``: ``x`` quantized to int8 blocks and integer dot products in
     this form (``LoweringOptions.int_dot``; :mod:`.gemv_q8`); None: the exact f32 kernel."""
     prefetch: int = 0
-    """``M = 1``: :func:`.gemv_text.prefetch_ahead`'s distance (bytes; 0: no hints)."""
+    """Decode (``M <= 8``): :func:`.gemv_text.prefetch_ahead`'s distance (bytes; 0: none)."""
     lanes: int = 8
     """f32 lanes of the batched body's multiply (:mod:`.gemv_batched`): 16 where the target
     has 512-bit vectors (``LoweringOptions.vector_bits``), else 8."""
@@ -462,7 +462,7 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
     rows = workgroup_rows(n, k, COLUMNS if outer else ROWS_PER_TILE)
     return Kernel(scheme, n, k, rows, batch=m,
                   int_dot=options.int_dot if q8 else None,
-                  prefetch=options.prefetch_bytes if m == 1 else 0,
+                  prefetch=options.prefetch_bytes if m != DYNAMIC_M else 0,
                   lanes=16 if wide else 8)
 
 

@@ -40,7 +40,13 @@ from rlx.lowering.mir_to_linalg.quant.gemv_q8 import (
     quantize_x,
     signed_operands,
 )
-from rlx.lowering.mir_to_linalg.quant.gemv_text import ROWS_PER_TILE, V8, at, rows_loop
+from rlx.lowering.mir_to_linalg.quant.gemv_text import (
+    ROWS_PER_TILE,
+    V8,
+    at,
+    prefetch_ahead,
+    rows_loop,
+)
 
 GROUP = 4
 """Rows of ``x`` a pass over a row tile takes (16 accumulators of 8 lanes)."""
@@ -71,6 +77,7 @@ def _pass(t: Text, kern: Shape, rows: list[int], q: str, d: str) -> None:
     t.block(f"%acc{p}:{len(accs)} = scf.for %blk{p} = %c0 to %q8_nb step %c1 iter_args({init})"
             f" -> ({', '.join([V8] * len(accs))})")
     t(f"%kb{p} = arith.muli %blk{p}, %q8_c32 : index")
+    prefetch_ahead(t, kern, "q", f"%blk{p}", 32 * ROWS_PER_TILE)
     t(f"%dk{p} = {at(f'%blk{p}', ROWS_PER_TILE, 0)}")          # d[tile, 4 b + i]: 4 at once
     t(f"%dh{p} = vector.load %d[%tile, %dk{p}] : {d}, vector<4xf16>")
     t(f"%dw{p} = arith.extf %dh{p} : vector<4xf16> to vector<4xf32>")

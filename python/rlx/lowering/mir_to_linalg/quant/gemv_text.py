@@ -44,6 +44,13 @@ class _Prefetching(Protocol):
     def bindings(self) -> dict[str, str]: ...
 
 
+def plane_shape(mem: str) -> tuple[int, int, str]:
+    """``(T, W, element)`` of a tile-interleaved plane's binding type ``memref<TxWxelement>``."""
+    dims, element = mem.removeprefix("memref<").removesuffix(">").rsplit("x", 1)
+    tiles, width = (int(d) for d in dims.split("x"))
+    return tiles, width, element
+
+
 def prefetch_ahead(t: Text, kern: _Prefetching, plane: str, iv: str, per_iter: int) -> None:
     """Prefetch hints (``memref.prefetch``, LLVM's ``llvm.prefetch``: ``prefetcht0`` on x86)
     for the lines of ``plane`` that the loop over ``iv`` reads ``kern.prefetch`` bytes after
@@ -54,8 +61,9 @@ def prefetch_ahead(t: Text, kern: _Prefetching, plane: str, iv: str, per_iter: i
 
     Why: on the Intel Xeon (family 6 model 207; 4 KiB pages, transparent huge pages only
     where madvised, which IREE's allocator does not do) the hardware prefetcher alone kept
-    a kernel streaming its weights from DRAM at 14-20 GB/s; with hints 4 KiB ahead, F16
-    and Q8_0 ran at 25-28 GB/s and Q4_K at 18-22 (benchmarks/README.md, "Prefetch hints").
+    an ``M = 1`` kernel streaming its weights from DRAM at 13-18 GB/s; with hints 4 KiB
+    ahead, F16 and Q8_0 ran at 26-28 GB/s and Q4_K at 20-22 (benchmarks/README.md,
+    "Prefetch hints on the Intel Xeon"). The batched bodies hint too; a prefill's do not.
 
     Bounds: a prefetch reads and writes nothing and does not fault, and its index is clamped
     to the view's last element (``T · W - 1``) all the same, so even its address stays
@@ -63,8 +71,7 @@ def prefetch_ahead(t: Text, kern: _Prefetching, plane: str, iv: str, per_iter: i
     if not kern.prefetch:
         return
     mem = kern.bindings[plane]
-    dims, element = mem.removeprefix("memref<").removesuffix(">").rsplit("x", 1)
-    tiles, width = (int(d) for d in dims.split("x"))
+    tiles, width, element = plane_shape(mem)
     size = _ELEMENT_BYTES[element]
     if tiles * width * size <= kern.prefetch:   # the whole plane is nearer than that
         return
@@ -196,5 +203,5 @@ def store_row(t: Text, bindings: dict[str, str], i: int, value: str) -> None:
 
 
 __all__ = ["LINE_BYTES", "ROWS_PER_TILE", "V8", "at", "close_reduction", "half_to_f32",
-           "prefetch_ahead", "q4_k_constants", "q4_k_mins", "q4_k_nibble", "q6_k_scales",
-           "reduction", "rows_loop", "store_row"]
+           "plane_shape", "prefetch_ahead", "q4_k_constants", "q4_k_mins", "q4_k_nibble",
+           "q6_k_scales", "reduction", "rows_loop", "store_row"]
