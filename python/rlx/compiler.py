@@ -45,7 +45,7 @@ from rlx.lowering.cpu_features import (
     vector_bits_of,
 )
 from rlx.lowering.exports import add_exports
-from rlx.lowering.registry import ACTIVATION_QUANTS, MAX_PREFETCH, LoweringOptions
+from rlx.lowering.registry import ACTIVATION_QUANTS, MAX_PREFETCH, LoweringOptions, prefetch_ok
 from rlx.weights import ENCODED_SCOPE
 
 TARGETS = ("llvm-cpu", "vulkan", "cuda", "rocm")
@@ -109,9 +109,7 @@ class TargetConfig:
             raise CompileError(f"error: encode_parameters=True: the weights' planes are "
                                f"encoded ahead of time for llvm-cpu; the target is "
                                f"{self.target!r}")
-        if self.gemv_prefetch is not None and (
-                not isinstance(self.gemv_prefetch, int) or self.gemv_prefetch % 64
-                or not 0 <= self.gemv_prefetch <= MAX_PREFETCH):
+        if self.gemv_prefetch is not None and not prefetch_ok(self.gemv_prefetch):
             raise CompileError(f"error: gemv_prefetch: expected bytes, a multiple of 64 from 0 "
                                f"to {MAX_PREFETCH}, found {self.gemv_prefetch!r}")
         if self.prefill_kernels and self.gemv_kernels is False:

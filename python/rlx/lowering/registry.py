@@ -49,6 +49,14 @@ MAX_PREFETCH = 1 << 16
 """The farthest ahead (bytes) ``LoweringOptions.prefetch_bytes`` may hint."""
 
 
+def prefetch_ok(value: object) -> bool:
+    """Whether ``value`` is a prefetch distance the GEMV kernels take: an int, a multiple of
+    64 (a cache line) from 0 to :data:`MAX_PREFETCH` (``TargetConfig.gemv_prefetch`` and
+    ``LoweringOptions.prefetch_bytes`` check it alike)."""
+    return (isinstance(value, int) and not isinstance(value, bool) and value % 64 == 0
+            and 0 <= value <= MAX_PREFETCH)
+
+
 @dataclass(frozen=True)
 class LoweringOptions:
     """Per-target lowering choices (rlx.compiler picks the defaults for each target).
@@ -136,7 +144,7 @@ class LoweringOptions:
         if self.int_dot not in INT_DOTS:
             raise LoweringError(f"int_dot: expected one of {', '.join(INT_DOTS)}, found "
                                 f"{self.int_dot!r}")
-        if not 0 <= self.prefetch_bytes <= MAX_PREFETCH or self.prefetch_bytes % 64:
+        if not prefetch_ok(self.prefetch_bytes):
             raise LoweringError(f"prefetch_bytes: expected a multiple of 64 from 0 to "
                                 f"{MAX_PREFETCH}, found {self.prefetch_bytes!r}")
 
