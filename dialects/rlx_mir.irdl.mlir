@@ -68,7 +68,7 @@ irdl.dialect @rlx_mir {
     irdl.operands(x: %in0)
     irdl.results(y: %out0)
   }
-  // Binary op with numpy broadcasting (``Op::Binary``): add, sub, mul, div, max, min, pow, rem.
+  // Binary op with numpy broadcasting (``Op::Binary``): add, sub, mul, div, max, min, pow, rem; and, on integers read as unsigned, udiv, urem, umax, umin (a divisor of 0 reads as 1).
   irdl.operation @binary {
     %kind_0 = irdl.is "add"
     %kind_1 = irdl.is "sub"
@@ -78,7 +78,11 @@ irdl.dialect @rlx_mir {
     %kind_5 = irdl.is "min"
     %kind_6 = irdl.is "pow"
     %kind_7 = irdl.is "rem"
-    %kind = irdl.any_of(%kind_0, %kind_1, %kind_2, %kind_3, %kind_4, %kind_5, %kind_6, %kind_7)
+    %kind_8 = irdl.is "udiv"
+    %kind_9 = irdl.is "urem"
+    %kind_10 = irdl.is "umax"
+    %kind_11 = irdl.is "umin"
+    %kind = irdl.any_of(%kind_0, %kind_1, %kind_2, %kind_3, %kind_4, %kind_5, %kind_6, %kind_7, %kind_8, %kind_9, %kind_10, %kind_11)
     %in0 = irdl.base "!builtin.tensor"
     %in1 = irdl.base "!builtin.tensor"
     %out0 = irdl.base "!builtin.tensor"
@@ -86,7 +90,7 @@ irdl.dialect @rlx_mir {
     irdl.results(y: %out0)
     irdl.attributes {"kind" = %kind}
   }
-  // Element type conversion (``Op::Cast``): float <-> float rounds to nearest even, float -> int truncates toward zero, int -> float rounds, ``i1`` is 0 / 1.
+  // Element type conversion (``Op::Cast``): float <-> float rounds to nearest even, float -> int truncates toward zero, int -> float rounds, ``i1`` is 0 / 1. Integers are signed unless ``unsigned`` names their side: an unsigned source widens with zeros and converts to float as unsigned; a float converts to an unsigned result as unsigned (a value outside the result's range is undefined, as in C and ONNX).
   irdl.operation @cast {
     %to_0 = irdl.is "f32"
     %to_1 = irdl.is "f16"
@@ -121,7 +125,11 @@ irdl.dialect @rlx_mir {
     %kind_3 = irdl.is "le"
     %kind_4 = irdl.is "gt"
     %kind_5 = irdl.is "ge"
-    %kind = irdl.any_of(%kind_0, %kind_1, %kind_2, %kind_3, %kind_4, %kind_5)
+    %kind_6 = irdl.is "ult"
+    %kind_7 = irdl.is "ule"
+    %kind_8 = irdl.is "ugt"
+    %kind_9 = irdl.is "uge"
+    %kind = irdl.any_of(%kind_0, %kind_1, %kind_2, %kind_3, %kind_4, %kind_5, %kind_6, %kind_7, %kind_8, %kind_9)
     %in0 = irdl.base "!builtin.tensor"
     %in1 = irdl.base "!builtin.tensor"
     %out0 = irdl.base "!builtin.tensor"

@@ -86,3 +86,29 @@ module @rem {
     return %0, %1 : tensor<4xf32>, tensor<4xi32>
   }
 }
+
+// -----
+
+// The unsigned kinds: the same signless i8 tensors, arith's unsigned ops; a divisor of 0
+// reads as 1; an unsigned source widens with zeros and converts with uitofp; a float
+// converts to an unsigned result with fptoui.
+// CHECK-LABEL: module @unsigned
+// CHECK:      %[[Z:.*]] = arith.cmpi eq
+// CHECK:      %[[D:.*]] = arith.select %[[Z]]
+// CHECK:      arith.divui %{{.*}}, %[[D]] : i8
+// CHECK:      arith.maxui {{.*}} : i8
+// CHECK:      arith.cmpi ult, {{.*}} : i8
+// CHECK:      arith.uitofp {{.*}} : i8 to f32
+// CHECK:      arith.extui {{.*}} : i8 to i32
+// CHECK:      arith.fptoui {{.*}} : f32 to i8
+module @unsigned {
+  func.func @main(%a: tensor<4xi8>, %b: tensor<4xi8>, %f: tensor<4xf32>) -> (tensor<4xi8>, tensor<4xi8>, tensor<4xi1>, tensor<4xf32>, tensor<4xi32>, tensor<4xi8>) {
+    %d = "rlx_mir.binary"(%a, %b) {kind = "udiv"} : (tensor<4xi8>, tensor<4xi8>) -> tensor<4xi8>
+    %m = "rlx_mir.binary"(%a, %b) {kind = "umax"} : (tensor<4xi8>, tensor<4xi8>) -> tensor<4xi8>
+    %l = "rlx_mir.compare"(%a, %b) {kind = "ult"} : (tensor<4xi8>, tensor<4xi8>) -> tensor<4xi1>
+    %x = "rlx_mir.cast"(%a) {to = "f32", unsigned = "source"} : (tensor<4xi8>) -> tensor<4xf32>
+    %w = "rlx_mir.cast"(%a) {to = "i32", unsigned = "source"} : (tensor<4xi8>) -> tensor<4xi32>
+    %u = "rlx_mir.cast"(%f) {to = "i8", unsigned = "result"} : (tensor<4xf32>) -> tensor<4xi8>
+    return %d, %m, %l, %x, %w, %u : tensor<4xi8>, tensor<4xi8>, tensor<4xi1>, tensor<4xf32>, tensor<4xi32>, tensor<4xi8>
+  }
+}

@@ -207,6 +207,17 @@ CASES = {
                                 'array<i64: 2>, kernel_size = array<i64: 3>, kind = "avg", '
                                 "padding = array<i64: 0, 0>, stride = array<i64: 1>}",
                                 ["tensor<1x2x1xf32>"], "spatial dim 2 that fits the kernel"),
+    # the unsigned kinds read integers of 8 to 64 bits
+    "mir_udiv_of_floats": ("rlx_mir.binary", [V16, V16], '{kind = "udiv"}', [V16],
+                           "operand 'lhs': expected element type i16/i32/i64/i8"),
+    "mir_ult_of_bools": ("rlx_mir.compare", ["tensor<4xi1>", "tensor<4xi1>"],
+                         '{kind = "ult"}', ["tensor<4xi1>"], "expected element type "
+                                                             "i16/i32/i64/i8, found i1"),
+    "mir_cast_unsigned_float": ("rlx_mir.cast", [V16], '{to = "f16", unsigned = "result"}',
+                                ["tensor<16xf16>"], 'an integer type i16/i32/i64/i8 '
+                                                    '(unsigned = "result"), found f16'),
+    "mir_cast_unsigned_side": ("rlx_mir.cast", ["tensor<4xi8>"], '{to = "f32", unsigned = '
+                               '"left"}', ["tensor<4xf32>"], "attribute 'unsigned'"),
 }
 
 

@@ -8,7 +8,13 @@ import pytest
 from harness import DEVICE, TARGETS, check_module
 
 import rlx
-from rlx.dialects.enums import ACTIVATIONS, BINARY_OPS, COMPARE_OPS
+from rlx.dialects.enums import (
+    ACTIVATIONS,
+    BINARY_OPS,
+    COMPARE_OPS,
+    UNSIGNED_BINARY_OPS,
+    UNSIGNED_COMPARE_OPS,
+)
 
 POSITIVE_ONLY = {"log", "sqrt", "rsqrt"}
 
@@ -21,11 +27,12 @@ def elementwise(dtype: str) -> tuple[rlx.HirModule, dict[str, np.ndarray]]:
     outs = []
     for kind in ACTIVATIONS:
         outs.append(h.mir("activation", [p if kind in POSITIVE_ONLY else x], kind=kind))
-    for kind in BINARY_OPS:
+    for kind in (k for k in BINARY_OPS if k not in UNSIGNED_BINARY_OPS):
         rhs = p if kind in ("div", "pow", "rem") else row
         lhs = p if kind == "pow" else x
         outs.append(h.mir("binary", [lhs, rhs], kind=kind))
-    flags = [h.mir("compare", [x, row], kind=k) for k in COMPARE_OPS]
+    flags = [h.mir("compare", [x, row], kind=k) for k in COMPARE_OPS
+             if k not in UNSIGNED_COMPARE_OPS]
     outs += [h.mir("cast", [f], to=dtype) for f in flags]
     outs.append(h.mir("where", [flags[2], x, row]))
     outs.append(h.mir("cast", [h.mir("cast", [x], to="i32")], to=dtype))
@@ -69,6 +76,44 @@ def test_integer_ops(target: str) -> None:
               "d": np.array([[3, 3, -3, -3, 0, -1], [4, 0, 7, -5, 2, 1]], np.int32)}
     want = np.array([[1, -1, 1, -1, 0, 0], [0, 0, -2, 3, -1, 0]], np.int32)
     np.testing.assert_array_equal(check_module(h, target, inputs=inputs)[-1], want)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", ["i8", "i32", "i64"])
+def test_unsigned_integer_ops(target: str, dtype: str) -> None:
+    """The unsigned kinds read the same bits as the signed ones do, as unsigned: compared
+    with numpy on its own unsigned type (not the reference's code): -1 is the largest
+    value, a divisor of 0 reads as 1, an unsigned source widens with zeros and converts to
+    float as unsigned, and a float converts to an unsigned result."""
+    signed = np.dtype({"i8": np.int8, "i32": np.int32, "i64": np.int64}[dtype])
+    unsigned = np.dtype(f"u{signed.itemsize}")
+    h = rlx.HirModule("unsigned")
+    a, b = h.input("a", (None, 8), dtype), h.input("b", (8,), dtype)
+    f = h.input("f", (None, 8))
+    outs = [h.mir("binary", [a, b], kind=k) for k in UNSIGNED_BINARY_OPS]
+    outs += [h.mir("cast", [h.mir("compare", [a, b], kind=k)], to="i32")
+             for k in UNSIGNED_COMPARE_OPS]
+    outs.append(h.mir("cast", [a], to="f32", unsigned="source"))
+    outs.append(h.mir("cast", [a], to="i64", unsigned="source"))
+    outs.append(h.mir("cast", [f], to=dtype, unsigned="result"))
+    h.set_outputs(outs)
+    top = np.iinfo(unsigned).max
+    ua = np.array([[0, 1, 7, 200 % (top + 1), top, top - 1, 5, 9],
+                   [3, top, 0, 2, 100, 1, top // 2 + 1, 6]], unsigned)
+    ub = np.array([0, 2, 7, 3, 1, top, 4, top // 2 + 1], unsigned)
+    uf = np.array([[0, 1.5, 2.9, 7, 100.2, 0.4, 9, 3], [1, 2, 3, 4, 5, 6, 7, 8]], np.float32)
+    got = check_module(h, target, dyn=2, inputs={"a": ua.view(signed), "b": ub.view(signed),
+                                                  "f": uf})
+    nz = np.where(ub == 0, 1, ub).astype(unsigned)
+    want = [ua // nz, ua % nz, np.maximum(ua, ub), np.minimum(ua, ub),
+            ua < ub, ua <= ub, ua > ub, ua >= ub]
+    for g, w in zip(got[:4], want[:4], strict=True):
+        np.testing.assert_array_equal(g.view(unsigned), w)
+    for g, w in zip(got[4:8], want[4:], strict=True):
+        np.testing.assert_array_equal(g, w.astype(np.int32))
+    np.testing.assert_array_equal(got[8], ua.astype(np.float32))
+    np.testing.assert_array_equal(got[9], ua.astype(np.int64))
+    np.testing.assert_array_equal(got[10].view(unsigned), np.trunc(uf).astype(unsigned))
 
 
 @pytest.mark.parametrize("target", TARGETS)

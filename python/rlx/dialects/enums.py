@@ -16,6 +16,9 @@ FLOAT_TYPES = frozenset({DType.F32, DType.F16, DType.BF16, DType.F64})
 BLOCK_FLOAT_TYPES = frozenset({DType.F32, DType.F16, DType.BF16})
 """What the model blocks take (decoder layers, recurrences, RoPE, dequant matmuls,
 sampling): their lowerings and kernels compute in f32 over f32 / f16 / bf16 storage."""
+WORD_TYPES = frozenset({DType.I8, DType.I16, DType.I32, DType.I64})
+"""Integer types an unsigned kind (``udiv``, ``ult``, a ``cast`` with ``unsigned``) reads:
+MLIR's and LLVM's signless integers, whose signedness is the op's, not the type's."""
 INDEX_TYPES = frozenset({DType.F32, DType.I32, DType.I64})
 """Token ids / row indices: RLX encodes them as f32 (truncated toward zero); ints also work."""
 
@@ -27,11 +30,19 @@ ACTIVATIONS = (
 ``softplus`` is ``log(1 + exp(x))`` (Qwen3.5's DeltaNet decay; not in RLX's list)."""
 
 LINEAR_ACTIVATIONS = ("none", *ACTIVATIONS)
-BINARY_OPS = ("add", "sub", "mul", "div", "max", "min", "pow", "rem")
+UNSIGNED_BINARY_OPS = ("udiv", "urem", "umax", "umin")
+"""Binary kinds that read integers as unsigned (arith's ``divui`` / ``remui`` / ``maxui`` /
+``minui``; the other integer kinds compute the same bits either way). A ``udiv`` / ``urem``
+by 0 divides by 1 (``a`` / 0): no trap."""
+BINARY_OPS = ("add", "sub", "mul", "div", "max", "min", "pow", "rem", *UNSIGNED_BINARY_OPS)
 """Binary kinds. Integer ``div`` truncates; ``rem`` is C's remainder, ``a - trunc(a / b) b``
 (the sign of ``a``: ONNX ``Mod`` with ``fmod = 1``, ``torch.fmod``); an integer ``rem`` by 0
 or -1 is 0 (no trap)."""
-COMPARE_OPS = ("eq", "ne", "lt", "le", "gt", "ge")
+UNSIGNED_COMPARE_OPS = ("ult", "ule", "ugt", "uge")
+"""Comparisons of integers read as unsigned (``eq`` / ``ne`` are the same either way)."""
+COMPARE_OPS = ("eq", "ne", "lt", "le", "gt", "ge", *UNSIGNED_COMPARE_OPS)
+CAST_UNSIGNED = ("source", "result", "both")
+"""``cast``'s ``unsigned``: which side's integers are unsigned (absent: neither)."""
 REDUCE_OPS = ("sum", "mean", "max", "min", "prod")
 MASK_KINDS = ("none", "causal", "sliding_window", "custom", "bias", "causal_lengths")
 """Attention masks. ``causal_lengths`` is causal over a per-row key count (``mask [B]``

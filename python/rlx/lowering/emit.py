@@ -283,9 +283,14 @@ def to_f32(x: ir.Value) -> ir.Value:
     return arith.sitofp(f32(), x)
 
 
-def convert(x: ir.Value, to: ir.Type) -> ir.Value:
-    """Scalar conversion: floats round to nearest even, float -> int truncates, i1 is 0/1."""
+def convert(x: ir.Value, to: ir.Type, unsigned: str | None = None) -> ir.Value:
+    """Scalar conversion: floats round to nearest even, float -> int truncates, i1 is 0/1.
+    ``unsigned`` (``"source"``, ``"result"``, ``"both"``): that side's integers are
+    unsigned (zero-extended, ``uitofp`` / ``fptoui``)."""
     src = x.type
+    from_u = unsigned in ("source", "both")
+    if from_u or unsigned in ("result", "both"):
+        return _convert_unsigned(x, to, from_u)
     if src == to:
         return x
     if is_float(src) and is_float(to):
@@ -306,6 +311,24 @@ def convert(x: ir.Value, to: ir.Type) -> ir.Value:
     if src_w < to_w:
         return arith.extui(to, x) if src_w == 1 else arith.extsi(to, x)
     return arith.trunci(to, x)
+
+
+def _convert_unsigned(x: ir.Value, to: ir.Type, from_unsigned: bool) -> ir.Value:
+    """``convert`` with an unsigned side: an unsigned source converts to float with
+    ``uitofp`` and widens with zeros; a float converts to an unsigned result with
+    ``fptoui``; narrowing truncates whatever the signs."""
+    src = x.type
+    if is_float(src):
+        return x if src == to else arith.fptoui(to, x)
+    src_w = ir.IntegerType(src).width
+    if is_float(to):
+        return arith.uitofp(to, x) if from_unsigned else arith.sitofp(to, x)
+    to_w = ir.IntegerType(to).width
+    if to_w == 1:
+        return arith.cmpi(arith.CmpIPredicate.ne, x, scalar(0, src))
+    if src_w < to_w:
+        return arith.extui(to, x) if from_unsigned or src_w == 1 else arith.extsi(to, x)
+    return x if src_w == to_w else arith.trunci(to, x)
 
 
 def add(a: ir.Value, b: ir.Value) -> ir.Value:
@@ -525,10 +548,10 @@ def cast_tensor(v: ir.Value, t: ir.Type) -> ir.Value:
     return v if v.type == t else tensor.CastOp(t, v).result
 
 
-def convert_tensor(v: ir.Value, to: ir.Type) -> ir.Value:
+def convert_tensor(v: ir.Value, to: ir.Type, unsigned: str | None = None) -> ir.Value:
     if elem(v) == to:
         return v
-    return map_elementwise([v], to, lambda x: convert(x, to), sizes(v))
+    return map_elementwise([v], to, lambda x: convert(x, to, unsigned), sizes(v))
 
 
 def softmax(v: ir.Value, axis: int) -> ir.Value:

@@ -223,7 +223,21 @@ COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equa
            "gt": np.greater, "ge": np.greater_equal}
 
 
+def _unsigned(x: np.ndarray) -> np.ndarray:
+    """The bits of a signed integer array read as unsigned (numpy's own unsigned type)."""
+    x = np.asarray(x)
+    return x.view(np.dtype(f"u{x.dtype.itemsize}")) if x.dtype.kind == "i" else x
+
+
 def binary(a: np.ndarray, b: np.ndarray, *, kind: str) -> np.ndarray:
+    if kind in ("udiv", "urem", "umax", "umin"):  # on the bits read as unsigned
+        signed = np.asarray(a).dtype
+        ua, ub = _unsigned(a), _unsigned(b)
+        if kind in ("udiv", "urem"):
+            ub = np.where(ub == 0, 1, ub).astype(ub.dtype)  # a divisor of 0 reads as 1
+        fn = {"udiv": np.floor_divide, "urem": np.remainder, "umax": np.maximum,
+              "umin": np.minimum}[kind]
+        return np.asarray(fn(ua, ub)).astype(ua.dtype).view(signed)
     if np.asarray(a).dtype.kind in "iu" and kind == "rem":  # by 0 or -1: 0, no trap
         b = np.where(np.isin(b, (0, -1)), 1, b).astype(np.asarray(a).dtype)
         return np.fmod(a, b)
@@ -235,6 +249,8 @@ def binary(a: np.ndarray, b: np.ndarray, *, kind: str) -> np.ndarray:
 
 
 def compare(a: np.ndarray, b: np.ndarray, *, kind: str) -> np.ndarray:
+    if kind.startswith("u"):
+        return COMPARE[kind[1:]](_unsigned(a), _unsigned(b))
     return COMPARE[kind](a, b)
 
 
@@ -374,14 +390,21 @@ def cumsum(x: np.ndarray, *, axis: int, exclusive: bool) -> np.ndarray:
     return c - data if exclusive else c
 
 
-def cast(x: np.ndarray, *, to: str) -> np.ndarray:
+def cast(x: np.ndarray, *, to: str, unsigned: str | None = None) -> np.ndarray:
     from rlx.ir.types import DType
 
     dtype = DType.parse(to)
     x = np.asarray(x)
+    if unsigned in ("source", "both"):
+        x = _unsigned(x)
+    want = dtype.numpy
+    if unsigned in ("result", "both"):
+        want = np.dtype(f"u{want.itemsize}")
     if dtype.is_int and x.dtype.kind == "f":
-        return np.trunc(x).astype(dtype.numpy)
-    return x.astype(dtype.numpy)
+        out = np.trunc(x).astype(want)
+    else:
+        out = x.astype(want)
+    return out.view(dtype.numpy) if out.dtype != dtype.numpy and dtype.is_int else out
 
 
 def conv(x: np.ndarray, w: np.ndarray, *, kernel_size: tuple[int, int],

@@ -3,7 +3,17 @@
 from __future__ import annotations
 
 from rlx.dialects import checks
-from rlx.dialects.enums import ACTIVATIONS, BINARY_OPS, COMPARE_OPS, DTYPE_NAMES, FLOAT_TYPES
+from rlx.dialects.enums import (
+    ACTIVATIONS,
+    BINARY_OPS,
+    CAST_UNSIGNED,
+    COMPARE_OPS,
+    DTYPE_NAMES,
+    FLOAT_TYPES,
+    UNSIGNED_BINARY_OPS,
+    UNSIGNED_COMPARE_OPS,
+    WORD_TYPES,
+)
 from rlx.dialects.mir.dialect import MIR
 from rlx.dialects.schema import Check, enum_attr
 from rlx.ir.types import DType, TensorInfo
@@ -28,7 +38,8 @@ def activation(c: Check) -> list[TensorInfo]:
 
 @MIR.op("binary", operands=["lhs", "rhs"], attrs=[enum_attr("kind", BINARY_OPS)])
 def binary(c: Check) -> list[TensorInfo]:
-    """Binary op with numpy broadcasting (``Op::Binary``): add, sub, mul, div, max, min, pow, rem.
+    """Binary op with numpy broadcasting (``Op::Binary``): add, sub, mul, div, max, min, pow, rem;
+    and, on integers read as unsigned, udiv, urem, umax, umin (a divisor of 0 reads as 1).
 
     Both operands have one element type (no promotion); ints allowed except for ``pow``.
 
@@ -38,7 +49,9 @@ def binary(c: Check) -> list[TensorInfo]:
             : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
     """
     dtype = c.same_dtype("lhs", "rhs")
-    if c.attr("kind") == "pow" or dtype == DType.I1:
+    if c.attr("kind") in UNSIGNED_BINARY_OPS:
+        c.dtype("lhs", WORD_TYPES)
+    elif c.attr("kind") == "pow" or dtype == DType.I1:
         c.dtype("lhs", FLOAT_TYPES)
     if c.attr("kind") == "rem" and dtype == DType.F64:  # a libm fmod IREE does not link
         c.fail("attribute 'kind'", "a binary op IREE computes in f64 (rem is not: IREE "
@@ -51,7 +64,8 @@ def binary(c: Check) -> list[TensorInfo]:
 def compare(c: Check) -> list[TensorInfo]:
     """Comparison with numpy broadcasting (``Op::Compare``), giving an ``i1`` tensor.
 
-    Attribute ``kind``: eq, ne, lt, le, gt, ge.
+    Attribute ``kind``: eq, ne, lt, le, gt, ge; ult, ule, ugt, uge on integers read as
+    unsigned.
 
     Example::
 
@@ -59,6 +73,8 @@ def compare(c: Check) -> list[TensorInfo]:
             : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>
     """
     c.same_dtype("lhs", "rhs")
+    if c.attr("kind") in UNSIGNED_COMPARE_OPS:
+        c.dtype("lhs", WORD_TYPES)
     return [TensorInfo(checks.broadcast(c, ["lhs", "rhs"]), DType.I1)]
 
 
@@ -78,13 +94,27 @@ def where(c: Check) -> list[TensorInfo]:
     return [TensorInfo(checks.broadcast(c, ["cond", "on_true", "on_false"]), dtype)]
 
 
-@MIR.op("cast", operands=["x"], attrs=[enum_attr("to", DTYPE_NAMES, "target element type")])
+@MIR.op("cast", operands=["x"], attrs=[
+    enum_attr("to", DTYPE_NAMES, "target element type"),
+    enum_attr("unsigned", CAST_UNSIGNED, "whose integers are unsigned: the source's, the "
+              "result's or both (absent: neither)", optional=True)])
 def cast(c: Check) -> list[TensorInfo]:
     """Element type conversion (``Op::Cast``): float <-> float rounds to nearest even,
-    float -> int truncates toward zero, int -> float rounds, ``i1`` is 0 / 1.
+    float -> int truncates toward zero, int -> float rounds, ``i1`` is 0 / 1. Integers
+    are signed unless ``unsigned`` names their side: an unsigned source widens with zeros
+    and converts to float as unsigned; a float converts to an unsigned result as unsigned
+    (a value outside the result's range is undefined, as in C and ONNX).
 
     Example::
 
         %y = "rlx_mir.cast"(%x) {to = "f16"} : (tensor<4xf32>) -> tensor<4xf16>
+        %u = "rlx_mir.cast"(%b) {to = "f32", unsigned = "source"} : (tensor<4xi8>) -> tensor<4xf32>
     """
-    return [c["x"].with_dtype(DType.parse(c.attr("to")))]
+    to = DType.parse(c.attr("to"))
+    side = c.attrs.get("unsigned")
+    if side in ("source", "both"):
+        c.dtype("x", WORD_TYPES)
+    if side in ("result", "both") and to not in WORD_TYPES:
+        want = "/".join(sorted(str(d) for d in WORD_TYPES))
+        c.fail("attribute 'to'", f"an integer type {want} (unsigned = \"{side}\")", str(to))
+    return [c["x"].with_dtype(to)]

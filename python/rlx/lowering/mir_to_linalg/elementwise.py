@@ -116,9 +116,20 @@ def _rem(a: ir.Value, b: ir.Value) -> ir.Value:
     return arith.remsi(a, arith.select(bad, arith.ConstantOp(b.type, 1).result, b))
 
 
+def _nonzero(b: ir.Value) -> ir.Value:
+    """An unsigned divisor with 0 read as 1: x86's div traps on 0, and a value the caller
+    passes must not stop the program."""
+    zero = arith.ConstantOp(b.type, 0).result
+    return arith.select(arith.cmpi(arith.CmpIPredicate.eq, b, zero),
+                        arith.ConstantOp(b.type, 1).result, b)
+
+
 BINARY: dict[str, Callable[[ir.Value, ir.Value], ir.Value]] = {
     "add": emit.add, "sub": emit.sub, "mul": emit.mul, "div": emit.div,
     "max": emit.maximum, "min": emit.minimum, "pow": _pow, "rem": _rem,
+    "udiv": lambda a, b: arith.divui(a, _nonzero(b)),
+    "urem": lambda a, b: arith.remui(a, _nonzero(b)),
+    "umax": arith.maxui, "umin": arith.minui,
 }
 
 
@@ -131,7 +142,8 @@ def lower_binary(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
 
 FLOAT_PREDICATES = {"eq": "OEQ", "ne": "UNE", "lt": "OLT", "le": "OLE", "gt": "OGT",
                     "ge": "OGE"}
-INT_PREDICATES = {"eq": "eq", "ne": "ne", "lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge"}
+INT_PREDICATES = {"eq": "eq", "ne": "ne", "lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge",
+                  "ult": "ult", "ule": "ule", "ugt": "ugt", "uge": "uge"}
 
 
 def compare(kind: str, a: ir.Value, b: ir.Value) -> ir.Value:
@@ -182,4 +194,4 @@ def lower_cast(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     x = op["x"]
     flags = input_flags_as_i8(ctx, x)
     return [emit.convert_tensor(x if flags is None else flags,
-                                DType.parse(op.attrs["to"]).mlir())]
+                                DType.parse(op.attrs["to"]).mlir(), op.attrs.get("unsigned"))]
