@@ -804,7 +804,8 @@ irdl.dialect @rlx_mir {
   irdl.operation @pool {
     %kind_0 = irdl.is "max"
     %kind_1 = irdl.is "avg"
-    %kind = irdl.any_of(%kind_0, %kind_1)
+    %kind_2 = irdl.is "umax"
+    %kind = irdl.any_of(%kind_0, %kind_1, %kind_2)
     %kernel_size = irdl.base "#builtin.dense_array"
     %stride = irdl.base "#builtin.dense_array"
     %dilation = irdl.base "#builtin.dense_array"

@@ -25,6 +25,7 @@ from rlx.cache import CompileCache
 from rlx.cache import resolve as resolve_cache
 from rlx.dialects import verify_module
 from rlx.dialects.builder import HirModule
+from rlx.dialects.hir_module import unsigned_positions
 from rlx.gpu_targets import (
     HOPPER_AND_LATER,
     KNOWN_GPU_TARGETS,
@@ -304,6 +305,10 @@ def add_reflection(module: ir.Module) -> None:
             refl = {"rlx.inputs": ir.StringAttr.get(json.dumps(names)),
                     "rlx.input_types": ir.StringAttr.get(json.dumps(types)),
                     "rlx.params": ir.StringAttr.get(json.dumps(params, sort_keys=True))}
+            for side, key in (("inputs", "arg_attrs"), ("outputs", "res_attrs")):
+                flagged = unsigned_positions(op, key)
+                if flagged:
+                    refl[f"rlx.unsigned_{side}"] = ir.StringAttr.get(json.dumps(flagged))
             op.attributes["iree.reflection"] = ir.DictAttr.get(refl)
 
 

@@ -53,9 +53,16 @@ def _np_dtype(dtype: DType) -> np.dtype:
     return dtype.numpy
 
 
+def _signed(dtype: np.dtype) -> np.dtype:
+    return np.dtype(f"i{dtype.itemsize}")
+
+
 def _to_iree(arr: np.ndarray, dtype: DType | None) -> np.ndarray:
     """bf16 inputs (rlx carries them as uint16 bits) reach IREE as ml_dtypes' bfloat16,
-    which the runtime maps to its bf16 element type."""
+    which the runtime maps to its bf16 element type; unsigned integers (an input the module
+    declares unsigned) reach it as the signless integers of their width, as their bits."""
+    if dtype != DType.BF16 and arr.dtype.kind == "u":
+        return arr.view(_signed(arr.dtype))
     if dtype != DType.BF16 or arr.dtype.name == "bfloat16":
         return arr
     import ml_dtypes
@@ -78,6 +85,8 @@ class DeviceTensor:
     def __init__(self, program: Program, array: Any = None, ready: Any = None, *,
                  buffer_view: Any = None, semaphore: Any = None) -> None:
         self._program = program
+        self.unsigned = False
+        """The module declares this result unsigned (its integers are read as such)."""
         self._array = array  # an iree.runtime DeviceArray, or built from the buffer view
         self._bv = buffer_view if array is None else array._buffer_view
         self._ready = ready  # the HalFence of the call computing it (None: ready)
@@ -103,7 +112,8 @@ class DeviceTensor:
     def dtype(self) -> np.dtype:
         import iree.runtime as rt
 
-        return np.dtype(rt.HalElementType.map_to_dtype(self._bv.element_type))
+        dtype = np.dtype(rt.HalElementType.map_to_dtype(self._bv.element_type))
+        return np.dtype(f"u{dtype.itemsize}") if self.unsigned else dtype
 
     def wait(self) -> DeviceTensor:
         """Block until the call that computes this tensor has finished (a device error
@@ -119,7 +129,8 @@ class DeviceTensor:
         return self
 
     def numpy(self) -> np.ndarray:
-        return self._program.to_host(self.wait().array)
+        host = self._program.to_host(self.wait().array)
+        return host.view(np.dtype(f"u{host.dtype.itemsize}")) if self.unsigned else host
 
     def __repr__(self) -> str:
         return f"DeviceTensor({self.dtype}{list(self.shape)} on {self._program.device_name})"
@@ -173,7 +184,12 @@ class Function:
         self._vm_function = async_function
         self._fences = async_function is not None
         self._dtypes = [dtype for _, dtype in self.input_types]
-        self._want = [_np_dtype(dtype) for dtype in self._dtypes]
+        # integers the module reads as unsigned (an ONNX uint tensor): the caller passes and
+        # gets numpy's unsigned types; the module holds the same bits as signless integers
+        unsigned_in = set(json.loads(reflection.get("rlx.unsigned_inputs", "[]")))
+        self._unsigned_out = set(json.loads(reflection.get("rlx.unsigned_outputs", "[]")))
+        self._want = [np.dtype(f"u{dtype.bits // 8}") if i in unsigned_in else
+                      _np_dtype(dtype) for i, dtype in enumerate(self._dtypes)]
 
     def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
         out = self.on_device(*args, **kwargs)
@@ -195,8 +211,14 @@ class Function:
         except (RuntimeError, ValueError) as e:
             self._fail(arrays, e)
         if isinstance(out, tuple | list):
-            return tuple(DeviceTensor(self._program, o) for o in out)
-        return DeviceTensor(self._program, out)
+            return self._results(tuple(DeviceTensor(self._program, o) for o in out))
+        return self._results((DeviceTensor(self._program, out),))[0]
+
+    def _results(self, out: tuple[DeviceTensor, ...]) -> tuple[DeviceTensor, ...]:
+        for i in self._unsigned_out:
+            if i < len(out):
+                out[i].unsigned = True
+        return out
 
     def submit(self, *args: Any, **kwargs: Any) -> DeviceTensor | tuple[DeviceTensor, ...]:
         """Queue a call and return at once: the results are device tensors that become
@@ -240,9 +262,10 @@ class Function:
             program._ctx.vm_context.invoke(self._vm_function, inputs, results)
         except (RuntimeError, ValueError) as e:
             self._fail(arrays, e)
-        out = tuple(DeviceTensor(program, None, signal, semaphore=semaphore,
-                                 buffer_view=results.get_as_ref(i).deref(rt.HalBufferView))
-                    for i in range(results.size))
+        out = self._results(tuple(
+            DeviceTensor(program, None, signal, semaphore=semaphore,
+                         buffer_view=results.get_as_ref(i).deref(rt.HalBufferView))
+            for i in range(results.size)))
         return out if len(out) != 1 else out[0]
 
     def _fail(self, arrays: list[np.ndarray | DeviceTensor], e: Exception) -> NoReturn:

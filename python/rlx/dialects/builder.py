@@ -29,7 +29,8 @@ import numpy as np
 from iree.compiler import ir
 
 from rlx.dialects import HIR, MIR, param_lead
-from rlx.dialects.hir_module import HirModuleCore, HirValue, ShapeLike, to_dims
+from rlx.dialects.enums import WORD_TYPES
+from rlx.dialects.hir_module import UNSIGNED_ATTR, HirModuleCore, HirValue, ShapeLike, to_dims
 from rlx.dialects.mir_module import MirModule
 from rlx.dialects.schema import OpSchema
 from rlx.ir.diagnostics import BuildError, VerifyError
@@ -94,16 +95,25 @@ class HirModule(HirModuleCore):
     """
 
     # -- leaves ------------------------------------------------------------------------
-    def input(self, name: str, shape: ShapeLike, dtype: DType | str = "f32") -> HirValue:
-        """A function input (``HirOp::Input``); ``None`` / a name in ``shape`` is dynamic."""
+    def input(self, name: str, shape: ShapeLike, dtype: DType | str = "f32", *,
+              unsigned: bool = False) -> HirValue:
+        """A function input (``HirOp::Input``); ``None`` / a name in ``shape`` is dynamic.
+        ``unsigned``: an integer input whose callers pass numpy's unsigned type of its
+        width (``rlx.unsigned``; the module computes on the same bits, its ops say how)."""
         t = TensorInfo(to_dims(shape), DType.parse(dtype))
         if name in self.input_names:
             raise BuildError(f"input {name!r} is defined twice")
-        names = [*self.input_names, name]
+        if unsigned and t.dtype not in WORD_TYPES:
+            raise BuildError(f"input {name!r}: unsigned needs an integer type of 8 to 64 "
+                             f"bits, found {t.dtype}")
+        earlier = self._arg_attrs()
         with self._ctx:
             arg = self._block.add_argument(t.mlir(), ir.Location.unknown())
+            entry = {"rlx.name": ir.StringAttr.get(name)}
+            if unsigned:
+                entry[UNSIGNED_ATTR] = ir.UnitAttr.get()
             self._func.attributes["arg_attrs"] = ir.ArrayAttr.get(
-                [ir.DictAttr.get({"rlx.name": ir.StringAttr.get(n)}) for n in names])
+                [*earlier, ir.DictAttr.get(entry)])
         self._update_signature()
         self._nodes.append(arg)
         return HirValue(self, arg)

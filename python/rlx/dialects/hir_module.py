@@ -14,7 +14,7 @@ import numpy as np
 from iree.compiler import ir
 
 from rlx.dialects import FUSION_POLICY_ATTR, HIR, MIR, fusion_policy, lookup, verify_module
-from rlx.dialects.enums import FUSION_POLICIES
+from rlx.dialects.enums import FUSION_POLICIES, WORD_TYPES
 from rlx.dialects.mir_module import MirModule, mir_lowering
 from rlx.dialects.schema import OpSchema, create, decode, validate, with_defaults
 from rlx.ir.context import new_context
@@ -22,6 +22,19 @@ from rlx.ir.diagnostics import BuildError, VerifyError
 from rlx.ir.locations import label_loc, label_of, relabel
 from rlx.ir.text import parse_file, parse_module, print_module
 from rlx.ir.types import DType, Shape, TensorInfo
+
+UNSIGNED_ATTR = "rlx.unsigned"
+"""Marks a function argument or result whose integers the caller passes and gets as
+numpy's unsigned types (the vmfb's reflection lists them; ``rlx.runtime`` views them)."""
+
+
+def unsigned_positions(func: ir.Operation, key: str) -> list[int]:
+    """The positions whose ``key`` (``arg_attrs`` / ``res_attrs``) entry is unsigned."""
+    if key not in func.attributes:
+        return []
+    return [i for i, a in enumerate(ir.ArrayAttr(func.attributes[key]))
+            if UNSIGNED_ATTR in ir.DictAttr(a)]
+
 
 ShapeLike = Sequence[int | str | None]
 
@@ -348,6 +361,23 @@ class HirModuleCore:
         """The ops of the current function in creation order (no terminator)."""
         return [n for n in self._nodes if isinstance(n, ir.Operation)]
 
+    def _arg_attrs(self) -> list[ir.Attribute]:
+        """Each argument's attribute dictionary (``rlx.name``, ``rlx.unsigned``)."""
+        if "arg_attrs" not in self._func.attributes:
+            with self._ctx:
+                return [ir.DictAttr.get({}) for _ in self._block.arguments]
+        return list(ir.ArrayAttr(self._func.attributes["arg_attrs"]))
+
+    @property
+    def unsigned_inputs(self) -> list[int]:
+        """The inputs declared ``unsigned`` (by position)."""
+        return unsigned_positions(self._func, "arg_attrs")
+
+    @property
+    def unsigned_outputs(self) -> list[int]:
+        """The outputs declared ``unsigned`` (by position)."""
+        return unsigned_positions(self._func, "res_attrs")
+
     @property
     def input_names(self) -> list[str]:
         """The user's input names (``rlx.name``; ``argN`` where none was given)."""
@@ -391,12 +421,26 @@ class HirModuleCore:
                     node.location = relabel(node.location, name)
 
     # -- outputs, text, verification -----------------------------------------------------
-    def set_outputs(self, outputs: Iterable[HirValue]) -> None:
-        """Make ``outputs`` the function results (replaces earlier outputs)."""
+    def set_outputs(self, outputs: Iterable[HirValue], *, unsigned: Iterable[int] = ()
+                    ) -> None:
+        """Make ``outputs`` the function results (replaces earlier outputs); ``unsigned``:
+        the positions of integer outputs the caller gets as numpy's unsigned types."""
         values = [self._check_value(v, f"output #{i}") for i, v in enumerate(outputs)]
+        flagged = sorted(set(unsigned))
+        for i in flagged:
+            if not 0 <= i < len(values) or TensorInfo.from_mlir(values[i].type).dtype not in (
+                    WORD_TYPES):
+                raise BuildError(f"set_outputs: unsigned output #{i}: expected an integer "
+                                 f"output of 8 to 64 bits among {len(values)} outputs")
         old = self._terminator
         with self._ctx, ir.Location.unknown():
             ir.Operation.create("func.return", operands=values, ip=ir.InsertionPoint(old))
+            if flagged:
+                self._func.attributes["res_attrs"] = ir.ArrayAttr.get(
+                    [ir.DictAttr.get({UNSIGNED_ATTR: ir.UnitAttr.get()} if i in flagged
+                                     else {}) for i in range(len(values))])
+            elif "res_attrs" in self._func.attributes:
+                del self._func.attributes["res_attrs"]
         old.erase()
         self._update_signature()
 

@@ -37,6 +37,8 @@ from rlx.importers.onnx_ops import (
     FOLDERS,
     ONNX_DTYPES,
     RUNTIME_DTYPES,
+    UNSIGNED,
+    UNSIGNED_OPS,
     Node,
     Value,
     dtype_of,
@@ -143,6 +145,9 @@ class GraphImporter:
         self.elem_types: dict[str, int] = {}
         """ONNX element types shape inference knows, by value name (for the matchers)."""
         self.inferred = inferred_shapes(model, self.elem_types)
+        for vi in [*self.graph.input, *self.graph.output, *self.graph.value_info]:
+            if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+                self.elem_types.setdefault(vi.name, vi.type.tensor_type.elem_type)
         self.shapes = {name: tuple(d if isinstance(d, int) else None for d in dims)
                        for name, dims in self.inferred.items()}
         self.sizes = SizeSource(h)
@@ -176,6 +181,8 @@ class GraphImporter:
         if dtype is None or dtype not in RUNTIME_DTYPES:
             fail(f"constant '{name}' has element type {arr.dtype.name}: "
                  f"{why_unsupported(arr.dtype.name)}")
+        if arr.dtype.kind == "u":  # unsigned: its bits as the signless type (dtype_of)
+            arr = arr.view(dtype.numpy)
         data = np.asarray(arr.view(np.uint16) if dtype == DType.BF16 else arr, order="C")
         if data.nbytes <= INLINE_MAX_BYTES or data.size == 0:
             value = self.h.constant(data, dtype)
@@ -320,7 +327,7 @@ class GraphImporter:
             sizes.append(named if named is not None and not is_static(named)
                          else symbol(f"{inp.name}[{axis}]"))
         value = self.h.input(inp.name, [d if isinstance(d, int) else None for d in sizes],
-                             dtype)
+                             dtype, unsigned=t.elem_type in UNSIGNED)
         self.record(inp.name, value, sizes)
         return value
 
@@ -367,6 +374,7 @@ class GraphImporter:
         if node.version < conv.since:
             node.fail(f"{node.op_type}-{node.version} (the version of opset {self.opset}) is "
                       f"not supported; rlx imports {node.op_type} from version {conv.since}")
+        self._check_unsigned(node)
         start = len(self.h)
         try:
             outs = conv.fn(node)
@@ -380,6 +388,27 @@ class GraphImporter:
             self.report.folded[node.op_type] += 1
         else:
             self.report.converted[node.op_type] += 1
+
+    def _check_unsigned(self, node: Node) -> None:
+        """Refuse unsigned integers where the converter would read them as signed."""
+        if node.op_type in UNSIGNED_OPS:
+            return
+        for i, name in enumerate(node.proto.input):
+            if node.unsigned(i):
+                kind = (onnx_dtype_name(self.elem_types[name]) if name in self.elem_types
+                         else "unsigned")
+                node.fail(f"input {i} ('{name}') is {kind}: rlx imports {node.op_type} of "
+                          "signed integers and floats; unsigned integers only in "
+                          f"{', '.join(sorted(UNSIGNED_OPS))}")
+        for k, name in enumerate(node.proto.output):
+            if node.out_unsigned(k):
+                node.fail(f"output '{name}' is {onnx_dtype_name(self.elem_types[name])}: rlx "
+                          f"imports {node.op_type} of signed integers and floats")
+
+    def unsigned_outputs(self) -> list[int]:
+        """The graph outputs of unsigned integer types (by position)."""
+        return [i for i, o in enumerate(self.graph.output)
+                if self.elem_types.get(o.name) in UNSIGNED]
 
     def _store(self, node: Node, outs: list[Value]) -> None:
         wanted = [o for o in node.proto.output]
@@ -477,7 +506,7 @@ def import_model(model: str | Path | onnx.ModelProto, *, module: HirModule | Non
         h = module.function(function)
     importer = GraphImporter(proto, h, source, bind=bind, blocks=blocks,
                              param_prefix=param_prefix)
-    h.set_outputs(importer.run())
+    h.set_outputs(importer.run(), unsigned=importer.unsigned_outputs())
     return OnnxImport(h, importer.params, importer.report)
 
 

@@ -439,6 +439,11 @@ def pool(x: np.ndarray, *, kind: str, kernel_size: tuple[int, ...], stride: tupl
     window position ``o*s + u*d - begin`` along each axis; padding never wins a max; the
     average divides by the taps inside the input (or inside the padded input)."""
     xa = np.asarray(x)
+    if kind == "umax":
+        signed = xa.dtype
+        return pool(_unsigned(xa), kind="max", kernel_size=kernel_size, stride=stride,
+                    dilation=dilation, padding=padding, ceil_mode=ceil_mode,
+                    count_include_pad=count_include_pad).view(signed)
     data = _f(xa) if kind == "avg" else xa
     n = len(kernel_size)
     sizes = xa.shape[2:]

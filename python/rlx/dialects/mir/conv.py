@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rlx.dialects import checks
+from rlx.dialects.enums import WORD_TYPES
 from rlx.dialects.mir.dialect import MIR
 from rlx.dialects.schema import Check, bool_attr, enum_attr, int_attr, ints_attr
 from rlx.ir.types import Dim, TensorInfo
@@ -66,7 +67,8 @@ def conv(c: Check) -> list[TensorInfo]:
     return [x.with_shape((x.shape[0], cout, h, w))]
 
 
-POOL_KINDS = ("max", "avg")
+POOL_KINDS = ("max", "avg", "umax")
+"""``umax``: the max of integers read as unsigned (ONNX MaxPool of uint tensors)."""
 
 
 def pool_out_size(size: int, k: int, s: int, d: int, begin: int, end: int,
@@ -118,6 +120,8 @@ def pool(c: Check) -> list[TensorInfo]:
             c.fail(f"attribute '{name}'", f"{count} values >= {least}", str(values))
     if c.attr("kind") == "avg":
         checks.float_operands(c, "x")
+    if c.attr("kind") == "umax":
+        c.dtype("x", WORD_TYPES)
     shape: list[Dim] = list(x.shape[:2])
     for i in range(n):
         span = (kernel[i] - 1) * dilation[i] + 1

@@ -23,6 +23,8 @@ from rlx.importers.onnx_ops.registry import (
     FOLDERS,
     ONNX_DTYPES,
     RUNTIME_DTYPES,
+    UNSIGNED,
+    UNSIGNED_OPS,
     Converter,
     ConvertFn,
     FoldFn,
@@ -41,6 +43,7 @@ from rlx.importers.onnx_ops.registry import (
 FAMILIES = (attention, constant, contraction, conv, elementwise, indexing, norm, recurrent,
             reduction, resize, shape)
 
-__all__ = ["CONVERTERS", "FAMILIES", "FOLDERS", "ONNX_DTYPES", "RUNTIME_DTYPES", "ConvertFn",
+__all__ = ["CONVERTERS", "FAMILIES", "FOLDERS", "ONNX_DTYPES", "RUNTIME_DTYPES", "UNSIGNED",
+           "UNSIGNED_OPS", "ConvertFn",
            "Converter", "FoldFn", "Node", "Value", "converter", "dtype_of", "folder",
            "is_symbolic", "normalize_axes", "np_dtype", "onnx_dtype_name", "why_unsupported"]

@@ -163,7 +163,7 @@ def convert_pool(node: Node) -> list[Value]:
     strides = node.ints("strides", [1] * n) or [1] * n
     dilations = node.ints("dilations", [1] * n) or [1] * n
     pads = resolve_pads(node, sizes, kernel, strides, dilations)
-    kind = "max" if node.op_type == "MaxPool" else "avg"
+    kind = "avg" if node.op_type == "AveragePool" else "umax" if node.unsigned(0) else "max"
     y = node.mir("pool", [x], kind=kind, kernel_size=kernel, stride=strides,
                  dilation=dilations, padding=pads, ceil_mode=bool(node.attr("ceil_mode", 0)),
                  count_include_pad=bool(node.attr("count_include_pad", 0)))

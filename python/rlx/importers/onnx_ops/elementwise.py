@@ -18,6 +18,7 @@ from rlx.dialects.builder import HirValue
 from rlx.importers.dims import tidy
 from rlx.importers.onnx_ops.registry import (
     ONNX_DTYPES,
+    UNSIGNED,
     Node,
     Value,
     converter,
@@ -51,7 +52,8 @@ def float_input(node: Node, i: int = 0) -> HirValue:
 
 @converter(*BINARY, since=7)
 def convert_binary(node: Node) -> list[Value]:
-    return [node.mir("binary", [node.tensor(0), node.tensor(1)], kind=BINARY[node.op_type])]
+    kind = "udiv" if node.op_type == "Div" and node.unsigned(0) else BINARY[node.op_type]
+    return [node.mir("binary", [node.tensor(0), node.tensor(1)], kind=kind)]
 
 
 @converter("Mod", since=10)
@@ -63,6 +65,8 @@ def convert_mod(node: Node) -> list[Value]:
     if a.dtype == DType.F64:
         node.fail("Mod of float64: IREE 3.13 lowers an f64 remainder to a libm call its "
                   "executables do not link (f32 and integers are supported)")
+    if node.unsigned(0):  # no signs: both modes are the remainder
+        return [node.mir("binary", [a, b], kind="urem")]
     r = node.mir("binary", [a, b], kind="rem")
     if node.attr("fmod", 0):
         return [r]
@@ -80,22 +84,27 @@ def convert_pow(node: Node) -> list[Value]:
     bases are raised in f32 and rounded back (exact while results fit f32's 24 bits)."""
     base = node.tensor(0)
     compute = base.dtype if base.dtype.is_float else DType.F32
-    exponent = node.cast(node.tensor(1), compute)
+    exponent = node.cast(node.tensor(1), compute, "source" if node.unsigned(1) else None)
     if base.dtype.is_float:
         return [node.mir("binary", [base, exponent], kind="pow")]
-    y = node.mir("binary", [node.cast(base, compute), exponent], kind="pow")
-    return [node.cast(node.mir("activation", [y], kind="round"), base.dtype)]
+    side = "source" if node.unsigned(0) else None
+    y = node.mir("binary", [node.cast(base, compute, side), exponent], kind="pow")
+    return [node.cast(node.mir("activation", [y], kind="round"), base.dtype,
+                      "result" if side else None)]
 
 
 @converter("Max", "Min", "Sum", "Mean", since=8)
 def convert_variadic(node: Node) -> list[Value]:
     kind = {"Max": "max", "Min": "min", "Sum": "add", "Mean": "add"}[node.op_type]
+    u = "u" if node.unsigned(0) else ""
+    if u and kind in ("max", "min"):
+        kind = u + kind
     values = [node.tensor(i) for i in range(node.n_inputs) if node.has(i)]
     y = values[0]
     for v in values[1:]:
         y = node.mir("binary", [y, v], kind=kind)
     if node.op_type == "Mean" and len(values) > 1:
-        y = node.mir("binary", [y, node.scalar(len(values), y)], kind="div")
+        y = node.mir("binary", [y, node.scalar(len(values), y)], kind=u + "div")
     return [y]
 
 
@@ -109,6 +118,8 @@ def convert_reciprocal(node: Node) -> list[Value]:
 def convert_sign_ops(node: Node) -> list[Value]:
     x = node.tensor(0)
     kind = node.op_type.lower()
+    if kind == "abs" and node.unsigned(0):
+        return [x]
     if x.dtype.is_float:
         return [node.mir("activation", [x], kind=kind)]
     negated = node.mir("binary", [node.scalar(0, x), x], kind="sub")
@@ -234,8 +245,10 @@ def convert_dropout(node: Node) -> list[Value]:
 
 @converter(*COMPARE, since=7)
 def convert_compare(node: Node) -> list[Value]:
-    return [node.mir("compare", [node.tensor(0), node.tensor(1)],
-                     kind=COMPARE[node.op_type])]
+    kind = COMPARE[node.op_type]
+    if node.unsigned(0) and kind not in ("eq", "ne"):
+        kind = "u" + kind
+    return [node.mir("compare", [node.tensor(0), node.tensor(1)], kind=kind)]
 
 
 @converter("Not")
@@ -270,7 +283,8 @@ def convert_clip(node: Node) -> list[Value]:
     else:
         bounds = [node.value(1), node.value(2)]
     y = x
-    for bound, kind in zip(bounds, ("max", "min"), strict=True):
+    u = "u" if node.unsigned(0) else ""
+    for bound, kind in zip(bounds, (u + "max", u + "min"), strict=True):
         if bound is not None:
             y = node.mir("binary", [y, node.as_tensor(bound)], kind=kind)
     return [y]
@@ -289,16 +303,23 @@ def target_dtype(node: Node, elem_type: int) -> DType:
     return dtype
 
 
-def cast_to(node: Node, x: HirValue, dtype: DType) -> HirValue:
-    """ONNX cast: to bool is ``x != 0``; float to int truncates; floats round to nearest."""
+def cast_to(node: Node, x: HirValue, dtype: DType, unsigned_result: bool = False
+            ) -> HirValue:
+    """ONNX cast: to bool is ``x != 0``; float to int truncates; floats round to nearest;
+    unsigned integers (input 0's type, ``unsigned_result``) convert as unsigned."""
     if dtype == DType.I1 and x.dtype != DType.I1:
         return node.mir("compare", [x, node.scalar(0, x)], kind="ne")
-    return node.cast(x, dtype)
+    source = node.unsigned(0) and x.dtype != DType.I1
+    result = unsigned_result and dtype != DType.I1
+    side = {(True, True): "both", (True, False): "source", (False, True): "result"}.get(
+        (source, result))
+    return node.cast(x, dtype, side)
 
 
 @converter("Cast", since=6)
 def convert_cast(node: Node) -> list[Value]:
-    return [cast_to(node, node.tensor(0), target_dtype(node, node.attr("to")))]
+    to = node.attr("to")
+    return [cast_to(node, node.tensor(0), target_dtype(node, to), to in UNSIGNED)]
 
 
 @converter("CastLike", since=15)
@@ -307,8 +328,10 @@ def convert_cast_like(node: Node) -> list[Value]:
     dtype = node.info(1).dtype
     const = node.maybe_const(0)
     if const is not None:
+        if node.unsigned(1):  # numpy's own unsigned type, as the Cast folder gives
+            return [const.astype(f"u{np_dtype(dtype).itemsize}")]
         return [const.astype(np_dtype(dtype)) if dtype != DType.I1 else const != 0]
-    return [cast_to(node, node.tensor(0), dtype)]
+    return [cast_to(node, node.tensor(0), dtype, node.unsigned(1))]
 
 
 # --------------------------------------------------------------------------------------

@@ -41,7 +41,27 @@ ONNX_DTYPES: dict[int, DType] = {
     TensorProto.BFLOAT16: DType.BF16, TensorProto.DOUBLE: DType.F64,
     TensorProto.BOOL: DType.I1, TensorProto.INT8: DType.I8, TensorProto.INT16: DType.I16,
     TensorProto.INT32: DType.I32, TensorProto.INT64: DType.I64,
+    TensorProto.UINT8: DType.I8, TensorProto.UINT16: DType.I16, TensorProto.UINT32: DType.I32,
+    TensorProto.UINT64: DType.I64,
 }
+"""The rlx element type of each ONNX one rlx imports. Unsigned integers are the signless
+integers of their width (MLIR's and LLVM's view): the ops that read them as unsigned say so
+(``udiv``, ``ult``, a ``cast`` with ``unsigned``), and the module's inputs and outputs are
+marked so that callers pass and get numpy's unsigned types."""
+UNSIGNED = frozenset({TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32,
+                      TensorProto.UINT64})
+UNSIGNED_OPS = frozenset({
+    # the same bits whatever the sign (wrapping arithmetic, data movement)
+    "Add", "Sub", "Mul", "Sum", "Neg", "Equal", "Where", "Identity", "Dropout", "Reshape",
+    "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Concat", "Split", "Slice", "Gather",
+    "GatherElements", "GatherND", "Expand", "Tile", "Trilu", "Shape", "Size", "Constant",
+    "ConstantOfShape", "CumSum", "ReduceSum",
+    # converted with the unsigned kinds
+    "Div", "Mod", "Max", "Min", "Mean", "Clip", "Less", "Greater", "LessOrEqual",
+    "GreaterOrEqual", "Cast", "CastLike", "Pow", "Abs", "MaxPool",
+})
+"""The ops rlx imports with unsigned integer inputs or outputs; any other refuses them
+(one error naming the node) rather than computing them as signed."""
 RUNTIME_DTYPES = frozenset({DType.F32, DType.F16, DType.BF16, DType.F64, DType.I1, DType.I8,
                             DType.I16, DType.I32, DType.I64})
 """Element types a runtime tensor may have. f64 compiles for llvm-cpu only (rlx.compile
@@ -56,8 +76,8 @@ def onnx_dtype_name(elem_type: int) -> str:
 
 
 def why_unsupported(dtype: str) -> str:
-    if dtype.startswith("uint"):
-        return "rlx has no unsigned integer types"
+    if dtype in ("int4", "uint4", "int2", "uint2"):
+        return "rlx has no integer types narrower than 8 bits"
     return "rlx has no such element type"
 
 
@@ -65,6 +85,8 @@ def dtype_of(arr: np.ndarray) -> DType | None:
     """The rlx element type of a numpy array (None: none)."""
     if arr.dtype.name == "bfloat16":
         return DType.BF16
+    if arr.dtype.kind == "u" and arr.dtype.itemsize in (1, 2, 4, 8):
+        return DType.parse(f"int{8 * arr.dtype.itemsize}")  # its bits, signless
     if arr.dtype.kind not in "fib":
         return None
     try:
@@ -161,6 +183,20 @@ class Node:
         v = self.value(i)
         return v if isinstance(v, np.ndarray) and not is_symbolic(v) else None
 
+    def unsigned(self, i: int) -> bool:
+        """Input ``i`` holds unsigned integers (its ONNX type, or a constant's numpy type)."""
+        if not self.has(i):
+            return False
+        v = self.value(i)
+        if isinstance(v, np.ndarray) and v.dtype != object:
+            return v.dtype.kind == "u"
+        return self.importer.elem_types.get(self.proto.input[i]) in UNSIGNED
+
+    def out_unsigned(self, k: int = 0) -> bool:
+        """Output ``k`` is of an unsigned integer type (by ONNX's type inference)."""
+        return (k < len(self.proto.output) and
+                self.importer.elem_types.get(self.proto.output[k]) in UNSIGNED)
+
     def tensor(self, i: int) -> HirValue:
         """Input ``i`` as a runtime tensor (constants are materialized)."""
         v = self.value(i)
@@ -228,9 +264,13 @@ class Node:
             return t
         return self.mir("reshape", [t], new_shape=list(shape))
 
-    def cast(self, v: Value, dtype: DType) -> HirValue:
+    def cast(self, v: Value, dtype: DType, unsigned: str | None = None) -> HirValue:
+        """``v`` converted to ``dtype``; ``unsigned``: ``cast``'s attribute (which side's
+        integers are unsigned)."""
         t = self.as_tensor(v)
-        return t if t.dtype == dtype else self.mir("cast", [t], to=str(dtype))
+        if t.dtype == dtype:  # the same bits, whatever the signs
+            return t
+        return self.mir("cast", [t], to=str(dtype), unsigned=unsigned)
 
 
 ConvertFn = Callable[[Node], list[Value]]
@@ -288,6 +328,7 @@ def normalize_axes(node: Node, axes: Sequence[int], rank: int, what: str = "axes
     return out
 
 
-__all__ = ["CONVERTERS", "FOLDERS", "ONNX_DTYPES", "RUNTIME_DTYPES", "ConvertFn", "Converter",
+__all__ = ["CONVERTERS", "FOLDERS", "ONNX_DTYPES", "RUNTIME_DTYPES", "UNSIGNED",
+           "UNSIGNED_OPS", "ConvertFn", "Converter",
            "FoldFn", "Node", "Value", "converter", "dtype_of", "folder",
            "is_symbolic", "normalize_axes", "np_dtype", "onnx_dtype_name", "why_unsupported"]

@@ -112,7 +112,10 @@ def _window_counts(sizes: list[int], outs: list[int], a: dict) -> np.ndarray:
     return counts
 
 
-def _lowest(t: ir.Type) -> float | int:
+def _lowest(t: ir.Type, kind: str) -> float | int:
+    """What padding holds: never more than an element (0 for ``avg``)."""
+    if kind != "max":
+        return 0.0 if kind == "avg" else 0  # umax: the least unsigned value
     if emit.is_float(t):
         return float("-inf")
     return -(2 ** (ir.IntegerType(t).width - 1))
@@ -139,7 +142,7 @@ def lower_pool(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     t = emit.elem(x)
     avg = a["kind"] == "avg"
     acc_t = accumulator(t) if avg else t
-    neutral = 0.0 if avg else _lowest(t)
+    neutral = _lowest(t, a["kind"])
     xp = emit.pad(x, [0, 0, *padding[:n]], [0, 0, *(max(hi, 0) for hi in high)],
                   emit.scalar(neutral, t))
     if min(high) < 0:
@@ -172,6 +175,8 @@ def _windows(xp: ir.Value, a: dict, out_sizes: emit.Sizes, acc_t: ir.Type,
 
     def body(v: ir.Value, _: ir.Value, acc: ir.Value) -> ir.Value:
         v = emit.convert(v, acc_t)
+        if a["kind"] == "umax":
+            return arith.maxui(acc, v)
         return emit.add(acc, v) if avg else emit.maximum(acc, v)
 
     return emit.generic([xp, window], [init], maps, iters, body)[0]
@@ -219,7 +224,7 @@ def _lower_dynamic_pool(x: ir.Value, a: dict) -> ir.Value:
     t = emit.elem(x)
     avg = a["kind"] == "avg"
     acc_t = accumulator(t) if avg else t
-    neutral = 0.0 if avg else _lowest(t)
+    neutral = _lowest(t, a["kind"])
 
     def padded(v: ir.Value, value: float | int) -> ir.Value:
         v = emit.pad(v, [0, 0, *padding[:n]], [0, 0, *padding[n:]], emit.scalar(value, t))
