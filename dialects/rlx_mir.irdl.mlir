@@ -101,7 +101,11 @@ irdl.dialect @rlx_mir {
     %to_6 = irdl.is "i16"
     %to_7 = irdl.is "i32"
     %to_8 = irdl.is "i64"
-    %to = irdl.any_of(%to_0, %to_1, %to_2, %to_3, %to_4, %to_5, %to_6, %to_7, %to_8)
+    %to_9 = irdl.is "f8E4M3FN"
+    %to_10 = irdl.is "f8E4M3FNUZ"
+    %to_11 = irdl.is "f8E5M2"
+    %to_12 = irdl.is "f8E5M2FNUZ"
+    %to = irdl.any_of(%to_0, %to_1, %to_2, %to_3, %to_4, %to_5, %to_6, %to_7, %to_8, %to_9, %to_10, %to_11, %to_12)
     %in0 = irdl.base "!builtin.tensor"
     %out0 = irdl.base "!builtin.tensor"
     irdl.operands(x: %in0)

@@ -112,3 +112,27 @@ module @unsigned {
     return %d, %m, %l, %x, %w, %u : tensor<4xi8>, tensor<4xi8>, tensor<4xi1>, tensor<4xf32>, tensor<4xi32>, tensor<4xi8>
   }
 }
+
+// -----
+
+// Casts from and to 8-bit floats are written out, not left to IREE's emulation of
+// extf / truncf (wrong on E4M3FN's 0xff and below the smallest normal number): a table of
+// the 256 values read with the byte; rounding to nearest even on the f32 bits.
+// CHECK-LABEL: module @float8
+// CHECK:      %[[T:.*]] = arith.constant dense<{{.*}}> : tensor<256xf32>
+// CHECK:      linalg.generic
+// CHECK:        arith.bitcast {{.*}} : f8E4M3FN to i8
+// CHECK:        tensor.extract %[[T]]
+// CHECK-NOT:    arith.extf
+// CHECK:      linalg.generic
+// CHECK:        arith.bitcast {{.*}} : f32 to i32
+// CHECK:        math.roundeven
+// CHECK-NOT:    arith.truncf
+// CHECK:        arith.bitcast {{.*}} : i8 to f8E5M2
+module @float8 {
+  func.func @main(%a: tensor<4xf8E4M3FN>, %f: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf8E5M2>) {
+    %x = "rlx_mir.cast"(%a) {to = "f32"} : (tensor<4xf8E4M3FN>) -> tensor<4xf32>
+    %y = "rlx_mir.cast"(%f) {to = "f8E5M2"} : (tensor<4xf32>) -> tensor<4xf8E5M2>
+    return %x, %y : tensor<4xf32>, tensor<4xf8E5M2>
+  }
+}

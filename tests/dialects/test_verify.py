@@ -216,6 +216,9 @@ CASES = {
     "mir_cast_unsigned_float": ("rlx_mir.cast", [V16], '{to = "f16", unsigned = "result"}',
                                 ["tensor<16xf16>"], 'an integer type i16/i32/i64/i8 '
                                                     '(unsigned = "result"), found f16'),
+    "mir_float8_arithmetic": ("rlx_mir.binary", ["tensor<4xf8E4M3FN>", "tensor<4xf8E4M3FN>"],
+                              '{kind = "add"}', ["tensor<4xf8E4M3FN>"],
+                              "8-bit floats are storage"),
     "mir_cast_unsigned_side": ("rlx_mir.cast", ["tensor<4xi8>"], '{to = "f32", unsigned = '
                                '"left"}', ["tensor<4xf32>"], "attribute 'unsigned'"),
 }

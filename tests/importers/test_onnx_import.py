@@ -171,19 +171,26 @@ ERRORS = {
                           "node 'the_node' (Add, opset 6): opset 6 is not supported"),
     "old op version": (lambda: single("Gelu", ["x"], opset=18),
                        "node 'the_node' (Gelu, opset 18): no such op in ai.onnx opset 18"),
-    "unsupported dtype": (lambda: single("Add", ["x", "z"], elem=TensorProto.FLOAT8E4M3FN),
-                          "node 'the_node' (Add, opset 18): input 'x' is float8_e4m3fn: rlx "
+    "unsupported dtype": (lambda: single("Add", ["x", "z"], elem=TensorProto.FLOAT4E2M1,
+                                         opset=23),
+                          "node 'the_node' (Add, opset 23): input 'x' is float4_e2m1fn: rlx "
                           "has no such element type"),
-    "unsigned dtype": (lambda: single("Add", ["x", "z"], elem=TensorProto.UINT8),
-                       "(Add, opset 18): input 'x' is uint8: rlx has no unsigned integer"),
+    "8-bit float arithmetic": (lambda: single("Add", ["x", "z"], elem=TensorProto.FLOAT8E4M3FN),
+                               "node 'the_node' (Add, opset 18): input 0 ('x') is "
+                               "float8_e4m3fn: rlx holds 8-bit floats as storage"),
+    "unsigned without an unsigned form": (
+        lambda: single("Sign", ["x"], elem=TensorProto.UINT8),
+        "node 'the_node' (Sign, opset 18): input 0 ('x') is uint8: rlx imports Sign of "
+        "signed integers and floats"),
     "foreign domain": (lambda: single("FusedMatMul", ["x", "z"], domain="com.microsoft"),
                        "node 'the_node' (com.microsoft.FusedMatMul, opset 1): ops of domain "
                        "'com.microsoft' are not supported"),
     "data-dependent shape": (lambda: single("Reshape", ["x", "s"], inits=()),
                              "node 'the_node' (Reshape, opset 18): input 1 ('s', the new "
                              "shape) must be known at import time"),
-    "cast to an 8-bit float": (lambda: single("Cast", ["x"], to=TensorProto.FLOAT8E5M2),
-                               "node 'the_node' (Cast, opset 18): cast to float8_e5m2"),
+    "cast to a 4-bit integer": (lambda: single("Cast", ["x"], to=TensorProto.INT4, opset=21),
+                                "node 'the_node' (Cast, opset 21): cast to int4: rlx has no "
+                                "integer types narrower than 8 bits"),
     "f64 remainder": (lambda: single("Mod", ["x", "z"], elem=TensorProto.DOUBLE, fmod=1),
                       "node 'the_node' (Mod, opset 18): Mod of float64: IREE 3.13 lowers an "
                       "f64 remainder to a libm call"),

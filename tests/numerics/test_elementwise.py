@@ -144,3 +144,64 @@ def test_bool_inputs_next_to_a_matmul(target: str) -> None:
     h.set_outputs([h.mir("softmax", [masked], axis=-1), scaled])
     check_module(h, target, inputs={"keep": np.tril(np.ones((4, 4), bool))})
 
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_float8_casts(target: str) -> None:
+    """The 8-bit floats are storage: casts to and from them round once, to nearest even,
+    as ml_dtypes' conversions do (the oracle: no saturation; E4M3FN has no inf, so
+    overflow is NaN). Every one of the 256 encodings of each format is widened; every
+    representable value, every midpoint between neighbours (the ties), and random values
+    over 14 decades are narrowed from f32, f16 and i32 (IREE 3.13's own emulation fails
+    both ways: E4M3FN's 0xff, and the values just below the smallest normal number)."""
+    import ml_dtypes
+
+    kinds = {"f8E4M3FN": ml_dtypes.float8_e4m3fn, "f8E4M3FNUZ": ml_dtypes.float8_e4m3fnuz,
+             "f8E5M2": ml_dtypes.float8_e5m2, "f8E5M2FNUZ": ml_dtypes.float8_e5m2fnuz}
+    h = rlx.HirModule("float8")
+    codes = [h.input(k, (256,), k) for k in kinds]
+    x, x16 = h.input("x", (None,)), h.input("x16", (None,), "f16")
+    n = h.input("n", (None,), "i32")
+    outs = [h.mir("cast", [c], to="f32") for c in codes]
+    for kind in kinds:
+        f8 = h.mir("cast", [x], to=kind)
+        outs += [f8, h.mir("cast", [x16], to=kind), h.mir("cast", [n], to=kind),
+                 h.mir("cast", [f8], to="i32"), h.mir("cast", [f8], to="f16")]
+    outs.append(h.mir("cast", [h.mir("cast", [x], to="f8E5M2")], to="f8E4M3FN"))
+    h.set_outputs(outs)
+    byte = np.arange(256, dtype=np.uint8)
+    rng = np.random.default_rng(7)
+    grid = []
+    for t in kinds.values():
+        v = np.unique(byte.view(t).astype(np.float32))
+        v = v[np.isfinite(v)]
+        grid += [v, (v[1:] + v[:-1]) / 2, np.nextafter(v, np.float32(np.inf))]
+    values = np.concatenate([*grid, [np.inf, -np.inf, np.nan, 1e-30, -0.0]] + [
+        rng.standard_normal(500).astype(np.float32) * 10.0 ** e for e in range(-8, 6)]
+                            ).astype(np.float32)
+    ints = rng.integers(-70000, 70000, values.size).astype(np.int32)
+
+    def same(g: np.ndarray, w: np.ndarray, what: str) -> None:
+        g, w = np.asarray(g, np.float64), np.asarray(w, np.float64)
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(w), err_msg=what)
+        np.testing.assert_array_equal(g[~np.isnan(w)], w[~np.isnan(w)], err_msg=what)
+
+    with np.errstate(over="ignore"):  # beyond f16's range: inf, as the casts do
+        v16 = values.astype(np.float16)
+    program = rlx.runtime.load(rlx.compile(h, target), DEVICE[target])
+    got = program.main(*[byte.view(t) for t in kinds.values()], values, v16, ints)
+    for k, (kind, t) in enumerate(kinds.items()):
+        same(got[k], byte.view(t).astype(np.float32), f"{kind} widened")
+        f8, from16, from_int, to_int, to16 = got[4 + 5 * k:9 + 5 * k]
+        assert f8.dtype == np.dtype(t)
+        want = values.astype(t)
+        same(f8.astype(np.float32), want.astype(np.float32), f"{kind} from f32")
+        same(from16.astype(np.float32), v16.astype(t).astype(np.float32), f"{kind} from f16")
+        same(from_int.astype(np.float32), ints.astype(np.float32).astype(t).astype(np.float32),
+             f"{kind} from i32")
+        same(to16, want.astype(np.float16), f"{kind} to f16")
+        finite = np.isfinite(want.astype(np.float32))
+        np.testing.assert_array_equal(to_int[finite], np.trunc(
+            want.astype(np.float32)[finite]).astype(np.int32), err_msg=f"{kind} to i32")
+    same(got[-1].astype(np.float32), values.astype(ml_dtypes.float8_e5m2).astype(
+        ml_dtypes.float8_e4m3fn).astype(np.float32), "e5m2 to e4m3fn")

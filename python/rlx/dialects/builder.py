@@ -150,6 +150,8 @@ class HirModule(HirModuleCore):
         arr = np.asarray(data)
         dt = DType.parse(dtype) if dtype is not None else DType.parse(arr.dtype)
         arr = np.asarray(arr.astype(dt.numpy), order="C")  # keeps 0-d arrays 0-d
+        if dt.is_float8:  # its bytes, typed by the attribute (as bf16 is carried)
+            arr = arr.view(np.uint8)
         with self._ctx:
             t = TensorInfo(tuple(arr.shape), dt).mlir()
             attr = ir.DenseElementsAttr.get(arr, type=t)

@@ -239,3 +239,11 @@ def normalize_axis(c: Check, attr: str, axis: int, rank: int) -> int:
     if not -rank <= axis < rank:
         c.fail(f"attribute '{attr}'", f"an axis in [{-rank}, {rank})", str(axis))
     return axis % rank
+
+
+def not_float8(c: Check, name: str) -> None:
+    """8-bit floats are storage: cast them to compute (no arithmetic on them)."""
+    t = c[name]
+    if t.dtype.is_float8:
+        c.fail(f"operand '{name}'", "a type ops compute in (8-bit floats are storage: cast "
+               "to f16, bf16 or f32 first)", f"{t.dtype} ({t})")

@@ -34,6 +34,7 @@ from rlx.importers.dims import (
 from rlx.importers.onnx_blocks import Match, find_blocks
 from rlx.importers.onnx_ops import (
     CONVERTERS,
+    FLOAT8_OPS,
     FOLDERS,
     ONNX_DTYPES,
     RUNTIME_DTYPES,
@@ -390,7 +391,15 @@ class GraphImporter:
             self.report.converted[node.op_type] += 1
 
     def _check_unsigned(self, node: Node) -> None:
-        """Refuse unsigned integers where the converter would read them as signed."""
+        """Refuse unsigned integers where the converter would read them as signed, and
+        8-bit floats where it would compute on them."""
+        if node.op_type not in FLOAT8_OPS:
+            for i, name in enumerate(node.proto.input):
+                if node.has(i) and isinstance(node.value(i), HirValue) and (
+                        node.value(i).dtype.is_float8):
+                    node.fail(f"input {i} ('{name}') is {node.value(i).dtype.numpy.name}: "
+                              f"rlx holds 8-bit floats as storage (cast, moved); cast it to "
+                              f"f16, bf16 or f32 to compute {node.op_type}")
         if node.op_type in UNSIGNED_OPS:
             return
         for i, name in enumerate(node.proto.input):

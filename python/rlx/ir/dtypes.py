@@ -26,6 +26,10 @@ class DType(enum.Enum):
     I16 = "i16"
     I32 = "i32"
     I64 = "i64"
+    F8E4M3FN = "f8E4M3FN"
+    F8E4M3FNUZ = "f8E4M3FNUZ"
+    F8E5M2 = "f8E5M2"
+    F8E5M2FNUZ = "f8E5M2FNUZ"
 
     def __str__(self) -> str:
         return self.value
@@ -43,8 +47,19 @@ class DType(enum.Enum):
         return _BITS[self]
 
     @property
+    def is_float8(self) -> bool:
+        """An 8-bit float: a storage type (cast to and from it; move it), not one ops
+        compute in."""
+        return self in FLOAT8S
+
+    @property
     def numpy(self) -> np.dtype:
-        """The numpy dtype with the same bytes (bf16 has none: it is carried as uint16)."""
+        """The numpy dtype with the same bytes (bf16 has none: it is carried as uint16;
+        the 8-bit floats are ml_dtypes', which the IREE runtime depends on)."""
+        if self in FLOAT8S:
+            import ml_dtypes
+
+            return np.dtype(getattr(ml_dtypes, _NUMPY[self]))
         return np.dtype(_NUMPY[self])
 
     def mlir(self) -> ir.Type:
@@ -62,7 +77,8 @@ class DType(enum.Enum):
         if isinstance(value, str):
             name = {"bool": "i1", "float32": "f32", "float16": "f16", "bfloat16": "bf16",
                     "float64": "f64", "int8": "i8", "int16": "i16", "int32": "i32",
-                    "int64": "i64"}.get(value, value)
+                    "int64": "i64", **{n: d.value for d, n in _NUMPY.items() if d in FLOAT8S}
+                    }.get(value, value)
             try:
                 return DType(name)
             except ValueError:
@@ -70,20 +86,29 @@ class DType(enum.Enum):
                 raise ValueError(f"unknown dtype {value!r} (known: {names})") from None
         np_dtype = np.dtype(value)
         for dtype, name in _NUMPY.items():
-            if np.dtype(name) == np_dtype and dtype is not DType.BF16:
+            if dtype in FLOAT8S:
+                if np_dtype.name == name:
+                    return dtype
+            elif np.dtype(name) == np_dtype and dtype is not DType.BF16:
                 return dtype
         if np_dtype == np.uint8:
             return DType.I8
         raise ValueError(f"no rlx dtype for numpy dtype {np_dtype}")
 
 
-_FLOATS = frozenset({DType.F32, DType.F16, DType.BF16, DType.F64})
+FLOAT8S: frozenset[DType] = frozenset({DType.F8E4M3FN, DType.F8E4M3FNUZ, DType.F8E5M2,
+                                       DType.F8E5M2FNUZ})
+"""The 8-bit floats (OCP's E4M3FN and E5M2, and the FNUZ forms without negative zero)."""
+_FLOATS = frozenset({DType.F32, DType.F16, DType.BF16, DType.F64, *FLOAT8S})
 FLOATS: frozenset[DType] = _FLOATS
 _BITS = {DType.F32: 32, DType.F16: 16, DType.BF16: 16, DType.F64: 64, DType.I1: 1,
-         DType.I8: 8, DType.I16: 16, DType.I32: 32, DType.I64: 64}
+         DType.I8: 8, DType.I16: 16, DType.I32: 32, DType.I64: 64,
+         **dict.fromkeys(FLOAT8S, 8)}
 _NUMPY = {DType.F32: "float32", DType.F16: "float16", DType.BF16: "uint16",
           DType.F64: "float64", DType.I1: "bool", DType.I8: "int8", DType.I16: "int16",
-          DType.I32: "int32", DType.I64: "int64"}
+          DType.I32: "int32", DType.I64: "int64", DType.F8E4M3FN: "float8_e4m3fn",
+          DType.F8E4M3FNUZ: "float8_e4m3fnuz", DType.F8E5M2: "float8_e5m2",
+          DType.F8E5M2FNUZ: "float8_e5m2fnuz"}
 
 
-__all__ = ["FLOATS", "DType"]
+__all__ = ["FLOAT8S", "FLOATS", "DType"]

@@ -47,7 +47,11 @@ def tensor_type(sizes: Sequence[Size], element: ir.Type) -> ir.RankedTensorType:
 
 
 def is_float(t: ir.Type) -> bool:
-    return isinstance(t, ir.F32Type | ir.F16Type | ir.BF16Type | ir.F64Type)
+    return isinstance(t, ir.FloatType)
+
+
+def _float_width(t: ir.Type) -> int:
+    return ir.FloatType(t).width
 
 
 def f32() -> ir.Type:
@@ -279,7 +283,7 @@ def to_f32(x: ir.Value) -> ir.Value:
     if isinstance(t, ir.F32Type):
         return x
     if is_float(t):
-        return arith.truncf(f32(), x) if isinstance(t, ir.F64Type) else arith.extf(f32(), x)
+        return arith.truncf(f32(), x) if _float_width(t) > 32 else arith.extf(f32(), x)
     return arith.sitofp(f32(), x)
 
 
@@ -294,10 +298,9 @@ def convert(x: ir.Value, to: ir.Type, unsigned: str | None = None) -> ir.Value:
     if src == to:
         return x
     if is_float(src) and is_float(to):
-        width = {ir.F16Type: 16, ir.BF16Type: 16, ir.F32Type: 32, ir.F64Type: 64}
-        if width[type(src)] < width[type(to)]:
+        if _float_width(src) < _float_width(to):
             return arith.extf(to, x)
-        if width[type(src)] > width[type(to)]:
+        if _float_width(src) > _float_width(to):
             return arith.truncf(to, x)
         return arith.truncf(to, arith.extf(f32(), x))  # f16 <-> bf16
     if is_float(src):

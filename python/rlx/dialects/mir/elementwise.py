@@ -49,6 +49,7 @@ def binary(c: Check) -> list[TensorInfo]:
             : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
     """
     dtype = c.same_dtype("lhs", "rhs")
+    checks.not_float8(c, "lhs")
     if c.attr("kind") in UNSIGNED_BINARY_OPS:
         c.dtype("lhs", WORD_TYPES)
     elif c.attr("kind") == "pow" or dtype == DType.I1:
@@ -73,6 +74,7 @@ def compare(c: Check) -> list[TensorInfo]:
             : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>
     """
     c.same_dtype("lhs", "rhs")
+    checks.not_float8(c, "lhs")
     if c.attr("kind") in UNSIGNED_COMPARE_OPS:
         c.dtype("lhs", WORD_TYPES)
     return [TensorInfo(checks.broadcast(c, ["lhs", "rhs"]), DType.I1)]

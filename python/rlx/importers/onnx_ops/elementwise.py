@@ -303,10 +303,30 @@ def target_dtype(node: Node, elem_type: int) -> DType:
     return dtype
 
 
+FLOAT8_MAX = {DType.F8E4M3FN: 448.0, DType.F8E4M3FNUZ: 240.0, DType.F8E5M2: 57344.0,
+              DType.F8E5M2FNUZ: 57344.0}
+"""The largest finite value of each 8-bit float (ONNX's ``saturate`` clamps to it)."""
+
+
 def cast_to(node: Node, x: HirValue, dtype: DType, unsigned_result: bool = False
             ) -> HirValue:
     """ONNX cast: to bool is ``x != 0``; float to int truncates; floats round to nearest;
-    unsigned integers (input 0's type, ``unsigned_result``) convert as unsigned."""
+    unsigned integers (input 0's type, ``unsigned_result``) convert as unsigned. To an
+    8-bit float with ``saturate`` (the default) values beyond its range (inf included)
+    become its largest finite value of their sign, NaN stays NaN; without, they round as
+    IEEE does (to inf, or NaN for the types without inf)."""
+    if x.dtype.is_float8:  # widened to f32 (exactly), then converted from there
+        x = node.cast(x, DType.F32)
+        if dtype in (DType.F32, *FLOAT8_MAX):
+            return node.cast(x, dtype)
+    elif dtype.is_float8 and not x.dtype.is_float:
+        x = cast_to(node, x, DType.F32)
+    if dtype.is_float8:
+        if node.attr("saturate", 1):
+            top = FLOAT8_MAX[dtype]
+            x = node.mir("binary", [node.mir("binary", [x, node.scalar(-top, x)],
+                                             kind="max"), node.scalar(top, x)], kind="min")
+        return node.cast(x, dtype)
     if dtype == DType.I1 and x.dtype != DType.I1:
         return node.mir("compare", [x, node.scalar(0, x)], kind="ne")
     source = node.unsigned(0) and x.dtype != DType.I1

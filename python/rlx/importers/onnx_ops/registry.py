@@ -28,6 +28,7 @@ from onnx import NodeProto, TensorProto, helper
 from rlx.dialects.builder import HirModule, HirValue
 from rlx.importers.dims import SizeSource, SymDim
 from rlx.ir.diagnostics import ModelImportError
+from rlx.ir.dtypes import FLOAT8S
 from rlx.ir.types import DType, TensorInfo
 
 if TYPE_CHECKING:
@@ -43,6 +44,8 @@ ONNX_DTYPES: dict[int, DType] = {
     TensorProto.INT32: DType.I32, TensorProto.INT64: DType.I64,
     TensorProto.UINT8: DType.I8, TensorProto.UINT16: DType.I16, TensorProto.UINT32: DType.I32,
     TensorProto.UINT64: DType.I64,
+    TensorProto.FLOAT8E4M3FN: DType.F8E4M3FN, TensorProto.FLOAT8E4M3FNUZ: DType.F8E4M3FNUZ,
+    TensorProto.FLOAT8E5M2: DType.F8E5M2, TensorProto.FLOAT8E5M2FNUZ: DType.F8E5M2FNUZ,
 }
 """The rlx element type of each ONNX one rlx imports. Unsigned integers are the signless
 integers of their width (MLIR's and LLVM's view): the ops that read them as unsigned say so
@@ -62,10 +65,17 @@ UNSIGNED_OPS = frozenset({
 })
 """The ops rlx imports with unsigned integer inputs or outputs; any other refuses them
 (one error naming the node) rather than computing them as signed."""
+FLOAT8_OPS = frozenset({
+    "Cast", "CastLike", "Identity", "Dropout", "Reshape", "Transpose", "Squeeze",
+    "Unsqueeze", "Flatten", "Concat", "Split", "Slice", "Gather", "Expand", "Tile", "Shape",
+    "Size", "Constant"})
+"""The ops rlx imports with 8-bit float inputs: casts and data movement (8-bit floats are
+storage; a model computes on them cast to f16 / bf16 / f32)."""
 RUNTIME_DTYPES = frozenset({DType.F32, DType.F16, DType.BF16, DType.F64, DType.I1, DType.I8,
-                            DType.I16, DType.I32, DType.I64})
+                            DType.I16, DType.I32, DType.I64, *FLOAT8S})
 """Element types a runtime tensor may have. f64 compiles for llvm-cpu only (rlx.compile
-keeps it there; IREE demotes f64 to f32 for the GPU targets, and rlx refuses those)."""
+keeps it there; IREE demotes f64 to f32 for the GPU targets, and rlx refuses those); the
+8-bit floats are storage (cast to and from, moved), on llvm-cpu only, likewise."""
 
 
 def onnx_dtype_name(elem_type: int) -> str:
@@ -85,6 +95,11 @@ def dtype_of(arr: np.ndarray) -> DType | None:
     """The rlx element type of a numpy array (None: none)."""
     if arr.dtype.name == "bfloat16":
         return DType.BF16
+    if arr.dtype.name.startswith("float8"):
+        try:
+            return DType.parse(arr.dtype)
+        except ValueError:
+            return None
     if arr.dtype.kind == "u" and arr.dtype.itemsize in (1, 2, 4, 8):
         return DType.parse(f"int{8 * arr.dtype.itemsize}")  # its bits, signless
     if arr.dtype.kind not in "fib":
@@ -328,7 +343,7 @@ def normalize_axes(node: Node, axes: Sequence[int], rank: int, what: str = "axes
     return out
 
 
-__all__ = ["CONVERTERS", "FOLDERS", "ONNX_DTYPES", "RUNTIME_DTYPES", "UNSIGNED",
+__all__ = ["CONVERTERS", "FLOAT8_OPS", "FOLDERS", "ONNX_DTYPES", "RUNTIME_DTYPES", "UNSIGNED",
            "UNSIGNED_OPS", "ConvertFn", "Converter",
            "FoldFn", "Node", "Value", "converter", "dtype_of", "folder",
            "is_symbolic", "normalize_axes", "np_dtype", "onnx_dtype_name", "why_unsupported"]

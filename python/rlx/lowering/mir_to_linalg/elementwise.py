@@ -15,6 +15,7 @@ from iree.compiler.dialects import arith, math
 from rlx.dialects.schema import Decoded
 from rlx.ir.types import DType
 from rlx.lowering import emit
+from rlx.lowering.mir_to_linalg import float8
 from rlx.lowering.mir_to_linalg.table import MIR_TO_LINALG
 from rlx.lowering.registry import LoweringContext
 
@@ -192,6 +193,8 @@ def lower_where(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
 @MIR_TO_LINALG.register("cast")
 def lower_cast(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     x = op["x"]
+    to = DType.parse(op.attrs["to"]).mlir()
+    if float8.involves(emit.elem(x), to):
+        return [float8.convert_tensor(x, to, op.attrs.get("unsigned"))]
     flags = input_flags_as_i8(ctx, x)
-    return [emit.convert_tensor(x if flags is None else flags,
-                                DType.parse(op.attrs["to"]).mlir(), op.attrs.get("unsigned"))]
+    return [emit.convert_tensor(x if flags is None else flags, to, op.attrs.get("unsigned"))]

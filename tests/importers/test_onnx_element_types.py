@@ -1,8 +1,11 @@
-"""Unsigned integers (issue 22, point 4): an ONNX uint8 .. uint64 tensor is the signless
-integer of its width in the module, the ops that read it as unsigned say so (``udiv``,
-``ult``, ``umax``, a ``cast`` with ``unsigned``), and the module's inputs and outputs are
-marked so that callers pass and get numpy's unsigned types. Compared with ONNX Runtime on
-values past the signed range (where reading them as signed gives other answers)."""
+"""Element types beyond the usual (issue 22, point 4), against ONNX Runtime.
+
+Unsigned integers: an ONNX uint8 .. uint64 tensor is the signless integer of its width in
+the module, the ops that read it as unsigned say so (``udiv``, ``ult``, ``umax``, a
+``cast`` with ``unsigned``), and the module's inputs and outputs are marked so that callers
+pass and get numpy's unsigned types; compared on values past the signed range (where
+reading them as signed gives other answers). 8-bit floats: storage types, cast to (with
+ONNX's ``saturate``) and from, as inputs and outputs (ml_dtypes' numpy types)."""
 
 from __future__ import annotations
 
@@ -118,3 +121,42 @@ def test_sign_sensitive_op_without_unsigned_form_is_refused() -> None:
     assert "node 'peak' (ReduceMax" in message
     assert "input 0 ('x') is uint8" in message
     assert "\n" not in message
+
+
+def test_float8_casts_match_onnxruntime() -> None:
+    """f32 to each 8-bit float saturating (ONNX's default: beyond the range, inf included,
+    becomes the largest finite value) and not, f16 to f8, and an f8 input back to f32:
+    the same values as ONNX's reference evaluator (ONNX Runtime's Python API takes no 8-bit
+    float arrays; NaN compared by position)."""
+    import ml_dtypes
+    from onnx.reference import ReferenceEvaluator
+
+    kinds = {TensorProto.FLOAT8E4M3FN: ml_dtypes.float8_e4m3fn,
+             TensorProto.FLOAT8E4M3FNUZ: ml_dtypes.float8_e4m3fnuz,
+             TensorProto.FLOAT8E5M2: ml_dtypes.float8_e5m2,
+             TensorProto.FLOAT8E5M2FNUZ: ml_dtypes.float8_e5m2fnuz}
+    nodes, outs = [], []
+    for i, elem in enumerate(kinds):
+        nodes += [helper.make_node("Cast", ["x"], [f"sat{i}"], to=elem),
+                  helper.make_node("Cast", ["x"], [f"raw{i}"], to=elem, saturate=0),
+                  helper.make_node("Cast", ["x16"], [f"h{i}"], to=elem),
+                  helper.make_node("Cast", [f"sat{i}"], [f"back{i}"], to=TensorProto.FLOAT)]
+        outs += [vi(f"sat{i}", ["n"], elem), vi(f"raw{i}", ["n"], elem),
+                 vi(f"h{i}", ["n"], elem), vi(f"back{i}", ["n"])]
+    nodes.append(helper.make_node("Cast", ["e4"], ["e4f"], to=TensorProto.FLOAT16))
+    outs.append(vi("e4f", ["n"], TensorProto.FLOAT16))
+    m = model(nodes, [vi("x", ["n"]), vi("x16", ["n"], TensorProto.FLOAT16),
+                      vi("e4", ["n"], TensorProto.FLOAT8E4M3FN)], outs, opset=21)
+    result = import_model(m)
+    program = rlx.runtime.load(rlx.compile(result.module, "llvm-cpu"))
+    x = np.array([0.1, -1.7, 300.0, 1000.0, -6e4, np.inf, -np.inf, np.nan, 1e-9, 239.9],
+                 np.float32)
+    feeds = {"x": x, "x16": x.astype(np.float16), "e4": x.astype(ml_dtypes.float8_e4m3fn)}
+    got = program.main(**feeds)
+    want = ReferenceEvaluator(m).run(None, feeds)
+    for out, g, w in zip(outs, got, want, strict=True):
+        assert g.dtype == w.dtype, out.name
+        g32, w32 = g.astype(np.float32), w.astype(np.float32)
+        np.testing.assert_array_equal(np.isnan(g32), np.isnan(w32), err_msg=out.name)
+        same = ~np.isnan(w32)
+        np.testing.assert_array_equal(g32[same], w32[same], err_msg=out.name)
