@@ -79,41 +79,48 @@ def test_integer_ops(target: str) -> None:
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("dtype", ["i8", "i32", "i64"])
-def test_unsigned_integer_ops(target: str, dtype: str) -> None:
-    """The unsigned kinds read the same bits as the signed ones do, as unsigned: compared
-    with numpy on its own unsigned type (not the reference's code): -1 is the largest
-    value, a divisor of 0 reads as 1, an unsigned source widens with zeros and converts to
-    float as unsigned, and a float converts to an unsigned result."""
-    signed = np.dtype({"i8": np.int8, "i32": np.int32, "i64": np.int64}[dtype])
-    unsigned = np.dtype(f"u{signed.itemsize}")
+def test_unsigned_integer_ops(target: str) -> None:
+    """The unsigned kinds read the same bits as the signed ones do, as unsigned, in i8, i32
+    and i64 (one module): compared with numpy on its own unsigned types (not the
+    reference's code): -1 is the largest value, a divisor of 0 reads as 1, an unsigned
+    source widens with zeros and converts to float as unsigned, and a float converts to an
+    unsigned result."""
     h = rlx.HirModule("unsigned")
-    a, b = h.input("a", (None, 8), dtype), h.input("b", (8,), dtype)
     f = h.input("f", (None, 8))
-    outs = [h.mir("binary", [a, b], kind=k) for k in UNSIGNED_BINARY_OPS]
-    outs += [h.mir("cast", [h.mir("compare", [a, b], kind=k)], to="i32")
-             for k in UNSIGNED_COMPARE_OPS]
-    outs.append(h.mir("cast", [a], to="f32", unsigned="source"))
-    outs.append(h.mir("cast", [a], to="i64", unsigned="source"))
-    outs.append(h.mir("cast", [f], to=dtype, unsigned="result"))
+    dtypes = {"i8": np.int8, "i32": np.int32, "i64": np.int64}
+    outs, inputs, checks = [], {"f": np.array([[0, 1.5, 2.9, 7, 100.2, 0.4, 9, 3],
+                                               [1, 2, 3, 4, 5, 6, 7, 8]], np.float32)}, []
+    for dtype, np_signed in dtypes.items():
+        signed = np.dtype(np_signed)
+        unsigned = np.dtype(f"u{signed.itemsize}")
+        a, b = h.input(f"a{dtype}", (None, 8), dtype), h.input(f"b{dtype}", (8,), dtype)
+        first = len(outs)
+        outs += [h.mir("binary", [a, b], kind=k) for k in UNSIGNED_BINARY_OPS]
+        outs += [h.mir("cast", [h.mir("compare", [a, b], kind=k)], to="i32")
+                 for k in UNSIGNED_COMPARE_OPS]
+        outs += [h.mir("cast", [a], to="f32", unsigned="source"),
+                 h.mir("cast", [a], to="i64", unsigned="source"),
+                 h.mir("cast", [f], to=dtype, unsigned="result")]
+        top = np.iinfo(unsigned).max
+        ua = np.array([[0, 1, 7, 200, top, top - 1, 5, 9],
+                       [3, top, 0, 2, 100, 1, top // 2 + 1, 6]], unsigned)
+        ub = np.array([0, 2, 7, 3, 1, top, 4, top // 2 + 1], unsigned)
+        inputs |= {f"a{dtype}": ua.view(signed), f"b{dtype}": ub.view(signed)}
+        checks.append((first, ua, ub, unsigned))
     h.set_outputs(outs)
-    top = np.iinfo(unsigned).max
-    ua = np.array([[0, 1, 7, 200 % (top + 1), top, top - 1, 5, 9],
-                   [3, top, 0, 2, 100, 1, top // 2 + 1, 6]], unsigned)
-    ub = np.array([0, 2, 7, 3, 1, top, 4, top // 2 + 1], unsigned)
-    uf = np.array([[0, 1.5, 2.9, 7, 100.2, 0.4, 9, 3], [1, 2, 3, 4, 5, 6, 7, 8]], np.float32)
-    got = check_module(h, target, dyn=2, inputs={"a": ua.view(signed), "b": ub.view(signed),
-                                                  "f": uf})
-    nz = np.where(ub == 0, 1, ub).astype(unsigned)
-    want = [ua // nz, ua % nz, np.maximum(ua, ub), np.minimum(ua, ub),
-            ua < ub, ua <= ub, ua > ub, ua >= ub]
-    for g, w in zip(got[:4], want[:4], strict=True):
-        np.testing.assert_array_equal(g.view(unsigned), w)
-    for g, w in zip(got[4:8], want[4:], strict=True):
-        np.testing.assert_array_equal(g, w.astype(np.int32))
-    np.testing.assert_array_equal(got[8], ua.astype(np.float32))
-    np.testing.assert_array_equal(got[9], ua.astype(np.int64))
-    np.testing.assert_array_equal(got[10].view(unsigned), np.trunc(uf).astype(unsigned))
+    got = check_module(h, target, dyn=2, inputs=inputs)
+    for first, ua, ub, unsigned in checks:
+        g = got[first:first + 11]
+        nz = np.where(ub == 0, 1, ub).astype(unsigned)
+        for out, want in zip(g[:4], [ua // nz, ua % nz, np.maximum(ua, ub),
+                                     np.minimum(ua, ub)], strict=True):
+            np.testing.assert_array_equal(out.view(unsigned), want)
+        for out, want in zip(g[4:8], [ua < ub, ua <= ub, ua > ub, ua >= ub], strict=True):
+            np.testing.assert_array_equal(out, want.astype(np.int32))
+        np.testing.assert_array_equal(g[8], ua.astype(np.float32))
+        np.testing.assert_array_equal(g[9], ua.astype(np.int64))
+        np.testing.assert_array_equal(g[10].view(unsigned),
+                                      np.trunc(inputs["f"]).astype(unsigned))
 
 
 @pytest.mark.parametrize("target", TARGETS)
