@@ -90,7 +90,7 @@ irdl.dialect @rlx_mir {
     irdl.results(y: %out0)
     irdl.attributes {"kind" = %kind}
   }
-  // Element type conversion (``Op::Cast``): float <-> float rounds to nearest even, float -> int truncates toward zero, int -> float rounds, ``i1`` is 0 / 1. Integers are signed unless ``unsigned`` names their side: an unsigned source widens with zeros and converts to float as unsigned; a float converts to an unsigned result as unsigned (a value outside the result's range is undefined, as in C and ONNX).
+  // Element type conversion (``Op::Cast``): float <-> float rounds to nearest even, float -> int truncates toward zero, int -> float rounds, ``i1`` is 0 / 1. Integers are signed unless ``unsigned`` names their side: an unsigned source widens with zeros and converts to float as unsigned; a float converts to an unsigned result as unsigned (a value outside the result's range is undefined, as in C and ONNX). To ``f8E8M0FNU`` (a power of two) the sign is dropped, ``round`` picks the power, a finite value saturates at 2^127, inf and NaN become NaN.
   irdl.operation @cast {
     %to_0 = irdl.is "f32"
     %to_1 = irdl.is "f16"
@@ -105,7 +105,8 @@ irdl.dialect @rlx_mir {
     %to_10 = irdl.is "f8E4M3FNUZ"
     %to_11 = irdl.is "f8E5M2"
     %to_12 = irdl.is "f8E5M2FNUZ"
-    %to = irdl.any_of(%to_0, %to_1, %to_2, %to_3, %to_4, %to_5, %to_6, %to_7, %to_8, %to_9, %to_10, %to_11, %to_12)
+    %to_13 = irdl.is "f8E8M0FNU"
+    %to = irdl.any_of(%to_0, %to_1, %to_2, %to_3, %to_4, %to_5, %to_6, %to_7, %to_8, %to_9, %to_10, %to_11, %to_12, %to_13)
     %in0 = irdl.base "!builtin.tensor"
     %out0 = irdl.base "!builtin.tensor"
     irdl.operands(x: %in0)

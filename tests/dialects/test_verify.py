@@ -219,6 +219,8 @@ CASES = {
     "mir_float8_arithmetic": ("rlx_mir.binary", ["tensor<4xf8E4M3FN>", "tensor<4xf8E4M3FN>"],
                               '{kind = "add"}', ["tensor<4xf8E4M3FN>"],
                               "8-bit floats are storage"),
+    "mir_cast_round_not_e8m0": ("rlx_mir.cast", [V16], '{round = "up", to = "f8E4M3FN"}',
+                                ["tensor<16xf8E4M3FN>"], "only with to = \"f8E8M0FNU\""),
     "mir_cast_unsigned_side": ("rlx_mir.cast", ["tensor<4xi8>"], '{to = "f32", unsigned = '
                                '"left"}', ["tensor<4xf32>"], "attribute 'unsigned'"),
 }

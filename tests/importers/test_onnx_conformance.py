@@ -71,15 +71,15 @@ def test_node_tests_pass(results: dict[str, conformance.Result], op: str) -> Non
 
 def test_unsupported_cases_say_why(cases: list[conformance.Case]) -> None:
     by_name = {c.name: c for c in cases}
-    picks = ["test_cast_UINT4_to_FLOAT", "test_cast_e8m0_FLOAT_to_FLOAT8E8M0",
+    picks = ["test_cast_UINT4_to_FLOAT", "test_cast_FLOAT_to_FLOAT4E2M1",
              "test_identity_opt"]
     results = conformance._run_op("refused", [by_name[n] for n in picks])
     reasons = {r.case: (r.status, r.reason) for r in results}
     assert reasons["test_cast_UINT4_to_FLOAT"] == (
         "unsupported", "input 'input' is uint4: rlx has no integer types narrower than 8 bits")
-    assert reasons["test_cast_e8m0_FLOAT_to_FLOAT8E8M0"][0] == "unsupported"
-    assert "cast to float8_e8m0fnu: rlx has no such element type" in reasons[
-        "test_cast_e8m0_FLOAT_to_FLOAT8E8M0"][1]
+    assert reasons["test_cast_FLOAT_to_FLOAT4E2M1"][0] == "unsupported"
+    assert "cast to float4_e2m1fn: rlx has no such element type" in reasons[
+        "test_cast_FLOAT_to_FLOAT4E2M1"][1]
     assert reasons["test_identity_opt"][0] == "unsupported"
     assert "graph input 'opt_in' is not a tensor" in reasons["test_identity_opt"][1]
 

@@ -8,6 +8,7 @@ import pytest
 from harness import DEVICE, TARGETS, check_module
 
 import rlx
+from rlx import reference
 from rlx.dialects.enums import (
     ACTIVATIONS,
     BINARY_OPS,
@@ -212,3 +213,37 @@ def test_float8_casts(target: str) -> None:
             want.astype(np.float32)[finite]).astype(np.int32), err_msg=f"{kind} to i32")
     same(got[-1].astype(np.float32), values.astype(ml_dtypes.float8_e5m2).astype(
         ml_dtypes.float8_e4m3fn).astype(np.float32), "e5m2 to e4m3fn")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_e8m0_casts(target: str) -> None:
+    """E8M0 (a power of two, 2^(e - 127), 0xff NaN; OCP MX's scale type): each ``round``
+    against ONNX's own conversion (``onnx.numpy_helper.to_float8e8m0``, saturating), on
+    powers of two, their neighbours, halfway points, f32 subnormals, signs, 2^127 and
+    beyond, inf and NaN; the 256 codes widen as ml_dtypes reads them."""
+    import ml_dtypes
+    from onnx.numpy_helper import to_float8e8m0
+
+    h = rlx.HirModule("e8m0")
+    x, codes = h.input("x", (None,)), h.input("codes", (256,), "f8E8M0FNU")
+    rounds = ["up", "down", "nearest"]
+    h.set_outputs([h.mir("cast", [x], to="f8E8M0FNU", round=r) for r in rounds]
+                  + [h.mir("cast", [codes], to="f32")])
+    powers = np.float32(2.0) ** np.arange(-149, 128, dtype=np.float64).astype(np.float32)
+    rng = np.random.default_rng(3)
+    values = np.concatenate([
+        powers, np.nextafter(powers, np.float32(np.inf)), powers * 1.5, powers * 1.25,
+        powers * 1.75, -powers * 1.5, [0.0, -0.0, np.inf, -np.inf, np.nan, 3.4e38],
+        rng.standard_normal(400) * 10.0 ** rng.integers(-30, 30, 400)]).astype(np.float32)
+    byte = np.arange(256, dtype=np.uint8)
+    program = rlx.runtime.load(rlx.compile(h, target), DEVICE[target])
+    got = program.main(values, byte.view(ml_dtypes.float8_e8m0fnu))
+    for r, g in zip(rounds, got[:3], strict=True):
+        want = to_float8e8m0(values, saturate=True, round_mode=r)
+        np.testing.assert_array_equal(g.view(np.uint8), want.view(np.uint8), err_msg=r)
+        np.testing.assert_array_equal(reference.evaluate(h, {"x": values, "codes": byte.view(
+            ml_dtypes.float8_e8m0fnu)})[rounds.index(r)].view(np.uint8), want.view(np.uint8),
+            err_msg=f"reference {r}")
+    w = byte.view(ml_dtypes.float8_e8m0fnu).astype(np.float32)
+    np.testing.assert_array_equal(np.isnan(got[3]), np.isnan(w))
+    np.testing.assert_array_equal(got[3][:255], w[:255])

@@ -41,6 +41,10 @@ or -1 is 0 (no trap)."""
 UNSIGNED_COMPARE_OPS = ("ult", "ule", "ugt", "uge")
 """Comparisons of integers read as unsigned (``eq`` / ``ne`` are the same either way)."""
 COMPARE_OPS = ("eq", "ne", "lt", "le", "gt", "ge", *UNSIGNED_COMPARE_OPS)
+CAST_ROUND = ("up", "down", "nearest")
+"""``cast``'s ``round`` to ``f8E8M0FNU`` (a power of two): ``up`` (absent: OCP MX's and
+ONNX's default) to the power of two at or above ``|x|``, ``down`` at or below, ``nearest``
+up when the f32 fraction's top bit is set (ONNX's rule: half rounds up)."""
 CAST_UNSIGNED = ("source", "result", "both")
 """``cast``'s ``unsigned``: which side's integers are unsigned (absent: neither)."""
 REDUCE_OPS = ("sum", "mean", "max", "min", "prod")

@@ -30,6 +30,7 @@ class DType(enum.Enum):
     F8E4M3FNUZ = "f8E4M3FNUZ"
     F8E5M2 = "f8E5M2"
     F8E5M2FNUZ = "f8E5M2FNUZ"
+    F8E8M0FNU = "f8E8M0FNU"
 
     def __str__(self) -> str:
         return self.value
@@ -97,8 +98,9 @@ class DType(enum.Enum):
 
 
 FLOAT8S: frozenset[DType] = frozenset({DType.F8E4M3FN, DType.F8E4M3FNUZ, DType.F8E5M2,
-                                       DType.F8E5M2FNUZ})
-"""The 8-bit floats (OCP's E4M3FN and E5M2, and the FNUZ forms without negative zero)."""
+                                       DType.F8E5M2FNUZ, DType.F8E8M0FNU})
+"""The 8-bit floats (OCP's E4M3FN and E5M2, the FNUZ forms without negative zero, and
+OCP MX's E8M0 scale type: a power of two, 2^(e - 127), 0xff NaN)."""
 _FLOATS = frozenset({DType.F32, DType.F16, DType.BF16, DType.F64, *FLOAT8S})
 FLOATS: frozenset[DType] = _FLOATS
 _BITS = {DType.F32: 32, DType.F16: 16, DType.BF16: 16, DType.F64: 64, DType.I1: 1,
@@ -108,7 +110,7 @@ _NUMPY = {DType.F32: "float32", DType.F16: "float16", DType.BF16: "uint16",
           DType.F64: "float64", DType.I1: "bool", DType.I8: "int8", DType.I16: "int16",
           DType.I32: "int32", DType.I64: "int64", DType.F8E4M3FN: "float8_e4m3fn",
           DType.F8E4M3FNUZ: "float8_e4m3fnuz", DType.F8E5M2: "float8_e5m2",
-          DType.F8E5M2FNUZ: "float8_e5m2fnuz"}
+          DType.F8E5M2FNUZ: "float8_e5m2fnuz", DType.F8E8M0FNU: "float8_e8m0fnu"}
 
 
 __all__ = ["FLOAT8S", "FLOATS", "DType"]

@@ -390,11 +390,37 @@ def cumsum(x: np.ndarray, *, axis: int, exclusive: bool) -> np.ndarray:
     return c - data if exclusive else c
 
 
-def cast(x: np.ndarray, *, to: str, unsigned: str | None = None) -> np.ndarray:
+def _to_e8m0(x: np.ndarray, rounding: str) -> np.ndarray:
+    """The power of two 2^(e - 127) for each |x| (spec of ``cast`` to f8E8M0FNU): by value,
+    with frexp: |x| = m 2^k, 0.5 <= m < 1, so 2^(k-1) <= |x| < 2^k."""
+    import ml_dtypes
+
+    a = np.abs(np.asarray(x, np.float64))
+    m, k = np.frexp(a)
+    e = (k - 1 + 127).astype(np.int64)  # the power at or below |x|
+    fraction = m > 0.5  # |x| is not that power itself
+    if rounding == "up":
+        e = e + fraction
+    elif rounding == "nearest":
+        e = e + (m >= 0.75)  # the fraction's top bit: half rounds up
+    # below f32's normals (its exponent field 0) the rule reads the fraction's bits: up
+    # from any nonzero value, nearest from above 2^-127 (the top bit and another)
+    tiny = a < 2.0 ** -126
+    low = {"up": a > 0, "down": np.zeros_like(tiny), "nearest": a > 2.0 ** -127}[rounding]
+    e = np.where(tiny, low.astype(np.int64), e)
+    e = np.minimum(e, 254)
+    e = np.where(np.isfinite(a), e, 255)
+    return e.astype(np.uint8).view(ml_dtypes.float8_e8m0fnu)
+
+
+def cast(x: np.ndarray, *, to: str, unsigned: str | None = None, round: str | None = None
+         ) -> np.ndarray:
     from rlx.ir.types import DType
 
     dtype = DType.parse(to)
     x = np.asarray(x)
+    if dtype == DType.F8E8M0FNU:
+        return _to_e8m0(x.astype(np.float32), round or "up")
     if unsigned in ("source", "both"):
         x = _unsigned(x)
     want = dtype.numpy

@@ -6,6 +6,7 @@ from rlx.dialects import checks
 from rlx.dialects.enums import (
     ACTIVATIONS,
     BINARY_OPS,
+    CAST_ROUND,
     CAST_UNSIGNED,
     COMPARE_OPS,
     DTYPE_NAMES,
@@ -99,13 +100,17 @@ def where(c: Check) -> list[TensorInfo]:
 @MIR.op("cast", operands=["x"], attrs=[
     enum_attr("to", DTYPE_NAMES, "target element type"),
     enum_attr("unsigned", CAST_UNSIGNED, "whose integers are unsigned: the source's, the "
-              "result's or both (absent: neither)", optional=True)])
+              "result's or both (absent: neither)", optional=True),
+    enum_attr("round", CAST_ROUND, "to f8E8M0FNU: up (absent), down or nearest",
+              optional=True)])
 def cast(c: Check) -> list[TensorInfo]:
     """Element type conversion (``Op::Cast``): float <-> float rounds to nearest even,
     float -> int truncates toward zero, int -> float rounds, ``i1`` is 0 / 1. Integers
     are signed unless ``unsigned`` names their side: an unsigned source widens with zeros
     and converts to float as unsigned; a float converts to an unsigned result as unsigned
-    (a value outside the result's range is undefined, as in C and ONNX).
+    (a value outside the result's range is undefined, as in C and ONNX). To ``f8E8M0FNU``
+    (a power of two) the sign is dropped, ``round`` picks the power, a finite value
+    saturates at 2^127, inf and NaN become NaN.
 
     Example::
 
@@ -119,4 +124,6 @@ def cast(c: Check) -> list[TensorInfo]:
     if side in ("result", "both") and to not in WORD_TYPES:
         want = "/".join(sorted(str(d) for d in WORD_TYPES))
         c.fail("attribute 'to'", f"an integer type {want} (unsigned = \"{side}\")", str(to))
+    if c.attrs.get("round") is not None and to != DType.F8E8M0FNU:
+        c.fail("attribute 'round'", "only with to = \"f8E8M0FNU\"", str(to))
     return [c["x"].with_dtype(to)]

@@ -321,6 +321,14 @@ def cast_to(node: Node, x: HirValue, dtype: DType, unsigned_result: bool = False
             return node.cast(x, dtype)
     elif dtype.is_float8 and not x.dtype.is_float:
         x = cast_to(node, x, DType.F32)
+    if dtype == DType.F8E8M0FNU:  # a power of two: ONNX's round_mode; saturating
+        if not node.attr("saturate", 1):
+            node.fail("cast to float8_e8m0fnu with saturate = 0: rlx casts to E8M0 "
+                      "saturating (a finite value at most 2^127)")
+        mode = node.attr("round_mode", "up")
+        if mode not in ("up", "down", "nearest"):
+            node.fail(f"round_mode {mode!r}: expected up, down or nearest")
+        return node.mir("cast", [node.cast(x, DType.F32)], to=str(dtype), round=mode)
     if dtype.is_float8:
         if node.attr("saturate", 1):
             top = FLOAT8_MAX[dtype]

@@ -46,6 +46,7 @@ ONNX_DTYPES: dict[int, DType] = {
     TensorProto.UINT64: DType.I64,
     TensorProto.FLOAT8E4M3FN: DType.F8E4M3FN, TensorProto.FLOAT8E4M3FNUZ: DType.F8E4M3FNUZ,
     TensorProto.FLOAT8E5M2: DType.F8E5M2, TensorProto.FLOAT8E5M2FNUZ: DType.F8E5M2FNUZ,
+    TensorProto.FLOAT8E8M0: DType.F8E8M0FNU,
 }
 """The rlx element type of each ONNX one rlx imports. Unsigned integers are the signless
 integers of their width (MLIR's and LLVM's view): the ops that read them as unsigned say so

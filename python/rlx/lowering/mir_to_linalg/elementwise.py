@@ -195,6 +195,6 @@ def lower_cast(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     x = op["x"]
     to = DType.parse(op.attrs["to"]).mlir()
     if float8.involves(emit.elem(x), to):
-        return [float8.convert_tensor(x, to, op.attrs.get("unsigned"))]
+        return [float8.convert_tensor(x, to, op.attrs.get("unsigned"), op.attrs.get("round"))]
     flags = input_flags_as_i8(ctx, x)
     return [emit.convert_tensor(x if flags is None else flags, to, op.attrs.get("unsigned"))]

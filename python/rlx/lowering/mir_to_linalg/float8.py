@@ -1,8 +1,9 @@
 """Casts to and from the 8-bit floats (``f8E4M3FN``, ``f8E4M3FNUZ``, ``f8E5M2``,
-``f8E5M2FNUZ``), written out here instead of left to IREE's emulation of ``arith.extf`` /
-``arith.truncf``, which IREE 3.13 gets wrong on llvm-cpu and Vulkan alike: it widens
-E4M3FN's negative NaN (``0xff``) to -480, and rounds the values between the largest
-subnormal and the smallest normal number (``0.0147`` in E4M3FN) to zero.
+``f8E5M2FNUZ``, and the power-of-two scale type ``f8E8M0FNU``), written out here instead
+of left to IREE's emulation of ``arith.extf`` / ``arith.truncf``, which IREE 3.13 gets
+wrong on llvm-cpu and Vulkan alike: it widens E4M3FN's negative NaN (``0xff``) to -480,
+and rounds the values between the largest subnormal and the smallest normal number
+(``0.0147`` in E4M3FN) to zero.
 
 - **From** an 8-bit float: a table of the format's 256 values in f32 (every one exact),
   read with the byte as the index; then on from f32 as any cast.
@@ -13,6 +14,8 @@ subnormal and the smallest normal number (``0.0147`` in E4M3FN) to zero.
   is the smallest normal number's). Beyond the largest finite value: inf for E5M2, NaN for
   the others (no saturation: ONNX's ``saturate`` clamps before the cast); NaN stays NaN;
   the FNUZ formats have no negative zero.
+- **To** E8M0 (``2^(e - 127)``, no sign, 0xff NaN): the f32 exponent field, raised by one
+  as ``cast``'s ``round`` says, saturating at 2^127 (:func:`_encode_e8m0`).
 
 The tables and constants come from each format's definition (OCP 8-bit floats; the FNUZ
 variants of Graphcore / AMD), as ml_dtypes, which the IREE runtime depends on, implements
@@ -51,6 +54,7 @@ FORMATS = {
     "f8E4M3FNUZ": Format(3, 8, 0x7F, 0x80, 0x80, True, "float8_e4m3fnuz"),
     "f8E5M2": Format(2, 15, 0x7B, 0x7C, 0x7E, False, "float8_e5m2"),
     "f8E5M2FNUZ": Format(2, 16, 0x7F, 0x80, 0x80, True, "float8_e5m2fnuz"),
+    "f8E8M0FNU": Format(0, 127, 0xFE, 0xFF, 0xFF, False, "float8_e8m0fnu"),
 }
 
 
@@ -106,14 +110,41 @@ def _encode(f: ir.Value, to: ir.Type, fmt: Format) -> ir.Value:
     return arith.bitcast(to, arith.trunci(ir.IntegerType.get_signless(8), bits))
 
 
+def _encode_e8m0(f: ir.Value, to: ir.Type, rounding: str) -> ir.Value:
+    """An f32 value as the power of two ``2^(e - 127)`` (the sign dropped): its f32
+    exponent, raised by one where ``rounding`` says (``up``: any fraction; ``nearest``: the
+    fraction's top bit, and below the f32 normals also a lower one), except at 2^127
+    (saturated); inf and NaN are NaN (0xff)."""
+    i32 = ir.IntegerType.get_signless(32)
+    u = arith.bitcast(i32, f)
+    exponent = arith.andi(arith.shrui(u, _i32(23)), _i32(0xFF))
+
+    def has(mask: int) -> ir.Value:
+        return arith.cmpi(arith.CmpIPredicate.ne, arith.andi(u, _i32(mask)), _i32(0))
+
+    if rounding == "up":
+        step = has(0x7FFFFF)
+    elif rounding == "nearest":
+        normal = arith.cmpi(arith.CmpIPredicate.ne, exponent, _i32(0))
+        step = arith.andi(has(0x400000), arith.ori(has(0x3FFFFF), normal))
+    else:
+        step = arith.constant(ir.IntegerType.get_signless(1), 0)
+    below_top = arith.cmpi(arith.CmpIPredicate.ne, exponent, _i32(0xFE))
+    bits = arith.addi(exponent, arith.extui(i32, arith.andi(step, below_top)))
+    special = arith.cmpi(arith.CmpIPredicate.eq, exponent, _i32(0xFF))
+    bits = arith.select(special, _i32(0xFF), bits)
+    return arith.bitcast(to, arith.trunci(ir.IntegerType.get_signless(8), bits))
+
+
 def involves(src: ir.Type, to: ir.Type) -> bool:
     """A cast from or to an 8-bit float (this module's)."""
     return format_of(src) is not None or format_of(to) is not None
 
 
-def convert_tensor(x: ir.Value, to: ir.Type, unsigned: str | None) -> ir.Value:
+def convert_tensor(x: ir.Value, to: ir.Type, unsigned: str | None,
+                   rounding: str | None = None) -> ir.Value:
     """``rlx_mir.cast`` of ``x`` to ``to`` where either side is an 8-bit float; an
-    integer side is unsigned as ``unsigned`` says."""
+    integer side is unsigned as ``unsigned`` says; ``rounding``: to E8M0."""
     src = emit.elem(x)
     if src == to:
         return x
@@ -124,6 +155,8 @@ def convert_tensor(x: ir.Value, to: ir.Type, unsigned: str | None) -> ir.Value:
 
     def body(v: ir.Value) -> ir.Value:
         f = _decode(v, table) if table is not None else emit.convert(v, emit.f32(), source)
+        if str(to) == "f8E8M0FNU":
+            return _encode_e8m0(f, to, rounding or "up")
         if to_fmt is not None:
             return _encode(f, to, to_fmt)
         return emit.convert(f, to, result)
