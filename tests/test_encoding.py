@@ -101,6 +101,37 @@ def test_broken_archive_is_encoded_again(gguf_file: Path, warm: dict, tmp_path: 
     assert not list((cache / "params").glob(".*.tmp"))
 
 
+def test_full_disk_is_one_clear_error(gguf_file: Path, warm: dict, tmp_path: Path) -> None:
+    """Writing the encoded weights to a disk that cannot take them (here a file-size limit,
+    RLIMIT_FSIZE, of 64 KiB: writes past it fail as on a full disk) is one error naming the
+    archive and what to do, and leaves no partial file behind."""
+    cache = _cache(warm, tmp_path)
+    code = f"""
+import resource, signal, sys
+sys.path[:0] = {[str(Path(__file__).parent), str(Path(__file__).parent.parent)]!r}
+from rlx.generate import Generator
+from rlx.ir.diagnostics import RlxError
+from rlx.models import llama
+model = llama.from_gguf({str(gguf_file)!r}, logits="all")
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, resource.RLIM_INFINITY))
+try:
+    Generator(model, options={{"encode_parameters": True}}, cache={str(cache)!r})
+except RlxError as e:
+    print(e)
+    sys.exit(3)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    message = proc.stdout.strip()
+    assert "writing the encoded weights" in message
+    assert "encode_parameters=False" in message
+    assert str(cache / "params") in message
+    assert "\n" not in message
+    assert not list((cache / "params").glob("*"))
+
+
 def test_changed_weights_get_their_own_archive(gguf_file: Path, tmp_path: Path) -> None:
     """The fingerprint names a GGUF's tensors by the file (path, size, mtime, inode) and
     place, other arrays by their bytes: a touched file or a changed array is a new key."""

@@ -183,7 +183,7 @@ def encode(encoder: bytes, vmfb: bytes, path: Path, device: str, params: Any) ->
             else:
                 layout.add_splat(key, pattern, length)
         target = rt.ParameterIndex()
-        layout.create_archive_file(tmp, 0, target)
+        _write_archive(layout, tmp, target, path, sum(n for n, _ in entries.values()))
         del layout
         ctx = context(target.create_provider(scope=ENCODED_SCOPE))
         steps = _call(ctx, fns["steps"])
@@ -204,6 +204,18 @@ def encode(encoder: bytes, vmfb: bytes, path: Path, device: str, params: Any) ->
         Path(tmp).unlink(missing_ok=True)
         release_file_pages(keep)
     return True
+
+
+def _write_archive(layout: Any, tmp: str, target: Any, path: Path, size: int) -> None:
+    """Lay out the archive the encoder writes into; a failed write (a full disk) is one
+    error naming the file, the size and what to do, not IREE's status as a traceback."""
+    try:
+        layout.create_archive_file(tmp, 0, target)
+    except (RuntimeError, IndexError, OSError) as e:  # IREE's status: UNKNOWN, OUT_OF_RANGE
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise RunError(f"error: {path}: writing the encoded weights ({size / 2**20:.0f} MiB) "
+                       f"failed: {first}; free space under {path.parent}, or load with "
+                       "encode_parameters=False (RLX_ENCODE_PARAMETERS=0)") from None
 
 
 @dataclass(frozen=True)
