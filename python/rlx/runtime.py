@@ -57,6 +57,13 @@ def _signed(dtype: np.dtype) -> np.dtype:
     return np.dtype(f"i{dtype.itemsize}")
 
 
+def _unsigned(dtype: np.dtype | DType) -> np.dtype:
+    """numpy's unsigned integer type of the same width (what a caller sees of a module's
+    integers marked ``rlx.unsigned``)."""
+    width = dtype.bits // 8 if isinstance(dtype, DType) else dtype.itemsize
+    return np.dtype(f"u{width}")
+
+
 def _to_iree(arr: np.ndarray, dtype: DType | None) -> np.ndarray:
     """bf16 inputs (rlx carries them as uint16 bits) reach IREE as ml_dtypes' bfloat16,
     which the runtime maps to its bf16 element type; unsigned integers (an input the module
@@ -113,7 +120,7 @@ class DeviceTensor:
         import iree.runtime as rt
 
         dtype = np.dtype(rt.HalElementType.map_to_dtype(self._bv.element_type))
-        return np.dtype(f"u{dtype.itemsize}") if self.unsigned else dtype
+        return _unsigned(dtype) if self.unsigned else dtype
 
     def wait(self) -> DeviceTensor:
         """Block until the call that computes this tensor has finished (a device error
@@ -130,7 +137,7 @@ class DeviceTensor:
 
     def numpy(self) -> np.ndarray:
         host = self._program.to_host(self.wait().array)
-        return host.view(np.dtype(f"u{host.dtype.itemsize}")) if self.unsigned else host
+        return host.view(_unsigned(host.dtype)) if self.unsigned else host
 
     def __repr__(self) -> str:
         return f"DeviceTensor({self.dtype}{list(self.shape)} on {self._program.device_name})"
@@ -188,7 +195,7 @@ class Function:
         # gets numpy's unsigned types; the module holds the same bits as signless integers
         unsigned_in = set(json.loads(reflection.get("rlx.unsigned_inputs", "[]")))
         self._unsigned_out = set(json.loads(reflection.get("rlx.unsigned_outputs", "[]")))
-        self._want = [np.dtype(f"u{dtype.bits // 8}") if i in unsigned_in else
+        self._want = [_unsigned(dtype) if i in unsigned_in else
                       _np_dtype(dtype) for i, dtype in enumerate(self._dtypes)]
 
     def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | tuple[np.ndarray, ...]:

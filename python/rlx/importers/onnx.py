@@ -375,7 +375,7 @@ class GraphImporter:
         if node.version < conv.since:
             node.fail(f"{node.op_type}-{node.version} (the version of opset {self.opset}) is "
                       f"not supported; rlx imports {node.op_type} from version {conv.since}")
-        self._check_unsigned(node)
+        self._check_element_types(node)
         start = len(self.h)
         try:
             outs = conv.fn(node)
@@ -390,7 +390,7 @@ class GraphImporter:
         else:
             self.report.converted[node.op_type] += 1
 
-    def _check_unsigned(self, node: Node) -> None:
+    def _check_element_types(self, node: Node) -> None:
         """Refuse unsigned integers where the converter would read them as signed, and
         8-bit floats where it would compute on them."""
         if node.op_type not in FLOAT8_OPS:
