@@ -453,11 +453,13 @@ def write_table(results: Sequence[Result], command: str, seconds: float,
         "## The ops of transformer and CNN inference and of the importer corpus",
         "",
         "Every case of these ops passes but those listed below the table: element types "
-        "rlx rejects (4-bit floats, 2- and 4-bit integers, strings: one error naming the "
-        "node) and the cases given with their reason. Unsigned integers are the signless "
-        "integers of their width, read as unsigned by the ops that care; the 8-bit floats "
-        "E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ and E8M0 are storage (cast to and from them, "
-        "move them).",
+        "rlx rejects (strings: one error naming the node) and the cases given with their "
+        "reason. Unsigned integers are the signless integers of their width, read as "
+        "unsigned by the ops that care; the 8-bit floats E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ "
+        "and E8M0 are storage (cast to and from them, move them); the types narrower than "
+        "a byte (int4, uint4, int2, uint2, E2M1) are held as their values (in i8; E2M1 in "
+        "E4M3FN), cast to and from and moved, with ml_dtypes' arrays at the runtime "
+        "boundary.",
         "",
         *_table(TARGET_OPS, per),
         "",

@@ -25,7 +25,7 @@ from rlx.cache import CompileCache
 from rlx.cache import resolve as resolve_cache
 from rlx.dialects import verify_module
 from rlx.dialects.builder import HirModule
-from rlx.dialects.hir_module import unsigned_positions
+from rlx.dialects.hir_module import narrow_positions, unsigned_positions
 from rlx.gpu_targets import (
     HOPPER_AND_LATER,
     KNOWN_GPU_TARGETS,
@@ -309,6 +309,10 @@ def add_reflection(module: ir.Module) -> None:
                 flagged = unsigned_positions(op, key)
                 if flagged:
                     refl[f"rlx.unsigned_{side}"] = ir.StringAttr.get(json.dumps(flagged))
+                narrow = narrow_positions(op, key)
+                if narrow:
+                    refl[f"rlx.narrow_{side}"] = ir.StringAttr.get(json.dumps(
+                        {str(i): n for i, n in narrow.items()}))
             op.attributes["iree.reflection"] = ir.DictAttr.get(refl)
 
 

@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from rlx.ir.diagnostics import RunError, size_check_message
-from rlx.ir.dtypes import DType
+from rlx.ir.dtypes import NARROW, DType, to_host_array, to_module_array, unsigned_type
 from rlx.weights import (
     ENCODED_SCOPE,
     PARAM_SCOPE,
@@ -53,30 +53,6 @@ def _np_dtype(dtype: DType) -> np.dtype:
     return dtype.numpy
 
 
-def _signed(dtype: np.dtype) -> np.dtype:
-    return np.dtype(f"i{dtype.itemsize}")
-
-
-def _unsigned(dtype: np.dtype | DType) -> np.dtype:
-    """numpy's unsigned integer type of the same width (what a caller sees of a module's
-    integers marked ``rlx.unsigned``)."""
-    width = dtype.bits // 8 if isinstance(dtype, DType) else dtype.itemsize
-    return np.dtype(f"u{width}")
-
-
-def _to_iree(arr: np.ndarray, dtype: DType | None) -> np.ndarray:
-    """bf16 inputs (rlx carries them as uint16 bits) reach IREE as ml_dtypes' bfloat16,
-    which the runtime maps to its bf16 element type; unsigned integers (an input the module
-    declares unsigned) reach it as the signless integers of their width, as their bits."""
-    if dtype != DType.BF16 and arr.dtype.kind == "u":
-        return arr.view(_signed(arr.dtype))
-    if dtype != DType.BF16 or arr.dtype.name == "bfloat16":
-        return arr
-    import ml_dtypes
-
-    return arr.view(ml_dtypes.bfloat16)
-
-
 # --------------------------------------------------------------------------------------
 # Programs and functions
 # --------------------------------------------------------------------------------------
@@ -92,8 +68,10 @@ class DeviceTensor:
     def __init__(self, program: Program, array: Any = None, ready: Any = None, *,
                  buffer_view: Any = None, semaphore: Any = None) -> None:
         self._program = program
-        self.unsigned = False
-        """The module declares this result unsigned (its integers are read as such)."""
+        self.host_type: np.dtype | None = None
+        """The numpy type the caller sees where it is not the module's own: numpy's
+        unsigned type (a result declared ``rlx.unsigned``: the same bits) or ml_dtypes'
+        narrow type (``rlx.narrow``: the same values)."""
         self._array = array  # an iree.runtime DeviceArray, or built from the buffer view
         self._bv = buffer_view if array is None else array._buffer_view
         self._ready = ready  # the HalFence of the call computing it (None: ready)
@@ -119,8 +97,8 @@ class DeviceTensor:
     def dtype(self) -> np.dtype:
         import iree.runtime as rt
 
-        dtype = np.dtype(rt.HalElementType.map_to_dtype(self._bv.element_type))
-        return _unsigned(dtype) if self.unsigned else dtype
+        return self.host_type or np.dtype(rt.HalElementType.map_to_dtype(
+            self._bv.element_type))
 
     def wait(self) -> DeviceTensor:
         """Block until the call that computes this tensor has finished (a device error
@@ -137,7 +115,7 @@ class DeviceTensor:
 
     def numpy(self) -> np.ndarray:
         host = self._program.to_host(self.wait().array)
-        return host.view(_unsigned(host.dtype)) if self.unsigned else host
+        return host if self.host_type is None else to_host_array(host, self.host_type)
 
     def __repr__(self) -> str:
         return f"DeviceTensor({self.dtype}{list(self.shape)} on {self._program.device_name})"
@@ -193,9 +171,15 @@ class Function:
         self._dtypes = [dtype for _, dtype in self.input_types]
         # integers the module reads as unsigned (an ONNX uint tensor): the caller passes and
         # gets numpy's unsigned types; the module holds the same bits as signless integers
+        # and narrow types (int4, ...: ``rlx.narrow``): ml_dtypes' arrays, held as values
         unsigned_in = set(json.loads(reflection.get("rlx.unsigned_inputs", "[]")))
-        self._unsigned_out = set(json.loads(reflection.get("rlx.unsigned_outputs", "[]")))
-        self._want = [_unsigned(dtype) if i in unsigned_in else
+        narrow_in = json.loads(reflection.get("rlx.narrow_inputs", "{}"))
+        self._host_out = {i: unsigned_type(DType.I64) for i in json.loads(
+            reflection.get("rlx.unsigned_outputs", "[]"))}
+        self._host_out.update({int(i): NARROW[n].numpy for i, n in json.loads(
+            reflection.get("rlx.narrow_outputs", "{}")).items()})
+        self._want = [NARROW[narrow_in[str(i)]].numpy if str(i) in narrow_in else
+                      unsigned_type(dtype) if i in unsigned_in else
                       _np_dtype(dtype) for i, dtype in enumerate(self._dtypes)]
 
     def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | tuple[np.ndarray, ...]:
@@ -211,7 +195,7 @@ class Function:
             return _settle(self._queue(arrays))
         dtypes = self._dtypes
         inputs = [a.wait().array if isinstance(a, DeviceTensor) else
-                  _to_iree(a, dtypes[i] if i < len(dtypes) else None)
+                  to_module_array(a, dtypes[i] if i < len(dtypes) else None)
                   for i, a in enumerate(arrays)]
         try:
             out = self._invoke(*inputs)
@@ -222,9 +206,10 @@ class Function:
         return self._results((DeviceTensor(self._program, out),))[0]
 
     def _results(self, out: tuple[DeviceTensor, ...]) -> tuple[DeviceTensor, ...]:
-        for i in self._unsigned_out:
+        for i, host in self._host_out.items():
             if i < len(out):
-                out[i].unsigned = True
+                t = out[i]
+                t.host_type = host if host.name in NARROW else unsigned_type(t.dtype)
         return out
 
     def submit(self, *args: Any, **kwargs: Any) -> DeviceTensor | tuple[DeviceTensor, ...]:
@@ -257,7 +242,7 @@ class Function:
                     a.wait()  # another program's call: wait for it here
                 inputs.push_ref(a._bv)
             else:
-                host = _to_iree(a, dtypes[i] if i < len(dtypes) else None)
+                host = to_module_array(a, dtypes[i] if i < len(dtypes) else None)
                 inputs.push_ref(rt.asdevicearray(device, host)._buffer_view)
         program._calls += 1
         semaphore = device.create_semaphore(0)

@@ -1,11 +1,14 @@
-"""Element types beyond the usual (issue 22, point 4), against ONNX Runtime.
+"""Element types beyond the usual (issue 22, point 4), against ONNX Runtime and ONNX's
+reference evaluator.
 
 Unsigned integers: an ONNX uint8 .. uint64 tensor is the signless integer of its width in
 the module, the ops that read it as unsigned say so (``udiv``, ``ult``, ``umax``, a
 ``cast`` with ``unsigned``), and the module's inputs and outputs are marked so that callers
 pass and get numpy's unsigned types; compared on values past the signed range (where
 reading them as signed gives other answers). 8-bit floats: storage types, cast to (with
-ONNX's ``saturate``) and from, as inputs and outputs (ml_dtypes' numpy types)."""
+ONNX's ``saturate``) and from, as inputs and outputs (ml_dtypes' numpy types). The types
+narrower than a byte (int4, uint4, int2, uint2, E2M1): held as their values, cast to and
+from, moved, with ml_dtypes' arrays at the boundary."""
 
 from __future__ import annotations
 
@@ -160,3 +163,136 @@ def test_float8_casts_match_onnxruntime() -> None:
         np.testing.assert_array_equal(np.isnan(g32), np.isnan(w32), err_msg=out.name)
         same = ~np.isnan(w32)
         np.testing.assert_array_equal(g32[same], w32[same], err_msg=out.name)
+
+
+I4, UI4, I2, UI2, F4 = (TensorProto.INT4, TensorProto.UINT4, TensorProto.INT2,
+                        TensorProto.UINT2, TensorProto.FLOAT4E2M1)
+
+
+def _narrow_model(with_float4: bool) -> object:
+    """Casts to each type narrower than a byte from f32, f16, int32 (wrapping), uint32
+    (past the signed range) and bool, each also widened again; casts from int4 / uint4 /
+    int2 / E2M1 inputs and an int4 initializer; an int4 input moved (Transpose, Reshape)
+    to an int4 output."""
+    targets = [I4, UI4, I2, UI2] + ([F4] if with_float4 else [])
+    nodes, outs = [], []
+    for elem in targets:
+        tag = TensorProto.DataType.Name(elem).lower()
+        for src in ("x", "x16", "xi", "xu", "xb"):
+            # and widened again: the value the module holds, which the boundary's
+            # conversion to ml_dtypes' type would wrap into range
+            wide = TensorProto.FLOAT if elem == F4 else TensorProto.INT8
+            nodes += [helper.make_node("Cast", [src], [f"{src}_{tag}"], to=elem),
+                      helper.make_node("Cast", [f"{src}_{tag}"], [f"{src}_{tag}_w"], to=wide)]
+            outs += [vi(f"{src}_{tag}", ["n"], elem), vi(f"{src}_{tag}_w", ["n"], wide)]
+    nodes += [helper.make_node("Cast", ["i4"], ["i4_f"], to=TensorProto.FLOAT),
+              helper.make_node("Cast", ["i4"], ["i4_i8"], to=TensorProto.INT8),
+              helper.make_node("Cast", ["u4"], ["u4_u8"], to=U8),
+              helper.make_node("Cast", ["i2"], ["i2_f"], to=TensorProto.FLOAT),
+              helper.make_node("CastLike", ["x", "i4"], ["x_like_i4"]),
+              helper.make_node("Cast", ["w4"], ["w4_f"], to=TensorProto.FLOAT),
+              helper.make_node("Reshape", ["i4", "shape"], ["i4_2d"]),
+              helper.make_node("Transpose", ["i4_2d"], ["i4_t"])]
+    outs += [vi("i4_f", ["n"]), vi("i4_i8", ["n"], TensorProto.INT8), vi("u4_u8", ["n"], U8),
+             vi("i2_f", ["n"]), vi("x_like_i4", ["n"], I4), vi("w4_f", [2, 3]),
+             vi("i4_t", [None, 1], I4)]
+    ins = [vi("x", ["n"]), vi("x16", ["n"], TensorProto.FLOAT16),
+           vi("xi", ["n"], TensorProto.INT32), vi("xu", ["n"], U32),
+           vi("xb", ["n"], TensorProto.BOOL), vi("i4", ["n"], I4), vi("u4", ["n"], UI4),
+           vi("i2", ["n"], I2)]
+    if with_float4:
+        nodes += [helper.make_node("Cast", ["f4"], ["f4_f"], to=TensorProto.FLOAT),
+                  helper.make_node("Cast", ["f4"], ["f4_h"], to=TensorProto.FLOAT16)]
+        outs += [vi("f4_f", ["n"]), vi("f4_h", ["n"], TensorProto.FLOAT16)]
+        ins.append(vi("f4", ["n"], F4))
+    import ml_dtypes
+
+    inits = [init("w4", np.array([[-8, 7, 0], [3, -1, 5]], ml_dtypes.int4)),
+             init("shape", np.array([1, -1], np.int64))]
+    return model(nodes, ins, outs, inits, opset=24)
+
+
+def _narrow_feeds(with_float4: bool) -> dict[str, np.ndarray]:
+    import ml_dtypes
+
+    x = np.array([-9.7, -8.5, -8.0, -2.5, -0.6, -0.0, 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0,
+                  5.5, 7.6, 8.5, 15.2, 100.0, np.nan, np.inf, -np.inf, 1e-7, -1e-7, -5.0],
+                 np.float32)
+    n = x.size
+    xi = np.array([-9, -8, 7, 8, 15, 16, 200, -200, 2 ** 31 - 1, -2 ** 31, 3, -3] * 2,
+                  np.int32)
+    rng = np.random.default_rng(3)
+    feeds = {"x": x, "x16": x.astype(np.float16), "xi": xi,
+             "xu": np.array([2 ** 32 - 1, 2 ** 31 + 9, 5, 0] * 6, np.uint32),
+             "xb": np.arange(n) % 3 == 0,
+             "i4": rng.integers(-8, 8, n).astype(ml_dtypes.int4),
+             "u4": rng.integers(0, 16, n).astype(ml_dtypes.uint4),
+             "i2": rng.integers(-2, 2, n).astype(ml_dtypes.int2)}
+    if with_float4:
+        feeds["f4"] = x.astype(ml_dtypes.float4_e2m1fn)
+    return feeds
+
+
+@pytest.mark.parametrize("target", ["llvm-cpu", pytest.param("vulkan", marks=pytest.mark.vulkan)])
+def test_narrow_types_match_the_reference(target: str) -> None:
+    """int4 / uint4 / int2 / uint2 and E2M1 (held as their values: i8, f8E4M3FN) cast to
+    and from, moved, as inputs, outputs and an initializer, with ml_dtypes' arrays at the
+    boundary: the same values as ONNX's reference evaluator (ml_dtypes' conversions: ONNX
+    Runtime's Python API takes no int4 arrays). E2M1 is held in an 8-bit float, which rlx
+    compiles for llvm-cpu only."""
+    from onnx.reference import ReferenceEvaluator
+
+    with_float4 = target == "llvm-cpu"
+    m = _narrow_model(with_float4)
+    result = import_model(m)
+    narrow_in = result.module.narrow_inputs
+    assert [narrow_in[i] for i in sorted(narrow_in)] == ["int4", "uint4", "int2"] + (
+        ["float4_e2m1fn"] if with_float4 else [])
+    program = rlx.runtime.load(rlx.compile(result.module, target), DEVICE[target],
+                               result.params)
+    feeds = _narrow_feeds(with_float4)
+    got = program.main(**feeds)
+    with np.errstate(invalid="ignore"):
+        want = ReferenceEvaluator(m).run(None, feeds)
+    for out, g, w in zip(m.graph.output, got, want, strict=True):
+        assert g.dtype == w.dtype, out.name
+        if w.dtype.kind in "f" or w.dtype.name == "float4_e2m1fn":  # -0 kept as -0
+            assert np.array_equal(np.signbit(g.astype(np.float32)),
+                                  np.signbit(w.astype(np.float32))), out.name
+        np.testing.assert_array_equal(g.astype(np.float32), w.astype(np.float32),
+                                      err_msg=out.name)
+
+
+def test_narrow_types_are_refused_outside_casts_and_moves() -> None:
+    """Arithmetic on int4 (which i8 would not wrap as int4 does) is refused, naming the
+    node; an int4 input refuses an int8 array, naming both types."""
+    m = model([helper.make_node("Add", ["a", "b"], ["c"], name="sum4")],
+              [vi("a", [3], I4), vi("b", [3], I4)], [vi("c", [3], I4)], opset=24)
+    with pytest.raises(ModelImportError) as info:
+        import_model(m)
+    assert "node 'sum4' (Add" in str(info.value)
+    assert "input 0 ('a') is int4: rlx imports int4 in casts and data movement" in str(
+        info.value)
+    import ml_dtypes
+
+    m = model([helper.make_node("Cast", ["a"], ["c"], to=TensorProto.INT8)],
+              [vi("a", [3], I4)], [vi("c", [3], TensorProto.INT8)], opset=24)
+    program = rlx.runtime.load(rlx.compile(import_model(m).module, "llvm-cpu"))
+    a = np.array([-8, 7, -1], ml_dtypes.int4)
+    np.testing.assert_array_equal(program.main(a), [-8, 7, -1])
+    with pytest.raises(RunError, match=r"input 'a': expected int4 \[3\], found int8"):
+        program.main(a.astype(np.int8))
+
+
+def test_narrow_inputs_are_declared_in_their_storage_type() -> None:
+    h = rlx.HirModule("m")
+    with pytest.raises(rlx.BuildError, match="int4 is held as i8, found i32"):
+        h.input("x", [3], "i32", narrow="int4")
+    with pytest.raises(rlx.BuildError, match="unknown narrow type 'int3'"):
+        h.input("x", [3], "i8", narrow="int3")
+    x = h.input("x", [3], "f8E4M3FN", narrow="float4_e2m1fn")
+    with pytest.raises(rlx.BuildError, match="float4_e2m1fn is held as f8E4M3FN, found f32"):
+        h.set_outputs([h.mir("cast", [x], to="f32")], narrow={0: "float4_e2m1fn"})
+    h.set_outputs([x], narrow={0: "float4_e2m1fn"})
+    assert h.narrow_inputs == {0: "float4_e2m1fn"}
+    assert h.narrow_outputs == {0: "float4_e2m1fn"}

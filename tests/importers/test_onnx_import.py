@@ -171,10 +171,14 @@ ERRORS = {
                           "node 'the_node' (Add, opset 6): opset 6 is not supported"),
     "old op version": (lambda: single("Gelu", ["x"], opset=18),
                        "node 'the_node' (Gelu, opset 18): no such op in ai.onnx opset 18"),
-    "unsupported dtype": (lambda: single("Add", ["x", "z"], elem=TensorProto.FLOAT4E2M1,
+    "unsupported dtype": (lambda: single("StringConcat", ["x", "z"], elem=TensorProto.STRING,
                                          opset=23),
-                          "node 'the_node' (Add, opset 23): input 'x' is float4_e2m1fn: rlx "
+                          "node 'the_node' (StringConcat, opset 23): input 'x' is string: rlx "
                           "has no such element type"),
+    "arithmetic on a 4-bit float": (
+        lambda: single("Add", ["x", "z"], elem=TensorProto.FLOAT4E2M1, opset=23),
+        "node 'the_node' (Add, opset 23): input 0 ('x') is float4_e2m1fn: rlx imports "
+        "float4_e2m1fn in casts and data movement"),
     "8-bit float arithmetic": (lambda: single("Add", ["x", "z"], elem=TensorProto.FLOAT8E4M3FN),
                                "node 'the_node' (Add, opset 18): input 0 ('x') is "
                                "float8_e4m3fn: rlx holds 8-bit floats as storage"),
@@ -188,9 +192,9 @@ ERRORS = {
     "data-dependent shape": (lambda: single("Reshape", ["x", "s"], inits=()),
                              "node 'the_node' (Reshape, opset 18): input 1 ('s', the new "
                              "shape) must be known at import time"),
-    "cast to a 4-bit integer": (lambda: single("Cast", ["x"], to=TensorProto.INT4, opset=21),
-                                "node 'the_node' (Cast, opset 21): cast to int4: rlx has no "
-                                "integer types narrower than 8 bits"),
+    "cast to a string": (lambda: single("Cast", ["x"], to=TensorProto.STRING, opset=21),
+                         "node 'the_node' (Cast, opset 21): cast to string: rlx has no such "
+                         "element type"),
     "f64 remainder": (lambda: single("Mod", ["x", "z"], elem=TensorProto.DOUBLE, fmod=1),
                       "node 'the_node' (Mod, opset 18): Mod of float64: IREE 3.13 lowers an "
                       "f64 remainder to a libm call"),

@@ -30,7 +30,15 @@ from iree.compiler import ir
 
 from rlx.dialects import HIR, MIR, param_lead
 from rlx.dialects.enums import WORD_TYPES
-from rlx.dialects.hir_module import UNSIGNED_ATTR, HirModuleCore, HirValue, ShapeLike, to_dims
+from rlx.dialects.hir_module import (
+    NARROW_ATTR,
+    UNSIGNED_ATTR,
+    HirModuleCore,
+    HirValue,
+    ShapeLike,
+    check_narrow,
+    to_dims,
+)
 from rlx.dialects.mir_module import MirModule
 from rlx.dialects.schema import OpSchema
 from rlx.ir.diagnostics import BuildError, VerifyError
@@ -96,22 +104,29 @@ class HirModule(HirModuleCore):
 
     # -- leaves ------------------------------------------------------------------------
     def input(self, name: str, shape: ShapeLike, dtype: DType | str = "f32", *,
-              unsigned: bool = False) -> HirValue:
+              unsigned: bool = False, narrow: str | None = None) -> HirValue:
         """A function input (``HirOp::Input``); ``None`` / a name in ``shape`` is dynamic.
         ``unsigned``: an integer input whose callers pass numpy's unsigned type of its
-        width (``rlx.unsigned``; the module computes on the same bits, its ops say how)."""
+        width (``rlx.unsigned``; the module computes on the same bits, its ops say how).
+        ``narrow``: an input of a type narrower than a byte (``"int4"``, ``"uint4"``,
+        ``"int2"``, ``"uint2"``, ``"float4_e2m1fn"``) whose callers pass ml_dtypes' arrays;
+        ``dtype`` is what holds its values (i8; f8E4M3FN for E2M1: ``rlx.narrow``)."""
         t = TensorInfo(to_dims(shape), DType.parse(dtype))
         if name in self.input_names:
             raise BuildError(f"input {name!r} is defined twice")
         if unsigned and t.dtype not in WORD_TYPES:
             raise BuildError(f"input {name!r}: unsigned needs an integer type of 8 to 64 "
                              f"bits, found {t.dtype}")
+        if narrow is not None:
+            check_narrow(narrow, t.dtype, f"input {name!r}")
         earlier = self._arg_attrs()
         with self._ctx:
             arg = self._block.add_argument(t.mlir(), ir.Location.unknown())
             entry = {"rlx.name": ir.StringAttr.get(name)}
             if unsigned:
                 entry[UNSIGNED_ATTR] = ir.UnitAttr.get()
+            if narrow is not None:
+                entry[NARROW_ATTR] = ir.StringAttr.get(narrow)
             self._func.attributes["arg_attrs"] = ir.ArrayAttr.get(
                 [*earlier, ir.DictAttr.get(entry)])
         self._update_signature()

@@ -6,7 +6,7 @@ block) on top of :class:`HirModuleCore`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
 
@@ -19,6 +19,7 @@ from rlx.dialects.mir_module import MirModule, mir_lowering
 from rlx.dialects.schema import OpSchema, create, decode, validate, with_defaults
 from rlx.ir.context import new_context
 from rlx.ir.diagnostics import BuildError, VerifyError
+from rlx.ir.dtypes import NARROW
 from rlx.ir.locations import label_loc, label_of, relabel
 from rlx.ir.text import parse_file, parse_module, print_module
 from rlx.ir.types import DType, Shape, TensorInfo
@@ -34,6 +35,36 @@ def unsigned_positions(func: ir.Operation, key: str) -> list[int]:
         return []
     return [i for i, a in enumerate(ir.ArrayAttr(func.attributes[key]))
             if UNSIGNED_ATTR in ir.DictAttr(a)]
+
+
+NARROW_ATTR = "rlx.narrow"
+"""Marks a function argument or result of an element type narrower than a byte (its value
+is what the module holds, :data:`rlx.ir.dtypes.NARROW`): the attribute names ml_dtypes'
+type, which callers pass and get (the vmfb's reflection lists them; ``rlx.runtime``
+converts)."""
+
+
+def narrow_positions(func: ir.Operation, key: str) -> dict[int, str]:
+    """The positions whose ``key`` (``arg_attrs`` / ``res_attrs``) entry is narrow, with
+    the narrow type's name."""
+    if key not in func.attributes:
+        return {}
+    out = {}
+    for i, a in enumerate(ir.ArrayAttr(func.attributes[key])):
+        d = ir.DictAttr(a)
+        if NARROW_ATTR in d:
+            out[i] = ir.StringAttr(d[NARROW_ATTR]).value
+    return out
+
+
+def check_narrow(name: str, dtype: DType, what: str) -> None:
+    """A narrow type ``name`` held in ``dtype``: its storage type, or a BuildError."""
+    narrow = NARROW.get(name)
+    if narrow is None:
+        raise BuildError(f"{what}: unknown narrow type {name!r} (known: "
+                         f"{', '.join(NARROW)})")
+    if dtype != narrow.storage:
+        raise BuildError(f"{what}: {name} is held as {narrow.storage}, found {dtype}")
 
 
 ShapeLike = Sequence[int | str | None]
@@ -379,6 +410,16 @@ class HirModuleCore:
         return unsigned_positions(self._func, "res_attrs")
 
     @property
+    def narrow_inputs(self) -> dict[int, str]:
+        """The inputs of a narrow type (by position: its name)."""
+        return narrow_positions(self._func, "arg_attrs")
+
+    @property
+    def narrow_outputs(self) -> dict[int, str]:
+        """The outputs of a narrow type (by position: its name)."""
+        return narrow_positions(self._func, "res_attrs")
+
+    @property
     def input_names(self) -> list[str]:
         """The user's input names (``rlx.name``; ``argN`` where none was given)."""
         if "arg_attrs" not in self._func.attributes:
@@ -421,24 +462,35 @@ class HirModuleCore:
                     node.location = relabel(node.location, name)
 
     # -- outputs, text, verification -----------------------------------------------------
-    def set_outputs(self, outputs: Iterable[HirValue], *, unsigned: Iterable[int] = ()
-                    ) -> None:
+    def set_outputs(self, outputs: Iterable[HirValue], *, unsigned: Iterable[int] = (),
+                    narrow: Mapping[int, str] | None = None) -> None:
         """Make ``outputs`` the function results (replaces earlier outputs); ``unsigned``:
-        the positions of integer outputs the caller gets as numpy's unsigned types."""
+        the positions of integer outputs the caller gets as numpy's unsigned types;
+        ``narrow``: position -> the narrow type (``"int4"``, ...) an output holds."""
         values = [self._check_value(v, f"output #{i}") for i, v in enumerate(outputs)]
         flagged = sorted(set(unsigned))
-        for i in flagged:
-            if not 0 <= i < len(values) or TensorInfo.from_mlir(values[i].type).dtype not in (
-                    WORD_TYPES):
+        narrow = dict(narrow or {})
+        for i in [*flagged, *narrow]:
+            if not 0 <= i < len(values):
+                raise BuildError(f"set_outputs: output #{i} marked unsigned or narrow: "
+                                 f"there are {len(values)} outputs")
+            dtype = TensorInfo.from_mlir(values[i].type).dtype
+            if i in narrow:
+                check_narrow(narrow[i], dtype, f"set_outputs: output #{i}")
+            elif dtype not in WORD_TYPES:
                 raise BuildError(f"set_outputs: unsigned output #{i}: expected an integer "
-                                 f"output of 8 to 64 bits among {len(values)} outputs")
+                                 f"output of 8 to 64 bits, found {dtype}")
         old = self._terminator
         with self._ctx, ir.Location.unknown():
             ir.Operation.create("func.return", operands=values, ip=ir.InsertionPoint(old))
-            if flagged:
+            if flagged or narrow:
+                entries: list[dict[str, ir.Attribute]] = [{} for _ in values]
+                for i in flagged:
+                    entries[i][UNSIGNED_ATTR] = ir.UnitAttr.get()
+                for i, name in narrow.items():
+                    entries[i][NARROW_ATTR] = ir.StringAttr.get(name)
                 self._func.attributes["res_attrs"] = ir.ArrayAttr.get(
-                    [ir.DictAttr.get({UNSIGNED_ATTR: ir.UnitAttr.get()} if i in flagged
-                                     else {}) for i in range(len(values))])
+                    [ir.DictAttr.get(e) for e in entries])
             elif "res_attrs" in self._func.attributes:
                 del self._func.attributes["res_attrs"]
         old.erase()

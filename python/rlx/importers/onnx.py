@@ -36,6 +36,7 @@ from rlx.importers.onnx_ops import (
     CONVERTERS,
     FLOAT8_OPS,
     FOLDERS,
+    NARROW_ONNX,
     ONNX_DTYPES,
     RUNTIME_DTYPES,
     UNSIGNED,
@@ -59,6 +60,7 @@ from rlx.importers.onnx_read import (
 from rlx.importers.onnx_sizes import inferred_shapes, propagated
 from rlx.importers.result import Block, Imported, Report, counts, unique_name
 from rlx.ir.diagnostics import ModelImportError, RlxError
+from rlx.ir.dtypes import NARROW
 from rlx.ir.types import DType
 
 INLINE_MAX_BYTES = 1024
@@ -182,7 +184,9 @@ class GraphImporter:
         if dtype is None or dtype not in RUNTIME_DTYPES:
             fail(f"constant '{name}' has element type {arr.dtype.name}: "
                  f"{why_unsupported(arr.dtype.name)}")
-        if arr.dtype.kind == "u":  # unsigned: its bits as the signless type (dtype_of)
+        if arr.dtype.name in NARROW:  # int4, ...: its values, in the type holding them
+            arr = arr.astype(dtype.numpy)
+        elif arr.dtype.kind == "u":  # unsigned: its bits as the signless type (dtype_of)
             arr = arr.view(dtype.numpy)
         data = np.asarray(arr.view(np.uint16) if dtype == DType.BF16 else arr, order="C")
         if data.nbytes <= INLINE_MAX_BYTES or data.size == 0:
@@ -328,7 +332,9 @@ class GraphImporter:
             sizes.append(named if named is not None and not is_static(named)
                          else symbol(f"{inp.name}[{axis}]"))
         value = self.h.input(inp.name, [d if isinstance(d, int) else None for d in sizes],
-                             dtype, unsigned=t.elem_type in UNSIGNED)
+                             dtype, unsigned=t.elem_type in UNSIGNED,
+                             narrow=NARROW_ONNX[t.elem_type].name if t.elem_type in NARROW_ONNX
+                             else None)
         self.record(inp.name, value, sizes)
         return value
 
@@ -395,11 +401,21 @@ class GraphImporter:
         8-bit floats where it would compute on them."""
         if node.op_type not in FLOAT8_OPS:
             for i, name in enumerate(node.proto.input):
+                narrow = node.narrow(i)
+                if narrow is not None:
+                    node.fail(f"input {i} ('{name}') is {narrow.name}: rlx imports "
+                              f"{narrow.name} in casts and data movement "
+                              f"({', '.join(sorted(FLOAT8_OPS))}), as ONNX allows it")
                 if node.has(i) and isinstance(node.value(i), HirValue) and (
                         node.value(i).dtype.is_float8):
                     node.fail(f"input {i} ('{name}') is {node.value(i).dtype.numpy.name}: "
                               f"rlx holds 8-bit floats as storage (cast, moved); cast it to "
                               f"f16, bf16 or f32 to compute {node.op_type}")
+            for k, name in enumerate(node.proto.output):
+                narrow = node.out_narrow(k)
+                if narrow is not None:
+                    node.fail(f"output '{name}' is {narrow.name}: rlx imports {narrow.name} "
+                              "in casts and data movement")
         if node.op_type in UNSIGNED_OPS:
             return
         for i, name in enumerate(node.proto.input):
@@ -413,6 +429,11 @@ class GraphImporter:
             if node.out_unsigned(k):
                 node.fail(f"output '{name}' is {onnx_dtype_name(self.elem_types[name])}: rlx "
                           f"imports {node.op_type} of signed integers and floats")
+
+    def narrow_outputs(self) -> dict[int, str]:
+        """The graph outputs of narrow types (by position: the type's name)."""
+        return {i: NARROW_ONNX[t].name for i, o in enumerate(self.graph.output)
+                if (t := self.elem_types.get(o.name)) in NARROW_ONNX}
 
     def unsigned_outputs(self) -> list[int]:
         """The graph outputs of unsigned integer types (by position)."""
@@ -515,7 +536,8 @@ def import_model(model: str | Path | onnx.ModelProto, *, module: HirModule | Non
         h = module.function(function)
     importer = GraphImporter(proto, h, source, bind=bind, blocks=blocks,
                              param_prefix=param_prefix)
-    h.set_outputs(importer.run(), unsigned=importer.unsigned_outputs())
+    h.set_outputs(importer.run(), unsigned=importer.unsigned_outputs(),
+                  narrow=importer.narrow_outputs())
     return OnnxImport(h, importer.params, importer.report)
 
 

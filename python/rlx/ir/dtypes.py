@@ -6,6 +6,7 @@ tensor types and re-exports :class:`DType`.
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -113,4 +114,73 @@ _NUMPY = {DType.F32: "float32", DType.F16: "float16", DType.BF16: "uint16",
           DType.F8E5M2FNUZ: "float8_e5m2fnuz", DType.F8E8M0FNU: "float8_e8m0fnu"}
 
 
-__all__ = ["FLOAT8S", "FLOATS", "DType"]
+
+
+@dataclass(frozen=True)
+class Narrow:
+    """An element type narrower than a byte (ONNX's int4 / uint4 / int2 / uint2 /
+    float4_e2m1fn; ml_dtypes' numpy types, one element a byte), held in a module as its
+    value in ``storage``: the integers sign- or zero-extended to i8, E2M1 in E4M3FN (which
+    holds its 15 values and -0 exactly). Casts to it round into ``[lo, hi]`` (the importer's
+    ``cast_to_narrow``); data movement needs nothing more; callers pass and get ml_dtypes'
+    arrays (``rlx.narrow``: ``rlx.runtime`` converts at the boundary, exactly)."""
+
+    name: str
+    storage: DType
+    lo: float
+    hi: float
+
+    @property
+    def numpy(self) -> np.dtype:
+        import ml_dtypes
+
+        return np.dtype(getattr(ml_dtypes, self.name))
+
+    @property
+    def is_float(self) -> bool:
+        return self.storage.is_float
+
+
+NARROW: dict[str, Narrow] = {n.name: n for n in (
+    Narrow("int4", DType.I8, -8, 7), Narrow("uint4", DType.I8, 0, 15),
+    Narrow("int2", DType.I8, -2, 1), Narrow("uint2", DType.I8, 0, 3),
+    Narrow("float4_e2m1fn", DType.F8E4M3FN, -6.0, 6.0))}
+"""The narrow types, by ml_dtypes' name."""
+
+
+
+# -- the caller's arrays and the module's ----------------------------------------------
+
+
+def unsigned_type(dtype: np.dtype | DType) -> np.dtype:
+    """numpy's unsigned integer type of the same width (what a caller sees of a module's
+    integers marked ``rlx.unsigned``)."""
+    width = dtype.bits // 8 if isinstance(dtype, DType) else dtype.itemsize
+    return np.dtype(f"u{width}")
+
+
+def to_module_array(arr: np.ndarray, dtype: DType | None) -> np.ndarray:
+    """A caller's array as the module holds it (``dtype``: the module's input type). bf16
+    (rlx carries it as uint16 bits) as ml_dtypes' bfloat16, which the IREE runtime maps to
+    its bf16 element type; unsigned integers (an input declared ``rlx.unsigned``) as the
+    signless integers of their width, their bits; a narrow type's values (int4, ...: an
+    input declared ``rlx.narrow``) in the type that holds them (exact)."""
+    if arr.dtype.name in NARROW:
+        return arr.astype(NARROW[arr.dtype.name].storage.numpy)
+    if dtype != DType.BF16 and arr.dtype.kind == "u":
+        return arr.view(np.dtype(f"i{arr.dtype.itemsize}"))
+    if dtype != DType.BF16 or arr.dtype.name == "bfloat16":
+        return arr
+    import ml_dtypes
+
+    return arr.view(ml_dtypes.bfloat16)
+
+
+def to_host_array(arr: np.ndarray, host_type: np.dtype) -> np.ndarray:
+    """A module's result as the caller sees it: an unsigned type's bits, or a narrow
+    type's values (exact: the module holds values in its range)."""
+    return arr.astype(host_type) if host_type.name in NARROW else arr.view(host_type)
+
+
+__all__ = ["FLOAT8S", "FLOATS", "NARROW", "DType", "Narrow", "to_host_array",
+           "to_module_array", "unsigned_type"]

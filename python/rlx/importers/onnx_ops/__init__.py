@@ -22,6 +22,7 @@ from rlx.importers.onnx_ops.registry import (
     CONVERTERS,
     FLOAT8_OPS,
     FOLDERS,
+    NARROW_ONNX,
     ONNX_DTYPES,
     RUNTIME_DTYPES,
     UNSIGNED,
@@ -44,7 +45,7 @@ from rlx.importers.onnx_ops.registry import (
 FAMILIES = (attention, constant, contraction, conv, elementwise, indexing, norm, recurrent,
             reduction, resize, shape)
 
-__all__ = ["CONVERTERS", "FAMILIES", "FLOAT8_OPS", "FOLDERS", "ONNX_DTYPES", "RUNTIME_DTYPES",
-           "UNSIGNED", "UNSIGNED_OPS", "ConvertFn", "Converter", "FoldFn", "Node", "Value",
-           "converter", "dtype_of", "folder", "is_symbolic", "normalize_axes", "np_dtype",
-           "onnx_dtype_name", "why_unsupported"]
+__all__ = ["CONVERTERS", "FAMILIES", "FLOAT8_OPS", "FOLDERS", "NARROW_ONNX", "ONNX_DTYPES",
+           "RUNTIME_DTYPES", "UNSIGNED", "UNSIGNED_OPS", "ConvertFn", "Converter", "FoldFn",
+           "Node", "Value", "converter", "dtype_of", "folder", "is_symbolic", "normalize_axes",
+           "np_dtype", "onnx_dtype_name", "why_unsupported"]

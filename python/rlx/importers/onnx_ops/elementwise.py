@@ -16,7 +16,9 @@ from onnx import helper
 
 from rlx.dialects.builder import HirValue
 from rlx.importers.dims import tidy
+from rlx.importers.onnx_ops.narrow import cast_to_narrow
 from rlx.importers.onnx_ops.registry import (
+    NARROW_ONNX,
     ONNX_DTYPES,
     UNSIGNED,
     Node,
@@ -28,6 +30,7 @@ from rlx.importers.onnx_ops.registry import (
     onnx_dtype_name,
     why_unsupported,
 )
+from rlx.ir.dtypes import Narrow
 from rlx.ir.types import DType
 
 BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div"}
@@ -344,17 +347,27 @@ def cast_to(node: Node, x: HirValue, dtype: DType, unsigned_result: bool = False
     return node.cast(x, dtype, side)
 
 
+def _cast_to_narrow(node: Node, x: HirValue, to: Narrow) -> HirValue:
+    wide = to.is_float and not x.dtype.is_float  # as ONNX casts it (unsigned or not)
+    return cast_to_narrow(node, x, to, cast_to(node, x, DType.F32) if wide else None)
+
+
 @converter("Cast", since=6)
 def convert_cast(node: Node) -> list[Value]:
     to = node.attr("to")
+    if to in NARROW_ONNX:
+        return [_cast_to_narrow(node, node.tensor(0), NARROW_ONNX[to])]
     return [cast_to(node, node.tensor(0), target_dtype(node, to), to in UNSIGNED)]
 
 
 @converter("CastLike", since=15)
 def convert_cast_like(node: Node) -> list[Value]:
     """Only the element type of input 1 matters: a constant input 0 stays a constant."""
-    dtype = node.info(1).dtype
+    dtype, narrow = node.info(1).dtype, node.narrow(1)
     const = node.maybe_const(0)
+    if narrow is not None:
+        return [const.astype(narrow.numpy) if const is not None else
+                _cast_to_narrow(node, node.tensor(0), narrow)]
     if const is not None:
         if node.unsigned(1):  # numpy's own unsigned type, as the Cast folder gives
             return [const.astype(f"u{np_dtype(dtype).itemsize}")]

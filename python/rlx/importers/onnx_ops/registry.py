@@ -28,7 +28,7 @@ from onnx import NodeProto, TensorProto, helper
 from rlx.dialects.builder import HirModule, HirValue
 from rlx.importers.dims import SizeSource, SymDim
 from rlx.ir.diagnostics import ModelImportError
-from rlx.ir.dtypes import FLOAT8S
+from rlx.ir.dtypes import FLOAT8S, NARROW, Narrow
 from rlx.ir.types import DType, TensorInfo
 
 if TYPE_CHECKING:
@@ -47,11 +47,19 @@ ONNX_DTYPES: dict[int, DType] = {
     TensorProto.FLOAT8E4M3FN: DType.F8E4M3FN, TensorProto.FLOAT8E4M3FNUZ: DType.F8E4M3FNUZ,
     TensorProto.FLOAT8E5M2: DType.F8E5M2, TensorProto.FLOAT8E5M2FNUZ: DType.F8E5M2FNUZ,
     TensorProto.FLOAT8E8M0: DType.F8E8M0FNU,
+    TensorProto.INT4: DType.I8, TensorProto.UINT4: DType.I8, TensorProto.INT2: DType.I8,
+    TensorProto.UINT2: DType.I8, TensorProto.FLOAT4E2M1: DType.F8E4M3FN,
 }
 """The rlx element type of each ONNX one rlx imports. Unsigned integers are the signless
 integers of their width (MLIR's and LLVM's view): the ops that read them as unsigned say so
 (``udiv``, ``ult``, a ``cast`` with ``unsigned``), and the module's inputs and outputs are
 marked so that callers pass and get numpy's unsigned types."""
+NARROW_ONNX: dict[int, Narrow] = {
+    TensorProto.INT4: NARROW["int4"], TensorProto.UINT4: NARROW["uint4"],
+    TensorProto.INT2: NARROW["int2"], TensorProto.UINT2: NARROW["uint2"],
+    TensorProto.FLOAT4E2M1: NARROW["float4_e2m1fn"]}
+"""The types narrower than a byte, held as their values (:class:`rlx.ir.dtypes.Narrow`):
+imported in casts and data movement (``FLOAT8_OPS``), which is where ONNX allows them."""
 UNSIGNED = frozenset({TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32,
                       TensorProto.UINT64})
 UNSIGNED_OPS = frozenset({
@@ -70,8 +78,9 @@ FLOAT8_OPS = frozenset({
     "Cast", "CastLike", "Identity", "Dropout", "Reshape", "Transpose", "Squeeze",
     "Unsqueeze", "Flatten", "Concat", "Split", "Slice", "Gather", "Expand", "Tile", "Shape",
     "Size", "Constant"})
-"""The ops rlx imports with 8-bit float inputs: casts and data movement (8-bit floats are
-storage; a model computes on them cast to f16 / bf16 / f32)."""
+"""The ops rlx imports with 8-bit float inputs, and with those of the narrow types: casts
+and data movement (8-bit floats are storage; a model computes on them cast to f16 / bf16 /
+f32)."""
 RUNTIME_DTYPES = frozenset({DType.F32, DType.F16, DType.BF16, DType.F64, DType.I1, DType.I8,
                             DType.I16, DType.I32, DType.I64, *FLOAT8S})
 """Element types a runtime tensor may have. f64 compiles for llvm-cpu only (rlx.compile
@@ -80,6 +89,8 @@ keeps it there; IREE demotes f64 to f32 for the GPU targets, and rlx refuses tho
 
 
 def onnx_dtype_name(elem_type: int) -> str:
+    if elem_type == TensorProto.STRING:  # numpy's is object
+        return "string"
     try:
         return helper.tensor_dtype_to_np_dtype(elem_type).name
     except (KeyError, ValueError, TypeError):
@@ -87,8 +98,6 @@ def onnx_dtype_name(elem_type: int) -> str:
 
 
 def why_unsupported(dtype: str) -> str:
-    if dtype in ("int4", "uint4", "int2", "uint2"):
-        return "rlx has no integer types narrower than 8 bits"
     return "rlx has no such element type"
 
 
@@ -96,6 +105,8 @@ def dtype_of(arr: np.ndarray) -> DType | None:
     """The rlx element type of a numpy array (None: none)."""
     if arr.dtype.name == "bfloat16":
         return DType.BF16
+    if arr.dtype.name in NARROW:  # held as its values
+        return NARROW[arr.dtype.name].storage
     if arr.dtype.name.startswith("float8"):
         try:
             return DType.parse(arr.dtype)
@@ -207,6 +218,20 @@ class Node:
         if isinstance(v, np.ndarray) and v.dtype != object:
             return v.dtype.kind == "u"
         return self.importer.elem_types.get(self.proto.input[i]) in UNSIGNED
+
+    def narrow(self, i: int) -> Narrow | None:
+        """The narrow type input ``i`` holds (its ONNX type, or a constant's numpy type)."""
+        if not self.has(i):
+            return None
+        v = self.value(i)
+        if isinstance(v, np.ndarray):
+            return NARROW.get(v.dtype.name)
+        return NARROW_ONNX.get(self.importer.elem_types.get(self.proto.input[i], 0))
+
+    def out_narrow(self, k: int = 0) -> Narrow | None:
+        """The narrow type of output ``k`` (by ONNX's type inference)."""
+        return NARROW_ONNX.get(self.importer.elem_types.get(self.proto.output[k], 0)) if (
+            k < len(self.proto.output)) else None
 
     def out_unsigned(self, k: int = 0) -> bool:
         """Output ``k`` is of an unsigned integer type (by ONNX's type inference)."""
@@ -344,7 +369,7 @@ def normalize_axes(node: Node, axes: Sequence[int], rank: int, what: str = "axes
     return out
 
 
-__all__ = ["CONVERTERS", "FLOAT8_OPS", "FOLDERS", "ONNX_DTYPES", "RUNTIME_DTYPES", "UNSIGNED",
-           "UNSIGNED_OPS", "ConvertFn", "Converter",
+__all__ = ["CONVERTERS", "FLOAT8_OPS", "FOLDERS", "NARROW_ONNX", "ONNX_DTYPES",
+           "RUNTIME_DTYPES", "UNSIGNED", "UNSIGNED_OPS", "ConvertFn", "Converter",
            "FoldFn", "Node", "Value", "converter", "dtype_of", "folder",
            "is_symbolic", "normalize_axes", "np_dtype", "onnx_dtype_name", "why_unsupported"]
