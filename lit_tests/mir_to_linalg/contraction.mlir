@@ -1,6 +1,6 @@
 // mir-to-linalg for matmul: leading dims collapse into rows and a plain linalg.matmul
 // (what IREE data-tiles); batched operands go through linalg.batch_matmul; f16 accumulates
-// in f32 and is rounded once.
+// in f32 and is rounded once; i32 accumulates in i32.
 // RUN: %rlx-opt --split-input-file --pass=mir-to-linalg %s | FileCheck %s
 
 // CHECK-LABEL: module @rows
@@ -38,5 +38,18 @@ module @half {
     %w = "rlx_mir.param"() {name = "w"} : () -> tensor<16x8xf16>
     %y = "rlx_mir.matmul"(%x, %w) : (tensor<4x16xf16>, tensor<16x8xf16>) -> tensor<4x8xf16>
     return %y : tensor<4x8xf16>
+  }
+}
+
+// -----
+
+// CHECK-LABEL: module @integer
+// CHECK:      %[[ZERO:.*]] = arith.constant 0 : i32
+// CHECK:      %[[INIT:.*]] = linalg.fill ins(%[[ZERO]] : i32)
+// CHECK:      linalg.matmul ins(%arg0, %arg1 : tensor<4x16xi32>, tensor<16x8xi32>) outs(%[[INIT]] : tensor<4x8xi32>)
+module @integer {
+  func.func @main(%a: tensor<4x16xi32>, %b: tensor<16x8xi32>) -> tensor<4x8xi32> {
+    %y = "rlx_mir.matmul"(%a, %b) : (tensor<4x16xi32>, tensor<16x8xi32>) -> tensor<4x8xi32>
+    return %y : tensor<4x8xi32>
   }
 }

@@ -26,3 +26,25 @@ def test_constants(target: str) -> None:
     h.set_outputs([h.mir("softmax", [masked], axis=-1), everything,
                    h.mir("binary", [scores, scalar], kind="mul"), scalar])
     check_module(h, target)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_integer_matmul(target: str) -> None:
+    """An i32 matmul (ONNX ``MatMulInteger``'s, after its zero points): exact integer sums
+    against numpy's int64 product, batched and with a shared 2-D ``rhs``, and sums past
+    2^31 that wrap as i32 does."""
+    h = rlx.HirModule("imatmul")
+    a, b = h.input("a", (2, None, 24), "i32"), h.input("b", (24, 7), "i32")
+    c = h.input("c", (2, 24, 5), "i32")
+    h.set_outputs([h.mir("matmul", [a, b]), h.mir("matmul", [a, c])])
+    rng = np.random.default_rng(1)
+    a_np = rng.integers(-255, 256, (2, 3, 24)).astype(np.int32)
+    a_np[0, 0] = 2 ** 20  # 24 * 2^20 * 2^11 = 3 * 2^34: wraps
+    b_np = rng.integers(-128, 128, (24, 7)).astype(np.int32)
+    b_np[:, 0] = 2 ** 11
+    c_np = rng.integers(-128, 128, (2, 24, 5)).astype(np.int32)
+    got = check_module(h, target, dyn=3, inputs={"a": a_np, "b": b_np, "c": c_np})
+    wide = a_np.astype(np.int64) @ b_np.astype(np.int64)
+    assert wide.max() > 2 ** 31
+    np.testing.assert_array_equal(got[0], wide.astype(np.int32))
+    np.testing.assert_array_equal(got[1], (a_np.astype(np.int64) @ c_np).astype(np.int32))

@@ -25,8 +25,9 @@ def propagated(node: Node, v: HirValue, inferred: tuple | None,
     if node.op_type == "Transpose" and ins:
         perm = node.ints("perm") or list(range(len(ins[0])))[::-1]
         guess = [ins[0][p] for p in perm]
-    elif node.op_type == "MatMul" and len(ins) == 2 and min(map(len, ins)) >= 2:
-        a, b = ins
+    elif node.op_type in ("MatMul", "MatMulInteger") and len(ins) >= 2 and min(
+            len(ins[0]), len(ins[1])) >= 2:  # (MatMulInteger's zero points after A, B)
+        a, b = ins[:2]
         guess = [*_broadcast_dims(a[:-2], b[:-2]), a[-2], b[-1]]
     elif node.op_type == "Gather" and len(ins) == 2 and ins[0]:
         axis = node.attr("axis", 0) % len(ins[0])
@@ -54,7 +55,8 @@ SAME_SHAPE = frozenset({
     "Reciprocal", "Softmax", "LogSoftmax", "LayerNormalization", "RMSNormalization",
     "Identity", "Dropout", "Clip", "LeakyRelu", "HardSigmoid", "HardSwish", "IsNaN",
     "IsInf", "Sin", "Cos", "Tan", "Atan", "Round", "Floor", "Ceil", "Sign", "Softplus",
-    "Trilu", "Mod", "BatchNormalization"})
+    "Trilu", "Mod", "BatchNormalization", "QuantizeLinear", "DequantizeLinear",
+    "DynamicQuantizeLinear"})
 """Ops whose output has the numpy broadcast of their inputs' shapes."""
 
 

@@ -259,6 +259,8 @@ def where(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if a.dtype == np.int32:  # sums wrap in i32 (exact in int64 first, then mod 2^32)
+        return (a.astype(np.int64) @ b.astype(np.int64)).astype(np.int32)
     return _f(a) @ _f(b)
 
 

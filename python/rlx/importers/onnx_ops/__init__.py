@@ -13,6 +13,7 @@ from rlx.importers.onnx_ops import (
     elementwise,
     indexing,
     norm,
+    quantize,
     recurrent,
     reduction,
     resize,
@@ -42,8 +43,8 @@ from rlx.importers.onnx_ops.registry import (
     why_unsupported,
 )
 
-FAMILIES = (attention, constant, contraction, conv, elementwise, indexing, norm, recurrent,
-            reduction, resize, shape)
+FAMILIES = (attention, constant, contraction, conv, elementwise, indexing, norm, quantize,
+            recurrent, reduction, resize, shape)
 
 __all__ = ["CONVERTERS", "FAMILIES", "FLOAT8_OPS", "FOLDERS", "NARROW_ONNX", "ONNX_DTYPES",
            "RUNTIME_DTYPES", "UNSIGNED", "UNSIGNED_OPS", "ConvertFn", "Converter", "FoldFn",

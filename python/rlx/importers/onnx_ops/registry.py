@@ -70,14 +70,15 @@ UNSIGNED_OPS = frozenset({
     "ConstantOfShape", "CumSum", "ReduceSum",
     # converted with the unsigned kinds
     "Div", "Mod", "Max", "Min", "Mean", "Clip", "Less", "Greater", "LessOrEqual",
-    "GreaterOrEqual", "Cast", "CastLike", "Pow", "Abs", "MaxPool",
+    "GreaterOrEqual", "Cast", "CastLike", "Pow", "Abs", "MaxPool", "QuantizeLinear",
+    "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger",
 })
 """The ops rlx imports with unsigned integer inputs or outputs; any other refuses them
 (one error naming the node) rather than computing them as signed."""
 FLOAT8_OPS = frozenset({
     "Cast", "CastLike", "Identity", "Dropout", "Reshape", "Transpose", "Squeeze",
     "Unsqueeze", "Flatten", "Concat", "Split", "Slice", "Gather", "Expand", "Tile", "Shape",
-    "Size", "Constant"})
+    "Size", "Constant", "QuantizeLinear", "DequantizeLinear"})
 """The ops rlx imports with 8-bit float inputs, and with those of the narrow types: casts
 and data movement (8-bit floats are storage; a model computes on them cast to f16 / bf16 /
 f32)."""
