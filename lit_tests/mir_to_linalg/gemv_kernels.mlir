@@ -205,7 +205,7 @@ module @q5_k {
 // HINT:          %[[LAST:.*]] = arith.constant 2559 : index
 // HINT:          %[[AT:.*]] = affine.apply affine_map<()[s0, s1] -> (s0 * 256 + s1 * 128 + 2048)>
 // HINT:          %[[IN:.*]] = arith.minui %[[AT]], %[[LAST]] : index
-// HINT:          memref.prefetch %[[FLAT]][%[[IN]]], read, locality<3>, data : memref<2560xf16>
+// HINT:          memref.prefetch %[[FLAT]][%[[IN]]], read, locality<2>, data : memref<2560xf16>
 // HINT-COUNT-3:  memref.prefetch %[[FLAT]]
 // HINT:          vector.load %{{.*}} : memref<10x256xf16>, vector<16xf16>
 module @half {

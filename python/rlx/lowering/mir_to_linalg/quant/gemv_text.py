@@ -52,9 +52,10 @@ def plane_shape(mem: str) -> tuple[int, int, str]:
 
 
 def prefetch_ahead(t: Text, kern: _Prefetching, plane: str, iv: str, per_iter: int) -> None:
-    """Prefetch hints (``memref.prefetch``, LLVM's ``llvm.prefetch``: ``prefetcht0`` on x86)
-    for the lines of ``plane`` that the loop over ``iv`` reads ``kern.prefetch`` bytes after
-    this iteration's (none where that is 0, or the plane is no larger). Iteration ``iv`` of
+    """Prefetch hints (``memref.prefetch`` at locality 2, LLVM's ``llvm.prefetch``:
+    ``prefetcht1`` on x86, into L2) for the lines of ``plane`` that the loop over ``iv``
+    reads ``kern.prefetch`` bytes after this iteration's (none where that is 0, or the
+    plane is no larger). Iteration ``iv`` of
     row tile ``%tile`` reads about elements ``[iv · per_iter, (iv + 1) · per_iter)`` of row
     ``%tile`` of the tile-interleaved plane (``[T, W]``), and a workgroup's tiles are
     consecutive rows, so the hints run along the plane's flat view, on into the next tile.
@@ -63,7 +64,11 @@ def prefetch_ahead(t: Text, kern: _Prefetching, plane: str, iv: str, per_iter: i
     where madvised, which IREE's allocator does not do) the hardware prefetcher alone kept
     an ``M = 1`` kernel streaming its weights from DRAM at 13-18 GB/s; with hints 4 KiB
     ahead, F16 and Q8_0 ran at 26-28 GB/s and Q4_K at 20-22 (benchmarks/README.md,
-    "Prefetch hints on the Intel Xeon"). The batched bodies hint too; a prefill's do not.
+    "Prefetch hints on the Intel Xeon"). Into L2 rather than L1 (``prefetcht0``, until
+    2026-12-06): interleaved A/B on the same Xeon, the 3B F16 model's decode 4.09 / 4.13 ->
+    4.42 / 4.49 tok/s and its GEMVs 27-32 -> 30-34 GB/s, the 1B Q8_0 and Q4_K_M decode
+    within noise (benchmarks/README.md, "Prefetch into L2"). The batched bodies hint too; a
+    prefill's do not.
 
     Bounds: a prefetch reads and writes nothing and does not fault, and its index is clamped
     to the view's last element (``T · W - 1``) all the same, so even its address stays
@@ -83,7 +88,7 @@ def prefetch_ahead(t: Text, kern: _Prefetching, plane: str, iv: str, per_iter: i
         t(f"%hint_{plane}{j} = affine.apply affine_map<()[s0, s1] -> (s0 * {width} + s1 * "
           f"{per_iter} + {off})>()[%tile, {iv}]")
         t(f"%hint_{plane}{j}c = arith.minui %hint_{plane}{j}, %hint_{plane}_last : index")
-        t(f"memref.prefetch %hint_{plane}[%hint_{plane}{j}c], read, locality<3>, data : "
+        t(f"memref.prefetch %hint_{plane}[%hint_{plane}{j}c], read, locality<2>, data : "
           f"{flat}")
 
 
