@@ -61,7 +61,7 @@ irdl.dialect @rlx_mir {
     irdl.results(y: %out0)
     irdl.attributes {"num_heads" = %num_heads, "head_dim" = %head_dim, "mask_kind" = %mask_kind}
   }
-  // ``x`` unchanged; where the target data-tiles matmuls (llvm-cpu) it is a point IREE does not fuse across (``iree_tensor_ext.compute_barrier.start``). rlx's, not RLX's: for a producer IREE would otherwise fuse into a matmul's operand encoding and then fail to compile (a per-head RMSNorm reshaped into a projection's input, Qwen3.5's gated norm before ``out_proj``).
+  // ``x`` unchanged; where the target data-tiles matmuls (llvm-cpu) it is a point IREE does not fuse across (``iree_tensor_ext.compute_barrier.start``). rlx's, not RLX's: for a producer IREE would otherwise fuse into a matmul's operand encoding and then fail to compile (a per-head RMSNorm reshaped into a projection's input, Qwen3.5's gated norm before ``out_proj``). With ``always``, on every target: ONNX ``DynamicQuantizeLinear``'s whole-tensor min / max, which IREE 3.13 fails to compile on llvm-cpu and Vulkan alike when fused with a producer over dynamic dims.
   irdl.operation @barrier {
     %in0 = irdl.base "!builtin.tensor"
     %out0 = irdl.base "!builtin.tensor"

@@ -9,7 +9,7 @@ import math
 from rlx.dialects import checks
 from rlx.dialects.enums import INDEX_TYPES
 from rlx.dialects.mir.dialect import MIR
-from rlx.dialects.schema import Check, float_attr, int_attr, ints_attr, variadic
+from rlx.dialects.schema import Check, bool_attr, float_attr, int_attr, ints_attr, variadic
 from rlx.ir.types import Dim, DType, TensorInfo, dims_compatible, merge_dim
 
 ROW_INDEX_TYPES = frozenset({DType.I32, DType.I64})
@@ -391,13 +391,17 @@ def iota(c: Check) -> list[TensorInfo]:
     return [TensorInfo((x.shape[axis],), DType.I64)]
 
 
-@MIR.op("barrier", operands=["x"])
+@MIR.op("barrier", operands=["x"], attrs=[
+    bool_attr("always", "a barrier on every target (absent: only where matmuls are "
+              "data-tiled or compute barriers are on)", optional=True)])
 def barrier(c: Check) -> list[TensorInfo]:
     """``x`` unchanged; where the target data-tiles matmuls (llvm-cpu) it is a point IREE
     does not fuse across (``iree_tensor_ext.compute_barrier.start``). rlx's, not RLX's:
     for a producer IREE would otherwise fuse into a matmul's operand encoding and then fail
     to compile (a per-head RMSNorm reshaped into a projection's input, Qwen3.5's gated
-    norm before ``out_proj``).
+    norm before ``out_proj``). With ``always``, on every target: ONNX
+    ``DynamicQuantizeLinear``'s whole-tensor min / max, which IREE 3.13 fails to compile
+    on llvm-cpu and Vulkan alike when fused with a producer over dynamic dims.
 
     Example::
 

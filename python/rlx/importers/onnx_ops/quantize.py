@@ -174,8 +174,9 @@ def convert_dynamic_quantize_linear(node: Node) -> list[Value]:
         node.fail(f"x is {x.dtype}: DynamicQuantizeLinear takes float32")
     axes = list(range(len(x.shape)))
     # a whole-tensor reduction fused with a producer that reduces itself (a layer norm)
-    # over dynamic dims fails in IREE 3.13 ("expected no unbounded stack allocations")
-    seen = node.mir("barrier", [x])
+    # over dynamic dims fails in IREE 3.13 (llvm-cpu: "expected no unbounded stack
+    # allocations"; Vulkan: "shared memory allocation size overflows 64 bits")
+    seen = node.mir("barrier", [x], always=True)
 
     def whole(kind: str, bound: str) -> HirValue:
         r = node.mir("reduce", [seen], kind=kind, axes=axes, keep_dim=False) if axes else x

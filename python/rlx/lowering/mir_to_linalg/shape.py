@@ -242,8 +242,9 @@ def lower_iota(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
 
 @MIR_TO_LINALG.register("barrier")
 def lower_barrier(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
-    """A compute barrier where matmuls are data-tiled (or barriers are on); else ``x``."""
+    """A compute barrier where matmuls are data-tiled (or barriers are on, or the op says
+    ``always``); else ``x``."""
     x = op["x"]
-    if ctx.options.data_tiling or ctx.options.compute_barriers:
+    if op.attrs.get("always") or ctx.options.data_tiling or ctx.options.compute_barriers:
         return [emit.barrier(x)]
     return [x]
