@@ -174,10 +174,9 @@ class Function:
         # and narrow types (int4, ...: ``rlx.narrow``): ml_dtypes' arrays, held as values
         unsigned_in = set(json.loads(reflection.get("rlx.unsigned_inputs", "[]")))
         narrow_in = json.loads(reflection.get("rlx.narrow_inputs", "{}"))
-        self._host_out = {i: unsigned_type(DType.I64) for i in json.loads(
-            reflection.get("rlx.unsigned_outputs", "[]"))}
-        self._host_out.update({int(i): NARROW[n].numpy for i, n in json.loads(
-            reflection.get("rlx.narrow_outputs", "{}")).items()})
+        self._unsigned_out = set(json.loads(reflection.get("rlx.unsigned_outputs", "[]")))
+        self._narrow_out = {int(i): NARROW[n].numpy for i, n in json.loads(
+            reflection.get("rlx.narrow_outputs", "{}")).items()}
         self._want = [NARROW[narrow_in[str(i)]].numpy if str(i) in narrow_in else
                       unsigned_type(dtype) if i in unsigned_in else
                       _np_dtype(dtype) for i, dtype in enumerate(self._dtypes)]
@@ -206,10 +205,12 @@ class Function:
         return self._results((DeviceTensor(self._program, out),))[0]
 
     def _results(self, out: tuple[DeviceTensor, ...]) -> tuple[DeviceTensor, ...]:
-        for i, host in self._host_out.items():
+        for i in self._unsigned_out:
             if i < len(out):
-                t = out[i]
-                t.host_type = host if host.name in NARROW else unsigned_type(t.dtype)
+                out[i].host_type = unsigned_type(out[i].dtype)
+        for i, host in self._narrow_out.items():
+            if i < len(out):
+                out[i].host_type = host
         return out
 
     def submit(self, *args: Any, **kwargs: Any) -> DeviceTensor | tuple[DeviceTensor, ...]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 from onnx import TensorProto
+from onnx.helper import np_dtype_to_tensor_dtype
 
 from rlx.dialects.builder import HirValue
 from rlx.importers.onnx_ops.elementwise import cast_to
@@ -45,24 +46,21 @@ FLOAT8 = (TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E4M3FNUZ, TensorProto.FLOA
 
 
 def _elem_type(node: Node, i: int) -> int | None:
-    """The ONNX element type of input ``i`` (a constant's from its numpy type)."""
+    """The ONNX element type of input ``i`` (a constant's from its numpy type: onnx maps
+    ml_dtypes' narrow types too)."""
     v = node.value(i)
     if isinstance(v, np.ndarray):
-        narrow = node.narrow(i)
-        if narrow is not None:
-            return next(t for t, n in NARROW_ONNX.items() if n is narrow)
-        from onnx.helper import np_dtype_to_tensor_dtype
-
         return np_dtype_to_tensor_dtype(v.dtype)
     return node.importer.elem_types.get(node.proto.input[i])
 
 
-def _as_f32(node: Node, i: int) -> Value:
-    """Input ``i``'s values as f32 (a constant stays one; unsigned integers as such)."""
+def _widened(node: Node, i: int, dtype: DType) -> Value:
+    """Input ``i``'s values in ``dtype`` (a constant stays one; unsigned integers read as
+    such): for scales and zero points, which are small."""
     v = node.value(i)
     if isinstance(v, np.ndarray):
-        return v.astype(np.float32)
-    return node.cast(v, DType.F32, "source" if node.unsigned(i) else None)
+        return v.astype(dtype.numpy)
+    return node.cast(v, dtype, "source" if node.unsigned(i) else None)
 
 
 def _along(node: Node, v: Value, x: HirValue, axis: int, block: int, what: str) -> Value:
@@ -115,11 +113,11 @@ def convert_dequantize_linear(node: Node) -> list[Value]:
     if dtype is None or not dtype.is_float or dtype.is_float8:
         node.fail(f"output type {TensorProto.DataType.Name(out_type).lower()}: expected "
                   "float, float16 or bfloat16")
-    y = node.cast(x, DType.F32, "source" if node.unsigned(0) else None)
+    y = node.cast(x, DType.F32, "source" if node.unsigned(0) else None)  # x stays 8-bit
     if node.has(2) and x_type not in (*FLOAT8, TensorProto.FLOAT4E2M1):  # theirs is 0
-        zero = _along(node, _as_f32(node, 2), x, axis, block, "x_zero_point")
+        zero = _along(node, _widened(node, 2, DType.F32), x, axis, block, "x_zero_point")
         y = node.mir("binary", [y, zero], kind="sub")
-    scale = _along(node, _as_f32(node, 1), x, axis, block, "x_scale")
+    scale = _along(node, _widened(node, 1, DType.F32), x, axis, block, "x_scale")
     return [node.cast(node.mir("binary", [y, scale], kind="mul"), dtype)]
 
 
@@ -135,10 +133,12 @@ def convert_quantize_linear(node: Node) -> list[Value]:
     same = (isinstance(scale, np.ndarray) and scale.dtype == x.dtype.numpy) or (
         isinstance(scale, HirValue) and scale.dtype == x.dtype)
     work = x if same else node.cast(x, DType.F32)  # x / scale in x's type, as numpy does
-    scale = _along(node, scale if same else _as_f32(node, 1), x, axis, block, "y_scale")
+    scale = _along(node, scale if same else _widened(node, 1, DType.F32), x, axis, block,
+                   "y_scale")
     y = node.mir("binary", [work, scale], kind="div")
-    zero = _along(node, _as_f32(node, 2), x, axis, block, "y_zero_point") if node.has(
-        2) else None
+    zero = None
+    if node.has(2):
+        zero = _along(node, _widened(node, 2, DType.F32), x, axis, block, "y_zero_point")
     if to in FLOAT8:
         return [cast_to(node, y, ONNX_DTYPES[to])]
     if to == TensorProto.FLOAT4E2M1:
@@ -204,9 +204,7 @@ def convert_matmul_integer(node: Node) -> list[Value]:
     for i, zp in ((0, 2), (1, 3)):
         v = node.cast(node.tensor(i), DType.I32, "source" if node.unsigned(i) else None)
         if node.has(zp):
-            z = node.value(zp)
-            z = (z.astype(np.int32) if isinstance(z, np.ndarray) else
-                 node.cast(z, DType.I32, "source" if node.unsigned(zp) else None))
+            z = _widened(node, zp, DType.I32)
             if i == 0 and len(z.shape) == 1 and z.shape[0] != 1:  # per row of A: [M, 1]
                 z = z.reshape(-1, 1) if isinstance(z, np.ndarray) else node.reshape(
                     z, [z.shape[0], 1])
