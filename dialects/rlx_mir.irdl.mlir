@@ -22,7 +22,16 @@ irdl.dialect @rlx_mir {
     %kind_16 = irdl.is "round"
     %kind_17 = irdl.is "erf"
     %kind_18 = irdl.is "softplus"
-    %kind = irdl.any_of(%kind_0, %kind_1, %kind_2, %kind_3, %kind_4, %kind_5, %kind_6, %kind_7, %kind_8, %kind_9, %kind_10, %kind_11, %kind_12, %kind_13, %kind_14, %kind_15, %kind_16, %kind_17, %kind_18)
+    %kind_19 = irdl.is "floor"
+    %kind_20 = irdl.is "ceil"
+    %kind_21 = irdl.is "asin"
+    %kind_22 = irdl.is "acos"
+    %kind_23 = irdl.is "sinh"
+    %kind_24 = irdl.is "cosh"
+    %kind_25 = irdl.is "asinh"
+    %kind_26 = irdl.is "acosh"
+    %kind_27 = irdl.is "atanh"
+    %kind = irdl.any_of(%kind_0, %kind_1, %kind_2, %kind_3, %kind_4, %kind_5, %kind_6, %kind_7, %kind_8, %kind_9, %kind_10, %kind_11, %kind_12, %kind_13, %kind_14, %kind_15, %kind_16, %kind_17, %kind_18, %kind_19, %kind_20, %kind_21, %kind_22, %kind_23, %kind_24, %kind_25, %kind_26, %kind_27)
     %in0 = irdl.base "!builtin.tensor"
     %out0 = irdl.base "!builtin.tensor"
     irdl.operands(x: %in0)
@@ -68,7 +77,7 @@ irdl.dialect @rlx_mir {
     irdl.operands(x: %in0)
     irdl.results(y: %out0)
   }
-  // Binary op with numpy broadcasting (``Op::Binary``): add, sub, mul, div, max, min, pow, rem; and, on integers read as unsigned, udiv, urem, umax, umin (a divisor of 0 reads as 1).
+  // Binary op with numpy broadcasting (``Op::Binary``): add, sub, mul, div, max, min, pow, rem; and, on integers read as unsigned, udiv, urem, umax, umin (a divisor of 0 reads as 1); on integers' bits, and, or, xor (i1 too), shl, shr, ushr (a count outside ``[0, bits)`` shifts every bit out).
   irdl.operation @binary {
     %kind_0 = irdl.is "add"
     %kind_1 = irdl.is "sub"
@@ -82,7 +91,13 @@ irdl.dialect @rlx_mir {
     %kind_9 = irdl.is "urem"
     %kind_10 = irdl.is "umax"
     %kind_11 = irdl.is "umin"
-    %kind = irdl.any_of(%kind_0, %kind_1, %kind_2, %kind_3, %kind_4, %kind_5, %kind_6, %kind_7, %kind_8, %kind_9, %kind_10, %kind_11)
+    %kind_12 = irdl.is "and"
+    %kind_13 = irdl.is "or"
+    %kind_14 = irdl.is "xor"
+    %kind_15 = irdl.is "shl"
+    %kind_16 = irdl.is "shr"
+    %kind_17 = irdl.is "ushr"
+    %kind = irdl.any_of(%kind_0, %kind_1, %kind_2, %kind_3, %kind_4, %kind_5, %kind_6, %kind_7, %kind_8, %kind_9, %kind_10, %kind_11, %kind_12, %kind_13, %kind_14, %kind_15, %kind_16, %kind_17)
     %in0 = irdl.base "!builtin.tensor"
     %in1 = irdl.base "!builtin.tensor"
     %out0 = irdl.base "!builtin.tensor"
@@ -283,7 +298,16 @@ irdl.dialect @rlx_mir {
     %activation_17 = irdl.is "round"
     %activation_18 = irdl.is "erf"
     %activation_19 = irdl.is "softplus"
-    %activation = irdl.any_of(%activation_0, %activation_1, %activation_2, %activation_3, %activation_4, %activation_5, %activation_6, %activation_7, %activation_8, %activation_9, %activation_10, %activation_11, %activation_12, %activation_13, %activation_14, %activation_15, %activation_16, %activation_17, %activation_18, %activation_19)
+    %activation_20 = irdl.is "floor"
+    %activation_21 = irdl.is "ceil"
+    %activation_22 = irdl.is "asin"
+    %activation_23 = irdl.is "acos"
+    %activation_24 = irdl.is "sinh"
+    %activation_25 = irdl.is "cosh"
+    %activation_26 = irdl.is "asinh"
+    %activation_27 = irdl.is "acosh"
+    %activation_28 = irdl.is "atanh"
+    %activation = irdl.any_of(%activation_0, %activation_1, %activation_2, %activation_3, %activation_4, %activation_5, %activation_6, %activation_7, %activation_8, %activation_9, %activation_10, %activation_11, %activation_12, %activation_13, %activation_14, %activation_15, %activation_16, %activation_17, %activation_18, %activation_19, %activation_20, %activation_21, %activation_22, %activation_23, %activation_24, %activation_25, %activation_26, %activation_27, %activation_28)
     %in0 = irdl.base "!builtin.tensor"
     %in1 = irdl.base "!builtin.tensor"
     %in2 = irdl.base "!builtin.tensor"

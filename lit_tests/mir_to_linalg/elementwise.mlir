@@ -136,3 +136,44 @@ module @float8 {
     return %x, %y : tensor<4xf32>, tensor<4xf8E5M2>
   }
 }
+
+// -----
+
+// floor / ceil are exact in any width (no f32 round trip); the inverse hyperbolic functions
+// go through rlx's own log1p series (no math.log1p, no math.asinh: IREE's cancel near 0).
+// CHECK-LABEL: module @math_functions
+// CHECK:      math.floor {{.*}} : f16
+// CHECK:      math.ceil {{.*}} : f16
+// CHECK:      linalg.generic
+// CHECK-NOT:    math.asinh
+// CHECK-NOT:    math.log1p
+// CHECK:        math.log
+// CHECK:        math.copysign
+module @math_functions {
+  func.func @main(%a: tensor<4xf16>, %b: tensor<4xf32>) -> (tensor<4xf16>, tensor<4xf16>, tensor<4xf32>) {
+    %f = "rlx_mir.activation"(%a) {kind = "floor"} : (tensor<4xf16>) -> tensor<4xf16>
+    %c = "rlx_mir.activation"(%a) {kind = "ceil"} : (tensor<4xf16>) -> tensor<4xf16>
+    %s = "rlx_mir.activation"(%b) {kind = "asinh"} : (tensor<4xf32>) -> tensor<4xf32>
+    return %f, %c, %s : tensor<4xf16>, tensor<4xf16>, tensor<4xf32>
+  }
+}
+
+// -----
+
+// A shift count outside [0, bits) shifts every bit out: the count is checked (ult 32) and
+// the shift given a safe count, the result selected; and / or / xor are arith's.
+// CHECK-LABEL: module @bits
+// CHECK:      arith.andi
+// CHECK:      arith.cmpi ult, %{{.*}}, %{{.*}} : i32
+// CHECK:      arith.shli
+// CHECK:      arith.select
+// CHECK:      arith.cmpi ult
+// CHECK:      arith.shrsi
+module @bits {
+  func.func @main(%a: tensor<4xi32>, %n: tensor<4xi32>) -> (tensor<4xi32>, tensor<4xi32>, tensor<4xi32>) {
+    %x = "rlx_mir.binary"(%a, %n) {kind = "and"} : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi32>
+    %l = "rlx_mir.binary"(%a, %n) {kind = "shl"} : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi32>
+    %r = "rlx_mir.binary"(%a, %n) {kind = "shr"} : (tensor<4xi32>, tensor<4xi32>) -> tensor<4xi32>
+    return %x, %l, %r : tensor<4xi32>, tensor<4xi32>, tensor<4xi32>
+  }
+}

@@ -233,9 +233,31 @@ def _remainders() -> Case:
     return ep, eager, lambda n: (torch.randn(n, 6) * 5,)
 
 
+class MathBits(nn.Module):
+    """The math functions and the integer bitwise ops and shifts (``>>`` of a negative
+    int32 is arithmetic in torch, as in rlx's ``shr``)."""
+
+    def forward(self, x: Any) -> Any:
+        i = (x * 100).to(torch.int32)
+        bits = ((i & 0x5A) | (i >> 2)) ^ (i << 1) ^ ~i
+        return (torch.floor(x) + torch.ceil(x * 0.5) + torch.asinh(x)
+                + torch.atanh(torch.tanh(x) * 0.9) + torch.acosh(x.abs() + 1)
+                + torch.sinh(x * 0.3) + torch.cosh(x * 0.3) + torch.asin(torch.tanh(x))
+                + bits.to(torch.float32) * 1e-3
+                + torch.logical_xor(x > 0, x < 1).to(torch.float32))
+
+
+def _math_bits() -> Case:
+    eager = MathBits().eval()
+    rows = torch.export.Dim("rows", min=1, max=16)
+    ep = torch.export.export(eager, (torch.randn(4, 6) * 2,), dynamic_shapes={"x": {0: rows}})
+    return ep, eager, lambda n: (torch.randn(n, 6) * 2,)
+
+
 CASES = {"llama": (_llama, (5, 11)), "bert": (_bert, (6, 13)), "resnet18": (_resnet, (1, 2)),
          "lstm": (_lstm, (1, 3)), "upsampler": (_upsampler, (5, 12)),
-         "inplace": (_inplace, (1, 3)), "remainders": (_remainders, (3, 9))}
+         "inplace": (_inplace, (1, 3)), "remainders": (_remainders, (3, 9)),
+         "math_bits": (_math_bits, (3, 9))}
 
 Compiled = tuple[dict[str, Case], dict[str, TorchImport], Any]
 

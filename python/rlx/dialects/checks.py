@@ -13,9 +13,11 @@ from rlx.dialects.enums import BLOCK_FLOAT_TYPES, FLOAT_TYPES
 from rlx.dialects.verifier import Check, DimRef, Expected
 from rlx.ir.types import Dim, DType, TensorInfo, dims_compatible, merge_dim
 
-NO_F64 = frozenset({"tanh", "sin", "cos", "tan", "atan", "erf", "gelu", "gelu_approx"})
+NO_F64 = frozenset({"tanh", "sin", "cos", "tan", "atan", "erf", "gelu", "gelu_approx",
+                    "asin", "acos"})
 """Activations IREE 3.13 cannot compute in f64 on llvm-cpu: it lowers them to libm calls
-its executables do not link (tanh, sin, cos, tan, atan), or has no f64 ``math.erf``."""
+its executables do not link (tanh, sin, cos, tan, atan, asin, acos), or has no f64
+``math.erf``."""
 
 
 def activation_dtype(c: Check, x: str, attr: str) -> None:

@@ -24,17 +24,27 @@ INDEX_TYPES = frozenset({DType.F32, DType.I32, DType.I64})
 
 ACTIVATIONS = (
     "gelu", "gelu_approx", "silu", "relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt",
-    "neg", "abs", "sin", "cos", "tan", "atan", "round", "erf", "softplus",
+    "neg", "abs", "sin", "cos", "tan", "atan", "round", "erf", "softplus", "floor", "ceil",
+    "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh",
 )
 """Unary activations (spec 3.1). ``gelu`` is the exact erf form; ``round`` is half-to-even;
-``softplus`` is ``log(1 + exp(x))`` (Qwen3.5's DeltaNet decay; not in RLX's list)."""
+``softplus`` is ``log(1 + exp(x))`` (Qwen3.5's DeltaNet decay; not in RLX's list). ``floor``
+to ``atanh`` are not in RLX's list either: the math functions ONNX models use (``Floor``,
+``Ceil``, ``Asin``, ..., ``Atanh``), with C's (and numpy's) values, NaN outside the domain."""
 
 LINEAR_ACTIVATIONS = ("none", *ACTIVATIONS)
 UNSIGNED_BINARY_OPS = ("udiv", "urem", "umax", "umin")
 """Binary kinds that read integers as unsigned (arith's ``divui`` / ``remui`` / ``maxui`` /
 ``minui``; the other integer kinds compute the same bits either way). A ``udiv`` / ``urem``
 by 0 divides by 1 (``a`` / 0): no trap."""
-BINARY_OPS = ("add", "sub", "mul", "div", "max", "min", "pow", "rem", *UNSIGNED_BINARY_OPS)
+BITWISE_OPS = ("and", "or", "xor", "shl", "shr", "ushr")
+"""Binary kinds on integers' bits (not in RLX's list): ``and`` / ``or`` / ``xor`` (i1 too),
+and shifts of the left operand by the right one: ``shl``, ``shr`` (arithmetic, the sign
+copied in), ``ushr`` (logical, zeros in). A shift by a count outside ``[0, bits)`` (a
+negative count read as unsigned is one) shifts every bit out: 0, or for ``shr`` of a
+negative value -1, where LLVM's shift would give poison."""
+BINARY_OPS = ("add", "sub", "mul", "div", "max", "min", "pow", "rem", *UNSIGNED_BINARY_OPS,
+              *BITWISE_OPS)
 """Binary kinds. Integer ``div`` truncates; ``rem`` is C's remainder, ``a - trunc(a / b) b``
 (the sign of ``a``: ONNX ``Mod`` with ``fmod = 1``, ``torch.fmod``); an integer ``rem`` by 0
 or -1 is 0 (no trap)."""

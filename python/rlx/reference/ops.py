@@ -33,6 +33,9 @@ ACTIVATIONS = {
     "rsqrt": lambda x: 1.0 / np.sqrt(x), "neg": np.negative, "abs": np.abs, "sin": np.sin,
     "cos": np.cos, "tan": np.tan, "atan": np.arctan, "round": np.round, "erf": _erf,
     "softplus": lambda x: np.logaddexp(0.0, x),
+    "floor": np.floor, "ceil": np.ceil, "asin": np.arcsin, "acos": np.arccos,
+    "sinh": np.sinh, "cosh": np.cosh, "asinh": np.arcsinh, "acosh": np.arccosh,
+    "atanh": np.arctanh,
 }
 
 
@@ -229,7 +232,30 @@ def _unsigned(x: np.ndarray) -> np.ndarray:
     return x.view(np.dtype(f"u{x.dtype.itemsize}")) if x.dtype.kind == "i" else x
 
 
+def _shift(a: np.ndarray, b: np.ndarray, kind: str) -> np.ndarray:
+    """Shifts from the spec: a count outside ``[0, bits)`` shifts every bit out (computed
+    in Python's unbounded integers, then wrapped back to the type)."""
+    a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
+    bits = a.dtype.itemsize * 8
+    counts = _unsigned(b).astype(object)
+    ua = _unsigned(a).astype(object)
+    out = np.empty(a.shape, dtype=object)
+    for i in np.ndindex(a.shape):
+        n, x = int(counts[i]), int(ua[i])
+        if kind == "shl":
+            out[i] = (x << n) % (1 << bits) if n < bits else 0
+        elif kind == "ushr":
+            out[i] = x >> n if n < bits else 0
+        else:  # arithmetic: the signed value
+            out[i] = (int(a[i]) >> min(n, bits - 1)) % (1 << bits)
+    return out.astype(f"u{a.dtype.itemsize}").view(a.dtype)
+
+
 def binary(a: np.ndarray, b: np.ndarray, *, kind: str) -> np.ndarray:
+    if kind in ("shl", "shr", "ushr"):
+        return _shift(a, b, kind)
+    if kind in ("and", "or", "xor"):
+        return {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[kind](a, b)
     if kind in ("udiv", "urem", "umax", "umin"):  # on the bits read as unsigned
         signed = np.asarray(a).dtype
         ua, ub = _unsigned(a), _unsigned(b)

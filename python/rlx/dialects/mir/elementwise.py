@@ -6,6 +6,7 @@ from rlx.dialects import checks
 from rlx.dialects.enums import (
     ACTIVATIONS,
     BINARY_OPS,
+    BITWISE_OPS,
     CAST_ROUND,
     CAST_UNSIGNED,
     COMPARE_OPS,
@@ -26,7 +27,9 @@ def activation(c: Check) -> list[TensorInfo]:
 
     Attribute ``kind``: ``gelu`` (exact, erf), ``gelu_approx`` (tanh form), ``silu``,
     ``relu``, ``sigmoid``, ``tanh``, ``exp``, ``log``, ``sqrt``, ``rsqrt``, ``neg``,
-    ``abs``, ``sin``, ``cos``, ``tan``, ``atan``, ``round`` (half to even), ``erf``.
+    ``abs``, ``sin``, ``cos``, ``tan``, ``atan``, ``round`` (half to even), ``erf``,
+    ``softplus``, ``floor``, ``ceil``, ``asin``, ``acos``, ``sinh``, ``cosh``, ``asinh``,
+    ``acosh``, ``atanh`` (NaN outside their domain, as C's).
 
     Example::
 
@@ -40,7 +43,9 @@ def activation(c: Check) -> list[TensorInfo]:
 @MIR.op("binary", operands=["lhs", "rhs"], attrs=[enum_attr("kind", BINARY_OPS)])
 def binary(c: Check) -> list[TensorInfo]:
     """Binary op with numpy broadcasting (``Op::Binary``): add, sub, mul, div, max, min, pow, rem;
-    and, on integers read as unsigned, udiv, urem, umax, umin (a divisor of 0 reads as 1).
+    and, on integers read as unsigned, udiv, urem, umax, umin (a divisor of 0 reads as 1);
+    on integers' bits, and, or, xor (i1 too), shl, shr, ushr (a count outside
+    ``[0, bits)`` shifts every bit out).
 
     Both operands have one element type (no promotion); ints allowed except for ``pow``.
 
@@ -51,8 +56,10 @@ def binary(c: Check) -> list[TensorInfo]:
     """
     dtype = c.same_dtype("lhs", "rhs")
     checks.not_float8(c, "lhs")
-    if c.attr("kind") in UNSIGNED_BINARY_OPS:
+    if c.attr("kind") in UNSIGNED_BINARY_OPS or c.attr("kind") in BITWISE_OPS[3:]:
         c.dtype("lhs", WORD_TYPES)
+    elif c.attr("kind") in BITWISE_OPS:
+        c.dtype("lhs", WORD_TYPES | {DType.I1})
     elif c.attr("kind") == "pow" or dtype == DType.I1:
         c.dtype("lhs", FLOAT_TYPES)
     if c.attr("kind") == "rem" and dtype == DType.F64:  # a libm fmod IREE does not link

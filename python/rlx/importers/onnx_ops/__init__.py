@@ -6,6 +6,7 @@ converters and folders there, so this package imports every family.
 """
 
 from rlx.importers.onnx_ops import (
+    activations,
     attention,
     constant,
     contraction,
@@ -43,8 +44,8 @@ from rlx.importers.onnx_ops.registry import (
     why_unsupported,
 )
 
-FAMILIES = (attention, constant, contraction, conv, elementwise, indexing, norm, quantize,
-            recurrent, reduction, resize, shape)
+FAMILIES = (activations, attention, constant, contraction, conv, elementwise, indexing, norm,
+            quantize, recurrent, reduction, resize, shape)
 
 __all__ = ["CONVERTERS", "FAMILIES", "FLOAT8_OPS", "FOLDERS", "NARROW_ONNX", "ONNX_DTYPES",
            "RUNTIME_DTYPES", "UNSIGNED", "UNSIGNED_OPS", "ConvertFn", "Converter", "FoldFn",

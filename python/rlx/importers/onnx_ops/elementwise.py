@@ -1,5 +1,6 @@
-"""ONNX elementwise ops: arithmetic, math functions, activations, comparisons, logic,
-``Where``, ``Cast``, ``Clip``, ``Identity``; and their import-time folders.
+"""ONNX elementwise ops: arithmetic, math functions, comparisons, logic and bitwise ops,
+``Where``, ``Cast``, ``Clip``, ``Identity``; and their import-time folders (the activations
+are :mod:`rlx.importers.onnx_ops.activations`).
 
 Everything becomes ``rlx_mir.activation`` / ``binary`` / ``compare`` / ``where`` /
 ``cast`` with numpy broadcasting, which is ONNX's multidirectional broadcasting.
@@ -38,7 +39,9 @@ COMPARE = {"Equal": "eq", "Less": "lt", "Greater": "gt", "LessOrEqual": "le",
            "GreaterOrEqual": "ge"}
 FLOAT_UNARY = {"Sqrt": "sqrt", "Exp": "exp", "Log": "log", "Tanh": "tanh",
                "Sigmoid": "sigmoid", "Erf": "erf", "Sin": "sin", "Cos": "cos", "Tan": "tan",
-               "Atan": "atan", "Round": "round"}
+               "Atan": "atan", "Round": "round", "Floor": "floor", "Ceil": "ceil",
+               "Asin": "asin", "Acos": "acos", "Sinh": "sinh", "Cosh": "cosh",
+               "Asinh": "asinh", "Acosh": "acosh", "Atanh": "atanh"}
 
 
 def float_input(node: Node, i: int = 0) -> HirValue:
@@ -142,57 +145,6 @@ def convert_unary(node: Node) -> list[Value]:
     return [node.mir("activation", [float_input(node)], kind=FLOAT_UNARY[node.op_type])]
 
 
-@converter("Relu")
-def convert_relu(node: Node) -> list[Value]:
-    x = node.tensor(0)
-    if x.dtype.is_float:
-        return [node.mir("activation", [x], kind="relu")]
-    return [node.mir("binary", [x, node.scalar(0, x)], kind="max")]
-
-
-@converter("Gelu", since=20)
-def convert_gelu(node: Node) -> list[Value]:
-    approximate = node.attr("approximate", "none")
-    if approximate not in ("none", "tanh"):
-        node.fail(f"attribute approximate = {approximate!r}: expected 'none' or 'tanh'")
-    kind = "gelu" if approximate == "none" else "gelu_approx"
-    return [node.mir("activation", [float_input(node)], kind=kind)]
-
-
-@converter("LeakyRelu")
-def convert_leaky_relu(node: Node) -> list[Value]:
-    x = float_input(node)
-    scaled = node.mir("binary", [x, node.scalar(node.attr("alpha", 0.01), x)], kind="mul")
-    negative = node.mir("compare", [x, node.scalar(0.0, x)], kind="lt")
-    return [node.mir("where", [negative, scaled, x])]
-
-
-@converter("HardSigmoid", "HardSwish")
-def convert_hard_sigmoid(node: Node) -> list[Value]:
-    """``max(0, min(1, alpha x + beta))`` (HardSwish: ``x`` times that, alpha 1/6, beta
-    1/2)."""
-    x = float_input(node)
-    alpha, beta = ((node.attr("alpha", 0.2), node.attr("beta", 0.5))
-                   if node.op_type == "HardSigmoid" else (1.0 / 6.0, 0.5))
-    y = node.mir("binary", [node.mir("binary", [x, node.scalar(alpha, x)], kind="mul"),
-                            node.scalar(beta, x)], kind="add")
-    y = node.mir("binary", [node.mir("binary", [y, node.scalar(1.0, x)], kind="min"),
-                            node.scalar(0.0, x)], kind="max")
-    return [y if node.op_type == "HardSigmoid" else node.mir("binary", [x, y], kind="mul")]
-
-
-@converter("Softplus")
-def convert_softplus(node: Node) -> list[Value]:
-    """``log(1 + exp(x))`` as ``max(x, 0) + log(1 + exp(-|x|))`` (no overflow)."""
-    x = float_input(node)
-    tail = node.mir("activation", [node.mir("activation", [x], kind="abs")], kind="neg")
-    log1p = node.mir("activation", [node.mir("binary", [
-        node.scalar(1.0, x), node.mir("activation", [tail], kind="exp")], kind="add")],
-        kind="log")
-    return [node.mir("binary", [node.mir("binary", [x, node.scalar(0.0, x)], kind="max"),
-                                log1p], kind="add")]
-
-
 @converter("Sign")
 def convert_sign(node: Node) -> list[Value]:
     x = node.tensor(0)
@@ -268,6 +220,32 @@ def convert_logic(node: Node) -> list[Value]:
     if node.op_type == "And":
         return [node.mir("where", [a, b, node.scalar(False, a)])]
     return [node.mir("where", [a, node.scalar(True, a), b])]
+
+
+BITWISE = {"BitwiseAnd": "and", "BitwiseOr": "or", "BitwiseXor": "xor"}
+
+
+@converter(*BITWISE, since=18)
+def convert_bitwise(node: Node) -> list[Value]:
+    return [node.mir("binary", [node.tensor(0), node.tensor(1)], kind=BITWISE[node.op_type])]
+
+
+@converter("BitwiseNot", since=18)
+def convert_bitwise_not(node: Node) -> list[Value]:
+    x = node.tensor(0)
+    return [node.mir("binary", [x, node.scalar(-1, x)], kind="xor")]
+
+
+@converter("BitShift", since=11)
+def convert_bit_shift(node: Node) -> list[Value]:
+    """``shl``; right: ``ushr`` of unsigned integers, ``shr`` (arithmetic) of signed ones
+    (BitShift-28). A count of the width or more, or a negative one, shifts every bit out:
+    0, or -1 for a right shift of a negative value, as BitShift-28 specifies."""
+    direction = node.attr("direction")
+    if direction not in ("LEFT", "RIGHT"):
+        node.fail(f"attribute direction = {direction!r}: expected 'LEFT' or 'RIGHT'")
+    kind = "shl" if direction == "LEFT" else "ushr" if node.unsigned(0) else "shr"
+    return [node.mir("binary", [node.tensor(0), node.tensor(1)], kind=kind)]
 
 
 @converter("Where", since=9)

@@ -67,7 +67,8 @@ UNSIGNED_OPS = frozenset({
     "Add", "Sub", "Mul", "Sum", "Neg", "Equal", "Where", "Identity", "Dropout", "Reshape",
     "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Concat", "Split", "Slice", "Gather",
     "GatherElements", "GatherND", "Expand", "Tile", "Trilu", "Shape", "Size", "Constant",
-    "ConstantOfShape", "CumSum", "ReduceSum",
+    "ConstantOfShape", "CumSum", "ReduceSum", "BitwiseAnd", "BitwiseOr", "BitwiseXor",
+    "BitwiseNot", "BitShift",
     # converted with the unsigned kinds
     "Div", "Mod", "Max", "Min", "Mean", "Clip", "Less", "Greater", "LessOrEqual",
     "GreaterOrEqual", "Cast", "CastLike", "Pow", "Abs", "MaxPool", "QuantizeLinear",

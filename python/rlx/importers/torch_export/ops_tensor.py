@@ -22,7 +22,14 @@ COMPARE = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge
 UNARY = {"relu": "relu", "relu_": "relu", "silu": "silu", "silu_": "silu",
          "sigmoid": "sigmoid", "tanh": "tanh", "exp": "exp", "log": "log", "sqrt": "sqrt",
          "rsqrt": "rsqrt", "abs": "abs", "sin": "sin", "cos": "cos", "erf": "erf",
-         "round": "round", "softplus": "softplus"}
+         "round": "round", "softplus": "softplus", "tan": "tan", "atan": "atan",
+         "floor": "floor", "ceil": "ceil", "asin": "asin", "acos": "acos", "sinh": "sinh",
+         "cosh": "cosh", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh"}
+BITWISE = {"logical_and": "and", "bitwise_and": "and", "__and__": "and",
+           "logical_or": "or", "bitwise_or": "or", "__or__": "or",
+           "logical_xor": "xor", "bitwise_xor": "xor", "__xor__": "xor",
+           "bitwise_left_shift": "shl", "__lshift__": "shl",
+           "bitwise_right_shift": "shr", "__rshift__": "shr"}
 
 
 def operand(op: Op, v: Any, source: Any, dtype: DType) -> HirValue:
@@ -96,21 +103,36 @@ def as_bool(op: Op, v: Any, source: Any) -> HirValue:
     return op.mir("compare", [t, op.h.constant(op.scalar(0, t.dtype), t.dtype)], kind="ne")
 
 
-@converter("logical_and", "bitwise_and", "__and__", "logical_or", "bitwise_or", "__or__")
-def convert_logical(op: Op) -> Value:
-    name = op.name
-    if op.g.dtype(op.node) != torch.bool:
-        op.fail("bitwise ops on integers are not supported (booleans only)")
-    a = as_bool(op, op.arg(0, "self"), op.raw(0, "self"))
-    b = as_bool(op, op.arg(1, "other"), op.raw(1, "other"))
-    const = op.h.constant(np.asarray("or" in name), DType.I1)
-    return op.mir("where", [a, const, b] if "or" in name else [a, b, const])
+@converter(*BITWISE)
+def convert_bitwise(op: Op) -> Value:
+    """Logical ops on booleans (``logical_*`` of any type reads them as booleans); bitwise
+    ops and shifts on integers, with torch's promotion (``>>`` of a signed type is
+    arithmetic, of ``uint8`` logical)."""
+    name, kind = op.name, BITWISE[op.name]
+    a_src, b_src = op.raw(0, "self"), op.raw(1, "other")
+    if name.startswith("logical") or op.g.dtype(op.node) == torch.bool:
+        if kind in ("shl", "shr"):
+            op.fail("shifts of booleans are not supported")
+        a, b = as_bool(op, op.value(a_src), a_src), as_bool(op, op.value(b_src), b_src)
+        return op.mir("binary", [a, b], kind=kind)
+    dtype = op.out_dtype()
+    if dtype.is_float:
+        op.fail(f"{name} of {dtype}: bitwise ops take integers or booleans")
+    if kind == "shr" and op.g.dtype(op.node) == torch.uint8:
+        kind = "ushr"
+    a = operand(op, op.value(a_src), a_src, dtype)
+    b = operand(op, op.value(b_src), b_src, dtype)
+    return op.mir("binary", [a, b], kind=kind)
 
 
 @converter("logical_not", "bitwise_not")
 def convert_not(op: Op) -> Value:
-    if op.g.dtype(op.node) != torch.bool:
-        op.fail("bitwise not on integers is not supported (booleans only)")
+    if op.name == "bitwise_not" and op.g.dtype(op.node) != torch.bool:
+        dtype = op.out_dtype()
+        if dtype.is_float:
+            op.fail(f"bitwise_not of {dtype}: bitwise ops take integers or booleans")
+        x = op.cast(op.tensor(0), dtype)
+        return op.mir("binary", [x, op.h.constant(op.scalar(-1, dtype), dtype)], kind="xor")
     x = as_bool(op, op.arg(0, "self"), op.raw(0, "self"))
     return op.mir("compare", [x, op.h.constant(np.asarray(False), DType.I1)], kind="eq")
 
@@ -138,6 +160,8 @@ def convert_unary(op: Op) -> Value:
     if name == "gelu":
         approx = op.node.kwargs.get("approximate", op.raw(1, "approximate", "none"))
         return op.mir("activation", [x], kind="gelu_approx" if approx == "tanh" else "gelu")
+    if name in ("floor", "ceil", "round") and not dtype.is_float:
+        return x  # whole already (torch keeps the integer type)
     return op.mir("activation", [x], kind=UNARY[name])
 
 

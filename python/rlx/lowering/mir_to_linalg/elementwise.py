@@ -15,7 +15,7 @@ from iree.compiler.dialects import arith, math
 from rlx.dialects.schema import Decoded
 from rlx.ir.types import DType
 from rlx.lowering import emit
-from rlx.lowering.mir_to_linalg import float8
+from rlx.lowering.mir_to_linalg import float8, hyperbolic
 from rlx.lowering.mir_to_linalg.table import MIR_TO_LINALG
 from rlx.lowering.registry import LoweringContext
 
@@ -64,8 +64,17 @@ ACTIVATIONS: dict[str, Unary] = {
     "round": math.roundeven,
     "erf": math.erf,
     "softplus": _softplus,
+    "floor": math.floor,
+    "ceil": math.ceil,
+    "asin": math.asin,
+    "acos": math.acos,
+    "sinh": hyperbolic.sinh,
+    "cosh": hyperbolic.cosh,
+    "asinh": hyperbolic.asinh,
+    "acosh": hyperbolic.acosh,
+    "atanh": hyperbolic.atanh,
 }
-EXACT_IN_ANY_WIDTH = frozenset({"neg", "abs", "relu", "round"})
+EXACT_IN_ANY_WIDTH = frozenset({"neg", "abs", "relu", "round", "floor", "ceil"})
 
 
 def apply_activation(kind: str, x: ir.Value) -> ir.Value:
@@ -125,12 +134,29 @@ def _nonzero(b: ir.Value) -> ir.Value:
                         arith.ConstantOp(b.type, 1).result, b)
 
 
+def _shift(kind: str, a: ir.Value, b: ir.Value) -> ir.Value:
+    """A shift whose count outside ``[0, bits)`` (read as unsigned) shifts every bit out:
+    0, or -1 for ``shr`` of a negative value. LLVM's and SPIR-V's shifts are poison /
+    undefined there, and the count is a value the caller passes."""
+    bits = ir.IntegerType(a.type).width
+    in_range = arith.cmpi(arith.CmpIPredicate.ult, b, arith.ConstantOp(b.type, bits).result)
+    if kind == "shr":
+        last = arith.ConstantOp(b.type, bits - 1).result
+        return arith.shrsi(a, arith.select(in_range, b, last))
+    safe = arith.select(in_range, b, arith.ConstantOp(b.type, 0).result)
+    shifted = arith.shli(a, safe) if kind == "shl" else arith.shrui(a, safe)
+    return arith.select(in_range, shifted, arith.ConstantOp(a.type, 0).result)
+
+
 BINARY: dict[str, Callable[[ir.Value, ir.Value], ir.Value]] = {
     "add": emit.add, "sub": emit.sub, "mul": emit.mul, "div": emit.div,
     "max": emit.maximum, "min": emit.minimum, "pow": _pow, "rem": _rem,
     "udiv": lambda a, b: arith.divui(a, _nonzero(b)),
     "urem": lambda a, b: arith.remui(a, _nonzero(b)),
     "umax": arith.maxui, "umin": arith.minui,
+    "and": arith.andi, "or": arith.ori, "xor": arith.xori,
+    "shl": lambda a, b: _shift("shl", a, b), "shr": lambda a, b: _shift("shr", a, b),
+    "ushr": lambda a, b: _shift("ushr", a, b),
 }
 
 
