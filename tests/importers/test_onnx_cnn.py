@@ -108,15 +108,40 @@ def _torch_models() -> dict[str, object]:
             return self.up(y) + nn.functional.interpolate(self.c(y), scale_factor=2.0,
                                                           mode="bicubic")
 
+    class Restorer(nn.Module):
+        """An image-to-image net as restoration and style-transfer models are built:
+        reflect / circular / replicate padding, instance and group norm, PReLU, ELU, SELU,
+        pixel shuffle, Mish and Softsign, and a per-pixel class map (argmax)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.head = nn.Conv2d(3, 8, 3)
+            self.inorm = nn.InstanceNorm2d(8, affine=True)
+            self.act = nn.PReLU(8)
+            self.down = nn.Conv2d(8, 16, 3, 2, 1, padding_mode="circular")
+            self.gnorm = nn.GroupNorm(4, 16)
+            self.up = nn.Conv2d(16, 12, 3, padding=1, padding_mode="replicate")
+            self.seg = nn.Conv2d(3, 5, 1)
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            f = nn.functional
+            y = self.act(self.inorm(self.head(f.pad(x, (1, 1, 1, 1), mode="reflect"))))
+            y = f.elu(self.gnorm(self.down(y)))
+            y = f.pixel_shuffle(self.up(f.selu(y)), 2)
+            img = torch.tanh(y) + f.mish(x) + f.softsign(x)
+            return img, self.seg(img).argmax(1)
+
     torch.manual_seed(0)
     models = {"resnet": ResNetish().eval(), "mobilenet": MobileNetish().eval(),
-              "upsampler": Upsampler().eval()}
+              "upsampler": Upsampler().eval(), "restorer": Restorer().eval()}
     with torch.no_grad():  # trained-looking BN statistics, not the identity
         for m in models.values():
             for mod in m.modules():
                 if isinstance(mod, nn.BatchNorm2d):
                     mod.running_mean.normal_(0.0, 0.2)
                     mod.running_var.uniform_(0.5, 2.0)
+                if isinstance(mod, nn.InstanceNorm2d | nn.GroupNorm | nn.PReLU):
+                    mod.weight.uniform_(0.5, 1.5)  # not the identity either
     return models
 
 
@@ -221,6 +246,32 @@ def _volumetric(rng: np.random.Generator) -> onnx.ModelProto:
                   init("w3", rand(rng, 2, 3, 3, 2, 3, scale=0.3))])
 
 
+def _norms_and_pads(rng: np.random.Generator) -> onnx.ModelProto:
+    """GroupNormalization-21 (per-channel scale), MeanVarianceNormalization and
+    LpNormalization; edge / reflect / wrap pads; a Hardmax, and the OneHot of an ArgMin, all
+    over a dynamic batch, height and width."""
+    nodes = [helper.make_node("GroupNormalization", ["x", "gs", "gb"], ["g"], num_groups=2,
+                              epsilon=1e-4),
+             helper.make_node("MeanVarianceNormalization", ["g"], ["m"]),
+             helper.make_node("LpNormalization", ["m"], ["l"], axis=1, p=2),
+             helper.make_node("Pad", ["l", "pads_e"], ["pe"], mode="edge"),
+             helper.make_node("Pad", ["pe", "pads_r"], ["pr"], mode="reflect"),
+             helper.make_node("Pad", ["pr", "pads_w"], ["y1"], mode="wrap"),
+             helper.make_node("Hardmax", ["x"], ["y2"], axis=1),
+             helper.make_node("ArgMin", ["x"], ["a"], axis=1, keepdims=0),
+             helper.make_node("OneHot", ["a", "depth", "onoff"], ["y3"], axis=1)]
+    model_21 = model(nodes, [_input("x", ["b", 4, "h", "w"])],
+                     [vi("y1", [None] * 4), vi("y2", [None] * 4), vi("y3", [None] * 4)],
+                     [init("gs", rand(rng, 4)), init("gb", rand(rng, 4)),
+                      init("pads_e", np.asarray([0, 0, 2, 0, 0, 0, 1, 3], np.int64)),
+                      init("pads_r", np.asarray([0, 0, 1, 2, 0, 0, 2, 1], np.int64)),
+                      init("pads_w", np.asarray([0, 0, 0, 2, 0, 0, 1, 0], np.int64)),
+                      init("depth", np.asarray(4, np.int64)),
+                      init("onoff", np.asarray([-1.0, 2.0], np.float32))])
+    model_21.opset_import[0].version = 21
+    return model_21
+
+
 def _for_ort(m: onnx.ModelProto) -> onnx.ModelProto:
     """``m`` with its ``-1`` / ``0`` input dims named (ONNX Runtime reads them as sizes)."""
     out = onnx.ModelProto()
@@ -246,6 +297,11 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> Compiled:
                                                              tmp / "m.onnx", False))),
               "upsampler_dynamo": onnx.load(str(_export(nets["upsampler"], tmp / "u.onnx",
                                                         True))),
+              "restorer_torchscript": onnx.load(str(_export(nets["restorer"], tmp / "s.onnx",
+                                                            False))),
+              "restorer_dynamo": onnx.load(str(_export(nets["restorer"], tmp / "sd.onnx",
+                                                       True))),
+              "norms_and_pads": _norms_and_pads(rng),
               "pools": _pools(rng), "conv1d": _conv1d(rng), "resizes": _resizes(),
               "transposed": _transposed(rng), "volumetric": _volumetric(rng)}
     results, program = compile_together(models, "cnn")
@@ -254,6 +310,9 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> Compiled:
 
 SHAPES = {"resnet_dynamo": [(2, 3, 32, 32), (1, 3, 45, 29)],
           "mobilenet_torchscript": [(2, 3, 32, 32), (1, 3, 24, 41)],
+          "restorer_torchscript": [(2, 3, 16, 16), (1, 3, 12, 20)],
+          "restorer_dynamo": [(1, 3, 16, 16), (2, 3, 6, 10)],
+          "norms_and_pads": [(2, 4, 5, 6), (1, 4, 3, 9)],
           "pools": [(1, 3, 17, 23), (2, 3, 8, 8)],
           "conv1d": [(2, 4, 11), (1, 4, 30)],
           "upsampler_dynamo": [(1, 3, 16, 16), (2, 3, 10, 22)],
@@ -274,7 +333,10 @@ def test_matches_onnxruntime_at_several_sizes(name: str, compiled: Compiled) -> 
         want = ort_run(oracle, {"x": x})
         assert [g.shape for g in got] == [w.shape for w in want]
         for g, w in zip(got, want, strict=True):
-            assert_close(g, w, "f32")
+            if w.dtype.kind in "iu":  # a class map: every index
+                np.testing.assert_array_equal(g, w)
+            else:
+                assert_close(g, w, "f32")
 
 
 def test_dynamic_inputs_and_blocks(compiled: Compiled) -> None:
@@ -288,3 +350,33 @@ def test_dynamic_inputs_and_blocks(compiled: Compiled) -> None:
         text = str(results[name].module)
         assert "tensor<?x3x?x?xf32>" in text
         assert results[name].report.block_counts()["linear"] >= 1
+
+
+def test_restorer_ops_are_imported_not_expanded(compiled: Compiled) -> None:
+    """The exporters write the restorer's layers as the ONNX ops themselves (TorchScript
+    also as ``Pad`` modes), and rlx converts those ops."""
+    _, results, _ = compiled
+    for name in ("restorer_torchscript", "restorer_dynamo"):
+        converted = results[name].report.converted
+        for op in ("InstanceNormalization", "PRelu", "Elu", "Selu", "DepthToSpace", "ArgMax",
+                   "Pad"):
+            assert converted[op] >= 1, (name, op, dict(converted))
+
+
+@pytest.mark.vulkan
+def test_restorer_on_vulkan(compiled: Compiled) -> None:
+    """The same export compiled for Vulkan (IREE's SPIR-V path needs the norm statistics
+    over one flattened spatial axis), against ONNX Runtime at two image sizes."""
+    import rlx
+    from rlx.importers.onnx import import_model
+
+    models, _, _ = compiled
+    result = import_model(models["restorer_dynamo"])
+    program = rlx.runtime.load(rlx.compile(result.module, "vulkan"), "vulkan", result.params)
+    rng = np.random.default_rng(5)
+    for shape in [(1, 3, 16, 16), (2, 3, 10, 6)]:
+        x = rand(rng, *shape)
+        img, seg = program.main(x=x)
+        want_img, want_seg = ort_run(models["restorer_dynamo"], {"x": x})
+        assert_close(img, want_img, "f32")
+        np.testing.assert_array_equal(seg, want_seg)

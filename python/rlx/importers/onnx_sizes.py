@@ -56,7 +56,11 @@ SAME_SHAPE = frozenset({
     "Identity", "Dropout", "Clip", "LeakyRelu", "HardSigmoid", "HardSwish", "IsNaN",
     "IsInf", "Sin", "Cos", "Tan", "Atan", "Round", "Floor", "Ceil", "Sign", "Softplus",
     "Trilu", "Mod", "BatchNormalization", "QuantizeLinear", "DequantizeLinear",
-    "DynamicQuantizeLinear"})
+    "DynamicQuantizeLinear", "PRelu", "Elu", "Celu", "Selu", "ThresholdedRelu", "Softsign",
+    "Mish", "Swish", "Shrink", "Asin", "Acos", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
+    "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "BitShift",
+    "InstanceNormalization", "GroupNormalization", "MeanVarianceNormalization",
+    "LpNormalization", "Hardmax"})
 """Ops whose output has the numpy broadcast of their inputs' shapes."""
 
 

@@ -13,11 +13,13 @@ from rlx.importers.onnx_ops import (
     conv,
     elementwise,
     indexing,
+    layout,
     norm,
     quantize,
     recurrent,
     reduction,
     resize,
+    select,
     shape,
 )
 from rlx.importers.onnx_ops.registry import (
@@ -44,8 +46,8 @@ from rlx.importers.onnx_ops.registry import (
     why_unsupported,
 )
 
-FAMILIES = (activations, attention, constant, contraction, conv, elementwise, indexing, norm,
-            quantize, recurrent, reduction, resize, shape)
+FAMILIES = (activations, attention, constant, contraction, conv, elementwise, indexing, layout,
+            norm, quantize, recurrent, reduction, resize, select, shape)
 
 __all__ = ["CONVERTERS", "FAMILIES", "FLOAT8_OPS", "FOLDERS", "NARROW_ONNX", "ONNX_DTYPES",
            "RUNTIME_DTYPES", "UNSIGNED", "UNSIGNED_OPS", "ConvertFn", "Converter", "FoldFn",

@@ -68,7 +68,9 @@ UNSIGNED_OPS = frozenset({
     "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Concat", "Split", "Slice", "Gather",
     "GatherElements", "GatherND", "Expand", "Tile", "Trilu", "Shape", "Size", "Constant",
     "ConstantOfShape", "CumSum", "ReduceSum", "BitwiseAnd", "BitwiseOr", "BitwiseXor",
-    "BitwiseNot", "BitShift",
+    "BitwiseNot", "BitShift", "DepthToSpace", "SpaceToDepth", "OneHot",
+    # converted with the order mapped to the signed one
+    "ArgMax", "ArgMin",
     # converted with the unsigned kinds
     "Div", "Mod", "Max", "Min", "Mean", "Clip", "Less", "Greater", "LessOrEqual",
     "GreaterOrEqual", "Cast", "CastLike", "Pow", "Abs", "MaxPool", "QuantizeLinear",

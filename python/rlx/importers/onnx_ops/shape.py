@@ -1,6 +1,7 @@
 """ONNX data-movement and shape ops: Shape, Size, Reshape, Flatten, Squeeze, Unsqueeze,
-Transpose, Concat, Split, Expand, Tile, Pad (Slice and Gather: :mod:`.indexing`; the ops
-folded at import time that make values, Constant, ConstantOfShape, Range: :mod:`.constant`).
+Transpose, Concat, Split, Expand, Tile (Pad, DepthToSpace, SpaceToDepth: :mod:`.layout`;
+Slice and Gather: :mod:`.indexing`; the ops folded at import time that make values,
+Constant, ConstantOfShape, Range: :mod:`.constant`).
 
 Shape arguments (Reshape's shape, Slice's starts, ...) must be known at import time; they
 may hold dynamic sizes (sympy expressions, :mod:`rlx.importers.dims`, from ``Shape`` of a
@@ -472,45 +473,3 @@ def fold_tile(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray] |
     if x.size * math.prod(int(r) for r in reps) > FOLD_MAX_ELEMENTS:
         return None
     return [np.tile(x, [int(r) for r in reps])]
-
-
-# --------------------------------------------------------------------------------------
-# Pad
-# --------------------------------------------------------------------------------------
-
-
-@converter("Pad", const_inputs=(1, 2, 3), since=2)
-def convert_pad(node: Node) -> list[Value]:
-    """Constant mode: ``rlx_mir.pad``; negative pads crop (``rlx_mir.slice``)."""
-    x = node.tensor(0)
-    rank = len(x.shape)
-    mode = node.attr("mode", "constant")
-    if mode != "constant":
-        node.fail(f"mode '{mode}': rlx pads with a constant only")
-    if node.version < 11:
-        pads, value = node.ints("pads") or [], float(node.attr("value", 0.0))
-        axes = list(range(rank))
-    else:
-        pads = [int(p) for p in node.static(1, "the pads")]
-        value_arr = node.static(2, "the pad value") if node.has(2) else np.zeros(1)
-        value = float(np.asarray(value_arr).reshape(-1)[0]) if value_arr.size else 0.0
-        axes = normalize_axes(node, [int(a) for a in node.static(3, "the axes")], rank) if (
-            node.has(3)) else list(range(rank))
-    if len(pads) != 2 * len(axes):
-        node.fail(f"pads {pads}: expected {2 * len(axes)} values")
-    low, high = [0] * rank, [0] * rank
-    for i, a in enumerate(axes):
-        low[a], high[a] = pads[i], pads[len(axes) + i]
-    y = x
-    if any(p > 0 for p in low + high):
-        y = node.mir("pad", [y], low=[max(p, 0) for p in low],
-                     high=[max(p, 0) for p in high], value=value)
-    if any(p < 0 for p in low + high):
-        shape = y.shape
-        if any(shape[a] is None for a in range(rank) if low[a] < 0 or high[a] < 0):
-            node.fail("negative pads on a dynamic dim")
-        starts = [-min(p, 0) for p in low]
-        sizes = [-1 if low[a] >= 0 and high[a] >= 0 else shape[a] + min(low[a], 0) + min(
-            high[a], 0) for a in range(rank)]
-        y = node.mir("slice", [y], starts=starts, sizes=sizes, strides=[1] * rank)
-    return [y]
