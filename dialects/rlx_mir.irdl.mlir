@@ -574,6 +574,22 @@ irdl.dialect @rlx_mir {
     irdl.results(y: %out0)
     irdl.attributes {"head_dim" = %head_dim, "n_rot" = %n_rot, "style" = %style}
   }
+  // ``data`` with slices replaced or combined at the positions ``indices`` name (ONNX ``ScatterND``; rlx's, not RLX's): ``indices [*B, K]`` holds ``K``-coordinate positions into ``data``'s first ``K`` dims, ``updates [*B, *data.shape[K:]]`` one slice each. For each position in row-major order, ``out[idx] = update`` (``none``) or ``combine(out[idx], update)`` (``add``, ``mul``, ``max``, ``min``). A negative coordinate counts from the end of its dim (``+ dim``), and every coordinate is then clamped into ``[0, dim - 1]``: no index a caller passes writes outside ``data`` (an index still out of range lands on the dim's first or last slice, as ``gather`` clamps).
+  irdl.operation @scatter {
+    %reduction_0 = irdl.is "none"
+    %reduction_1 = irdl.is "add"
+    %reduction_2 = irdl.is "mul"
+    %reduction_3 = irdl.is "max"
+    %reduction_4 = irdl.is "min"
+    %reduction = irdl.any_of(%reduction_0, %reduction_1, %reduction_2, %reduction_3, %reduction_4)
+    %in0 = irdl.base "!builtin.tensor"
+    %in1 = irdl.base "!builtin.tensor"
+    %in2 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    irdl.operands(data: %in0, indices: %in1, updates: %in2)
+    irdl.results(y: %out0)
+    irdl.attributes {"reduction" = %reduction}
+  }
   // Strided slice over every axis: ``y[i0, i1, ...] = x[s0 + i0 t0, s1 + i1 t1, ...]``.
   irdl.operation @slice {
     %starts = irdl.base "#builtin.dense_array"

@@ -226,7 +226,9 @@ def _mir_blocks(h: rlx.HirModule) -> list[rlx.HirValue]:
     pd = h.mir("pad", [x], low=[0, 1, 0], high=[0, 0, 2], value=-1.0)
     wr = h.mir("write_rows", [h.input("cache", (3, 8, 32)), x, h.input("slot", (2,), "i32"),
                               h.input("pos", (2,), "i32")])
-    return [at, sw, emb, pick, cs, cv, dq, pool, sl, pd, wr]
+    sc = h.mir("scatter", [h.input("grid", (5, 4, 32)), h.input("at", (None, 2), "i64"),
+                           h.input("rows", (None, 32))], reduction="add")
+    return [at, sw, emb, pick, cs, cv, dq, pool, sl, pd, wr, sc]
 
 
 def _mir_scans(h: rlx.HirModule) -> list[rlx.HirValue]:

@@ -199,3 +199,26 @@ module @inferred {
     return %r : tensor<?x6xf32>
   }
 }
+
+// -----
+
+// scatter: each coordinate wrapped when negative (+ its dim) and clamped into [0, dim - 1]
+// on the device, behind a compute barrier; the updates, already [N, slice], read as they
+// are on llvm-cpu; one iree_linalg_ext.scatter whose region adds (reduction "add").
+// CHECK-LABEL: module @scatter
+// CHECK:      %[[IDX:.*]] = linalg.generic {{.*}} ins(%arg1 : tensor<?x2xi64>) outs(%{{.*}} : tensor<?x2xi32>)
+// CHECK:        arith.cmpi slt
+// CHECK:        arith.addi
+// CHECK:        arith.maxsi
+// CHECK:        arith.minsi
+// CHECK:        arith.trunci {{.*}} : i64 to i32
+// CHECK:      %[[B:.*]] = iree_tensor_ext.compute_barrier.start %[[IDX]]
+// CHECK:      %[[S:.*]] = iree_linalg_ext.scatter dimension_map = [0, 1] unique_indices(false) ins(%arg2, %[[B]] : tensor<?x5xf32>, tensor<?x2xi32>) outs(%arg0 : tensor<3x4x5xf32>)
+// CHECK:        arith.addf
+// CHECK:      return %[[S]]
+module @scatter {
+  func.func @main(%data: tensor<3x4x5xf32>, %idx: tensor<?x2xi64>, %upd: tensor<?x5xf32>) -> tensor<3x4x5xf32> {
+    %y = "rlx_mir.scatter"(%data, %idx, %upd) {reduction = "add"} : (tensor<3x4x5xf32>, tensor<?x2xi64>, tensor<?x5xf32>) -> tensor<3x4x5xf32>
+    return %y : tensor<3x4x5xf32>
+  }
+}

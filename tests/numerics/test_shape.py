@@ -3,13 +3,14 @@ narrow (also from the end), slice (strided, backwards, kept dynamic axes), pad, 
 expand, gather (embedding, f32-encoded and per-batch indices), write_rows (rows of a
 cache replaced at device-side positions: a decode's one row per slot, a prompt's dynamic
 rows into one slot, overlapping writes, slot and row indices out of range on both sides),
-barrier (the identity), dim and iota (a dynamic size as data)."""
+scatter (ScatterND's replace and combine), barrier (the identity), dim and iota (a dynamic
+size as data)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from harness import TARGETS, check_module
+from harness import TARGETS, check_module, make_inputs
 
 import rlx
 
@@ -80,3 +81,44 @@ def test_shape_ops(target: str, dtype: str) -> None:
               "slot2": np.array([7, 2] if dtype == "f32" else [-1, 0], np.int64),
               "pos2": np.array([0, 4], np.int64)}
     check_module(shapes(dtype), target, dyn=5, inputs=inputs)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_scatter(target: str) -> None:
+    """scatter (ScatterND): whole rows (K = 1) replaced, with a negative index and one out
+    of range on each side (clamped); single elements (K = 2) added, a position repeated so
+    two updates accumulate; slices of a 3-D tensor (K = 2) by max and mul; integer data
+    by min; a dynamic number of updates. Against the reference, and the first result also
+    against numpy's fancy indexing written out by hand (wrap, clamp, last write wins)."""
+    h = rlx.HirModule("scatter")
+    data = h.input("data", (6, 4), "f32")
+    rows, new = h.input("rows", (None, 1), "i64"), h.input("new", (None, 4), "f32")
+    cells, vals = h.input("cells", (5, 2), "i32"), h.input("vals", (5,), "f32")
+    cube = h.input("cube", (3, 4, 5), "f32")
+    at, slab = h.input("at", (2, 2), "i64"), h.input("slab", (2, 5), "f32")
+    ints, pos, iv = (h.input("ints", (8,), "i32"), h.input("pos", (3, 1), "i32"),
+                     h.input("iv", (3,), "i32"))
+    h.set_outputs([
+        h.mir("scatter", [data, rows, new]),
+        h.mir("scatter", [data, cells, vals], reduction="add"),
+        h.mir("scatter", [cube, at, slab], reduction="max"),
+        h.mir("scatter", [cube, at, slab], reduction="mul"),
+        h.mir("scatter", [ints, pos, iv], reduction="min"),
+    ])
+    rng = np.random.default_rng(2)
+    inputs = {
+        "rows": np.array([[1], [-1], [3], [9], [-8]], np.int64),
+        "new": rng.standard_normal((5, 4)).astype(np.float32),
+        "cells": np.array([[0, 0], [5, 3], [0, 0], [-2, 1], [2, -4]], np.int32),
+        "vals": rng.standard_normal(5).astype(np.float32),
+        "at": np.array([[2, 1], [0, -1]], np.int64),
+        "slab": rng.standard_normal((2, 5)).astype(np.float32),
+        "ints": np.arange(8, dtype=np.int32) * 3,
+        "pos": np.array([[7], [0], [7]], np.int32), "iv": np.array([5, -4, 30], np.int32),
+    }
+    got = check_module(h, target, dyn=5, inputs=inputs)
+    want = make_inputs(h, np.random.default_rng(0), 5, inputs)["data"].copy()
+    # rows 1, -1 (5), 3, 9 (clamped to 5: the last write there wins), -8 (-2: clamped to 0)
+    want[[1, 5, 3, 5, 0]] = inputs["new"]
+    want[5] = inputs["new"][3]
+    np.testing.assert_array_equal(got[0], want)

@@ -58,6 +58,9 @@ up when the f32 fraction's top bit is set (ONNX's rule: half rounds up)."""
 CAST_UNSIGNED = ("source", "result", "both")
 """``cast``'s ``unsigned``: which side's integers are unsigned (absent: neither)."""
 REDUCE_OPS = ("sum", "mean", "max", "min", "prod")
+SCATTER_REDUCTIONS = ("none", "add", "mul", "max", "min")
+"""How ``scatter`` combines an update with the element it lands on: ``none`` replaces it
+(the last update wins where indices repeat), the others combine (ONNX's ``reduction``)."""
 MASK_KINDS = ("none", "causal", "sliding_window", "custom", "bias", "causal_lengths")
 """Attention masks. ``causal_lengths`` is causal over a per-row key count (``mask [B]``
 integer ``n_b``: row b's S queries sit at positions ``n_b - S .. n_b - 1`` and see the keys

@@ -60,7 +60,8 @@ SAME_SHAPE = frozenset({
     "Mish", "Swish", "Shrink", "Asin", "Acos", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
     "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "BitShift",
     "InstanceNormalization", "GroupNormalization", "MeanVarianceNormalization",
-    "LpNormalization", "Hardmax"})
+    "LpNormalization", "Hardmax", "ScatterND", "ScatterElements", "Scatter",
+    "TensorScatter"})
 """Ops whose output has the numpy broadcast of their inputs' shapes."""
 
 

@@ -112,6 +112,7 @@ ADAPTERS: dict[str, Callable[..., Any]] = {
     "expand": ops.expand,
     "gather": ops.gather,
     "write_rows": ops.write_rows,
+    "scatter": ops.scatter,
     "dim": ops.dim,
     "iota": ops.iota,
     "reduce": ops.reduce,

@@ -391,6 +391,32 @@ def write_rows(cache: np.ndarray, new: np.ndarray, slot: np.ndarray, pos: np.nda
     return out
 
 
+SCATTER_COMBINE = {"add": np.add, "mul": np.multiply, "max": np.maximum,
+                   "min": np.minimum}
+
+
+def scatter(data: np.ndarray, indices: np.ndarray, updates: np.ndarray, *,
+            reduction: str = "none") -> np.ndarray:
+    """ScatterND from the spec, in order: each coordinate wrapped once if negative, then
+    clamped into its dim; ``none`` replaces, the others combine."""
+    out = np.array(data, copy=True)
+    k = indices.shape[-1]
+    positions = np.asarray(indices, np.int64).reshape(-1, k)
+    slices = np.asarray(updates).reshape(positions.shape[0], *out.shape[k:])
+    for n in range(positions.shape[0]):
+        where = []
+        for axis in range(k):
+            i, dim = int(positions[n, axis]), out.shape[axis]
+            i = i + dim if i < 0 else i
+            where.append(min(max(i, 0), dim - 1))
+        at = tuple(where)
+        if reduction == "none":
+            out[at] = slices[n]
+        else:
+            out[at] = SCATTER_COMBINE[reduction](out[at], slices[n])
+    return out
+
+
 REDUCE = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "prod": np.prod}
 
 

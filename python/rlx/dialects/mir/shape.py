@@ -7,9 +7,17 @@ from __future__ import annotations
 import math
 
 from rlx.dialects import checks
-from rlx.dialects.enums import INDEX_TYPES
+from rlx.dialects.enums import INDEX_TYPES, SCATTER_REDUCTIONS
 from rlx.dialects.mir.dialect import MIR
-from rlx.dialects.schema import Check, bool_attr, float_attr, int_attr, ints_attr, variadic
+from rlx.dialects.schema import (
+    Check,
+    bool_attr,
+    enum_attr,
+    float_attr,
+    int_attr,
+    ints_attr,
+    variadic,
+)
 from rlx.ir.types import Dim, DType, TensorInfo, dims_compatible, merge_dim
 
 ROW_INDEX_TYPES = frozenset({DType.I32, DType.I64})
@@ -361,6 +369,42 @@ def write_rows(c: Check) -> list[TensorInfo]:
         c.rank(name, 1)
         c.dim(name, 0, c.ref("new", 0), "one per write (dim 0 of 'new')")
     return [cache]
+
+
+@MIR.op("scatter", operands=["data", "indices", "updates"],
+        attrs=[enum_attr("reduction", SCATTER_REDUCTIONS, default="none")])
+def scatter(c: Check) -> list[TensorInfo]:
+    """``data`` with slices replaced or combined at the positions ``indices`` name (ONNX
+    ``ScatterND``; rlx's, not RLX's): ``indices [*B, K]`` holds ``K``-coordinate positions
+    into ``data``'s first ``K`` dims, ``updates [*B, *data.shape[K:]]`` one slice each. For
+    each position in row-major order, ``out[idx] = update`` (``none``) or ``combine(out[idx],
+    update)`` (``add``, ``mul``, ``max``, ``min``). A negative coordinate counts from the end
+    of its dim (``+ dim``), and every coordinate is then clamped into ``[0, dim - 1]``: no
+    index a caller passes writes outside ``data`` (an index still out of range lands on the
+    dim's first or last slice, as ``gather`` clamps).
+
+    Example::
+
+        %y = "rlx_mir.scatter"(%data, %idx, %upd) {reduction = "add"}
+            : (tensor<8x4xf32>, tensor<?x1xi64>, tensor<?x4xf32>) -> tensor<8x4xf32>
+    """
+    data = c.min_rank("data", 1)
+    c.dtype("indices", ROW_INDEX_TYPES)
+    idx = c.min_rank("indices", 1)
+    k = idx.shape[-1]
+    if k is None or not 1 <= k <= data.rank:
+        c.fail("operand 'indices'", f"a static last dim in 1..{data.rank} (data's rank)",
+               str(idx.type))
+    c.same_dtype("data", "updates")
+    if data.dtype == DType.I1:
+        c.fail("operand 'data'", "a float or integer tensor", "i1")
+    batch = idx.rank - 1
+    c.rank("updates", batch + data.rank - k)
+    for axis in range(batch):  # checked at run time where dynamic (rlx.lowering.guards)
+        c.dim("updates", axis, c.ref("indices", axis), f"indices' batch dim {axis}")
+    for j in range(k, data.rank):
+        c.dim("updates", batch + j - k, c.ref("data", j), f"a slice of data (its dim {j})")
+    return [data]
 
 
 @MIR.op("dim", operands=["x"], attrs=[int_attr("axis")])

@@ -1,4 +1,6 @@
-"""ONNX indexing ops: Slice and Gather (folded at import time when their inputs are known)."""
+"""ONNX indexing ops: Slice, Gather, GatherElements, GatherND (folded at import time when
+their inputs are known), Trilu, and the scatters (ScatterND, ScatterElements, Scatter,
+TensorScatter) as ``rlx_mir.scatter``."""
 
 from __future__ import annotations
 
@@ -313,6 +315,122 @@ def convert_gather_nd(node: Node) -> list[Value]:
     table = reshape_to(node, data, [math.prod(d_dims[:b + q]), *d_dims[b + q:]])
     y = gather(node, table, flat, axis=0)
     return [node.known(y, [*lead, *d_dims[b + q:]])]
+
+
+SCATTER_REDUCTIONS = ("none", "add", "mul", "max", "min")
+
+
+def _scatter(node: Node, data: HirValue, positions: HirValue, updates: HirValue
+             ) -> HirValue:
+    """``rlx_mir.scatter`` with the node's ``reduction``; booleans scatter as i8."""
+    reduction = node.attr("reduction", "none")
+    if reduction not in SCATTER_REDUCTIONS:
+        node.fail(f"reduction {reduction!r}: expected one of {', '.join(SCATTER_REDUCTIONS)}")
+    if updates.dtype != data.dtype:
+        node.fail(f"updates are {updates.dtype}, data is {data.dtype}: expected one type")
+    if data.dtype == DType.I1:
+        if reduction != "none":
+            node.fail(f"reduction {reduction!r} of booleans is not supported")
+        out = node.mir("scatter", [node.cast(data, DType.I8), positions,
+                                   node.cast(updates, DType.I8)])
+        return node.mir("compare", [out, node.scalar(0, out)], kind="ne")
+    if node.unsigned(0) and reduction in ("max", "min"):
+        node.fail(f"reduction {reduction!r} of unsigned integers is not supported")
+    return node.mir("scatter", [data, positions, updates], reduction=reduction)
+
+
+@converter("ScatterND", since=11)
+def convert_scatter_nd(node: Node) -> list[Value]:
+    """``out[indices[b]] = updates[b]`` (or combined by ``reduction``): each position a
+    ``K``-coordinate index into data's first ``K`` dims; negative coordinates count from
+    the end, and ``rlx_mir.scatter`` clamps every coordinate into data (no write outside
+    it, whatever the indices hold)."""
+    data, positions = node.tensor(0), node.tensor(1)
+    if positions.dtype not in (DType.I32, DType.I64):
+        node.fail(f"indices are {positions.dtype}: expected int32 or int64")
+    if not positions.shape or positions.shape[-1] is None:
+        node.fail(f"indices {positions.type}: the last dim (K) must be static")
+    y = _scatter(node, data, positions, node.tensor(2))
+    return [node.known(y, node.dims(0))]
+
+
+@converter("ScatterElements", since=11)
+@converter("Scatter", since=9)
+def convert_scatter_elements(node: Node) -> list[Value]:
+    """``out[..., indices[i, j, ...], ...] = updates[i, j, ...]`` along ``axis``: each
+    element's full position (its own coordinates, the index in place of the axis') stacked
+    into ``[*indices.shape, rank]``, then one ``rlx_mir.scatter``."""
+    data, idx, updates = node.tensor(0), node.tensor(1), node.tensor(2)
+    rank = len(data.shape)
+    i_dims = node.dims(1)
+    if len(i_dims) != rank or len(updates.shape) != rank:
+        node.fail(f"indices {idx.type} and updates {updates.type}: expected the data's rank "
+                  f"{rank}")
+    if idx.dtype not in (DType.I32, DType.I64):
+        node.fail(f"indices are {idx.dtype}: expected int32 or int64")
+    axis = normalize_axes(node, [node.attr("axis", 0)], rank, "axis")[0]
+    idx = node.cast(idx, DType.I64)
+    zeros = node.mir("binary", [idx, np.asarray(0, np.int64)], kind="mul")
+    coords = []
+    for a in range(rank):
+        if a == axis:
+            c = idx
+        else:
+            line = node.sizes.iota(i_dims[a], DType.I64, node.fail)
+            shape = [i_dims[a] if k == a else 1 for k in range(rank)]
+            c = node.mir("binary", [zeros, node.as_tensor(reshape_to(node, line, shape))],
+                         kind="add")
+            c = node.known(c, i_dims)
+        coords.append(node.as_tensor(reshape_to(node, c, [*i_dims, 1])))
+    positions = node.mir("concat", coords, axis=rank) if rank > 1 else coords[0]
+    y = _scatter(node, data, positions, updates)
+    return [node.known(y, node.dims(0))]
+
+
+@converter("TensorScatter", since=24)
+def convert_tensor_scatter(node: Node) -> list[Value]:
+    """A KV cache's update: ``present[p..., write_indices[p0] + t, ...] = update[p..., t,
+    ...]`` for ``t`` along ``axis`` (modulo the cache's length for ``mode = circular``),
+    as one ``rlx_mir.scatter`` of the update's slices after ``axis`` at positions over the
+    dims up to it (a position past the cache is clamped into it, never written outside)."""
+    cache, update = node.tensor(0), node.tensor(1)
+    rank = len(cache.shape)
+    axis = normalize_axes(node, [node.attr("axis", -2)], rank, "axis")[0]
+    mode = node.attr("mode", "linear")
+    if mode not in ("linear", "circular"):
+        node.fail(f"mode {mode!r}: expected 'linear' or 'circular'")
+    if axis == 0 or len(update.shape) != rank:
+        node.fail(f"axis {axis} of past_cache {cache.type}, update {update.type}: expected "
+                  "the sequence axis after the batch axis, update of the cache's rank")
+    grid = node.dims(1)[:axis + 1]
+    lines = []
+    for a, d in enumerate(grid):
+        line = node.sizes.iota(d, DType.I64, node.fail)
+        lines.append(node.as_tensor(reshape_to(node, line, [d if k == a else 1
+                                                            for k in range(axis + 1)])))
+    zeros = lines[0]
+    for line in lines[1:]:
+        zeros = node.mir("binary", [zeros, line], kind="add")
+    zeros = node.known(node.mir("binary", [zeros, np.asarray(0, np.int64)], kind="mul"),
+                       grid)
+    seq = lines[axis]
+    if node.has(2):
+        start = node.cast(node.tensor(2), DType.I64)
+        start = node.as_tensor(reshape_to(node, start, [grid[0], *[1] * axis]))
+        seq = node.mir("binary", [start, seq], kind="add")
+    if mode == "circular":
+        length = node.sizes.scalar(node.dims(0)[axis], DType.I64, node.fail)
+        wrapped = node.mir("binary", [seq, length], kind="rem")
+        seq = node.mir("binary", [node.mir("binary", [wrapped, length], kind="add"), length],
+                       kind="rem")
+    coords = []
+    for a in range(axis + 1):
+        c = node.known(node.mir("binary", [zeros, seq if a == axis else lines[a]],
+                                kind="add"), grid)
+        coords.append(node.as_tensor(reshape_to(node, c, [*grid, 1])))
+    positions = node.mir("concat", coords, axis=axis + 1)
+    y = node.mir("scatter", [cache, positions, update])
+    return [node.known(y, node.dims(0))]
 
 
 @converter("Trilu", const_inputs=(1,), since=14)

@@ -68,7 +68,8 @@ UNSIGNED_OPS = frozenset({
     "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Concat", "Split", "Slice", "Gather",
     "GatherElements", "GatherND", "Expand", "Tile", "Trilu", "Shape", "Size", "Constant",
     "ConstantOfShape", "CumSum", "ReduceSum", "BitwiseAnd", "BitwiseOr", "BitwiseXor",
-    "BitwiseNot", "BitShift", "DepthToSpace", "SpaceToDepth", "OneHot",
+    "BitwiseNot", "BitShift", "DepthToSpace", "SpaceToDepth", "OneHot", "ScatterND",
+    "ScatterElements", "Scatter",
     # converted with the order mapped to the signed one
     "ArgMax", "ArgMin",
     # converted with the unsigned kinds

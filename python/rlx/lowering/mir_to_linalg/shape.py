@@ -1,5 +1,5 @@
 """mir-to-linalg for data movement: reshape, transpose, narrow, slice, pad, concat, expand,
-gather, write_rows, barrier; dim and iota (sizes as data)."""
+gather, write_rows, scatter, barrier; dim and iota (sizes as data)."""
 
 from __future__ import annotations
 
@@ -248,3 +248,71 @@ def lower_barrier(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     if op.attrs.get("always") or ctx.options.data_tiling or ctx.options.compute_barriers:
         return [emit.barrier(x)]
     return [x]
+
+
+def _scatter_positions(indices: ir.Value, data: ir.Value) -> ir.Value:
+    """``[N, K] i32``: each coordinate of ``indices`` (viewed as ``[N, K]``) plus its dim of
+    ``data`` where negative, then clamped into ``[0, dim - 1]``, computed in i64. The
+    clamp is what keeps every write inside ``data`` (the relation the scatter relies on)."""
+    i32, i64 = ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(64)
+    k = emit.static_shape(indices)[-1]
+    assert isinstance(k, int)
+    lead = emit.product(emit.sizes(indices)[:-1])
+    flat = emit.reshape(indices, [lead, k])
+    dims = [arith.index_cast(i64, emit.as_value(emit.dim(data, a))) for a in range(k)]
+    zero, one = arith.constant(i64, 0), arith.constant(i64, 1)
+
+    def body(i: ir.Value, _: ir.Value) -> ir.Value:
+        axis = emit.loop_index(1)
+        size = dims[0]
+        for a in range(1, k):
+            is_a = arith.cmpi(arith.CmpIPredicate.eq, axis, emit.index(a))
+            size = arith.select(is_a, dims[a], size)
+        v = emit.convert(i, i64)
+        v = arith.select(arith.cmpi(arith.CmpIPredicate.slt, v, zero), arith.addi(v, size), v)
+        v = arith.minsi(arith.maxsi(v, zero), arith.subi(size, one))
+        return arith.trunci(i32, v)
+
+    init = emit.empty([lead, k], i32)
+    return emit.generic([flat], [init], [emit.identity(2), emit.identity(2)],
+                        [emit.PARALLEL] * 2, body)[0]
+
+
+SCATTER_COMBINE = {"add": emit.add, "mul": emit.mul, "max": emit.maximum,
+                   "min": emit.minimum}
+
+
+@MIR_TO_LINALG.register("scatter")
+def lower_scatter(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+    """One ``iree_linalg_ext.scatter`` of the ``N`` update slices (``updates`` viewed as
+    ``[N, *data.shape[K:]]``) at the positions of :func:`_scatter_positions` (clamped into
+    ``data``; the updates' sizes are the verifier's relations, checked at run time). The
+    positions, and ``data`` and ``updates`` when they are computed here, reach the scatter
+    through compute barriers: IREE 3.13 folds their producers into it and then miscompiles
+    or fails (see :func:`lower_write_rows`; updates transposed by a dynamo export's
+    ``index_put`` asked for a 2^59-byte stack on llvm-cpu);
+    ``unique_indices(false)``, so repeated positions apply in order (``none``: the last
+    one wins)."""
+    data, updates = op["data"], op["updates"]
+    positions = emit.barrier(_scatter_positions(op["indices"], data))
+    k = emit.static_shape(op["indices"])[-1]
+    assert isinstance(k, int)
+    lead = emit.product(emit.sizes(op["indices"])[:-1])
+    slices = emit.reshape(updates, [lead, *emit.sizes(data)[k:]])
+    if not isinstance(data.owner, ir.Block):
+        data = emit.barrier(data)
+    if not isinstance(slices.owner, ir.Block):  # a transpose fused in: a 2^59-byte stack
+        slices = emit.barrier(slices)
+    scatter = ir.Operation.create(
+        "iree_linalg_ext.scatter", results=[data.type], operands=[slices, positions, data],
+        attributes={"dimension_map": ir.DenseI64ArrayAttr.get(list(range(k))),
+                    "unique_indices": ir.BoolAttr.get(False)},
+        regions=1)
+    t = emit.elem(data)
+    block = scatter.regions[0].blocks.append(t, t)
+    with ir.InsertionPoint(block):
+        update, current = block.arguments[0], block.arguments[1]
+        reduction = op.attrs.get("reduction") or "none"
+        out = update if reduction == "none" else SCATTER_COMBINE[reduction](current, update)
+        ir.Operation.create("iree_linalg_ext.yield", operands=[out])
+    return [scatter.result]
