@@ -73,7 +73,8 @@ TARGET_OPS = (
 sentence embedder's pooling exports to (ReduceL2 for the unit norm), and every other op of
 the importer corpus (tests/importers: the exported BERT, ViT, Whisper encoder, GPT-2 and
 LLaMA steps, CNNs, upsamplers, an image restorer, index_put / scatter_add exports, LSTM /
-GRU models, Magika, and ONNX Runtime's dynamic and QDQ quantizations): every test of these must pass or be explained."""
+GRU models, Magika, and ONNX Runtime's dynamic and QDQ quantizations): every test of these
+must pass or be explained."""
 HAND_ROUNDED = {"test_averagepool_2d_ceil_last_window_starts_on_pad"}
 """Cases whose expected output ONNX's case generator writes by hand to 4 decimals (0.1511
 for (0.8580 + 0.0786 + 0.2692 + 0.1537) / 9 = 0.151056): compared with the tolerance of
