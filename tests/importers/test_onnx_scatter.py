@@ -143,3 +143,22 @@ def test_scatter_positions_out_of_range_stay_inside() -> None:
     want[3], want[0] = upd[2], upd[1]  # 2^40 -> row 3, then -1 -> row 3 again (last wins)
     np.testing.assert_array_equal(y, want)
     np.testing.assert_array_equal(sq, data * data)
+
+
+def test_scatter_into_an_empty_dim_writes_nothing() -> None:
+    """Data with a dynamic dim that is 0 at run time has no position to clamp an index to:
+    the updates are dropped, never written past the (empty) buffer."""
+    nodes = [helper.make_node("ScatterND", ["data", "idx", "upd"], ["y"]),
+             helper.make_node("ReduceSum", ["y"], ["total"], keepdims=0)]
+    m = model(nodes, [vi("data", ["rows", 3]), vi("idx", ["n", 1], TensorProto.INT64),
+                      vi("upd", ["n", 3])], [vi("y", ["rows", 3]), vi("total", [])])
+    result = import_model(m)
+    program = rlx.runtime.load(rlx.compile(result.module, "llvm-cpu"), "local-task")
+    y, total = program.main(data=np.zeros((0, 3), np.float32),
+                            idx=np.array([[0], [5]], np.int64),
+                            upd=np.ones((2, 3), np.float32))
+    assert y.shape == (0, 3)
+    assert float(total) == 0.0
+    y, _ = program.main(data=np.zeros((2, 3), np.float32), idx=np.array([[0], [5]], np.int64),
+                        upd=np.ones((2, 3), np.float32))
+    np.testing.assert_array_equal(y, np.ones((2, 3), np.float32))

@@ -1,15 +1,14 @@
 """ONNX ops that move elements to new places: Pad (every mode), DepthToSpace, SpaceToDepth.
 
 ``Pad`` with a constant is ``rlx_mir.pad`` (negative pads crop, ``rlx_mir.slice``); the
-``edge``, ``reflect`` and ``wrap`` modes gather each padded axis through an index vector
-``[lo part, 0 .. n - 1, hi part]`` built from the axis' size (at run time when it is
-dynamic). ``rlx_mir.gather`` clamps its indices to the axis, so no pad width reads outside
-the tensor: a width the mode cannot fill (reflect: more than ``n - 1``; wrap: more than
-``n``) is an error when ``n`` is known at import time, and over a dynamic ``n`` that turns
-out too small the indices clamp to the axis' ends.
+``edge``, ``reflect`` and ``wrap`` modes gather each padded axis through the index vector
+of :mod:`rlx.importers.padding` (clamped by ``rlx_mir.gather``: no pad reads outside the
+tensor; a width the mode cannot fill is an error when the axis' size is known).
 """
 
 from __future__ import annotations
+
+from typing import NoReturn
 
 import numpy as np
 
@@ -17,7 +16,7 @@ from rlx.dialects.builder import HirValue
 from rlx.importers.dims import SymDim, is_static
 from rlx.importers.onnx_ops.registry import Node, Value, converter, normalize_axes
 from rlx.importers.onnx_ops.shape import reshape_to
-from rlx.ir.types import DType
+from rlx.importers.padding import pad_index
 
 PAD_MODES = ("constant", "edge", "reflect", "wrap")
 
@@ -71,38 +70,13 @@ def convert_pad(node: Node) -> list[Value]:
 
 def _pad_axis(node: Node, x: HirValue, axis: int, lo: int, hi: int, mode: str) -> HirValue:
     dims = node.dims_of(x)
-    d: SymDim = dims[axis]
-    if is_static(d):
-        most = int(d) - 1 if mode == "reflect" else int(d)
-        if (mode != "edge" and max(lo, hi) > most) or int(d) == 0:
-            node.fail(f"{mode} pads ({lo}, {hi}) of axis {axis} (size {d}): at most {most}")
 
-    def fail(message: str) -> None:
-        node.fail(f"{mode} padding of axis {axis}: {message}")
+    def fail(message: str) -> NoReturn:
+        node.fail(f"axis {axis}: {message}")
 
-    n = node.sizes.scalar(d, DType.I64, fail)  # type: ignore[arg-type]
-    i64 = np.int64
-
-    def minus(k: int, vec: np.ndarray) -> HirValue:  # n - k - vec, a [len(vec)] vector
-        start = node.mir("binary", [n, np.asarray(k, i64)], kind="sub")
-        return node.mir("binary", [start, vec.astype(i64)], kind="sub")
-
-    lo_part: Value | None = None
-    hi_part: Value | None = None
-    if mode == "edge":
-        lo_part = np.zeros(lo, i64) if lo else None
-        hi_part = minus(1, np.zeros(hi, i64)) if hi else None
-    elif mode == "reflect":
-        lo_part = np.arange(lo, 0, -1, dtype=i64) if lo else None
-        hi_part = minus(2, np.arange(hi, dtype=i64)) if hi else None
-    else:  # wrap
-        lo_part = minus(0, np.arange(lo, 0, -1, dtype=i64)) if lo else None
-        hi_part = np.arange(hi, dtype=i64) if hi else None
-    parts = [p for p in (lo_part, node.sizes.iota(d, DType.I64, fail), hi_part)  # type: ignore[arg-type]
-             if p is not None]
-    index = node.mir("concat", parts, axis=0)
+    index = pad_index(node.h, node.sizes, dims[axis], lo, hi, mode, fail)
     y = node.mir("gather", [x, index], axis=axis)
-    return node.known(y, [dd + lo + hi if k == axis else dd for k, dd in enumerate(dims)])
+    return node.known(y, [d + lo + hi if k == axis else d for k, d in enumerate(dims)])
 
 
 def _blocks(node: Node) -> tuple[HirValue, int, list[SymDim]]:

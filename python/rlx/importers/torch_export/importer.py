@@ -24,6 +24,7 @@ from rlx.importers.result import unique_name
 from rlx.importers.torch_export import (  # noqa: F401 (register)
     ops_nn,
     ops_resample,
+    ops_select,
     ops_shape,
     ops_tensor,
 )

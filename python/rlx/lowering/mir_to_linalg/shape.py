@@ -294,11 +294,23 @@ def lower_scatter(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     ``unique_indices(false)``, so repeated positions apply in order (``none``: the last
     one wins)."""
     data, updates = op["data"], op["updates"]
-    positions = emit.barrier(_scatter_positions(op["indices"], data))
+    positions = _scatter_positions(op["indices"], data)
     k = emit.static_shape(op["indices"])[-1]
     assert isinstance(k, int)
     lead = emit.product(emit.sizes(op["indices"])[:-1])
     slices = emit.reshape(updates, [lead, *emit.sizes(data)[k:]])
+    if any(not isinstance(d, int) or d == 0 for d in emit.sizes(data)[:k]):
+        # an empty indexed dim has no position to clamp to: no update is applied (the
+        # relation the clamp relies on, dim >= 1, checked here at run time)
+        empty = None
+        for d in emit.sizes(data)[:k]:
+            zero = arith.cmpi(arith.CmpIPredicate.eq, emit.as_value(d), emit.index(0))
+            empty = zero if empty is None else arith.ori(empty, zero)
+        n = arith.select(empty, emit.index(0), emit.as_value(lead))
+        positions = emit.extract_slice(positions, [0, 0], [n, k])
+        slices = emit.extract_slice(slices, [0] * emit.rank(slices),
+                                    [n, *emit.sizes(slices)[1:]])
+    positions = emit.barrier(positions)
     if not isinstance(data.owner, ir.Block):
         data = emit.barrier(data)
     if not isinstance(slices.owner, ir.Block):  # a transpose fused in: a 2^59-byte stack
