@@ -89,6 +89,13 @@ def _gather() -> rlx.HirModule:
     return h
 
 
+def _gather_rows() -> rlx.HirModule:
+    h = rlx.HirModule("rows")
+    table, idx = h.input("table", (None, 4)), h.input("idx", (3,), "i32")
+    h.set_outputs([h.named("embed", lambda h: h.mir("gather", [table, idx], axis=0))])
+    return h
+
+
 def _elementwise() -> rlx.HirModule:
     h = rlx.HirModule("ew")
     a, b = h.input("a", (None, 4)), h.input("b", (None, 4))
@@ -163,6 +170,10 @@ CASES: dict[str, Case] = {
         ({"idx": (5, 3)}, r"\"pick\": operand 'indices' dim 0: expected the size of operand "
                           r"'table' dim 0")],
         values=lambda n, s, rng: rng.integers(-3, 9, size=s).astype(np.int32) if n == "idx"
+        else random_array(s, DType.F32, rng)),
+    "gather_empty_axis": Case(_gather_rows, {"table": (5, 4), "idx": (3,)}, [
+        ({"table": (0, 4)}, r"\"embed\": operand 'table' dim 0: expected at least 1")],
+        values=lambda n, s, rng: rng.integers(-2, 7, size=s).astype(np.int32) if n == "idx"
         else random_array(s, DType.F32, rng)),
     "elementwise": Case(_elementwise, {"a": (3, 4), "b": (3, 4), "c": (12,), "d": (8,)}, [
         ({"b": (5, 4)}, r"\"add\": operand 'rhs' dim 0: expected the size of operand 'lhs' "

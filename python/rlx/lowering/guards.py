@@ -57,11 +57,14 @@ INVALID_ARGUMENT = 3
 def message(op: Decoded, rel: SizeRelation) -> str:
     """``POS: error: 'rlx_mir.attention' "attn": operand 'v' dim 1: expected the size of
     operand 'k' dim 1 (the key length of 'k'), found another size at run time``."""
+    return _text(op, rel.what, rel.expected)
+
+
+def _text(op: Decoded, what: str, expected: str) -> str:
     label, source = op.label, source_of(op.op.location)
     named = f' "{label}"' if label is not None else ""
     where = f"{source}: " if source else ""
-    return (f"{where}error: '{op.op.name}'{named}: {rel.what}: expected {rel.expected}, "
-            f"{SIZE_CHECK_FOUND}")
+    return f"{where}error: '{op.op.name}'{named}: {what}: expected {expected}, {SIZE_CHECK_FOUND}"
 
 
 def _operand(op: Decoded, name: str) -> ir.Value:
@@ -110,6 +113,17 @@ def check_sizes(op: Decoded) -> int:
             scf.YieldOp([])
         emitted += 1
     return emitted
+
+
+def check(op: Decoded, broken: ir.Value, what: str, expected: str) -> None:
+    """A run-time check of a condition no verifier relation expresses (an ``i1`` true when
+    broken), with the message shape of the size checks (``rlx.runtime`` reports it)."""
+    text = _text(op, what, expected)
+    fail = scf.IfOp(broken)
+    with ir.InsertionPoint(fail.then_block):
+        status = arith.constant(ir.IntegerType.get_signless(32), INVALID_ARGUMENT)
+        util.status_check_ok(status, message=text)
+        scf.YieldOp([])
 
 
 HOISTABLE = ("arith.", "affine.apply", "index.")

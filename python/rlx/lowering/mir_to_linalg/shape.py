@@ -7,7 +7,7 @@ from iree.compiler import ir
 from iree.compiler.dialects import arith, tensor
 
 from rlx.dialects.schema import Decoded
-from rlx.lowering import emit
+from rlx.lowering import emit, guards
 from rlx.lowering.mir_to_linalg.table import MIR_TO_LINALG
 from rlx.lowering.registry import LoweringContext
 
@@ -138,6 +138,18 @@ def lower_gather(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     idx_map = emit.amap(n, [*range(batch), *range(axis, axis + n_idx)])
     init = emit.empty(out_sizes, emit.elem(table))
     limit = t_sizes[axis]
+    if not isinstance(limit, int) or limit == 0:
+        # the clamp into [0, limit - 1] relies on limit >= 1 wherever an index is read:
+        # checked at run time (an empty axis with indices would read before the table)
+        empty = arith.cmpi(arith.CmpIPredicate.eq, emit.as_value(limit), emit.index(0))
+        count = emit.product(i_sizes)
+        if not isinstance(count, int):
+            empty = arith.andi(empty, arith.cmpi(arith.CmpIPredicate.ne, count,
+                                                 emit.index(0)))
+        if not (isinstance(count, int) and count == 0):
+            guards.check(op, empty, f"operand 'table' dim {axis}",
+                         "at least 1 (a row for each index to read; indices are clamped "
+                         "into the axis)")
 
     def body(i: ir.Value, _: ir.Value) -> ir.Value:
         loops = [emit.loop_index(k) for k in range(n)]
