@@ -626,6 +626,20 @@ irdl.dialect @rlx_mir {
     irdl.operands(x: %in0, p: %in1)
     irdl.results(y: %out0)
   }
+  // The ``k`` largest (``largest = false``: smallest) elements along ``axis``, sorted, and their indices as i32 (ONNX ``TopK``, ``torch.topk``; rlx's, not RLX's). Equal elements keep their order (the lower index first), ``-0`` and ``0`` are equal, NaN counts as larger than every number. ``k`` is at most the axis' size (checked at run time where the axis is dynamic).
+  irdl.operation @topk {
+    %k = irdl.base "#builtin.integer"
+    %axis = irdl.base "#builtin.integer"
+    %largest_t = irdl.is true
+    %largest_f = irdl.is false
+    %largest = irdl.any_of(%largest_t, %largest_f)
+    %in0 = irdl.base "!builtin.tensor"
+    %out0 = irdl.base "!builtin.tensor"
+    %out1 = irdl.base "!builtin.tensor"
+    irdl.operands(x: %in0)
+    irdl.results(values: %out0, indices: %out1)
+    irdl.attributes {"k" = %k, "axis" = %axis, "largest" = %largest}
+  }
   // Permute dims (``Op::Transpose``): result dim ``i`` is input dim ``perm[i]``.
   irdl.operation @transpose {
     %perm = irdl.base "#builtin.dense_array"

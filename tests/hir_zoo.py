@@ -228,7 +228,8 @@ def _mir_blocks(h: rlx.HirModule) -> list[rlx.HirValue]:
                               h.input("pos", (2,), "i32")])
     sc = h.mir("scatter", [h.input("grid", (5, 4, 32)), h.input("at", (None, 2), "i64"),
                            h.input("rows", (None, 32))], reduction="add")
-    return [at, sw, emb, pick, cs, cv, dq, pool, sl, pd, wr, sc]
+    tv, ti = h.mir_multi("topk", [x], k=2, axis=1, largest=False)
+    return [at, sw, emb, pick, cs, cv, dq, pool, sl, pd, wr, sc, tv, ti]
 
 
 def _mir_scans(h: rlx.HirModule) -> list[rlx.HirValue]:

@@ -61,3 +61,25 @@ module @argmax {
     return %t : tensor<1x1xi32>
   }
 }
+
+// -----
+
+// topk: i64 sort keys (a float's bits, magnitude flipped where negative) and the i32
+// positions, each behind a compute barrier; one iree_linalg_ext.topk along the axis whose
+// outputs start at i64's minimum with a strict sgt; the kept keys turned back into values.
+// CHECK-LABEL: module @topk
+// CHECK:      arith.bitcast {{.*}} : f32 to i32
+// CHECK:      %[[K:.*]] = iree_tensor_ext.compute_barrier.start
+// CHECK:      linalg.index 1
+// CHECK:      %[[P:.*]] = iree_tensor_ext.compute_barrier.start
+// CHECK:      linalg.fill ins(%{{.*}} : i64)
+// CHECK:      %[[T:.*]]:2 = iree_linalg_ext.topk {{.*}}dimension(1) ins(%[[K]], %[[P]] : tensor<?x9xi64>, tensor<?x9xi32>) outs(%{{.*}}, %{{.*}} : tensor<?x3xi64>, tensor<?x3xi32>)
+// CHECK:        arith.cmpi sgt
+// CHECK:      arith.bitcast {{.*}} : i32 to f32
+// CHECK:      return %{{.*}}, %[[T]]#1
+module @topk {
+  func.func @main(%x: tensor<?x9xf32>) -> (tensor<?x3xf32>, tensor<?x3xi32>) {
+    %v, %i = "rlx_mir.topk"(%x) {axis = -1 : i64, k = 3 : i64, largest = true} : (tensor<?x9xf32>) -> (tensor<?x3xf32>, tensor<?x3xi32>)
+    return %v, %i : tensor<?x3xf32>, tensor<?x3xi32>
+  }
+}

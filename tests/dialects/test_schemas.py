@@ -38,8 +38,8 @@ MIR_OPS = {
     "write_rows",
     # an embedding kept in the file's format: its gathered rows dequantized
     "dequant",
-    # ONNX ScatterND / ScatterElements / TensorScatter, clamped into the data
-    "scatter",
+    # ONNX ScatterND / ScatterElements / TensorScatter, clamped into the data; TopK
+    "scatter", "topk",
 }
 
 

@@ -256,8 +256,9 @@ def _math_bits() -> Case:
 
 class Picks(nn.Module):
     """Padding in every mode, the activations written as MIR ops, pixel_shuffle,
-    argmax / argmin, and the scatters (index_put into a clone, scatter_add,
-    scatter_reduce amax), with a dynamic batch and a dynamic number of writes."""
+    argmax / argmin, topk (largest and smallest), and the scatters (index_put into a
+    clone, scatter_add, scatter_reduce amax), with a dynamic batch and a dynamic number of
+    writes."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -275,7 +276,10 @@ class Picks(nn.Module):
         c[:, pos] = new
         h = torch.zeros(v.shape[0], 6).scatter_add(1, labels, v)
         h2 = torch.ones(v.shape[0], 6).scatter_reduce(1, labels, v, reduce="amax")
-        return y, y.argmax(1), y.argmin(1), c * 2, h, h2
+        top = torch.topk(x.flatten(2), 3, dim=-1)  # random values: torch orders ties freely
+        low = torch.topk(v, 2, dim=1, largest=False)
+        return (y, y.argmax(1), y.argmin(1), c * 2, h, h2, top.values, top.indices,
+                low.values, low.indices)
 
 
 def _picks() -> Case:

@@ -1,13 +1,15 @@
 """Numerics of the reduction MIR ops: reduce (every kind, keep_dim, several axes),
-argmax (ties, NaN, -inf, every axis), softmax, cumsum (inclusive and exclusive)."""
+argmax (ties, NaN, -inf, every axis), topk (the same, largest and smallest), softmax, cumsum
+(inclusive and exclusive)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from harness import TARGETS, check_module
+from harness import DEVICE, TARGETS, check_module
 
 import rlx
+from rlx import reference
 from rlx.dialects.enums import REDUCE_OPS
 
 
@@ -60,3 +62,34 @@ def test_argmax(target: str, dtype: str) -> None:
     if dtype != "int32":
         assert got[0][1, 2] == 3
         assert got[0][2, 3] == 0
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32"])
+def test_topk(target: str, dtype: str) -> None:
+    """topk, largest and smallest, along the last, a middle (dynamic) and the first axis,
+    on argmax's input (many ties, NaN rows, an all -inf row): against the reference (a
+    stable sort), values and indices exactly; and, written out by hand, the planted
+    maximum first, equal values in index order, every -inf kept."""
+    name = {"float32": "f32", "float16": "f16", "int32": "i32"}[dtype]
+    h = rlx.HirModule("topk")
+    x = h.input("x", (4, None, 9), name)
+    outs = []
+    for largest in (True, False):
+        for axis, k in ((-1, 4), (1, 3), (0, 2)):
+            outs += h.mir_multi("topk", [x], k=k, axis=axis, largest=largest)
+    h.set_outputs(outs)
+    x_in = argmax_input(dtype)
+    program = rlx.runtime.load(rlx.compile(h, target), DEVICE[target])
+    got = program.main(x=x_in)
+    for k, (g, w) in enumerate(zip(got, reference.evaluate(h, {"x": x_in}, {}), strict=True)):
+        np.testing.assert_array_equal(g, w, f"output {k}")  # copies: exact, NaN included
+    values, indices = got[0], got[1]
+    assert values[0, 4, 0] == 100
+    assert indices[0, 4, 0] == 8
+    row = x_in[0, 0]
+    top = [int(i) for i in np.argsort(-row.astype(np.float64), kind="stable")[:4]]
+    assert list(indices[0, 0]) == top
+    if dtype != "int32":
+        assert list(indices[2, 3]) == [0, 1, 2, 3]  # all -inf: the first four
+        assert np.isneginf(values[2, 3]).all()

@@ -117,6 +117,7 @@ ADAPTERS: dict[str, Callable[..., Any]] = {
     "iota": ops.iota,
     "reduce": ops.reduce,
     "argmax": ops.argmax,
+    "topk": ops.topk,
     "softmax": ops.softmax,
     "cumsum": ops.cumsum,
     "conv": ops.conv,

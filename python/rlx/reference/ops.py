@@ -426,6 +426,27 @@ def reduce(x: np.ndarray, *, kind: str, axes: tuple[int, ...], keep_dim: bool) -
     return REDUCE[kind](data, axis=tuple(axes), keepdims=keep_dim)
 
 
+def topk(x: np.ndarray, *, k: int, axis: int, largest: bool) -> tuple[np.ndarray, ...]:
+    """The first ``k`` of a stable sort along ``axis`` (ties keep their index order; NaN
+    above every number, ``-0`` equal to ``0``): descending for ``largest``, else
+    ascending."""
+    xa = np.asarray(x)
+    wide = xa.astype(np.float64) if xa.dtype.kind == "f" else xa.astype(np.int64)
+    moved = np.moveaxis(wide, axis, -1)
+    if not largest:
+        order = np.argsort(moved, axis=-1, kind="stable")  # NaN sorts last
+    elif moved.dtype.kind == "f":
+        nan = np.isnan(moved)
+        flat = moved.reshape(-1, moved.shape[-1])
+        rows = [np.lexsort((-np.where(n, 0.0, r), ~n)) for r, n in
+                zip(flat, nan.reshape(flat.shape), strict=True)]  # NaN first, then down
+        order = np.asarray(rows, np.int64).reshape(moved.shape)
+    else:
+        order = np.argsort(~moved, axis=-1, kind="stable")
+    index = np.moveaxis(order[..., :k], -1, axis)
+    return np.take_along_axis(xa, index, axis=axis), index.astype(np.int32)
+
+
 def argmax(x: np.ndarray, *, axis: int, keep_dim: bool) -> np.ndarray:
     """numpy's argmax: the first index of the maximum, a NaN counting as the maximum."""
     return np.argmax(np.asarray(x), axis=axis, keepdims=keep_dim).astype(np.int32)

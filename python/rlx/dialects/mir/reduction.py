@@ -1,4 +1,4 @@
-"""MIR reductions: reduce, argmax, softmax, cumsum."""
+"""MIR reductions: reduce, argmax, topk, softmax, cumsum."""
 
 from __future__ import annotations
 
@@ -56,6 +56,35 @@ def argmax(c: Check) -> list[TensorInfo]:
     keep = c.attr("keep_dim")
     shape = [1 if i == axis else d for i, d in enumerate(x.shape) if keep or i != axis]
     return [TensorInfo(tuple(shape), DType.I32)]
+
+
+TOPK_TYPES = frozenset({DType.F32, DType.F16, DType.BF16, DType.F64, DType.I8, DType.I16,
+                        DType.I32, DType.I64})
+
+
+@MIR.op("topk", operands=["x"], results=["values", "indices"],
+        attrs=[int_attr("k", "how many elements to keep"), int_attr("axis", default=-1),
+               bool_attr("largest", "the largest (else the smallest) first", default=True)])
+def topk(c: Check) -> list[TensorInfo]:
+    """The ``k`` largest (``largest = false``: smallest) elements along ``axis``, sorted,
+    and their indices as i32 (ONNX ``TopK``, ``torch.topk``; rlx's, not RLX's). Equal
+    elements keep their order (the lower index first), ``-0`` and ``0`` are equal, NaN
+    counts as larger than every number. ``k`` is at most the axis' size (checked at run
+    time where the axis is dynamic).
+
+    Example::
+
+        %v, %i = "rlx_mir.topk"(%x) {axis = -1 : i64, k = 2 : i64, largest = true}
+            : (tensor<?x8xf32>) -> (tensor<?x2xf32>, tensor<?x2xi32>)
+    """
+    x = c.dtype("x", TOPK_TYPES)
+    axis = checks.normalize_axis(c, "axis", c.attr("axis"), x.rank)
+    k = c.attr("k")
+    if k < 1:
+        c.fail("attribute 'k'", "at least 1", str(k))
+    c.at_least("x", axis, k, "k elements to keep")
+    shape = tuple(k if i == axis else d for i, d in enumerate(x.shape))
+    return [TensorInfo(shape, x.dtype), TensorInfo(shape, DType.I32)]
 
 
 @MIR.op("softmax", operands=["x"], attrs=[int_attr("axis", default=-1)])

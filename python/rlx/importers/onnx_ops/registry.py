@@ -71,7 +71,7 @@ UNSIGNED_OPS = frozenset({
     "BitwiseNot", "BitShift", "DepthToSpace", "SpaceToDepth", "OneHot", "ScatterND",
     "ScatterElements", "Scatter",
     # converted with the order mapped to the signed one
-    "ArgMax", "ArgMin",
+    "ArgMax", "ArgMin", "TopK",
     # converted with the unsigned kinds
     "Div", "Mod", "Max", "Min", "Mean", "Clip", "Less", "Greater", "LessOrEqual",
     "GreaterOrEqual", "Cast", "CastLike", "Pow", "Abs", "MaxPool", "QuantizeLinear",

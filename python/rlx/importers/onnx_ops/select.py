@@ -1,4 +1,4 @@
-"""ONNX ops that pick positions: ArgMax, ArgMin, Hardmax, OneHot, EyeLike.
+"""ONNX ops that pick positions: ArgMax, ArgMin, TopK, Hardmax, OneHot, EyeLike.
 
 ArgMax is ``rlx_mir.argmax`` (the first maximum; NaN counts as the largest, as numpy's);
 ArgMin is the argmax of an order-reversing map (``-x`` for floats, ``~x`` for integers, so
@@ -73,6 +73,30 @@ def convert_arg_max(node: Node) -> list[Value]:
         index = node.mir("binary", [node.mir("binary", [n, np.asarray(1, np.int64)],
                                              kind="sub"), index], kind="sub")
     return [index]
+
+
+@converter("TopK", const_inputs=(1,), since=10)
+def convert_top_k(node: Node) -> list[Value]:
+    """``rlx_mir.topk``: the ``K`` largest (``largest = 0``: smallest) along ``axis``,
+    sorted (also for ``sorted = 0``, which leaves the order to the implementation), equal
+    values in index order, indices as int64. Unsigned inputs are mapped to signed ones of
+    the same order first (and back)."""
+    x = node.tensor(0)
+    k = int(np.asarray(node.static(1, "K")).reshape(-1)[0])
+    axis = normalize_axes(node, [node.attr("axis", -1)], len(x.shape), "axis")[0]
+    size = node.dims(0)[axis]
+    if k < 1 or (isinstance(size, int) and k > size):
+        node.fail(f"K = {k}: expected 1 .. {size} (the size of axis {axis})")
+    if x.dtype == DType.I1 or x.dtype.is_float8:
+        node.fail(f"input 0 is {x.dtype}: TopK takes numbers")
+    low = np.iinfo(np_dtype(x.dtype)).min if node.unsigned(0) else None
+    v = x if low is None else node.mir("binary", [x, node.scalar(low, x)], kind="xor")
+    values, indices = node.h.mir_multi("topk", [v], k=k, axis=axis,
+                                       largest=bool(node.attr("largest", 1)))
+    if low is not None:
+        values = node.mir("binary", [values, node.scalar(low, values)], kind="xor")
+    dims = [k if i == axis else d for i, d in enumerate(node.dims(0))]
+    return [node.known(values, dims), node.known(node.cast(indices, DType.I64), dims)]
 
 
 @converter("Hardmax", since=13)

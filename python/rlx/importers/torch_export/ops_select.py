@@ -1,5 +1,5 @@
 """ATen ops that pick or place elements, and the activations written as a few MIR ops:
-argmax / argmin, scatter / scatter_add / scatter_reduce / index_put (``rlx_mir.scatter``,
+argmax / argmin, topk, scatter / scatter_add / scatter_reduce / index_put (``rlx_mir.scatter``,
 clamped into the tensor), pad (constant, reflect, replicate, circular), pixel_shuffle;
 elu, selu, celu, leaky_relu, prelu, mish."""
 
@@ -90,6 +90,20 @@ def convert_argmax(op: Op) -> Value:
              op.mir("binary", [x, _k(op, -1, x)], kind="xor"))
     index = op.mir("argmax", [x], axis=int(dim) % len(x.shape), keep_dim=keep)
     return op.cast(index, DType.I64)
+
+
+@converter("topk")
+def convert_topk(op: Op) -> list[Value]:
+    """``torch.topk``: ``rlx_mir.topk`` (sorted; equal values in index order), indices as
+    int64."""
+    x = op.tensor(0)
+    k = int(op.arg(1, "k"))
+    axis = int(op.arg(2, "dim", -1)) % len(x.shape)
+    if not op.arg(4, "sorted", True):
+        op.fail("topk with sorted=False is not supported (rlx returns them sorted)")
+    values, indices = op.h.mir_multi("topk", [x], k=k, axis=axis,
+                                     largest=bool(op.arg(3, "largest", True)))
+    return [values, op.cast(indices, DType.I64)]
 
 
 # -- placing -----------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""mir-to-linalg for reductions: reduce, argmax, softmax, cumsum."""
+"""mir-to-linalg for reductions: reduce, argmax, topk, softmax, cumsum."""
 
 from __future__ import annotations
 
@@ -160,3 +160,80 @@ def lower_cumsum(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     out = emit.generic([x], [init], [emit.amap(n, src), emit.amap(n, list(range(r)))],
                        [emit.PARALLEL] * r + [emit.REDUCTION], body)[0]
     return [emit.convert_tensor(out, t)]
+
+
+def _sort_key(v: ir.Value, largest: bool) -> ir.Value:
+    """An i64 whose signed order is ``v``'s (``largest``) or its reverse: a float's bits
+    with the magnitude bits flipped where the sign is set (``-0`` first made ``+0``, so
+    the two are equal; a positive NaN is above every number, as its bits are), an integer
+    sign-extended; reversed by ``~``. No element's key is i64's minimum (the outputs'
+    initial key) but i64's own minimum, for ``largest``, and its maximum otherwise."""
+    i64 = ir.IntegerType.get_signless(64)
+    t = v.type
+    if emit.is_float(t):
+        wide = ir.F64Type.get() if isinstance(t, ir.F64Type) else emit.f32()
+        f = emit.convert(v, wide) if t != wide else v
+        f = arith.addf(f, emit.scalar(0.0, wide))  # -0 + 0 = +0
+        bits_t = ir.IntegerType.get_signless(64 if isinstance(wide, ir.F64Type) else 32)
+        bits = arith.bitcast(bits_t, f)
+        magnitude = arith.ConstantOp(bits_t, (1 << (bits_t.width - 1)) - 1).result
+        negative = arith.cmpi(arith.CmpIPredicate.slt, bits, arith.ConstantOp(bits_t, 0).result)
+        key = emit.convert(arith.select(negative, arith.xori(bits, magnitude), bits), i64)
+    else:
+        key = emit.convert(v, i64)
+    return key if largest else arith.xori(key, arith.ConstantOp(i64, -1).result)
+
+
+def _from_key(key: ir.Value, t: ir.Type, largest: bool) -> ir.Value:
+    """:func:`_sort_key` undone (exactly: the value came from ``t``)."""
+    i64 = ir.IntegerType.get_signless(64)
+    if not largest:
+        key = arith.xori(key, arith.ConstantOp(i64, -1).result)
+    if not emit.is_float(t):
+        return emit.convert(key, t)
+    wide = ir.F64Type.get() if isinstance(t, ir.F64Type) else emit.f32()
+    bits_t = ir.IntegerType.get_signless(64 if isinstance(wide, ir.F64Type) else 32)
+    bits = emit.convert(key, bits_t)
+    magnitude = arith.ConstantOp(bits_t, (1 << (bits_t.width - 1)) - 1).result
+    negative = arith.cmpi(arith.CmpIPredicate.slt, bits, arith.ConstantOp(bits_t, 0).result)
+    f = arith.bitcast(wide, arith.select(negative, arith.xori(bits, magnitude), bits))
+    return f if t == wide else emit.convert(f, t)
+
+
+@MIR_TO_LINALG.register("topk")
+def lower_topk(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
+    """One ``iree_linalg_ext.topk`` over i64 sort keys (:func:`_sort_key`) and the i32
+    positions along ``axis``, its outputs starting at i64's minimum key (below every
+    element's: ``-inf`` elements are kept like any other) with a strict ``sgt`` (an equal
+    key does not displace the one before it: the lower index stays first); the kept keys
+    are turned back into values. ``k <= n`` is the verifier's relation, checked at run
+    time where the axis is dynamic."""
+    x = op["x"]
+    r = emit.rank(x)
+    axis = op.attrs["axis"] % r
+    k, largest = op.attrs["k"], bool(op.attrs["largest"])
+    i32, i64 = ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(64)
+    ss = emit.sizes(x)
+    # the keys and positions behind compute barriers: fused into the topk over a dynamic
+    # dim, IREE 3.13 asked for a 2^56-byte stack on llvm-cpu
+    keys = emit.barrier(emit.map_elementwise([x], i64, lambda v: _sort_key(v, largest), ss))
+    positions = emit.barrier(emit.generic(
+        [], [emit.empty(ss, i32)], [emit.identity(r)], [emit.PARALLEL] * r,
+        lambda _: arith.index_cast(i32, emit.loop_index(axis)))[0])
+    out_ss = [k if i == axis else s for i, s in enumerate(ss)]
+    top_keys = emit.filled(out_ss, i64, -(1 << 63))
+    top_pos = emit.filled(out_ss, i32, 0)
+    result_types = [top_keys.type, top_pos.type]
+    topk = ir.Operation.create(
+        "iree_linalg_ext.topk", results=result_types,
+        operands=[keys, positions, top_keys, top_pos],
+        attributes={"dimension": ir.IntegerAttr.get(i64, axis),
+                    "operandSegmentSizes": ir.DenseI32ArrayAttr.get([2, 2])},
+        regions=1)
+    block = topk.regions[0].blocks.append(i64, i64)
+    with ir.InsertionPoint(block):
+        before = arith.cmpi(arith.CmpIPredicate.sgt, block.arguments[0], block.arguments[1])
+        ir.Operation.create("iree_linalg_ext.yield", operands=[before])
+    values = emit.map_elementwise([topk.results[0]], emit.elem(x),
+                                  lambda key: _from_key(key, emit.elem(x), largest), out_ss)
+    return [values, topk.results[1]]
