@@ -984,7 +984,7 @@ irdl.dialect @rlx_mir {
     irdl.operands(x: %in0, p: %in1)
     irdl.results(y: %out0)
   }
-  // The ``k`` largest (``largest = false``: smallest) elements along ``axis``, sorted, and their indices as i32 (ONNX ``TopK``, ``torch.topk``; rlx's, not RLX's). Equal elements keep their order (the lower index first), ``-0`` and ``0`` are equal, NaN counts as larger than every number. ``k`` is at most the axis' size (checked at run time where the axis is dynamic).
+  // The ``k`` largest (``largest = false``: smallest) elements along ``axis``, sorted, and their indices as i32 (ONNX ``TopK``, ``torch.topk``; rlx's, not RLX's). Equal elements keep their order (the lower index first), ``-0`` and ``0`` are equal, NaN counts as larger than every number. ``k`` is at most the axis' size (checked at run time where the axis is dynamic). One exception, i64 only: an element equal to i64's minimum (``largest``; its maximum otherwise) is kept with the right value but index 0 when fewer than ``k`` other elements are kept (it ties with the initial sort key).
   irdl.operation @topk {
     %k = irdl.base "#builtin.integer"
     %axis = irdl.base "#builtin.integer"
