@@ -255,8 +255,8 @@ def _math_bits() -> Case:
 
 
 class Picks(nn.Module):
-    """Padding in every mode, the activations written as MIR ops, pixel_shuffle,
-    argmax / argmin, topk (largest and smallest), and the scatters (index_put into a
+    """Padding in every mode, group and instance norm, the activations written as MIR ops,
+    pixel_shuffle, argmax / argmin, topk (largest and smallest), and the scatters (index_put into a
     clone, scatter_add, scatter_reduce amax), with a dynamic batch and a dynamic number of
     writes."""
 
@@ -264,10 +264,12 @@ class Picks(nn.Module):
         super().__init__()
         self.conv = nn.Conv2d(3, 8, 3)
         self.prelu = nn.PReLU(8)
+        self.gnorm, self.inorm = nn.GroupNorm(4, 8), nn.InstanceNorm2d(8, affine=True)
 
     def forward(self, x: Any, cache: Any, new: Any, pos: Any, labels: Any, v: Any) -> Any:
         f = nn.functional
         y = self.conv(f.pad(x, (1, 1, 1, 1), mode="reflect"))
+        y = self.inorm(self.gnorm(y)) + f.instance_norm(y)
         y = f.elu(y) + f.selu(y) + f.mish(y) + f.leaky_relu(y, 0.1) + f.celu(y, 0.5)
         y = f.pad(self.prelu(y), (2, 0, 0, 1), mode="replicate")
         y = f.pad(y, (1, 1, 2, 0), mode="circular") + f.pad(y, (1, 1, 2, 0), value=0.5)
@@ -284,6 +286,10 @@ class Picks(nn.Module):
 
 def _picks() -> Case:
     eager = Picks().eval()
+    with torch.no_grad():  # norm weights that are not the identity
+        for norm in (eager.gnorm, eager.inorm):
+            norm.weight.uniform_(0.5, 1.5)
+            norm.bias.normal_()
     b, s = torch.export.Dim("b", max=4), torch.export.Dim("s", max=12)
     n, length = torch.export.Dim("n", max=8), torch.export.Dim("l", max=12)
 

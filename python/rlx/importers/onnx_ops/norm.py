@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from rlx.dialects.builder import HirValue
+from rlx.importers.group_norm import group_norm
 from rlx.importers.onnx_ops.registry import Node, Value, converter, normalize_axes
 from rlx.importers.onnx_ops.shape import reshape_to
 from rlx.ir.types import DType
@@ -81,96 +82,59 @@ def convert_rms_norm(node: Node) -> list[Value]:
     return [reshape_to(node, y, list(x.shape)) if flat is not x else y]
 
 
-def _moments(node: Node, x: HirValue, groups: int) -> tuple[HirValue, HirValue]:
-    """Mean and biased variance of an ``[N, C, D1, ...]`` tensor over each group of ``C /
-    groups`` channels and the spatial dims, per channel (``[N, C, 1, ...]``), in f32, two
-    passes, on the view ``[N, groups, C / groups * D1 * ...]``. Over a dynamic spatial size
-    that view and ``x - mean`` are read through ``rlx_mir.barrier {always}``: IREE 3.13
-    fails to compile the variance's reduction fused with that broadcast subtraction
-    (llvm-cpu: "all stack allocations need to be hoisted to the entry block", a GroupNorm
-    exported as a reshape to ``[N, G, ?]`` and InstanceNormalization; Vulkan: "failed to
-    legalize unresolved source materialization", over two dynamic axes)."""
-    dims = node.dims_of(x)
-    c = int(dims[1])
-    view = node.as_tensor(reshape_to(node, x, [dims[0], groups,
-                                               c // groups * math.prod(dims[2:])]))
-    dynamic = view.shape[2] is None
-    if dynamic:
-        view = node.mir("barrier", [view], always=True)
-    mean = node.mir("reduce", [view], kind="mean", axes=[2], keep_dim=True)
-    centered = node.mir("binary", [view, mean], kind="sub")
-    if dynamic:
-        centered = node.mir("barrier", [centered], always=True)
-    var = node.mir("reduce", [node.mir("binary", [centered, centered], kind="mul")],
-                   kind="mean", axes=[2], keep_dim=True)
-    spread = np.zeros((1, groups, c // groups), np.float32)  # each group's value per channel
-    stats = [dims[0], c, *[1] * (len(dims) - 2)]
-    return tuple(node.as_tensor(reshape_to(node, node.mir("binary", [v, spread], kind="add"),
-                                           stats)) for v in (mean, var))  # type: ignore[return-value]
-
-
-def _per_channel(node: Node, v: HirValue, rank: int) -> HirValue:
-    """A ``[C]`` vector as ``[C, 1, ...]`` against an ``[N, C, ...]`` tensor."""
-    return node.reshape(node.cast(v, DType.F32), [v.shape[0], *[1] * (rank - 2)])
-
-
-def _channels(node: Node, op: str) -> tuple[HirValue, HirValue]:
-    """(x, x in f32) of an ``[N, C, D1, ...]`` float input with a static C."""
+def _channels(node: Node, op: str) -> HirValue:
+    """An ``[N, C, D1, ...]`` float input with a static C."""
     x = node.tensor(0)
     if not x.dtype.is_float:
         node.fail(f"input 0 is {x.dtype}; {op} takes a float tensor")
     if len(x.shape) < 3 or x.shape[1] is None:
         node.fail(f"input {x.type}: expected [N, C, D1, ...] with a static C")
-    return x, node.cast(x, DType.F32)
+    return x
+
+
+def _channel_vector(node: Node, i: int, c: int) -> HirValue:
+    v = node.tensor(i)
+    if list(v.shape) != [c]:
+        node.fail(f"input {i} {v.type}: expected [{c}] (the channels)")
+    return v
 
 
 @converter("InstanceNormalization", since=6)
 def convert_instance_norm(node: Node) -> list[Value]:
     """Each (sample, channel) normalized over its spatial dims (any of them dynamic), then
-    ``scale[c] y + B[c]``; statistics in f32."""
-    x, xs = _channels(node, "InstanceNormalization")
-    rank = len(x.shape)
-    mean, var = _moments(node, xs, int(x.shape[1]))  # type: ignore[arg-type]
-    y = _normalize(node, xs, mean, var, node.attr("epsilon", 1e-5))
-    y = node.mir("binary", [y, _per_channel(node, node.tensor(1), rank)], kind="mul")
-    y = node.mir("binary", [y, _per_channel(node, node.tensor(2), rank)], kind="add")
-    return [node.cast(y, x.dtype)]
-
-
-def _normalize(node: Node, xs: HirValue, mean: HirValue, var: HirValue, eps: float
-               ) -> HirValue:
-    shifted = node.mir("binary", [var, np.asarray(eps, np.float32)], kind="add")
-    return node.mir("binary", [node.mir("binary", [xs, mean], kind="sub"),
-                               node.mir("activation", [shifted], kind="rsqrt")], kind="mul")
+    ``scale[c] y + B[c]`` (:func:`rlx.importers.group_norm.group_norm`, a group per
+    channel)."""
+    x = _channels(node, "InstanceNormalization")
+    c = int(x.shape[1])  # type: ignore[arg-type]
+    return [group_norm(node.h, x, c, node.attr("epsilon", 1e-5),
+                       _channel_vector(node, 1, c), _channel_vector(node, 2, c))]
 
 
 @converter("GroupNormalization", since=18)
 def convert_group_norm(node: Node) -> list[Value]:
     """Channels in ``num_groups`` groups, each (sample, group) normalized over its channels
-    and spatial dims; then a per-channel scale and bias (GroupNormalization-21; version 18's
-    are per group, repeated over the group's channels). The group statistics are the means
-    over the view ``[N, G, C / G * D1 * ...]``; the spatial dims may be dynamic."""
-    x, xs = _channels(node, "GroupNormalization")
-    rank, c = len(x.shape), int(x.shape[1])  # type: ignore[arg-type]
+    and spatial dims (:func:`rlx.importers.group_norm.group_norm`); then a per-channel
+    scale and bias (GroupNormalization-21; version 18's are per group, repeated over the
+    group's channels)."""
+    x = _channels(node, "GroupNormalization")
+    c = int(x.shape[1])  # type: ignore[arg-type]
     groups = int(node.attr("num_groups", 0))
     if groups <= 0 or c % groups:
         node.fail(f"num_groups {groups} does not divide the {c} channels")
     if node.attr("stash_type", 1) != 1:
         node.fail(f"stash_type {node.attr('stash_type')}: rlx computes the statistics in "
                   "f32 (stash_type 1)")
-    mean, var = _moments(node, xs, groups)
-    y = _normalize(node, xs, mean, var, node.attr("epsilon", 1e-5))
-    for i, kind in ((1, "mul"), (2, "add")):
-        v = node.tensor(i)
-        if node.version < 21:  # per group: each value repeated over its group's channels
-            if list(v.shape) != [groups]:
-                node.fail(f"input {i} {v.type}: expected [{groups}] (num_groups)")
-            v = node.reshape(node.mir("expand", [node.reshape(v, [groups, 1])],
-                                      target_shape=[groups, c // groups]), [c])
-        elif list(v.shape) != [c]:
-            node.fail(f"input {i} {v.type}: expected [{c}] (the channels)")
-        y = node.mir("binary", [y, _per_channel(node, v, rank)], kind=kind)
-    return [node.cast(y, x.dtype)]
+    vectors = []
+    for i in (1, 2):
+        if node.version >= 21:
+            vectors.append(_channel_vector(node, i, c))
+            continue
+        v = node.tensor(i)  # per group: each value repeated over its group's channels
+        if list(v.shape) != [groups]:
+            node.fail(f"input {i} {v.type}: expected [{groups}] (num_groups)")
+        vectors.append(node.reshape(node.mir("expand", [node.reshape(v, [groups, 1])],
+                                             target_shape=[groups, c // groups]), [c]))
+    return [group_norm(node.h, x, groups, node.attr("epsilon", 1e-5), *vectors)]
 
 
 @converter("MeanVarianceNormalization", since=9)

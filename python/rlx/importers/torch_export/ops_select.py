@@ -1,7 +1,7 @@
 """ATen ops that pick or place elements, and the activations written as a few MIR ops:
 argmax / argmin, topk, scatter / scatter_add / scatter_reduce / index_put (``rlx_mir.scatter``,
 clamped into the tensor), pad (constant, reflect, replicate, circular), pixel_shuffle;
-elu, selu, celu, leaky_relu, prelu, mish."""
+group_norm and instance_norm; elu, selu, celu, leaky_relu, prelu, mish."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from rlx.dialects.builder import HirValue
+from rlx.importers.group_norm import group_norm
 from rlx.importers.padding import pad_index
 from rlx.importers.torch_export.convert import Op, Value, converter
 from rlx.ir.types import DType
@@ -69,6 +70,30 @@ def convert_mish(op: Op) -> Value:
     x = op.cast(op.tensor(0), op.out_dtype())
     t = op.mir("activation", [op.mir("activation", [x], kind="softplus")], kind="tanh")
     return op.mir("binary", [x, t], kind="mul")
+
+
+@converter("group_norm", "instance_norm")
+def convert_group_norm(op: Op) -> Value:
+    """``F.group_norm`` / ``F.instance_norm`` (inference: no running statistics used or
+    updated) through :func:`rlx.importers.group_norm.group_norm`, over any spatial size."""
+    x = op.tensor(0, "input")
+    if len(x.shape) < 3 or x.shape[1] is None or not x.dtype.is_float:
+        op.fail(f"input {x.type}: expected a float [N, C, D1, ...] with a static C")
+    c = int(x.shape[1])
+    if op.name == "group_norm":
+        groups, eps = int(op.arg(1, "num_groups")), float(op.arg(4, "eps", 1e-5))
+        w, b = op.arg(2, "weight", None), op.arg(3, "bias", None)
+        if c % groups:
+            op.fail(f"num_groups {groups} does not divide the {c} channels")
+    else:
+        if op.arg(5, "use_input_stats", True) is False:
+            op.fail("instance_norm with running statistics (use_input_stats=False)")
+        groups, eps = c, float(op.arg(7, "eps", 1e-5))
+        w, b = op.arg(1, "weight", None), op.arg(2, "bias", None)
+    vectors = [None if v is None else op.as_tensor(v, op.raw(k, name)) for v, k, name in
+               ((w, 2 if op.name == "group_norm" else 1, "weight"),
+                (b, 3 if op.name == "group_norm" else 2, "bias"))]
+    return group_norm(op.h, x, groups, eps, *vectors)
 
 
 # -- picking -----------------------------------------------------------------------------
