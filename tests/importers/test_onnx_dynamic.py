@@ -164,3 +164,40 @@ def test_static_windows_of_a_dynamic_axis() -> None:
             assert_close(got, want, "f32")
     with pytest.raises(rlx.runtime.RunError, match="window"):
         program.main(x=np.zeros((3, 3), np.float32))
+
+
+@pytest.mark.parametrize(("interleaved", "rotary_dim", "rank"),
+                         [(0, 0, 3), (1, 8, 3), (0, 4, 4)])
+def test_rotary_embedding_over_a_dynamic_batch_and_length(
+        interleaved: int, rotary_dim: int, rank: int) -> None:
+    """RotaryEmbedding-23 (halves / interleaved pairs, full / partial rotation, ``[B, S, H
+    * D]`` and ``[B, H, S, D]``) with per-sample position_ids, from one compile at two
+    batch and sequence sizes, against ONNX's reference evaluator (ONNX Runtime does not
+    run opset 23's RotaryEmbedding on every version)."""
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+
+    import rlx
+    from onnx_models import model, vi
+
+    heads, head = 2, 12
+    shape = ["b", "s", heads * head] if rank == 3 else ["b", heads, "s", head]
+    node = helper.make_node("RotaryEmbedding", ["x", "cos", "sin", "pos"], ["y"],
+                            interleaved=interleaved, rotary_embedding_dim=rotary_dim,
+                            **({"num_heads": heads} if rank == 3 else {}))
+    m = model([node], [vi("x", shape), vi("cos", [32, (rotary_dim or head) // 2]),
+                       vi("sin", [32, (rotary_dim or head) // 2]),
+                       vi("pos", ["b", "s"], TensorProto.INT64)], [vi("y", shape)], opset=23)
+    result = import_model(m)
+    program = rlx.runtime.load(rlx.compile(result.module, "llvm-cpu"), "local-task")
+    rng = np.random.default_rng(7)
+    half = (rotary_dim or head) // 2
+    angles = np.arange(32)[:, None] / 10000 ** (np.arange(half)[None, :] / half)
+    for b, s in ((1, 5), (3, 2)):
+        x_shape = (b, s, heads * head) if rank == 3 else (b, heads, s, head)
+        feeds = {"x": rng.standard_normal(x_shape).astype(np.float32),
+                 "cos": np.cos(angles).astype(np.float32),
+                 "sin": np.sin(angles).astype(np.float32),
+                 "pos": rng.integers(0, 32, (b, s)).astype(np.int64)}
+        want = ReferenceEvaluator(m).run(None, feeds)[0]
+        assert_close(program.main(**feeds), want, "f32", f"b={b} s={s}")

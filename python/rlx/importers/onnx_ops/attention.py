@@ -1,4 +1,5 @@
-"""ONNX's Attention op (opset 23): ``rlx_mir.attention`` over ``[B, H, S, hd]``.
+"""ONNX's Attention op (opset 23): ``rlx_mir.attention`` over ``[B, H, S, hd]``; and
+its RotaryEmbedding (written out as elementwise ops, see :func:`convert_rotary_embedding`).
 
 Scale, softcap (before the mask, as ONNX orders them), GQA (query head h reads KV head
 ``h // (H / Hkv)``), a float or bool ``attn_mask`` (an additive bias; false / padded keys
@@ -117,3 +118,70 @@ def convert_attention(node: Node) -> list[Value]:
         y = reshape_to(node, node.mir("transpose", [y], perm=[0, 2, 1, 3]),
                        [b, s, heads * hd])
     return [y, k, v]
+
+
+def _last(node: Node, x: HirValue, start: int, size: int, step: int = 1) -> HirValue:
+    """``x[..., start : start + size * step : step]`` (the last dim static)."""
+    rank = len(x.shape)
+    return node.mir("slice", [x], starts=[0] * (rank - 1) + [start],
+                    sizes=[-1] * (rank - 1) + [size], strides=[1] * (rank - 1) + [step])
+
+
+@converter("RotaryEmbedding", since=23)
+def convert_rotary_embedding(node: Node) -> list[Value]:
+    """ONNX's RoPE, as its specification computes it: the first ``rotary_embedding_dim``
+    of each head rotated (halves, or interleaved pairs) by ``cos`` / ``sin`` rows picked by
+    ``position_ids`` (``[B, S]``; without them the caches are ``[B, S, R / 2]``), the rest
+    passed through. A 3-D input is ``[B, S, H * D]`` (``num_heads`` given), a 4-D one ``[B,
+    H, S, D]``. Elementwise ops, exact to the formula; positions outside the cache read its
+    nearest row (``rlx_mir.gather`` clamps)."""
+    x = node.tensor(0)
+    dims = node.dims(0)
+    rank = len(x.shape)
+    if rank == 3:
+        heads = int(node.attr("num_heads", 0))
+        hidden = x.shape[2]
+        if heads <= 0 or hidden is None or hidden % heads:
+            node.fail(f"input {x.type}: a 3-D input needs num_heads dividing its last dim")
+        head = hidden // heads
+        x4 = node.as_tensor(reshape_to(node, x, [dims[0], dims[1], heads, head]))
+    elif rank == 4 and x.shape[3] is not None:
+        head, x4 = int(x.shape[3]), x
+    else:
+        node.fail(f"input {x.type}: expected [B, S, H * D] or [B, H, S, D] with D static")
+    rot = int(node.attr("rotary_embedding_dim", 0)) or head
+    if rot % 2 or rot > head:
+        node.fail(f"rotary_embedding_dim {rot}: expected an even size up to the head's {head}")
+    cos, sin = node.tensor(1), node.tensor(2)
+    if node.has(3):
+        ids = node.tensor(3)
+        cos, sin = (node.mir("gather", [t, ids], axis=0) for t in (cos, sin))
+    if len(cos.shape) != 3 or cos.shape[2] != rot // 2:
+        node.fail(f"cos_cache {cos.type}: expected [B, S, {rot // 2}] (after position_ids)")
+    b_s = node.dims_of(cos)[:2]
+    axis = 2 if rank == 3 else 1  # where the heads' axis goes in the caches
+    where = [*b_s[:axis], 1, *b_s[axis:]] if axis == 2 else [b_s[0], 1, b_s[1]]
+    cos, sin = (node.as_tensor(reshape_to(node, node.cast(t, x.dtype), [*where, rot // 2]))
+                for t in (cos, sin))
+    half = rot // 2
+    if node.attr("interleaved", 0):
+        x1, x2 = _last(node, x4, 0, half, 2), _last(node, x4, 1, half, 2)
+    else:
+        x1, x2 = _last(node, x4, 0, half), _last(node, x4, half, half)
+
+    def mul(a: HirValue, b: HirValue) -> HirValue:
+        return node.mir("binary", [a, b], kind="mul")
+
+    real = node.mir("binary", [mul(cos, x1), mul(sin, x2)], kind="sub")
+    imag = node.mir("binary", [mul(sin, x1), mul(cos, x2)], kind="add")
+    lead = node.dims_of(x4)[:3]
+    if node.attr("interleaved", 0):
+        pairs = [node.as_tensor(reshape_to(node, v, [*lead, half, 1])) for v in (real, imag)]
+        rotated = node.as_tensor(reshape_to(node, node.mir("concat", pairs, axis=4),
+                                            [*lead, rot]))
+    else:
+        rotated = node.mir("concat", [real, imag], axis=3)
+    if rot < head:
+        rotated = node.mir("concat", [rotated, _last(node, x4, rot, head - rot)], axis=3)
+    rotated = node.known(rotated, [*lead, head])
+    return [reshape_to(node, rotated, dims) if rank == 3 else rotated]
