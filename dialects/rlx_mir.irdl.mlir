@@ -173,7 +173,7 @@ irdl.dialect @rlx_mir {
     irdl.results(y: %out0)
     irdl.attributes {"value" = %value}
   }
-  // 2-D grouped convolution, NCHW, PyTorch cross-correlation, no bias (``Op::Conv``).
+  // 2-D grouped convolution, NCHW, PyTorch cross-correlation, no bias (``Op::Conv``); float or i32 (rlx's: sums wrap as i32's do).
   irdl.operation @conv {
     %kernel_size = irdl.base "#builtin.dense_array"
     %stride = irdl.base "#builtin.dense_array"

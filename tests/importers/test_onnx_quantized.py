@@ -137,3 +137,54 @@ def test_qdq_cnn_matches_onnxruntime(tmp_path: Path, target: str) -> None:
         got = program.main(**feeds)
         want = ort_run(m, feeds)[0]
         _close(got, want, step, f"cnn n={n}")
+
+
+def _qlinear_graph(rng: np.random.Generator) -> onnx.ModelProto:
+    """QLinearConv (uint8 activations, int8 weights per output channel, an int32 bias),
+    then QLinearMatMul of its rows with an int8 matrix, and ConvInteger, as the
+    ONNX Model Zoo's int8 models write them, over a dynamic batch and image size."""
+    from onnx import TensorProto, helper
+
+    from onnx_models import init, model, vi
+
+    u8 = TensorProto.UINT8
+    nodes = [
+        helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"],
+                         ["c"], pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("QLinearMatMul", ["c", "ys", "yz", "m", "ms", "mz", "os", "oz"],
+                         ["y"]),
+        helper.make_node("ConvInteger", ["x", "w", "xz", "wz0"], ["acc"]),
+    ]
+    return model(nodes, [vi("x", ["n", 3, "h", 5], u8)],
+                 [vi("y", ["n", 6, None, 4], u8), vi("acc", ["n", 6, None, None],
+                                              TensorProto.INT32)],
+                 [init("xs", np.float32(0.05)), init("xz", np.uint8(120)),
+                  init("w", rng.integers(-100, 100, (6, 3, 3, 3)).astype(np.int8)),
+                  init("ws", rng.uniform(0.01, 0.03, 6).astype(np.float32)),
+                  init("wz", np.zeros(6, np.int8)), init("wz0", np.int8(2)),
+                  init("ys", np.float32(0.4)), init("yz", np.uint8(100)),
+                  init("b", rng.integers(-500, 500, 6).astype(np.int32)),
+                  init("m", rng.integers(-120, 120, (3, 4)).astype(np.int8)),
+                  init("ms", np.float32(0.02)), init("mz", np.int8(3)),
+                  init("os", np.float32(0.3)), init("oz", np.uint8(128))])
+
+
+@pytest.mark.parametrize("target", ["llvm-cpu", pytest.param("vulkan", marks=pytest.mark.vulkan)])
+def test_qlinear_ops_match_onnxruntime(target: str) -> None:
+    """The integer sums exact (ConvInteger equal to ONNX Runtime's), the requantized
+    outputs equal or one step off where ``acc * multiplier`` sits at a half (f32 against
+    ONNX Runtime's own arithmetic): at most 1% of them."""
+    m = _qlinear_graph(np.random.default_rng(5))
+    result = import_model(m)
+    program = rlx.runtime.load(rlx.compile(result.module, target), DEVICE[target],
+                               result.params)
+    rng = np.random.default_rng(6)
+    for n, h in ((2, 9), (1, 6)):
+        x = rng.integers(0, 256, (n, 3, h, 5)).astype(np.uint8)
+        y, acc = program.main(x=x)
+        want_y, want_acc = ort_run(m, {"x": x})
+        np.testing.assert_array_equal(acc, want_acc)
+        assert y.dtype == np.uint8
+        off = np.abs(y.astype(np.int32) - want_y.astype(np.int32))
+        assert off.max() <= 1, f"n={n} h={h}: {off.max()} steps"
+        assert off.mean() <= 0.01, f"n={n} h={h}: {int((off > 0).sum())} elements differ"

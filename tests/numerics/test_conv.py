@@ -57,6 +57,52 @@ def test_integer_max_pool(target: str) -> None:
     check_module(h, target)
 
 
+@pytest.mark.parametrize("target", TARGETS)
+def test_integer_conv(target: str) -> None:
+    """i32 convolutions (strided and padded, grouped, depthwise): the sums exact, against
+    torch's int64 convolution written out as a float64 one (exact at these sizes), and a
+    sum past 2^31 wrapping as i32's do (against the reference)."""
+    h = rlx.HirModule("int_conv")
+    x = h.input("x", (None, 4, 7, 6), "i32")
+    w1, w2, w3 = (h.input(n, s, "i32") for n, s in (("w1", (6, 4, 3, 3)), ("w2", (4, 2, 2, 3)),
+                                                    ("w3", (4, 1, 3, 3))))
+    h.set_outputs([
+        h.mir("conv", [x, w1], kernel_size=[3, 3], stride=[2, 1], padding=[1, 1],
+              dilation=[1, 1], groups=1),
+        h.mir("conv", [x, w2], kernel_size=[2, 3], stride=[1, 1], padding=[0, 1],
+              dilation=[2, 1], groups=2),
+        h.mir("conv", [x, w3], kernel_size=[3, 3], stride=[1, 1], padding=[1, 1],
+              dilation=[1, 1], groups=4),
+        # an unpadded conv of computed operands, ConvInteger's (x - zero point) form
+        h.mir("conv", [h.mir("binary", [h.mir("cast", [h.input("xb", (None, 4, 7, 6), "i8")],
+                                              to="i32", unsigned="source"),
+                                        h.constant(np.asarray(120, np.int32), "i32")],
+                             kind="sub"),
+                       h.mir("binary", [h.mir("cast", [h.input("wb", (6, 4, 3, 3), "i8")],
+                                              to="i32"),
+                                        h.constant(np.asarray(2, np.int32), "i32")],
+                             kind="sub")], kernel_size=[3, 3], stride=[1, 1],
+              padding=[0, 0], dilation=[1, 1], groups=1)])
+    rng = np.random.default_rng(4)
+    inputs = {"x": rng.integers(-128, 256, (2, 4, 7, 6)).astype(np.int32),
+              "w1": rng.integers(-128, 128, (6, 4, 3, 3)).astype(np.int32),
+              "w2": rng.integers(-128, 128, (4, 2, 2, 3)).astype(np.int32),
+              "w3": rng.integers(-128, 128, (4, 1, 3, 3)).astype(np.int32),
+              "xb": rng.integers(-128, 128, (2, 4, 7, 6)).astype(np.int8),
+              "wb": rng.integers(-128, 128, (6, 4, 3, 3)).astype(np.int8)}
+    got = check_module(h, target, inputs=inputs)
+    want = F.conv2d(torch.from_numpy(inputs["x"]).double(),
+                    torch.from_numpy(inputs["w3"]).double(), padding=1, groups=4)
+    np.testing.assert_array_equal(got[2], want.numpy().astype(np.int32))
+    big = rlx.HirModule("wrap")
+    bx, bw = big.input("x", (1, 1, 3, 3), "i32"), big.input("w", (1, 1, 3, 3), "i32")
+    big.set_outputs([big.mir("conv", [bx, bw], kernel_size=[3, 3], stride=[1, 1],
+                             padding=[0, 0], dilation=[1, 1], groups=1)])
+    full = np.full((1, 1, 3, 3), 1 << 15, np.int32)  # 9 * 2^30 wraps
+    out = check_module(big, target, inputs={"x": full, "w": full})
+    assert out[0].item() == np.int32(np.int64(9 << 30) - (1 << 32) * 2)
+
+
 B, S, C, K = 2, 12, 16, 4
 CHUNKS = ((0, 5), (5, 12))
 

@@ -511,7 +511,13 @@ def cast(x: np.ndarray, *, to: str, unsigned: str | None = None, round: str | No
 def conv(x: np.ndarray, w: np.ndarray, *, kernel_size: tuple[int, int],
          stride: tuple[int, int], padding: tuple[int, int], dilation: tuple[int, int],
          groups: int) -> np.ndarray:
-    """NCHW grouped cross-correlation, symmetric zero padding."""
+    """NCHW grouped cross-correlation, symmetric zero padding (i32: exact in int64, then
+    wrapped to i32)."""
+    if np.asarray(x).dtype == np.int32:
+        wide = conv(np.asarray(x).astype(np.float64), np.asarray(w).astype(np.float64),
+                    kernel_size=kernel_size, stride=stride, padding=padding,
+                    dilation=dilation, groups=groups)
+        return np.rint(wide).astype(np.int64).astype(np.int32)  # exact below 2^53
     x, w = _f(x), _f(w)
     n, _, hh, ww = x.shape
     cout, cg, kh, kw = w.shape

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from rlx.dialects import checks
-from rlx.dialects.enums import WORD_TYPES
+from rlx.dialects.enums import FLOAT_TYPES, WORD_TYPES
 from rlx.dialects.mir.dialect import MIR
 from rlx.dialects.schema import Check, bool_attr, enum_attr, int_attr, ints_attr
-from rlx.ir.types import Dim, TensorInfo
+from rlx.ir.types import Dim, DType, TensorInfo
+
+CONV_TYPES = FLOAT_TYPES | {DType.I32}
+"""conv's element types: floats (16-bit ones accumulate in f32), and i32 (the integer
+convolution of ONNX ``QLinearConv`` / ``ConvInteger``; sums wrap as i32's do)."""
 
 
 def _pair(c: Check, name: str, minimum: int) -> tuple[int, int]:
@@ -20,7 +24,8 @@ def _pair(c: Check, name: str, minimum: int) -> tuple[int, int]:
         attrs=[ints_attr("kernel_size"), ints_attr("stride"), ints_attr("padding"),
                ints_attr("dilation"), int_attr("groups", default=1)])
 def conv(c: Check) -> list[TensorInfo]:
-    """2-D grouped convolution, NCHW, PyTorch cross-correlation, no bias (``Op::Conv``).
+    """2-D grouped convolution, NCHW, PyTorch cross-correlation, no bias (``Op::Conv``);
+    float or i32 (rlx's: sums wrap as i32's do).
 
     Operands ``x [N, C_in, H, W]``, ``w [C_out, C_in / groups, kh, kw]``; ``padding`` is
     symmetric ``[ph, pw]``. Result ``[N, C_out, H_out, W_out]`` with
@@ -33,7 +38,7 @@ def conv(c: Check) -> list[TensorInfo]:
               stride = array<i64: 1, 1>}
             : (tensor<2x16x1x11xf32>, tensor<16x1x1x4xf32>) -> tensor<2x16x1x8xf32>
     """
-    x = checks.float_operands(c, "x", "w")
+    x = checks.float_operands(c, "x", "w", types=CONV_TYPES)
     c.rank("x", 4)
     c.rank("w", 4)
     kh, kw = _pair(c, "kernel_size", 1)

@@ -15,6 +15,7 @@ from rlx.importers.onnx_ops import (
     indexing,
     layout,
     norm,
+    qlinear,
     quantize,
     recurrent,
     reduction,
@@ -47,7 +48,7 @@ from rlx.importers.onnx_ops.registry import (
 )
 
 FAMILIES = (activations, attention, constant, contraction, conv, elementwise, indexing, layout,
-            norm, quantize, recurrent, reduction, resize, select, shape)
+            norm, qlinear, quantize, recurrent, reduction, resize, select, shape)
 
 __all__ = ["CONVERTERS", "FAMILIES", "FLOAT8_OPS", "FOLDERS", "NARROW_ONNX", "ONNX_DTYPES",
            "RUNTIME_DTYPES", "UNSIGNED", "UNSIGNED_OPS", "ConvertFn", "Converter", "FoldFn",

@@ -59,14 +59,21 @@ def resolve_pads(node: Node, sizes: list[int | None], kernel: list[int], strides
 
 @converter("Conv")
 def convert_conv(node: Node) -> list[Value]:
-    """``rlx_mir.conv`` (2-D; 1-D gains a unit height; 3-D: :func:`_conv3d`); asymmetric
-    pads go through ``rlx_mir.pad``; the bias is added per channel."""
+    """:func:`conv_nd` of inputs 0, 1 and the bias 2."""
     x = node.tensor(0)
-    n = len(x.shape) - 2
     # 1-D / 2-D: the weight initializer as its parameter; 3-D constant weights are cut into
     # their depth taps at import time (_conv3d), each a parameter of its own
-    weights = node.maybe_const(1) if n == 3 else None
+    weights = node.maybe_const(1) if len(x.shape) == 5 else None
     w: HirValue | np.ndarray = node.tensor(1) if weights is None else weights
+    return [conv_nd(node, x, w, node.tensor(2) if node.has(2) else None)]
+
+
+def conv_nd(node: Node, x: HirValue, w: HirValue | np.ndarray, bias: HirValue | None
+            ) -> HirValue:
+    """ONNX Conv's attributes on ``x`` and ``w``: ``rlx_mir.conv`` (2-D; 1-D gains a unit
+    height; 3-D: :func:`_conv3d`); asymmetric pads go through ``rlx_mir.pad``; the bias
+    is added per channel."""
+    n = len(x.shape) - 2
     if n not in (1, 2, 3):
         node.fail(f"input {x.type}: rlx convolves 1-D, 2-D and 3-D inputs")
     sizes = _spatial(x)
@@ -85,13 +92,12 @@ def convert_conv(node: Node) -> list[Value]:
         x = node.mir("pad", [x], low=[0, 0, *begin], high=[0, 0, *end], value=0.0)
         begin = [0] * m
     y = convolve(node, x, w, kernel, strides, begin, dilations, node.attr("group", 1))
-    if node.has(2):
-        bias = node.reshape(node.tensor(2), [y.shape[1], *[1] * m])
-        y = node.mir("binary", [y, bias], kind="add")
+    if bias is not None:
+        y = node.mir("binary", [y, node.reshape(bias, [y.shape[1], *[1] * m])], kind="add")
     if n == 1:
         y = node.reshape(y, [-2 - k if y.shape[k] is None else int(y.shape[k])  # type: ignore[arg-type]
                              for k in (0, 1, 3)])
-    return [y]
+    return y
 
 
 def convolve(node: Node, x: HirValue, w: HirValue | np.ndarray, kernel: list[int],

@@ -75,7 +75,8 @@ UNSIGNED_OPS = frozenset({
     # converted with the unsigned kinds
     "Div", "Mod", "Max", "Min", "Mean", "Clip", "Less", "Greater", "LessOrEqual",
     "GreaterOrEqual", "Cast", "CastLike", "Pow", "Abs", "MaxPool", "QuantizeLinear",
-    "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger",
+    "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger", "QLinearMatMul",
+    "QLinearConv", "ConvInteger",
 })
 """The ops rlx imports with unsigned integer inputs or outputs; any other refuses them
 (one error naming the node) rather than computing them as signed."""

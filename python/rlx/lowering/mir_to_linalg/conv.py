@@ -24,8 +24,14 @@ def lower_conv(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = (a["kernel_size"], a["stride"], a["padding"],
                                               a["dilation"])
     groups = a["groups"]
-    x = emit.pad(op["x"], [0, 0, ph, pw], [0, 0, ph, pw], emit.scalar(0.0, emit.elem(op["x"])))
-    w = op["w"]
+    x, w = op["x"], op["w"]
+    if not emit.is_float(emit.elem(x)) and ctx.options.target != "llvm-cpu":
+        # IREE 3.13's SPIR-V path fused the producers of an unpadded i32 conv's operands
+        # (ONNX ConvInteger's x - zero_point, a constant weight's w - zero_point) into it
+        # and summed garbage on lavapipe; test_qlinear_ops_match_onnxruntime[vulkan] fails
+        # without these barriers
+        x, w = emit.barrier(x), emit.barrier(w)
+    x = emit.pad(x, [0, 0, ph, pw], [0, 0, ph, pw], emit.scalar(0, emit.elem(x)))
     n, _, hp, wp = emit.sizes(x)
     cout = emit.static_shape(w)[0]
     cg, og = emit.static_shape(w)[1], cout // groups
@@ -37,14 +43,14 @@ def lower_conv(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     w5 = emit.expand(w, [[0, 1], [2], [3], [4]], [groups, og, cg, kh, kw])
     t = emit.elem(x)
     acc_t = accumulator(t)
-    init = emit.filled([n, groups, og, oh, ow], acc_t, 0.0)
+    init = emit.filled([n, groups, og, oh, ow], acc_t, 0)
     # loops: n, g, o, i, j | c, u, v
     d = emit.d
     maps = [emit.amap(8, [d(0), d(1), d(5), d(3) * sh + d(6) * dh, d(4) * sw + d(7) * dw]),
             emit.amap(8, [1, 2, 5, 6, 7]), emit.amap(8, [0, 1, 2, 3, 4])]
     iters = [emit.PARALLEL] * 5 + [emit.REDUCTION] * 3
-    y5 = emit.generic([x5, w5], [init], maps, iters, lambda xv, wv, acc: arith.addf(
-        acc, arith.mulf(emit.convert(xv, acc_t), emit.convert(wv, acc_t))))[0]
+    y5 = emit.generic([x5, w5], [init], maps, iters, lambda xv, wv, acc: emit.add(
+        acc, emit.mul(emit.convert(xv, acc_t), emit.convert(wv, acc_t))))[0]
     y = emit.collapse(y5, [[0], [1, 2], [3], [4]])
     return [emit.convert_tensor(y, t)]
 
@@ -79,8 +85,8 @@ def _depthwise(x: ir.Value, w: ir.Value, k: tuple[int, int], s: tuple[int, int],
         xs, ws = args[:len(taps)], args[len(taps):2 * len(taps)]
         acc = None
         for xv, wv in zip(xs, ws, strict=True):
-            p = arith.mulf(emit.convert(xv, acc_t), emit.convert(wv, acc_t))
-            acc = p if acc is None else arith.addf(acc, p)
+            p = emit.mul(emit.convert(xv, acc_t), emit.convert(wv, acc_t))
+            acc = p if acc is None else emit.add(acc, p)
         return acc
 
     y = emit.generic(xs + [w] * len(taps), [init], maps,
