@@ -269,3 +269,14 @@ def test_cli_writes_both_files_or_nothing(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "out.hir", "out.irpa"]
     assert '"rlx_hir.linear"' in hir.read_text()
     assert rlx.load_hir(hir).input_names == ["x"]
+
+
+def test_every_contrib_op_named_has_a_converter() -> None:
+    """onnx_read.CONTRIB_OPS (the com.microsoft ops the reader lets through) and the
+    converters registered as com.microsoft.<op> are the same set."""
+    from rlx.importers.onnx_ops import CONVERTERS
+    from rlx.importers.onnx_read import CONTRIB_DOMAIN, CONTRIB_OPS
+
+    registered = {k.removeprefix(CONTRIB_DOMAIN + ".") for k in CONVERTERS
+                  if k.startswith(CONTRIB_DOMAIN + ".")}
+    assert registered == set(CONTRIB_OPS)

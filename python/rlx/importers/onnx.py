@@ -68,6 +68,12 @@ INLINE_MAX_BYTES = 1024
 the parameter file (never inlined), except splats, which are a scalar expanded."""
 
 
+TYPE_KEEPING = frozenset({
+    "Identity", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Concat", "Split",
+    "Slice", "Gather", "GatherElements", "GatherND", "Expand", "Tile", "Pad", "MaxPool",
+    "DepthToSpace", "SpaceToDepth", "Dropout", "Resize"})
+"""Ops whose outputs have input 0's element type: given it where ONNX's shape inference
+could not (downstream of an op of another domain, whose schema it lacks)."""
 DATA_DEPENDENT = frozenset({"NonZero", "Unique", "Compress", "NonMaxSuppression"})
 """Ops whose output sizes depend on run-time values: one error saying so when they cannot be
 folded."""
@@ -442,6 +448,11 @@ class GraphImporter:
 
     def _store(self, node: Node, outs: list[Value]) -> None:
         wanted = [o for o in node.proto.output]
+        source = self.elem_types.get(node.proto.input[0]) if node.proto.input else None
+        if source is not None and node.op_type in TYPE_KEEPING:
+            for name in wanted:  # after a contrib op ONNX's inference knows no types
+                if name:
+                    self.elem_types.setdefault(name, source)
         if len(outs) < len([o for o in wanted if o]):
             node.fail(f"{len(wanted)} outputs asked for; rlx produces {len(outs)}")
         for name, v in zip(wanted, outs, strict=False):

@@ -15,6 +15,12 @@ from rlx.ir.diagnostics import ModelImportError
 MIN_OPSET = 7
 MAX_OPSET = onnx.defs.onnx_opset_version()
 DEFAULT_DOMAINS = ("", "ai.onnx")
+CONTRIB_DOMAIN = "com.microsoft"
+CONTRIB_OPS = frozenset({"QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu",
+                         "QLinearGlobalAveragePool", "QLinearConcat", "QGemm"})
+"""The ONNX Runtime contrib ops rlx imports (``onnx_ops/contrib.py``): those its
+quantization tools write in the QOperator format. Their converters are registered as
+``com.microsoft.<op>``, the name a node of that domain has during import."""
 
 
 def read_model(path: str | Path, *, validate: bool = True) -> onnx.ModelProto:
@@ -83,10 +89,14 @@ def node_version(model: onnx.ModelProto, opset: int, proto: onnx.NodeProto, inde
     where = f"{source}: error: node '{label}'"
     if proto.domain not in DEFAULT_DOMAINS:
         versions = {e.domain: e.version for e in model.opset_import}
+        if proto.domain == CONTRIB_DOMAIN and proto.op_type in CONTRIB_OPS:
+            return int(versions.get(proto.domain, 1))
+        also = (f"; of '{CONTRIB_DOMAIN}', ONNX Runtime's quantized ops "
+                f"{', '.join(sorted(CONTRIB_OPS))}")
         raise ModelImportError(
             f"{where} ({proto.domain}.{proto.op_type}, opset "
             f"{versions.get(proto.domain, '?')}): ops of domain '{proto.domain}' are not "
-            "supported (rlx imports the default ai.onnx domain)")
+            f"supported (rlx imports the default ai.onnx domain{also})")
     if not MIN_OPSET <= opset <= MAX_OPSET:
         raise ModelImportError(f"{where} ({proto.op_type}, opset {opset}): opset {opset} is "
                                f"not supported (rlx imports ai.onnx opsets {MIN_OPSET}.."

@@ -10,6 +10,7 @@ from rlx.importers.onnx_ops import (
     attention,
     constant,
     contraction,
+    contrib,
     conv,
     elementwise,
     indexing,
@@ -47,8 +48,9 @@ from rlx.importers.onnx_ops.registry import (
     why_unsupported,
 )
 
-FAMILIES = (activations, attention, constant, contraction, conv, elementwise, indexing, layout,
-            norm, qlinear, quantize, recurrent, reduction, resize, select, shape)
+FAMILIES = (activations, attention, constant, contraction, contrib, conv, elementwise,
+            indexing, layout, norm, qlinear, quantize, recurrent, reduction, resize, select,
+            shape)
 
 __all__ = ["CONVERTERS", "FAMILIES", "FLOAT8_OPS", "FOLDERS", "NARROW_ONNX", "ONNX_DTYPES",
            "RUNTIME_DTYPES", "UNSIGNED", "UNSIGNED_OPS", "ConvertFn", "Converter", "FoldFn",

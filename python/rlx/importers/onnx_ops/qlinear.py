@@ -44,10 +44,14 @@ def _centered(node: Node, i: int, zp: int | None, channel_axis: int | None = Non
 
 
 def _requantize(node: Node, acc: HirValue, scales: tuple[int, int, int], zero: int,
-                like: int, channel_axis: int | None = None) -> HirValue:
-    """``saturate(round(acc * s0 s1 / s2) + zero)`` into the type of input ``zero`` (else
-    input ``like``'s); ``s1`` may be per ``channel_axis``."""
+                like: int, channel_axis: int | None = None, factor: float = 1.0
+                ) -> HirValue:
+    """``saturate(round(acc * factor s0 s1 / s2) + zero)`` into the type of input ``zero``
+    (else input ``like``'s); ``s1`` may be per ``channel_axis``."""
     mult: Value = _widened(node, scales[0], DType.F32)
+    if factor != 1.0:
+        mult = mult * np.float32(factor) if isinstance(mult, np.ndarray) else node.mir(
+            "binary", [mult, node.scalar(factor, mult)], kind="mul")
     for i, kind in ((scales[1], "mul"), (scales[2], "div")):
         s = _widened(node, i, DType.F32)
         if len(s.shape) == 1 and s.shape[0] != 1 and channel_axis is not None:

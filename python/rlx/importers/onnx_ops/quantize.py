@@ -157,7 +157,10 @@ def convert_quantize_linear(node: Node) -> list[Value]:
 def _saturate(node: Node, y: HirValue, zero: Value | None, lo: int, hi: int,
               to: int) -> HirValue:
     """``clamp(y + zero, lo, hi)`` (NaN: ``lo``, as the reference's int32 does) in the
-    integer type ``to``."""
+    integer type ``to``, recorded as the node's first output's type where ONNX's shape
+    inference did not give it (after a contrib op it cannot: a uint8 read as int8 would
+    be off by 256)."""
+    node.importer.elem_types.setdefault(node.proto.output[0], to)
     if zero is not None:
         y = node.mir("binary", [y, zero], kind="add")
     nan = node.mir("compare", [y, y], kind="ne")

@@ -76,7 +76,9 @@ UNSIGNED_OPS = frozenset({
     "Div", "Mod", "Max", "Min", "Mean", "Clip", "Less", "Greater", "LessOrEqual",
     "GreaterOrEqual", "Cast", "CastLike", "Pow", "Abs", "MaxPool", "QuantizeLinear",
     "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger", "QLinearMatMul",
-    "QLinearConv", "ConvInteger",
+    "QLinearConv", "ConvInteger", *(f"com.microsoft.{op}" for op in (
+        "QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu",
+        "QLinearGlobalAveragePool", "QLinearConcat", "QGemm")),
 })
 """The ops rlx imports with unsigned integer inputs or outputs; any other refuses them
 (one error naming the node) rather than computing them as signed."""
@@ -148,7 +150,10 @@ class Node:
         self.proto = proto
         self.index = index
         self.version = version
-        self.op_type = proto.op_type
+        self.op_type = proto.op_type if proto.domain in ("", "ai.onnx") else (
+            f"{proto.domain}.{proto.op_type}")
+        """The op's name; an op of another domain's is ``<domain>.<op>``, the key of its
+        converter (``com.microsoft.QGemm``), so it is never taken for an ai.onnx op."""
         self.label = proto.name or f"{proto.op_type}_{index}"
         self.attrs: dict[str, Any] = {a.name: helper.get_attribute_value(a)
                                       for a in proto.attribute}
