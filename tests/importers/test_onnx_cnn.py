@@ -248,8 +248,8 @@ def _volumetric(rng: np.random.Generator) -> onnx.ModelProto:
 
 def _norms_and_pads(rng: np.random.Generator) -> onnx.ModelProto:
     """GroupNormalization-21 (per-channel scale), MeanVarianceNormalization and
-    LpNormalization; edge / reflect / wrap pads; a Hardmax, and the OneHot of an ArgMin, all
-    over a dynamic batch, height and width."""
+    LpNormalization; edge / reflect / wrap pads; a Hardmax, and the OneHot of an ArgMin;
+    LRN and an L3 LpPool, all over a dynamic batch, height and width."""
     nodes = [helper.make_node("GroupNormalization", ["x", "gs", "gb"], ["g"], num_groups=2,
                               epsilon=1e-4),
              helper.make_node("MeanVarianceNormalization", ["g"], ["m"]),
@@ -259,9 +259,12 @@ def _norms_and_pads(rng: np.random.Generator) -> onnx.ModelProto:
              helper.make_node("Pad", ["pr", "pads_w"], ["y1"], mode="wrap"),
              helper.make_node("Hardmax", ["x"], ["y2"], axis=1),
              helper.make_node("ArgMin", ["x"], ["a"], axis=1, keepdims=0),
-             helper.make_node("OneHot", ["a", "depth", "onoff"], ["y3"], axis=1)]
+             helper.make_node("OneHot", ["a", "depth", "onoff"], ["y3"], axis=1),
+             helper.make_node("LRN", ["x"], ["y4"], size=3, alpha=0.3, beta=0.6, bias=1.5),
+             helper.make_node("LpPool", ["x"], ["y5"], kernel_shape=[2, 3], p=3,
+                              pads=[1, 0, 0, 1], strides=[1, 2])]
     model_21 = model(nodes, [_input("x", ["b", 4, "h", "w"])],
-                     [vi("y1", [None] * 4), vi("y2", [None] * 4), vi("y3", [None] * 4)],
+                     [vi(f"y{i}", [None] * 4) for i in range(1, 6)],
                      [init("gs", rand(rng, 4)), init("gb", rand(rng, 4)),
                       init("pads_e", np.asarray([0, 0, 2, 0, 0, 0, 1, 3], np.int64)),
                       init("pads_r", np.asarray([0, 0, 1, 2, 0, 0, 2, 1], np.int64)),

@@ -58,6 +58,25 @@ def test_integer_max_pool(target: str) -> None:
 
 
 @pytest.mark.parametrize("target", TARGETS)
+def test_average_pool_over_dynamic_sizes(target: str) -> None:
+    """avg pooling over a dynamic height and width, with and without padding, counting
+    the padding or not, ceil mode: the window counts are computed at run time (an average
+    that came out as the window's sum where no padding applied was caught here), at two
+    sizes from one compile."""
+    h = rlx.HirModule("dyn_avg")
+    x = h.input("x", (None, 2, None, None))
+    outs = []
+    for pads in ([0, 0, 0, 0], [1, 0, 0, 1]):
+        for include in (True, False):
+            for ceil in (False, True):
+                outs.append(h.mir("pool", [x], kind="avg", kernel_size=[2, 3],
+                                  stride=[2, 2], dilation=[1, 1], padding=pads,
+                                  ceil_mode=ceil, count_include_pad=include))
+    h.set_outputs(outs)
+    check_module(h, target, dyn=[7, 6])
+
+
+@pytest.mark.parametrize("target", TARGETS)
 def test_integer_conv(target: str) -> None:
     """i32 convolutions (strided and padded, grouped, depthwise): the sums exact, against
     torch's int64 convolution written out as a float64 one (exact at these sizes), and a

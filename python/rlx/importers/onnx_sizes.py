@@ -61,7 +61,7 @@ SAME_SHAPE = frozenset({
     "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "BitShift",
     "InstanceNormalization", "GroupNormalization", "MeanVarianceNormalization",
     "LpNormalization", "Hardmax", "ScatterND", "ScatterElements", "Scatter",
-    "TensorScatter", "RotaryEmbedding"})
+    "TensorScatter", "RotaryEmbedding", "LRN"})
 """Ops whose output has the numpy broadcast of their inputs' shapes."""
 
 

@@ -178,6 +178,65 @@ def convert_pool(node: Node) -> list[Value]:
     return [y, _max_pool_indices(node, x, y, kernel, strides, dilations, pads)]
 
 
+@converter("LpPool", since=11)
+def convert_lp_pool(node: Node) -> list[Value]:
+    """``(sum over the window of |x|^p)^(1/p)``, pads counting as zeros: an average pool
+    of ``|x|^p`` over the padded input times the window size (every window lies inside
+    the padded input without ``ceil_mode``, which is refused), then the ``1/p`` power."""
+    x = node.tensor(0)
+    if not x.dtype.is_float:
+        node.fail(f"input 0 is {x.dtype}; LpPool takes a float tensor")
+    if node.attr("ceil_mode", 0):
+        node.fail("ceil_mode = 1: rlx's LpPool sums whole windows (ceil_mode = 0)")
+    n = len(x.shape) - 2
+    kernel = node.ints("kernel_shape")
+    if kernel is None or len(kernel) != n:
+        node.fail(f"kernel_shape {kernel} for {n} spatial dims")
+    strides = node.ints("strides", [1] * n) or [1] * n
+    dilations = node.ints("dilations", [1] * n) or [1] * n
+    pads = resolve_pads(node, _spatial(x), kernel, strides, dilations)
+    p = float(node.attr("p", 2))
+    magnitude = node.mir("activation", [x], kind="abs")
+    powered = node.mir("binary", [x, x], kind="mul") if p == 2 else node.mir(
+        "binary", [magnitude, node.scalar(p, x)], kind="pow")
+    mean = node.mir("pool", [powered], kind="avg", kernel_size=kernel, stride=strides,
+                    dilation=dilations, padding=pads, ceil_mode=False, count_include_pad=True)
+    total = node.mir("binary", [mean, node.scalar(float(np.prod(kernel)), x)], kind="mul")
+    if p == 2:
+        return [node.mir("activation", [total], kind="sqrt")]
+    return [node.mir("binary", [total, node.scalar(1.0 / p, x)], kind="pow")]
+
+
+@converter("LRN")
+def convert_lrn(node: Node) -> list[Value]:
+    """Local response normalization across channels: ``x / (bias + alpha / size *
+    sum(x^2 over channels c - floor((size-1)/2) .. c + ceil((size-1)/2)))^beta``; the
+    sums an average pool (counting the zero padding) over the channel axis of ``x`` viewed
+    with a unit channel in front."""
+    x = node.tensor(0)
+    rank = len(x.shape)
+    if not x.dtype.is_float or rank not in (3, 4):
+        node.fail(f"input {x.type}: rlx's LRN takes a float [N, C, D1 (, D2)]")
+    size = int(node.attr("size"))
+    alpha, beta = float(node.attr("alpha", 1e-4)), float(node.attr("beta", 0.75))
+    bias = float(node.attr("bias", 1.0))
+    dims = node.dims(0)
+    lo, hi = (size - 1) // 2, size - 1 - (size - 1) // 2
+    square = node.mir("binary", [x, x], kind="mul")
+    view = node.as_tensor(reshape_to(node, square, [dims[0], 1, *dims[1:]]))
+    spatial = rank - 1
+    mean = node.mir("pool", [view], kind="avg", kernel_size=[size, *[1] * (spatial - 1)],
+                    stride=[1] * spatial, dilation=[1] * spatial,
+                    padding=[lo, *[0] * (spatial - 1), hi, *[0] * (spatial - 1)],
+                    ceil_mode=False, count_include_pad=True)
+    # alpha / size * the window's sum is alpha * its mean (every window holds size terms)
+    means = node.as_tensor(reshape_to(node, node.known(mean, [dims[0], 1, *dims[1:]]), dims))
+    base = node.mir("binary", [node.mir("binary", [means, node.scalar(alpha, x)], kind="mul"),
+                               node.scalar(bias, x)], kind="add")
+    return [node.mir("binary", [x, node.mir("binary", [base, node.scalar(beta, x)],
+                                            kind="pow")], kind="div")]
+
+
 def _max_pool_indices(node: Node, x: HirValue, y: HirValue, kernel: list[int],
                       strides: list[int], dilations: list[int], pads: list[int]
                       ) -> HirValue:

@@ -240,8 +240,47 @@ def _lower_dynamic_pool(x: ir.Value, a: dict) -> ir.Value:
     y = _windows(padded(x, neutral), a, [*emit.sizes(x)[:2], *outs], acc_t, neutral)
     if not avg:
         return y
-    ones = emit.filled([1, 1, *spatial], t, 1.0)
-    counts = _windows(padded(ones, 1.0 if a["count_include_pad"] else 0.0), a,
-                      [1, 1, *outs], acc_t, 0.0)
+    counts = _dynamic_counts(spatial, outs, a, acc_t)
     mean = emit.map_elementwise([y, counts], acc_t, arith.divf, emit.sizes(y))
     return emit.convert_tensor(mean, t)
+
+
+def _dynamic_counts(spatial: emit.Sizes, outs: emit.Sizes, a: dict, acc_t: ir.Type
+                    ) -> ir.Value:
+    """``[1, 1, *outs]``: per output position, the window elements inside the input (or,
+    with ``count_include_pad``, inside the padded input), counted from the position's
+    indices: per axis ``#{t < k : lo <= o s - begin + t d < hi}``, multiplied. (Summing
+    a window over a tensor of ones, the form before, came out as 1 for every window in
+    IREE 3.13 where no padding applied: the average was the sum.)"""
+    kernel, stride, dilation, padding = (a["kernel_size"], a["stride"], a["dilation"],
+                                         a["padding"])
+    n = len(kernel)
+    i64 = ir.IntegerType.get_signless(64)
+    bounds = []
+    for i, size in enumerate(spatial):
+        begin, end = padding[i], padding[n + i]
+        hi = arith.index_cast(i64, emit.as_value(size))
+        if a["count_include_pad"]:
+            bounds.append((arith.constant(i64, -begin),
+                           arith.addi(hi, arith.constant(i64, end))))
+        else:
+            bounds.append((arith.constant(i64, 0), hi))
+
+    def body(_: ir.Value) -> ir.Value:
+        total = None
+        for i in range(n):
+            o = arith.index_cast(i64, emit.loop_index(2 + i))
+            start = arith.subi(arith.muli(o, arith.constant(i64, stride[i])),
+                               arith.constant(i64, padding[i]))
+            count = arith.constant(i64, 0)
+            for tap in range(kernel[i]):
+                at = arith.addi(start, arith.constant(i64, tap * dilation[i]))
+                inside = arith.andi(arith.cmpi(arith.CmpIPredicate.sge, at, bounds[i][0]),
+                                    arith.cmpi(arith.CmpIPredicate.slt, at, bounds[i][1]))
+                count = arith.addi(count, arith.extui(i64, inside))
+            total = count if total is None else arith.muli(total, count)
+        return emit.convert(total, acc_t)
+
+    init = emit.empty([1, 1, *outs], acc_t)
+    return emit.generic([], [init], [emit.identity(n + 2)], [emit.PARALLEL] * (n + 2),
+                        body)[0]
