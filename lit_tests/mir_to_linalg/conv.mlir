@@ -46,7 +46,8 @@ module @pool {
 
 // Dynamic spatial sizes: a run-time check that the kernel fits, the window counts and the
 // extent the windows read computed from tensor.dim (ceil mode), x padded by the pads and
-// stride - 1 more and cut to that extent; avg divides by the same windows summed over ones.
+// stride - 1 more and cut to that extent; avg divides by the window counts, computed from
+// each output position's indices (a generic with no inputs: linalg.index, tap compares).
 // CHECK-LABEL: module @pool_dynamic
 // CHECK:      %[[H:.*]] = tensor.dim %arg0, %c2
 // CHECK:      arith.cmpi ult, %[[H]], %c1
@@ -58,9 +59,11 @@ module @pool {
 // CHECK:      %[[CUT:.*]] = tensor.extract_slice %[[MORE]][0, 0, 0, 0] [1, 3, %{{.*}}, %{{.*}}]
 // CHECK:      tensor.empty(%[[OH]], %{{.*}}) : tensor<1x3x?x?xf32>
 // CHECK:      %[[SUM:.*]] = linalg.generic {{.*}} ins(%[[CUT]], %{{.*}} : tensor<1x3x?x?xf32>, tensor<3x3xf32>)
-// CHECK:      %[[ONES:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<1x1x?x?xf32>)
-// CHECK:      tensor.pad %[[ONES]] low[0, 0, 1, 1] high[0, 0, 1, 1]
-// CHECK:      %[[COUNTS:.*]] = linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<1x1x?x?xf32>, tensor<3x3xf32>)
+// CHECK:      %[[COUNTS:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<1x1x?x?xf32>)
+// CHECK:        linalg.index 2
+// CHECK:        arith.cmpi sge
+// CHECK:        arith.cmpi slt
+// CHECK:        arith.sitofp
 // CHECK:      linalg.generic {{.*}} ins(%[[SUM]], %[[COUNTS]] : tensor<1x3x?x?xf32>, tensor<1x1x?x?xf32>)
 // CHECK:        arith.divf
 module @pool_dynamic {
