@@ -201,3 +201,51 @@ def test_rotary_embedding_over_a_dynamic_batch_and_length(
                  "pos": rng.integers(0, 32, (b, s)).astype(np.int64)}
         want = ReferenceEvaluator(m).run(None, feeds)[0]
         assert_close(program.main(**feeds), want, "f32", f"b={b} s={s}")
+
+
+def test_a_scripted_if_on_a_static_size_is_inlined(tmp_path: Path) -> None:
+    """``torch.jit.script`` keeps a Python ``if`` on a size as an ONNX ``If``; over a
+    dynamic batch its condition reads a static size, so rlx folds it and inlines the branch
+    it picks (a Linear there): equal to ONNX Runtime at two batch sizes. A condition only
+    known at run time is one error naming the node."""
+    import torch
+    from onnx import TensorProto, helper
+
+    import rlx
+    from onnx_models import model, vi
+
+    class Body(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(8, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if x.size(-1) == 8:
+                y = self.fc(x)
+            else:
+                y = x * 2.0
+            return torch.relu(y)
+
+    path = tmp_path / "if.onnx"
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        torch.onnx.export(torch.jit.script(Body().eval()), (torch.randn(3, 8),), str(path),
+                          input_names=["x"], dynamo=False, opset_version=17,
+                          dynamic_axes={"x": {0: "n"}})
+    m = onnx.load(str(path))
+    assert "If" in {n.op_type for n in m.graph.node}
+    result = import_model(m)
+    assert result.report.converted["If"] == 1
+    assert result.report.converted["Gemm"] == 1  # the branch's Linear
+    program = rlx.runtime.load(rlx.compile(result.module, "llvm-cpu"), "local-task",
+                               result.params)
+    for n in (3, 5):
+        x = np.random.default_rng(n).standard_normal((n, 8)).astype(np.float32)
+        assert_close(program.main(x=x), ort_run(m, {"x": x})[0], "f32", f"n={n}")
+    branch = helper.make_graph([helper.make_node("Identity", ["x"], ["y1"])], "b",
+                               [], [vi("y1", [2])])
+    runtime = model([helper.make_node("If", ["c"], ["y"], name="pick", then_branch=branch,
+                                      else_branch=branch)],
+                    [vi("c", [], TensorProto.BOOL), vi("x", [2])], [vi("y", [2])])
+    with pytest.raises(rlx.RlxError, match=r"node 'pick' \(If, opset 18\): input 0 \('c', "
+                                           r"the condition\) must be known at import time"):
+        import_model(runtime)

@@ -310,6 +310,21 @@ class GraphImporter:
                 self._convert(node)
         return [self._output(o.name) for o in self.graph.output]
 
+    def inline(self, node: Node, graph: onnx.GraphProto) -> list[Value]:
+        """The nodes of ``graph`` (a branch of ``node``, an ``If``) converted in order into
+        the current function, reading outer values by name; its outputs' values."""
+        for init in graph.initializer:
+            self.values[init.name] = _tensor_array(init, self.source)
+        for i, proto in enumerate(graph.node):
+            version = node_version(self.model, self.opset, proto, i, self.source)
+            self._convert(Node(self, proto, len(self.nodes) + i, version))
+        outs = []
+        for o in graph.output:
+            if o.name not in self.values:
+                node.fail(f"branch output '{o.name}' is not produced by the branch")
+            outs.append(self.values[o.name])
+        return outs
+
     def _consumer(self, name: str) -> Node | None:
         return next((n for n in self.nodes if name in n.proto.input), None)
 

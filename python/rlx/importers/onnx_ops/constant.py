@@ -115,3 +115,18 @@ def fold_range(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray] 
     if count > FOLD_MAX_ELEMENTS:
         return None
     return [(start + np.arange(count).astype(start.dtype) * delta).astype(start.dtype)]
+
+
+@converter("If", const_inputs=(0,))
+def convert_if(node: Node) -> list[Value]:
+    """A condition known at import time (a check on static sizes, as TorchScript exports
+    write them): the branch it picks, inlined. A condition computed at run time is refused
+    (rlx compiles one path; both branches would need equal shapes to be selected)."""
+    cond = node.const(0, "the condition")
+    if is_symbolic(cond) or cond.size != 1:
+        node.fail(f"condition {cond!r}: expected one boolean known at import time")
+    branch = node.attrs["then_branch" if bool(cond.reshape(-1)[0]) else "else_branch"]
+    outs = node.importer.inline(node, branch)
+    if len(outs) != len(node.proto.output):
+        node.fail(f"the branch has {len(outs)} outputs; the node {len(node.proto.output)}")
+    return outs
