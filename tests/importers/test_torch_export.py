@@ -226,11 +226,18 @@ class Remainders(nn.Module):
                 (10 * torch.remainder(i, -5) + torch.fmod(i, 3)).to(torch.float32))
 
 
-def _remainders() -> Case:
-    eager = Remainders().eval()
+def _rows_case(module: nn.Module, scale: float) -> Case:
+    """``module`` exported over ``x [rows, 6]`` (normal values times ``scale``), the rows
+    dynamic."""
+    eager = module.eval()
     rows = torch.export.Dim("rows", min=1, max=16)
-    ep = torch.export.export(eager, (torch.randn(4, 6) * 5,), dynamic_shapes={"x": {0: rows}})
-    return ep, eager, lambda n: (torch.randn(n, 6) * 5,)
+    ep = torch.export.export(eager, (torch.randn(4, 6) * scale,),
+                             dynamic_shapes={"x": {0: rows}})
+    return ep, eager, lambda n: (torch.randn(n, 6) * scale,)
+
+
+def _remainders() -> Case:
+    return _rows_case(Remainders(), 5.0)
 
 
 class MathBits(nn.Module):
@@ -248,10 +255,7 @@ class MathBits(nn.Module):
 
 
 def _math_bits() -> Case:
-    eager = MathBits().eval()
-    rows = torch.export.Dim("rows", min=1, max=16)
-    ep = torch.export.export(eager, (torch.randn(4, 6) * 2,), dynamic_shapes={"x": {0: rows}})
-    return ep, eager, lambda n: (torch.randn(n, 6) * 2,)
+    return _rows_case(MathBits(), 2.0)
 
 
 class Picks(nn.Module):

@@ -18,12 +18,13 @@ import numpy as np
 from onnx import TensorProto
 
 from rlx.dialects.builder import HirValue
-from rlx.importers.onnx_ops.qlinear import _centered, _requantize
-from rlx.importers.onnx_ops.quantize import INTEGER_RANGES, _elem_type, _saturate, _widened
+from rlx.importers.onnx_ops.qlinear import _centered, _requantize, quantized
+from rlx.importers.onnx_ops.quantize import _widened
 from rlx.importers.onnx_ops.registry import Node, Value, converter, normalize_axes
+from rlx.importers.onnx_read import CONTRIB_DOMAIN
 from rlx.ir.types import DType
 
-MS = "com.microsoft."
+MS = CONTRIB_DOMAIN + "."
 
 
 def _scalar(node: Node, i: int) -> Value:
@@ -37,16 +38,10 @@ def dequantized(node: Node, x: int, scale: int, zero: int) -> HirValue:
                                node.as_tensor(_scalar(node, scale))], kind="mul")
 
 
-def quantized(node: Node, y: HirValue, scale: int, zero: int) -> HirValue:
+def _quantized(node: Node, y: HirValue, scale: int, zero: int) -> HirValue:
     """``saturate(round(y / scale) + zero)`` in input ``zero``'s type (uint8 without it)."""
     scaled = node.mir("binary", [y, node.as_tensor(_scalar(node, scale))], kind="div")
-    rounded = node.mir("activation", [scaled], kind="round")
-    to = _elem_type(node, zero) if node.has(zero) else TensorProto.UINT8
-    if to not in (TensorProto.UINT8, TensorProto.INT8):
-        node.fail(f"output type {to}: the QLinear ops write uint8 or int8")
-    lo, hi = INTEGER_RANGES[to]
-    z = _scalar(node, zero) if node.has(zero) else None
-    return _saturate(node, rounded, z, lo, hi, to)
+    return quantized(node, scaled, zero, None)
 
 
 @converter(MS + "QLinearAdd", MS + "QLinearMul")
@@ -55,7 +50,7 @@ def convert_qlinear_binary(node: Node) -> list[Value]:
     (numpy broadcasting)."""
     a, b = dequantized(node, 0, 1, 2), dequantized(node, 3, 4, 5)
     kind = "add" if node.op_type.endswith("Add") else "mul"
-    return [quantized(node, node.mir("binary", [a, b], kind=kind), 6, 7)]
+    return [_quantized(node, node.mir("binary", [a, b], kind=kind), 6, 7)]
 
 
 @converter(MS + "QLinearSigmoid", MS + "QLinearLeakyRelu")
@@ -69,7 +64,7 @@ def convert_qlinear_activation(node: Node) -> list[Value]:
         scaled = node.mir("binary", [x, node.scalar(float(node.attr("alpha", 0.01)), x)],
                           kind="mul")
         y = node.mir("where", [negative, scaled, x])
-    return [quantized(node, y, 3, 4)]
+    return [_quantized(node, y, 3, 4)]
 
 
 @converter(MS + "QLinearGlobalAveragePool")
@@ -80,7 +75,7 @@ def convert_qlinear_global_average_pool(node: Node) -> list[Value]:
     rank = len(x.shape)
     axes = list(range(1, rank - 1)) if node.attr("channels_last", 0) else list(range(2, rank))
     mean = node.mir("reduce", [x], kind="mean", axes=axes, keep_dim=True)
-    return [quantized(node, mean, 3, 4)]
+    return [_quantized(node, mean, 3, 4)]
 
 
 @converter(MS + "QLinearConcat")
@@ -90,7 +85,7 @@ def convert_qlinear_concat(node: Node) -> list[Value]:
         node.fail(f"{node.n_inputs} inputs: expected Y_scale, Y_zero_point and triples")
     parts = [dequantized(node, i, i + 1, i + 2) for i in range(2, node.n_inputs, 3)]
     axis = normalize_axes(node, [node.attr("axis")], len(parts[0].shape), "axis")[0]
-    return [quantized(node, node.mir("concat", parts, axis=axis), 0, 1)]
+    return [_quantized(node, node.mir("concat", parts, axis=axis), 0, 1)]
 
 
 @converter(MS + "QGemm")

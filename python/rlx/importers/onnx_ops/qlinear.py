@@ -18,9 +18,24 @@ from onnx import TensorProto
 
 from rlx.dialects.builder import HirValue
 from rlx.importers.onnx_ops.conv import conv_nd
-from rlx.importers.onnx_ops.quantize import INTEGER_RANGES, _elem_type, _saturate, _widened
+from rlx.importers.onnx_ops.quantize import (
+    INTEGER_RANGES,
+    _along,
+    _elem_type,
+    _saturate,
+    _widened,
+)
 from rlx.importers.onnx_ops.registry import Node, Value, converter
 from rlx.ir.types import DType
+
+
+def _per(node: Node, v: Value, like: HirValue, axis: int | None, what: str) -> Value:
+    """A scale or zero point against ``like``: one value, or (``axis`` given) a vector
+    along ``axis`` (:func:`rlx.importers.onnx_ops.quantize._along`, which checks its
+    length)."""
+    if axis is None and int(np.prod(v.shape)) != 1:
+        node.fail(f"{what} of shape {list(v.shape)}: expected a scalar")
+    return _along(node, v, like, 0 if axis is None else axis % len(like.shape), 0, what)
 
 
 def _centered(node: Node, i: int, zp: int | None, channel_axis: int | None = None
@@ -30,17 +45,22 @@ def _centered(node: Node, i: int, zp: int | None, channel_axis: int | None = Non
     v = node.cast(node.tensor(i), DType.I32, "source" if node.unsigned(i) else None)
     if zp is None or not node.has(zp):
         return v
-    z = _widened(node, zp, DType.I32)
-    if len(z.shape) == 1 and z.shape[0] != 1:
-        if channel_axis is None:
-            node.fail(f"input {zp}: a per-axis zero point of shape {list(z.shape)}; "
-                      "expected a scalar")
-        target = [1] * len(v.shape)
-        target[channel_axis] = z.shape[0]
-        z = z.reshape(target) if isinstance(z, np.ndarray) else node.reshape(z, target)
-    elif isinstance(z, np.ndarray):
-        z = z.reshape(())
+    z = _per(node, _widened(node, zp, DType.I32), v, channel_axis, f"input {zp} (zero point)")
     return node.mir("binary", [v, z], kind="sub")
+
+
+def quantized(node: Node, scaled: HirValue, zero: int, like: int | None) -> HirValue:
+    """``saturate(round_half_even(scaled) + zero)`` into the type of input ``zero`` (else
+    input ``like``'s, else uint8): the QLinear ops' last step."""
+    y = node.mir("activation", [scaled], kind="round")
+    to = _elem_type(node, zero) if node.has(zero) else (
+        _elem_type(node, like) if like is not None else TensorProto.UINT8)
+    if to not in (TensorProto.UINT8, TensorProto.INT8):
+        node.fail(f"output type {to}: QLinear ops write uint8 or int8")
+    lo, hi = INTEGER_RANGES[to]  # type: ignore[index]
+    z = _per(node, _widened(node, zero, DType.F32), y, None, f"input {zero} (zero point)") \
+        if node.has(zero) else None
+    return _saturate(node, y, z, lo, hi, to)  # type: ignore[arg-type]
 
 
 def _requantize(node: Node, acc: HirValue, scales: tuple[int, int, int], zero: int,
@@ -53,27 +73,14 @@ def _requantize(node: Node, acc: HirValue, scales: tuple[int, int, int], zero: i
         mult = mult * np.float32(factor) if isinstance(mult, np.ndarray) else node.mir(
             "binary", [mult, node.scalar(factor, mult)], kind="mul")
     for i, kind in ((scales[1], "mul"), (scales[2], "div")):
-        s = _widened(node, i, DType.F32)
-        if len(s.shape) == 1 and s.shape[0] != 1 and channel_axis is not None:
-            target = [1] * len(acc.shape)
-            target[channel_axis] = s.shape[0]
-            s = s.reshape(target) if isinstance(s, np.ndarray) else node.reshape(s, target)
-        elif isinstance(s, np.ndarray):
-            s = s.reshape(())
+        s = _per(node, _widened(node, i, DType.F32), acc,
+                 channel_axis if i == scales[1] else None, f"input {i} (scale)")
         if isinstance(mult, np.ndarray) and isinstance(s, np.ndarray):
             mult = (mult * s if kind == "mul" else mult / s).astype(np.float32)
         else:
             mult = node.mir("binary", [node.as_tensor(mult), node.as_tensor(s)], kind=kind)
-    scaled = node.mir("binary", [node.cast(acc, DType.F32), mult], kind="mul")
-    y = node.mir("activation", [scaled], kind="round")
-    to = _elem_type(node, zero) if node.has(zero) else _elem_type(node, like)
-    if to not in (TensorProto.UINT8, TensorProto.INT8):
-        node.fail(f"output type {to}: QLinear ops write uint8 or int8")
-    lo, hi = INTEGER_RANGES[to]  # type: ignore[index]
-    z = _widened(node, zero, DType.F32) if node.has(zero) else None
-    if isinstance(z, np.ndarray):
-        z = z.reshape(())
-    return _saturate(node, y, z, lo, hi, to)  # type: ignore[arg-type]
+    scaled = node.mir("binary", [node.cast(acc, DType.F32), node.as_tensor(mult)], kind="mul")
+    return quantized(node, scaled, zero, like)
 
 
 @converter("QLinearMatMul", since=10)

@@ -27,6 +27,7 @@ from onnx import NodeProto, TensorProto, helper
 
 from rlx.dialects.builder import HirModule, HirValue
 from rlx.importers.dims import SizeSource, SymDim
+from rlx.importers.onnx_read import CONTRIB_DOMAIN, CONTRIB_OPS, DEFAULT_DOMAINS
 from rlx.ir.diagnostics import ModelImportError
 from rlx.ir.dtypes import FLOAT8S, NARROW, Narrow
 from rlx.ir.types import DType, TensorInfo
@@ -76,9 +77,7 @@ UNSIGNED_OPS = frozenset({
     "Div", "Mod", "Max", "Min", "Mean", "Clip", "Less", "Greater", "LessOrEqual",
     "GreaterOrEqual", "Cast", "CastLike", "Pow", "Abs", "MaxPool", "QuantizeLinear",
     "DequantizeLinear", "DynamicQuantizeLinear", "MatMulInteger", "QLinearMatMul",
-    "QLinearConv", "ConvInteger", *(f"com.microsoft.{op}" for op in (
-        "QLinearAdd", "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu",
-        "QLinearGlobalAveragePool", "QLinearConcat", "QGemm")),
+    "QLinearConv", "ConvInteger", *(f"{CONTRIB_DOMAIN}.{op}" for op in CONTRIB_OPS),
 })
 """The ops rlx imports with unsigned integer inputs or outputs; any other refuses them
 (one error naming the node) rather than computing them as signed."""
@@ -150,7 +149,7 @@ class Node:
         self.proto = proto
         self.index = index
         self.version = version
-        self.op_type = proto.op_type if proto.domain in ("", "ai.onnx") else (
+        self.op_type = proto.op_type if proto.domain in DEFAULT_DOMAINS else (
             f"{proto.domain}.{proto.op_type}")
         """The op's name; an op of another domain's is ``<domain>.<op>``, the key of its
         converter (``com.microsoft.QGemm``), so it is never taken for an ai.onnx op."""

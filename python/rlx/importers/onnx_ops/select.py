@@ -41,13 +41,18 @@ def _flip(node: Node, x: HirValue, axis: int) -> HirValue:
     return node.known(node.mir("gather", [x, index], axis=axis), node.dims_of(x))
 
 
+def _sign_flipped(node: Node, x: HirValue) -> HirValue:
+    """``x`` with its sign bit flipped: unsigned order as signed order, and back."""
+    low = np.iinfo(np_dtype(x.dtype)).min
+    return node.mir("binary", [x, node.scalar(low, x)], kind="xor")
+
+
 def _ordered(node: Node, x: HirValue, reverse: bool) -> HirValue:
     """A tensor whose signed order is ``x``'s order (reversed for ``reverse``)."""
     if x.dtype == DType.I1:
         x = node.cast(x, DType.I8)
-    if node.unsigned(0):  # the sign bit flipped: unsigned order as signed order
-        low = np.iinfo(np_dtype(x.dtype)).min
-        x = node.mir("binary", [x, node.scalar(low, x)], kind="xor")
+    if node.unsigned(0):
+        x = _sign_flipped(node, x)
     if not reverse:
         return x
     if x.dtype.is_float:
@@ -89,12 +94,11 @@ def convert_top_k(node: Node) -> list[Value]:
         node.fail(f"K = {k}: expected 1 .. {size} (the size of axis {axis})")
     if x.dtype == DType.I1 or x.dtype.is_float8:
         node.fail(f"input 0 is {x.dtype}: TopK takes numbers")
-    low = np.iinfo(np_dtype(x.dtype)).min if node.unsigned(0) else None
-    v = x if low is None else node.mir("binary", [x, node.scalar(low, x)], kind="xor")
-    values, indices = node.h.mir_multi("topk", [v], k=k, axis=axis,
-                                       largest=bool(node.attr("largest", 1)))
-    if low is not None:
-        values = node.mir("binary", [values, node.scalar(low, values)], kind="xor")
+    unsigned = node.unsigned(0)
+    values, indices = node.h.mir_multi("topk", [_sign_flipped(node, x) if unsigned else x],
+                                       k=k, axis=axis, largest=bool(node.attr("largest", 1)))
+    if unsigned:
+        values = _sign_flipped(node, values)
     dims = [k if i == axis else d for i, d in enumerate(node.dims(0))]
     return [node.known(values, dims), node.known(node.cast(indices, DType.I64), dims)]
 

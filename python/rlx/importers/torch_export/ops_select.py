@@ -202,15 +202,15 @@ def convert_index_put(op: Op) -> Value:
                 "is not supported")
     if lead == 1:  # x[:, idx] = v: move the indexed dim first
         perm = [1, 0, *range(2, len(x.shape))]
-        y = convert_index_put_leading(op, op.mir("transpose", [x], perm=perm), picks,
+        y = _index_put_leading(op, op.mir("transpose", [x], perm=perm), picks,
                                       op.mir("transpose", [values], perm=perm)
                                       if len(values.shape) == len(x.shape) else values,
                                       reduction)
         return op.mir("transpose", [y], perm=perm)
-    return convert_index_put_leading(op, x, picks, values, reduction)
+    return _index_put_leading(op, x, picks, values, reduction)
 
 
-def convert_index_put_leading(op: Op, x: HirValue, picks: list[HirValue], values: HirValue,
+def _index_put_leading(op: Op, x: HirValue, picks: list[HirValue], values: HirValue,
                               reduction: str) -> HirValue:
     """``x[p0, p1, ...] = values``: positions ``[N, len(picks)]``, updates ``[N,
     *x.shape[len(picks):]]`` (values broadcast to it)."""
@@ -274,5 +274,3 @@ def convert_pixel_shuffle(op: Op) -> Value:
     t = op.mir("transpose", [t], perm=[0, 1, 4, 2, 5, 3])
     return op.mir("reshape", [t], new_shape=[-2, c // (r * r), h * r, w * r])
 
-
-__all__ = ["convert_index_put_leading"]

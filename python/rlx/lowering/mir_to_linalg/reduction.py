@@ -162,23 +162,33 @@ def lower_cumsum(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     return [emit.convert_tensor(out, t)]
 
 
+def _flip_negative(bits: ir.Value) -> ir.Value:
+    """The magnitude bits flipped where the sign bit is set: float bits to a signed
+    integer of the same order, and back (the map is its own inverse)."""
+    t = bits.type
+    magnitude = arith.ConstantOp(t, (1 << (ir.IntegerType(t).width - 1)) - 1).result
+    negative = arith.cmpi(arith.CmpIPredicate.slt, bits, arith.ConstantOp(t, 0).result)
+    return arith.select(negative, arith.xori(bits, magnitude), bits)
+
+
+def _float_layout(t: ir.Type) -> tuple[ir.Type, ir.Type]:
+    """(the float type keys are made in: f64 or f32, its same-width integer)."""
+    wide = ir.F64Type.get() if isinstance(t, ir.F64Type) else emit.f32()
+    return wide, ir.IntegerType.get_signless(64 if isinstance(wide, ir.F64Type) else 32)
+
+
 def _sort_key(v: ir.Value, largest: bool) -> ir.Value:
     """An i64 whose signed order is ``v``'s (``largest``) or its reverse: a float's bits
-    with the magnitude bits flipped where the sign is set (``-0`` first made ``+0``, so
-    the two are equal; a positive NaN is above every number, as its bits are), an integer
-    sign-extended; reversed by ``~``. No element's key is i64's minimum (the outputs'
-    initial key) but i64's own minimum, for ``largest``, and its maximum otherwise."""
+    through :func:`_flip_negative` (``-0`` first made ``+0``, so the two are equal; a
+    positive NaN is above every number, as its bits are), an integer sign-extended;
+    reversed by ``~``. No element's key is i64's minimum (the outputs' initial key) but
+    i64's own minimum, for ``largest``, and its maximum otherwise."""
     i64 = ir.IntegerType.get_signless(64)
-    t = v.type
-    if emit.is_float(t):
-        wide = ir.F64Type.get() if isinstance(t, ir.F64Type) else emit.f32()
-        f = emit.convert(v, wide) if t != wide else v
+    if emit.is_float(v.type):
+        wide, bits_t = _float_layout(v.type)
+        f = emit.convert(v, wide) if v.type != wide else v
         f = arith.addf(f, emit.scalar(0.0, wide))  # -0 + 0 = +0
-        bits_t = ir.IntegerType.get_signless(64 if isinstance(wide, ir.F64Type) else 32)
-        bits = arith.bitcast(bits_t, f)
-        magnitude = arith.ConstantOp(bits_t, (1 << (bits_t.width - 1)) - 1).result
-        negative = arith.cmpi(arith.CmpIPredicate.slt, bits, arith.ConstantOp(bits_t, 0).result)
-        key = emit.convert(arith.select(negative, arith.xori(bits, magnitude), bits), i64)
+        key = emit.convert(_flip_negative(arith.bitcast(bits_t, f)), i64)
     else:
         key = emit.convert(v, i64)
     return key if largest else arith.xori(key, arith.ConstantOp(i64, -1).result)
@@ -186,17 +196,12 @@ def _sort_key(v: ir.Value, largest: bool) -> ir.Value:
 
 def _from_key(key: ir.Value, t: ir.Type, largest: bool) -> ir.Value:
     """:func:`_sort_key` undone (exactly: the value came from ``t``)."""
-    i64 = ir.IntegerType.get_signless(64)
     if not largest:
-        key = arith.xori(key, arith.ConstantOp(i64, -1).result)
+        key = arith.xori(key, arith.ConstantOp(key.type, -1).result)
     if not emit.is_float(t):
         return emit.convert(key, t)
-    wide = ir.F64Type.get() if isinstance(t, ir.F64Type) else emit.f32()
-    bits_t = ir.IntegerType.get_signless(64 if isinstance(wide, ir.F64Type) else 32)
-    bits = emit.convert(key, bits_t)
-    magnitude = arith.ConstantOp(bits_t, (1 << (bits_t.width - 1)) - 1).result
-    negative = arith.cmpi(arith.CmpIPredicate.slt, bits, arith.ConstantOp(bits_t, 0).result)
-    f = arith.bitcast(wide, arith.select(negative, arith.xori(bits, magnitude), bits))
+    wide, bits_t = _float_layout(t)
+    f = arith.bitcast(wide, _flip_negative(emit.convert(key, bits_t)))
     return f if t == wide else emit.convert(f, t)
 
 
