@@ -74,6 +74,7 @@ import rlx.gguf  # noqa: E402
 from benchmarks.machine import cpu_model  # noqa: E402
 from benchmarks.memory import rlx_peak, run_measured  # noqa: E402
 from rlx.compiler import dispatch_counts  # noqa: E402
+from rlx.lowering.registry import PREFILL_COLUMNS  # noqa: E402
 from rlx.generate import Generator  # noqa: E402
 from rlx.models import llama  # noqa: E402
 
@@ -191,21 +192,27 @@ quantized to 8-bit blocks and integer block dot products, llama.cpp's numerics).
 
 
 def mode_options(mode: str) -> dict[str, Any]:
-    """The compile options of a numerics mode."""
-    return {} if mode == "exact" else {"activation_quant": mode}
+    """The compile options of a numerics mode, ``/N`` after it: ``prefill_columns=N`` (an
+    A/B of the exact prefill GEMM's column blocks, ``exact/16,exact/32``)."""
+    base, _, columns = mode.partition("/")
+    options: dict[str, Any] = {} if base == "exact" else {"activation_quant": base}
+    return {**options, "prefill_columns": int(columns)} if columns else options
 
 
 def modes_for(fmt: str, modes: list[str]) -> list[str]:
     """The modes that differ for a file format: ``q8`` only where the weights are
     quantized (F16 / F32 GEMVs have no quantized-activation form)."""
-    return [m for m in modes if m == "exact" or fmt not in ("F16", "F32", "BF16")]
+    return [m for m in modes if m.partition("/")[0] == "exact"
+            or fmt not in ("F16", "F32", "BF16")]
 
 
 def parse_modes(text: str) -> list[str]:
     modes = text.split(",")
-    bad = [m for m in modes if m not in QUANT_MODES]
+    bad = [m for m in modes if m.partition("/")[0] not in QUANT_MODES
+           or m.partition("/")[2] not in ("", *map(str, PREFILL_COLUMNS))]
     if bad or not modes:
-        sys.exit(f"error: --modes: expected some of {', '.join(QUANT_MODES)}, found {text!r}")
+        sys.exit(f"error: --modes: expected some of {', '.join(QUANT_MODES)}, each with "
+                 f"/16 or /32 (prefill_columns) or not, found {text!r}")
     return modes
 
 
@@ -339,7 +346,7 @@ def _format_rows(args: argparse.Namespace, bindir: Path | None, shape: str, fmt:
     del sides
     for row in rows:
         if args.memory:
-            mem = rlx_peak(path, row["mode"], max(args.prompt), args.gen)
+            mem = rlx_peak(path, row["mode"].partition("/")[0], max(args.prompt), args.gen)
             row["rlx_peak_mb"], row["rlx_steady_mb"] = mem["peak_mb"], mem["steady_mb"]
             row["rlx_encode_peak_mb"] = mem["encode_peak_mb"]   # a start that encodes
         if cpp_peak:
@@ -431,7 +438,8 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--modes", type=parse_modes, default=list(QUANT_MODES),
                    help="numerics modes of quantized rows (exact: f32 activations; q8: "
-                        "activation_quant='q8'); F16 rows run exact only")
+                        "activation_quant='q8'); F16 rows run exact only; a mode with /16 "
+                        "or /32 compiles with prefill_columns=16 or 32")
     run_and_report(p, run, report)
 
 

@@ -120,14 +120,15 @@ def q8_bound(x: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 def prepare_rlx(scheme: str, n: int, k: int, rng: np.random.Generator, kernels: bool = True,
-                m: int = 1, activation_quant: str | None = None, prefetch: int | None = None
+                m: int = 1, activation_quant: str | None = None, prefetch: int | None = None,
+                columns: int | None = None
                 ) -> tuple[Callable[[], object], int, int, np.ndarray, np.ndarray, float]:
     """A call of ``R`` GEMVs of ``x [m, K]`` (compiled, loaded and checked against the
     float64 reference), weight bytes per GEMV, copies R, x, the first copy's raw weight and
     the result's max error relative to the largest output (``kernels``: rlx's hand-written
     GEMV where the scheme has one, else the fused form; ``activation_quant``: that compile
-    option, checked against its error bound; ``prefetch``: ``gemv_prefetch``, None for the
-    CPU's default)."""
+    option, checked against its error bound; ``prefetch``: ``gemv_prefetch``, ``columns``:
+    ``prefill_columns``, None for the CPU's default)."""
     row = QUANT_SCHEMES[scheme].row_bytes(k)
     copies = max(1, math.ceil(STREAM_BYTES / (n * row)))
     h = rlx.HirModule(f"gemv_{scheme}")
@@ -137,6 +138,8 @@ def prepare_rlx(scheme: str, n: int, k: int, rng: np.random.Generator, kernels: 
     options: dict[str, object] = {"activation_quant": activation_quant} if activation_quant else {}
     if prefetch is not None:
         options["gemv_prefetch"] = prefetch
+    if columns is not None:
+        options["prefill_columns"] = columns
     vmfb = rlx.compile(h, "llvm-cpu", gemv_kernels=kernels, **options)
     weights = {f"w{i}": random_weights(scheme, n, k, rng) for i in range(copies)}
     prog = rlx.runtime.load(vmfb, "local-task", weights)
@@ -178,11 +181,12 @@ def bench_torch(scheme: str, n: int, k: int, x: np.ndarray, raw: np.ndarray, rep
         return best_of(run, reps) / copies
 
 
-def forms(scheme: str, shape: str, m: int, prefetch: list[int] | None = None
-          ) -> tuple[str, ...]:
+def forms(scheme: str, shape: str, m: int, prefetch: list[int] | None = None,
+          columns: list[int] | None = None) -> tuple[str, ...]:
     """The rlx forms measured for one row: ``kernel``, ``q8`` (where the scheme has an
     integer-dot kernel, ``M = 1``) and ``fused``, or ``fused`` only; with ``prefetch``,
-    each kernel form once per hint distance (``kernel@4096``: ``gemv_prefetch=4096``)."""
+    each kernel form once per hint distance (``kernel@4096``: ``gemv_prefetch=4096``); with
+    ``columns``, once per prefill column block (``kernel/32``: ``prefill_columns=32``)."""
     if not has_kernel(scheme, shape, m):
         return ("fused",)
     n, k = (int(v) for v in shape.split("x"))
@@ -191,6 +195,8 @@ def forms(scheme: str, shape: str, m: int, prefetch: list[int] | None = None
     kernels = ("kernel", "q8") if kern and kern.int_dot else ("kernel",)
     if prefetch is not None:
         kernels = tuple(f"{f}@{b}" for f in kernels for b in prefetch)
+    if columns is not None:
+        kernels = tuple(f"{f}/{c}" for f in kernels for c in columns)
     return (*kernels, "fused")
 
 
@@ -245,6 +251,9 @@ def main() -> None:
     p.add_argument("--prefetch", help="bytes, comma-separated: run each kernel form with "
                    "these prefetch hint distances (gemv_prefetch; 0: none) instead of the "
                    "CPU's default")
+    p.add_argument("--prefill-columns", help="16,32: run each kernel form with these "
+                   "column blocks of the exact prefill GEMM (prefill_columns) instead of "
+                   "the CPU's default")
     args = p.parse_args()
     global STREAM_BYTES
     STREAM_BYTES = args.stream_mib << 20
@@ -266,18 +275,22 @@ def main() -> None:
     print(header)
     print("|" + "---|" * 13)
     prefetch = None if args.prefetch is None else [int(b) for b in args.prefetch.split(",")]
+    columns = (None if args.prefill_columns is None
+               else [int(c) for c in args.prefill_columns.split(",")])
     runs = [(shape, scheme, m, form) for shape in args.shapes.split(",")
             for scheme in args.schemes.split(",")
             for m in (int(v) for v in args.rows.split(","))
-            for form in forms(scheme, shape, m, prefetch)]
+            for form in forms(scheme, shape, m, prefetch, columns)]
     prepared = {}
     for run in runs:
         shape, scheme, m, form = run
         n, k = (int(v) for v in shape.split("x"))
-        base, _, hint = form.partition("@")
+        form_hint, _, cols = form.partition("/")
+        base, _, hint = form_hint.partition("@")
         prepared[run] = prepare_rlx(scheme, n, k, rng, kernels=form != "fused", m=m,
                                     activation_quant="q8" if base == "q8" else None,
-                                    prefetch=int(hint) if hint else None)
+                                    prefetch=int(hint) if hint else None,
+                                    columns=int(cols) if cols else None)
         if args.rounds == 1:
             _report(run, prepared[run], bw, args.reps, rows)
             del prepared[run]                    # its weights: up to 100 MiB

@@ -43,10 +43,17 @@ from rlx.lowering.cpu_features import (
     VNNI_CPUS,
     int_dot_of,
     prefetch_bytes_of,
+    prefill_columns_of,
     vector_bits_of,
 )
 from rlx.lowering.exports import add_exports
-from rlx.lowering.registry import ACTIVATION_QUANTS, MAX_PREFETCH, LoweringOptions, prefetch_ok
+from rlx.lowering.registry import (
+    ACTIVATION_QUANTS,
+    MAX_PREFETCH,
+    PREFILL_COLUMNS,
+    LoweringOptions,
+    prefetch_ok,
+)
 from rlx.weights import ENCODED_SCOPE
 
 TARGETS = ("llvm-cpu", "vulkan", "cuda", "rocm")
@@ -95,6 +102,7 @@ class TargetConfig:
     attention_kernel: bool | None = None
     activation_quant: str | None = None
     gemv_prefetch: int | None = None
+    prefill_columns: int | None = None
     encode_parameters: bool = False
     extra_flags: tuple[str, ...] = field(default=())
 
@@ -113,6 +121,10 @@ class TargetConfig:
         if self.gemv_prefetch is not None and not prefetch_ok(self.gemv_prefetch):
             raise CompileError(f"error: gemv_prefetch: expected bytes, a multiple of 64 from 0 "
                                f"to {MAX_PREFETCH}, found {self.gemv_prefetch!r}")
+        if self.prefill_columns is not None and self.prefill_columns not in PREFILL_COLUMNS:
+            raise CompileError(f"error: prefill_columns: expected one of "
+                               f"{', '.join(map(str, PREFILL_COLUMNS))}, found "
+                               f"{self.prefill_columns!r}")
         if self.prefill_kernels and self.gemv_kernels is False:
             raise CompileError("error: prefill_kernels=True runs the GEMV kernels' bodies on "
                                "their planes; found gemv_kernels=False")
@@ -155,7 +167,9 @@ class TargetConfig:
                                    self.activation_quant) else "portable",
                                vector_bits=vector_bits_of(self.cpu, self.extra_flags) if (
                                    self.target == "llvm-cpu" and kernels) else 256,
-                               prefetch_bytes=self._prefetch_bytes(kernels))
+                               prefetch_bytes=self._prefetch_bytes(kernels),
+                               prefill_columns=self.prefill_columns or prefill_columns_of(
+                                   self.cpu))
 
     def _prefetch_bytes(self, kernels: bool) -> int:
         """``LoweringOptions.prefetch_bytes``: ``gemv_prefetch``, else the CPU's
@@ -525,6 +539,8 @@ def compile(
     int8 blocks, integer dot products as the CPU has them, :func:`int_dot_of`; prefill GEMMs
     too where it has AVX-512 VNNI), ``gemv_prefetch`` (llvm-cpu: bytes ahead that the decode
     GEMV kernels hint their weights into the cache; default from the CPU, 4096 on Intel, 0
+    elsewhere), ``prefill_columns`` (llvm-cpu with AVX-512: 16 or 32, the rows of ``W`` a
+    column block of the exact prefill GEMM holds; default from the CPU, 32 on Intel, 16
     elsewhere), ``encode_parameters`` (llvm-cpu, default False: the
     initializers that make the kernels' planes from the weights are split into an encoder
     module, written beside ``output`` as ``NAME.encoder.vmfb``, and the module reads their

@@ -395,16 +395,20 @@ def test_gemv_kernels_batched(bits: int | str, monkeypatch: pytest.MonkeyPatch) 
     check_module(h, "llvm-cpu", params=weights)
 
 
-@pytest.mark.parametrize("bits", [256, "host"])
-def test_gemv_kernels_prefill(bits: int | str, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("bits", "columns"), [(256, 16), ("host", 16), ("host", 32)])
+def test_gemv_kernels_prefill(bits: int | str, columns: int,
+                              monkeypatch: pytest.MonkeyPatch) -> None:
     """The prefill form (x [1, S, K] with S dynamic, over the decode planes) against the
     float64 reference for every scheme it takes (F16, BF16, Q8_0, Q5_0, Q4_0, Q4_K, Q6_K), at
     S = 1, under one block, across blocks with a remainder (33, 67: blocks of 64 rows, passes
-    of 16) and a pass that repeats its last row, and a residual add taken in; the kernels are
-    checked to be what ran. With 8 lanes (forced) and with what this machine has (16 lanes
-    where it has AVX-512): the outer-product form (gemm_prefill, x packed [T, K, 6] with 8
-    lanes, [T, K, 16] with 16) where a workgroup's rows are a multiple of 16 (48, 16, 64,
-    32 rows here), the dot form (gemv_batched) where not (12, 40)."""
+    of 16 or 8) and a pass that repeats its last row, and a residual add taken in; the
+    kernels are checked to be what ran. With 8 lanes (forced) and with what this machine has
+    (16 lanes where it has AVX-512): the outer-product form (gemm_prefill, x packed [T, K, 6]
+    with 8 lanes, [T, K, 16] with 16) where a workgroup's rows are a multiple of 16 (48, 16,
+    64, 32 rows here), the dot form (gemv_batched) where not (12, 40). On 16 lanes also in
+    column blocks of 32 (``prefill_columns=32``, x packed [T, K, 8]) where N has them: F16
+    with a chunk of 3 blocks (K = 96), Q8_0, Q4_0, and Q4_K / Q6_K, whose superblock's
+    ``wtT`` is built in two spans (the residual add among them)."""
     host = rlx.compiler.vector_bits_of("host", ())
     wide = "w" if bits == "host" and host == 512 else ""
     if bits == 256:
@@ -413,7 +417,8 @@ def test_gemv_kernels_prefill(bits: int | str, monkeypatch: pytest.MonkeyPatch) 
     h = rlx.HirModule("prefill")
     cases = [("gguf_f16", 48, 576), ("gguf_bf16", 16, 256), ("gguf_q8_0", 64, 1536),
              ("gguf_q8_0", 12, 576), ("gguf_q5_0", 48, 576), ("gguf_q4_0", 32, 512),
-             ("gguf_q4_k", 48, 512), ("gguf_q6_k", 40, 512)]
+             ("gguf_q4_k", 48, 512), ("gguf_q6_k", 40, 512), ("gguf_f16", 32, 96),
+             ("gguf_q6_k", 32, 768)]
     weights, outs = {}, []
     for s, rows, k in cases:
         name = f"{s}.{rows}x{k}"
@@ -422,20 +427,26 @@ def test_gemv_kernels_prefill(bits: int | str, monkeypatch: pytest.MonkeyPatch) 
             random_bits_cover(s, weights[name])
         x = h.input(f"x{len(outs)}", (1, None, k))
         outs.append(h.dequant_matmul(x, h.param(name, weights[name].shape, "i8"), scheme=s))
-    r = h.input("r", (1, None, 48))
-    weights["add"] = random_blocks("gguf_q4_k", 48, 512, rng)
+    r = h.input("r", (1, None, 64))
+    weights["add"] = random_blocks("gguf_q4_k", 64, 512, rng)
     w = h.param("add", weights["add"].shape, "i8")
     outs.append(h.mir("binary", [r, h.dequant_matmul(h.input("xr", (1, None, 512)), w,
                                                       scheme="gguf_q4_k")], kind="add"))
     h.set_outputs(outs)
-    linalg = rlx.compile(h, "llvm-cpu", emit="linalg")
+    linalg = rlx.compile(h, "llvm-cpu", emit="linalg", prefill_columns=columns)
+
+    def suffix(rows: int) -> str:
+        return wide + ("c32" if wide and columns == 32 and rows % 32 == 0 else "")
+
     ran = re.findall(r"flow\.dispatch @rlx_gemv_(\w+)::", linalg)
-    assert sorted(ran) == sorted([f"{s.removeprefix('gguf_')}_{rows}x{k}_mdyn{wide}"
-                                  for s, rows, k in cases] + [f"q4_k_48x512_mdyn{wide}_add"])
-    per_pass = "16" if wide else "6"             # the outer form's packed x, per K
+    assert sorted(ran) == sorted([f"{s.removeprefix('gguf_')}_{rows}x{k}_mdyn{suffix(rows)}"
+                                  for s, rows, k in cases] + [f"q4_k_64x512_mdyn{suffix(64)}_add"])
+
+    def per_pass(rows: int) -> str:                  # the outer form's packed x, per K
+        return "8" if suffix(rows).endswith("c32") else "16" if wide else "6"
     assert set(re.findall(r"tensor<\?x(\d+)x(\d+)xf32>", linalg)) == {
-        (str(k), per_pass) for s, rows, k in cases if rows % 16 == 0}
-    check_module(h, "llvm-cpu", params=weights, dyn=(1, 5, 33, 67))
+        (str(k), per_pass(rows)) for s, rows, k in [*cases, ("", 64, 512)] if rows % 16 == 0}
+    check_module(h, "llvm-cpu", params=weights, dyn=(1, 5, 33, 67), prefill_columns=columns)
 
 
 def hoisted_rows(scheme: str, k: int) -> int:
@@ -1018,6 +1029,25 @@ def test_activation_quant_options() -> None:
     for bad in (100, -64, 1 << 20, True):
         with pytest.raises(CompileError, match="gemv_prefetch: expected bytes"):
             TargetConfig(gemv_prefetch=bad)
+    # the exact prefill's column blocks: 32 on Intel CPUs with AVX-512 where N has them, 16
+    # elsewhere (AMD, AVX2, the q8 mode's integer GEMM, N not a multiple of 32)
+    assert [TargetConfig(cpu=c).lowering.prefill_columns for c in (
+        "sapphirerapids", "skylake", "znver4", "generic")] == [32, 32, 16, 16]
+    columns = [(kern.columns, kern.rows % kern.columns)  # type: ignore[union-attr]
+               for kern in (kernel_for("gguf_q8_0", None, 64, 576, intel),
+                            kernel_for("gguf_q8_0", None, 48, 576, intel),
+                            kernel_for("gguf_q8_0", None, 64, 576, TargetConfig(
+                                cpu="sapphirerapids", activation_quant="q8").lowering),
+                            kernel_for("gguf_f16", None, 64, 576, TargetConfig(
+                                cpu="skylake").lowering),
+                            kernel_for("gguf_f16", None, 64, 576, TargetConfig(
+                                cpu="znver4", prefill_columns=32).lowering))]
+    assert columns == [(32, 0), (16, 0), (16, 0), (16, 0), (32, 0)], columns
+    with pytest.raises(CompileError, match="prefill_columns: expected one of 16, 32, found 8"):
+        TargetConfig(prefill_columns=8)
+    with pytest.raises(LoweringError, match="expected column blocks of 16, or 32 for an exact "
+                                            "prefill on 16 lanes"):
+        Kernel("gguf_q8_0", 64, 576, 32, batch=DYNAMIC_M, columns=32, lanes=8)
     # a q8 prefill of whole column blocks: the integer GEMM (gemm_q8) where the CPU has VNNI on
     # 512-bit vectors (or in the portable form); AVX2 and AVX-VNNI (256-bit) CPUs keep the f32
     # product, Q8_0 on its exact kernel's planes

@@ -83,6 +83,21 @@ def prefetch_bytes_of(cpu: str) -> int:
     return INTEL_PREFETCH_BYTES if cpu in INTEL_CPUS else 0
 
 
+WIDE_PREFILL_COLUMNS = 32
+"""``LoweringOptions.prefill_columns`` on an Intel CPU with AVX-512 (:func:`prefill_columns_of`):
+on the Xeon of family 6 model 207 a prefill GEMM of 128 rows (F16 / Q8_0 2048 x 5632 and
+5632 x 2048) took 14-18% less time in column blocks of 32 than of 16 (benchmarks/README.md,
+"A wider prefill tile")."""
+
+
+def prefill_columns_of(cpu: str) -> int:
+    """``LoweringOptions.prefill_columns`` for llvm-cpu ``cpu``: :data:`WIDE_PREFILL_COLUMNS`
+    on an Intel CPU (as :func:`prefetch_bytes_of` tells one), 16 elsewhere: the 16 x 16 tile
+    was the one measured on AMD Zen 3 / 4 / 5, and no AMD machine was at hand to measure the
+    wider one (``TargetConfig(prefill_columns=32)`` tries it). Used on 512-bit vectors only."""
+    return WIDE_PREFILL_COLUMNS if prefetch_bytes_of(cpu) else 16
+
+
 def int_dot_of(cpu: str, extra_flags: tuple[str, ...]) -> str:
     """The block dot product the ``q8`` GEMV kernels use on llvm-cpu ``cpu``
     (``LoweringOptions.int_dot``): ``"vnni"`` where the CPU has ``vpdpbusd`` (AVX-512 VNNI or
@@ -106,4 +121,4 @@ def int_dot_of(cpu: str, extra_flags: tuple[str, ...]) -> str:
 
 
 __all__ = ["AVX2_CPUS", "AVX512_CPUS", "CPU_FEATURES_FLAG", "VNNI_CPUS", "int_dot_of",
-           "prefetch_bytes_of", "vector_bits_of"]
+           "prefetch_bytes_of", "prefill_columns_of", "vector_bits_of"]

@@ -45,6 +45,8 @@ reshape their work on these (:attr:`LoweringOptions.llvmgpu`): the sampling filt
 argmax, the causal conv, the Gated DeltaNet step and its ``k·q``."""
 
 
+PREFILL_COLUMNS = (16, 32)
+"""The column blocks the exact prefill GEMM takes (``LoweringOptions.prefill_columns``)."""
 MAX_PREFETCH = 1 << 16
 """The farthest ahead (bytes) ``LoweringOptions.prefetch_bytes`` may hint."""
 
@@ -121,6 +123,11 @@ class LoweringOptions:
     """How far ahead (bytes) the ``M = 1`` decode GEMV kernels hint their weight planes into
     the cache (``TargetConfig``: 4096 on Intel CPUs, 0 elsewhere; ``gemv_prefetch``
     overrides it): :func:`.mir_to_linalg.quant.gemv_text.prefetch_ahead`."""
+    prefill_columns: int = 16
+    """Rows of ``W`` a column block of the exact prefill GEMM holds on 512-bit vectors
+    (:mod:`.mir_to_linalg.quant.gemm_prefill`): 16 (one vector of outputs a row of ``x``,
+    16 rows a pass) or 32 (two, 8 rows a pass: fewer loads per FMA). ``TargetConfig``
+    picks it from the target CPU (:func:`.cpu_features.prefill_columns_of`)."""
     hoist_growth: int = 1 << 20
     """The most bytes by which IREE lets a computation on parameters grow their data and
     still hoists it into initializers (``--iree-opt-const-expr-max-size-increase-threshold``,
@@ -147,6 +154,10 @@ class LoweringOptions:
         if not prefetch_ok(self.prefetch_bytes):
             raise LoweringError(f"prefetch_bytes: expected a multiple of 64 from 0 to "
                                 f"{MAX_PREFETCH}, found {self.prefetch_bytes!r}")
+        if self.prefill_columns not in PREFILL_COLUMNS:
+            raise LoweringError(f"prefill_columns: expected one of "
+                                f"{', '.join(map(str, PREFILL_COLUMNS))}, found "
+                                f"{self.prefill_columns!r}")
 
 
 @dataclass

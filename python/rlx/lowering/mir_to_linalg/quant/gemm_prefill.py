@@ -7,45 +7,55 @@ place.)
 The dot form multiplies 16 weights of a row with 16 of ``x`` and sums the lanes at the end:
 each ``x`` load feeds as many FMAs as the pass has rows of ``W`` (8), and the partial sums
 go through memory every 256 weights. Here, as IREE's mmt4d ukernel does, the lanes run
-along ``N``: per column block of 16 rows of ``W`` (4 row tiles) and chunk of ``C`` weights,
-each tile's chunk is dequantized into ``wt [4, C]`` by the dot form's own chunk code (every
-scheme the prefill takes), and transposed, 4 x 16 at a time, into ``wtT [C, 16]`` (``wtT[k,
-c]`` = weight ``(4 tq + i, C ch + k)`` with ``c = 4 tq + i``). Then every pass of
-``P`` rows of ``x`` (:func:`pass_rows`) keeps its accumulators for the whole chunk: with 16
-lanes ``P`` = :data:`ROWS` = 16 accumulators (16 of AVX-512's 32 registers), per ``k`` one
-load of ``wtT[k]`` and 16 FMAs with ``x[v, k]`` broadcast (an embedded broadcast from L1: a
-pass reads ``P x C`` floats of ``x``); with 8 lanes ``P`` = :data:`NARROW_ROWS` = 6 rows of
-two 8-lane halves (12 of AVX2's 16 registers), per ``k`` two loads and 12 FMAs. The pass's
-partial sums start from ``y`` (from ``r``, the residual form, or zero at the first chunk)
-and are stored back to ``y`` after each chunk: no horizontal sums and no stack buffer of
-partial sums. The weights are dequantized once per (column block, chunk)
-for all of ``M``.
+along ``N``: per column block of ``B`` rows of ``W`` (``B / 4`` row tiles; ``B`` = 16, or
+:data:`WIDE_COLUMNS` = 32 on 16 lanes where ``Kernel.columns`` says so) and chunk of ``C``
+weights, taken in ``S`` spans of ``C / S`` (:func:`spans`: 1, or 2 for a superblock in
+blocks of 32), each tile's chunk is dequantized into ``wt [4, C]`` by the dot form's own
+chunk code (every scheme the prefill takes), and the span's part transposed, 4 x 16 at a
+time, into ``wtT [C / S, B]`` (``wtT[k, c]`` = weight ``(4 tq + i, C ch + C s / S + k)``
+with ``c = 4 tq + i``). Then every pass of ``P`` rows of ``x`` (:func:`pass_rows`) keeps
+its accumulators for the whole span: with 16 lanes and ``B = 16``, ``P`` = :data:`ROWS` =
+16 accumulators (16 of AVX-512's 32 registers), per ``k`` one load of ``wtT[k]`` and 16
+FMAs with ``x[v, k]`` broadcast (an embedded broadcast from L1: a pass reads ``P x C``
+floats of ``x``); with ``B = 32``, ``P`` = :data:`WIDE_ROWS` = 8 rows of two vectors (16
+accumulators), per ``k`` two loads of ``wtT[k]``, 8 broadcasts and 16 FMAs, 10 loads where
+the narrow tile had 17 (on the Intel Xeon, 9-19% less time a GEMM of 128 rows:
+benchmarks/README.md, "A wider prefill tile"); with 8 lanes ``P``
+= :data:`NARROW_ROWS` = 6 rows of two 8-lane halves (12 of AVX2's 16 registers), per ``k``
+two loads and 12 FMAs. The pass's partial sums start from ``y`` (from ``r``, the residual
+form, or zero at the first span of the first chunk) and are stored back to ``y`` after each
+span: no horizontal sums and no stack buffer of partial sums. The weights are dequantized
+once per (column block, chunk, span) for all of ``M``.
 
 Measured on AVX2 (Zen 3, 2 threads, ``benchmarks/quant.py --shapes 2048x2048``, ms per
 GEMV, dot form -> 8-lane outer form): Q4_K at M = 128 9.6 -> 7.1, Q8_0 9.0 -> 6.7 (PyTorch's
 f32 matmul 6.4); ``P`` = 4, 5 and 6 within the noise of each other (6.4-7.5 ms).
 
 Semantics are the dequant_matmul's, summed in another order (per output, ``k`` in order
-within a chunk, chunks in order): within the f32 tolerance, as the other kernels.
+within a span, spans and chunks in order): within the f32 tolerance, as the other kernels.
 
-**Bounds** (the shapes :class:`.gemv_kernels.Kernel` checks; here also ``rows % 16 = 0``,
-so ``N % 16 = 0``; ``C = 32 cb`` as in :mod:`.gemv_batched`, 256 for Q4_K / Q6_K):
+**Bounds** (the shapes :class:`.gemv_kernels.Kernel` checks; here also ``rows % B = 0``,
+so ``N % B = 0``; ``C = 32 cb`` as in :mod:`.gemv_batched`, 256 for Q4_K / Q6_K, and ``C B
+<= 2`` :data:`WTT_FLOATS`, so ``S = C B / WTT_FLOATS`` or 1 divides ``C`` and ``C / S`` is a
+multiple of 16 (``cb <= WTT_FLOATS / 32 B`` for the forms whose ``cb`` is free:
+:func:`wide_chunk_blocks`; a superblock: 256 B <= 8192)):
 
-- column block ``cbk < rows / 16``: tiles ``tilef + tq = wg · rows / 4 + 4 cbk + tq < N / 4``
-  (``tq < 4``, ``wg < N / rows``), columns ``r0 + [0, 16)`` with ``r0 = 4 tilef``, so ``r0
-  + 15 = 4 (wg · rows / 4 + 4 cbk + 3) + 3 < N``;
+- column block ``cbk < rows / B``: tiles ``tilef + tq = wg · rows / 4 + (B / 4) cbk + tq <
+  N / 4`` (``tq < B / 4``, ``wg < N / rows``), columns ``r0 + [0, B)`` with ``r0 = 4
+  tilef``, so ``r0 + B - 1 = 4 (wg · rows / 4 + (B / 4) cbk + B / 4 - 1) + 3 < N``;
 - the chunk code reads the planes as in :mod:`.gemv_batched` (tile ``tilef + tq``) and
-  writes ``wt [4, C]`` at ``[i, [0, C))``; the transpose reads ``wt[i, 16 g + [0, 16)]``,
-  ``g < C / 16``, and writes ``wtT [C, 16]`` at ``[16 g + kk, 4 tq + [0, 4))``, ``kk < 16``;
+  writes ``wt [4, C]`` at ``[i, [0, C))``; the transpose of span ``s < S`` (``ks = s C /
+  S``) reads ``wt[i, ks + 16 g + [0, 16)]``, ``g < C / 16 S``, so below ``C``, and writes
+  ``wtT [C / S, B]`` at ``[16 g + kk, 4 tq + [0, 4))``, ``kk < 16``, ``4 tq + 3 < B``;
 - rows of ``x``: a pass ``p < ceil(M / P)`` takes rows ``min(P p + j, M - 1) < M``
   (``M >= 1``: a dispatch with ``M = 0`` runs no pass); where ``P`` does not divide
   ``M`` the last pass computes row ``M - 1`` more than once, each from the same loaded
   partial sums, and stores the same values;
-- ``x`` packed (:func:`pack_rows`) ``[T, K, P]`` at ``[p, C ch + k, j]``, ``p <
+- ``x`` packed (:func:`pack_rows`) ``[T, K, P]`` at ``[p, C ch + ks + k, j]``, ``p <
   ceil(M / P) = T`` (``T`` the dispatch's, computed by the same formula from the same
-  ``M`` and the same ``P``, :func:`pass_rows` of the one kernel), ``k < C``, ``ch < K /
-  C``, ``j < P``; ``y``, ``r [M, N]`` at ``[v, r0 + [0, 16)]`` (16 lanes) or ``[v, r0 + 8 q
-  + [0, 8)]``, ``q < 2`` (8 lanes); ``wtT`` at ``[k, 8 q + [0, 8)]``, ``k < C``.
+  ``M`` and the same ``P``, :func:`pass_rows` of the one kernel), ``ks + k < C``, ``ch <
+  K / C``, ``j < P``; ``y``, ``r [M, N]`` at ``[v, r0 + L q + [0, L))``, ``q < B / L``
+  (``L`` lanes), so below ``r0 + B``; ``wtT`` at ``[k, L q + [0, L)]``, ``k < C / S``.
 """
 
 from __future__ import annotations
@@ -70,6 +80,16 @@ COLUMNS = 16
 ROWS = 16
 """Rows of ``x`` a pass multiplies with 16 lanes: 16 accumulators (IREE's mmt4d ukernel's 16 x
 16 tile)."""
+WIDE_COLUMNS = 32
+"""Rows of ``W`` a column block holds in the wide form (``Kernel.columns``; 16 lanes only):
+two vectors of outputs a row of ``x``, so that a pass's loads per FMA fall from 17 / 16 to
+10 / 16 (the load ports, not the FMAs, bounded the 16 x 16 tile on the Intel Xeon)."""
+WIDE_ROWS = 8
+"""Rows of ``x`` a pass multiplies in the wide form: 8 x 2 accumulators, two ``wtT`` loads
+and eight broadcasts to sixteen FMAs (6, 10, 12 and 14 rows measured slower or level on
+the Intel Xeon: benchmarks/README.md, "A wider prefill tile")."""
+WTT_FLOATS = 4096
+"""The most f32 ``wtT`` holds (16 KiB of the function's 32 KiB stack, beside ``wt``'s 4)."""
 NARROW_ROWS = 6
 """Rows of ``x`` a pass multiplies with 8 lanes: 6 x 2 accumulators, two ``wtT`` loads and
 six broadcasts to twelve FMAs (12 + 2 + 1 of AVX2's 16 registers: BLIS's Haswell 6 x 16
@@ -77,14 +97,34 @@ sgemm tile)."""
 
 
 def pass_rows(kern: Shape) -> int:
-    """Rows of ``x`` a pass of ``kern`` (the outer form) multiplies: :data:`ROWS` or
-    :data:`NARROW_ROWS` by its lanes."""
+    """Rows of ``x`` a pass of ``kern`` (the outer form) multiplies: :data:`WIDE_ROWS` in
+    column blocks of :data:`WIDE_COLUMNS`, else :data:`ROWS` or :data:`NARROW_ROWS` by its
+    lanes."""
+    if kern.columns == WIDE_COLUMNS:
+        return WIDE_ROWS
     return ROWS if kern.lanes == 16 else NARROW_ROWS
 
 
 def outer_form(kern: Shape) -> bool:
-    """Whether ``kern`` (a prefill kernel) runs this body: rows a multiple of 16."""
-    return kern.batch == DYNAMIC_M and kern.rows % COLUMNS == 0
+    """Whether ``kern`` (a prefill kernel) runs this body: rows a multiple of its column
+    block's (16, or :data:`WIDE_COLUMNS`)."""
+    return kern.batch == DYNAMIC_M and kern.rows % kern.columns == 0
+
+
+def wide_chunk_blocks(form: str, k: int, columns: int) -> int:
+    """``cb`` of the outer form: :func:`.gemv_batched.chunk_blocks`, at most
+    :data:`WTT_FLOATS` ``/ (32 · columns)`` for the forms whose chunk is free (Q8_0 / Q5_0 /
+    Q4_0, F16 / BF16: 4 in column blocks of 32, so that ``wtT`` is all of a chunk); Q4_K
+    and Q6_K chunks are a superblock (256) whatever the columns (:func:`spans`)."""
+    return chunk_blocks(form, k, WTT_FLOATS // (32 * columns))
+
+
+def spans(wc: int, columns: int) -> int:
+    """The parts of a chunk of ``wc`` weights whose ``wtT`` is built and multiplied one at a
+    time: 1, or 2 for a superblock in column blocks of 32 (``wtT [256, 32]`` would take all
+    of IREE's 32 KiB of stack; each part dequantizes the chunk again, 3% of a 2048 x 5632
+    Q4_K GEMM of 128 rows)."""
+    return max(1, wc * columns // WTT_FLOATS)
 
 
 def pack_rows(x: ir.Value, rows: int) -> tuple[ir.Value, emit.Size]:
@@ -114,7 +154,7 @@ def pass_count(m: emit.Size, rows: int) -> emit.Size:
     return -(-m // rows) if isinstance(m, int) else arith.ceildivui(m, emit.index(rows))
 
 
-def open_column_blocks(t: Text, kern: Shape, chunk_offset: bool) -> None:
+def open_column_blocks(t: Text, kern: Shape, chunk_offset: bool, columns: int = COLUMNS) -> None:
     """``%c_last``, ``%c_passes`` (``%c_rows`` a pass), then open the loops over the chunks
     ``%ch`` (``%first``; ``%kc``, its first weight, where ``chunk_offset``) and, inside, the
     workgroup's column blocks ``%cbk`` (tiles from ``%tilec``, columns from ``%r0``): chunks
@@ -128,19 +168,20 @@ def open_column_blocks(t: Text, kern: Shape, chunk_offset: bool) -> None:
     if chunk_offset:
         t("%kc = arith.muli %ch, %c_wc : index")
     t.block("scf.for %cbk = %c0 to %c_cols step %c1")
-    t(f"%tilef = {at('%cbk', 4, 0)}")
+    t(f"%tilef = {at('%cbk', columns // ROWS_PER_TILE, 0)}")
     t("%tilec = arith.addi %tile0, %tilef : index")
     t("%r0 = arith.muli %tilec, %c4 : index")
 
 
-def open_passes(t: Text, kern: Shape, rows: int, lanes: int) -> tuple[list[str], list[str]]:
+def open_passes(t: Text, kern: Shape, rows: int, lanes: int, columns: int = COLUMNS,
+                first: str = "%first") -> tuple[list[str], list[str]]:
     """Open the loop over the passes ``%pv`` of ``rows`` rows of ``x`` (rows ``%v{j} =
     min(rows pv + j, M - 1)``); per row ``j`` and vector ``q`` of the column block's 16
     columns (``lanes`` each) its accumulator's start, ``y``'s value (``r``'s, or zero, at the
     first chunk). Returns the ``iter_args`` (``%ma{j}_{q} = ...``) and the columns' first
     indices."""
     vl, y = f"vector<{lanes}xf32>", kern.bindings["y"]
-    parts = COLUMNS // lanes
+    parts = columns // lanes
     t(f"%zl = arith.constant dense<0.0> : {vl}")
     for q in range(1, parts):
         t(f"%cq{q} = arith.constant {lanes * q} : index")
@@ -159,15 +200,16 @@ def open_passes(t: Text, kern: Shape, rows: int, lanes: int) -> tuple[list[str],
                 t(f"%res{j}_{q} = vector.load %r[%v{j}, {col[q]}] : "
                   f"{kern.bindings['r']}, {vl}")
                 start = f"%res{j}_{q}"
-            t(f"%a0_{j}_{q} = arith.select %first, {start}, %old{j}_{q} : {vl}")
+            t(f"%a0_{j}_{q} = arith.select {first}, {start}, %old{j}_{q} : {vl}")
             accs.append(f"%ma{j}_{q} = %a0_{j}_{q}")
     return accs, col
 
 
-def close_passes(t: Text, kern: Shape, rows: int, lanes: int, col: list[str]) -> None:
+def close_passes(t: Text, kern: Shape, rows: int, lanes: int, col: list[str],
+                 columns: int = COLUMNS) -> None:
     """Store the pass's accumulators (``%mm``, in :func:`open_passes`' order) into ``y``
     and close the loop over the passes."""
-    vl, y, parts = f"vector<{lanes}xf32>", kern.bindings["y"], COLUMNS // lanes
+    vl, y, parts = f"vector<{lanes}xf32>", kern.bindings["y"], columns // lanes
     for j in range(rows):
         for q in range(parts):
             t(f"vector.store %mm#{j * parts + q}, %y[%v{j}, {col[q]}] : {y}, {vl}")
@@ -177,14 +219,18 @@ def close_passes(t: Text, kern: Shape, rows: int, lanes: int, col: list[str]) ->
 def outer_body(t: Text, kern: Shape, form: str) -> None:
     """The body for ``kern`` (:func:`outer_form`; ``form`` as :func:`.gemv_batched.batched_body`'s);
     see the module docstring."""
-    cb = chunk_blocks(form, kern.k)
+    columns = kern.columns
+    cb = wide_chunk_blocks(form, kern.k, columns)
     wc = 32 * cb
+    parts = spans(wc, columns)
+    span = wc // parts
     wt = memref([ROWS_PER_TILE, wc], "f32")
-    wtt = memref([wc, COLUMNS], "f32")
+    wtt = memref([span, columns], "f32")
     x = kern.bindings["x"]
     for name, value in (("c2", 2), ("c4", 4), ("c16", 16), ("c32", 32), ("c_rows", pass_rows(kern)),
                         ("c_chunks", kern.k // wc), ("c_blocks", cb), ("c_wc", wc),
-                        ("c_groups", wc // 16), ("c_cols", kern.rows // COLUMNS)):
+                        ("c_span", span), ("c_spans", parts), ("c_groups", span // 16),
+                        ("c_cols", kern.rows // columns), ("c_tiles", columns // ROWS_PER_TILE)):
         t(f"%{name} = arith.constant {value} : index")
     for j in range(pass_rows(kern)):
         t(f"%jc{j} = arith.constant {j} : index")
@@ -192,8 +238,12 @@ def outer_body(t: Text, kern: Shape, form: str) -> None:
     chunk_constants(t, kern, form)
     t(f"%wt = {aligned_alloca(wt)}")
     t(f"%wtt = {aligned_alloca(wtt)}")
-    open_column_blocks(t, kern, chunk_offset=True)
-    t.block("scf.for %tq = %c0 to %c4 step %c1")
+    open_column_blocks(t, kern, chunk_offset=True, columns=columns)
+    t.block("scf.for %hk = %c0 to %c_spans step %c1")
+    t("%ks = arith.muli %hk, %c_span : index")
+    t("%kcs = arith.addi %kc, %ks : index")
+    t("%firsts = arith.cmpi eq, %kcs, %c0 : index")
+    t.block("scf.for %tq = %c0 to %c_tiles step %c1")
     t("%tile = arith.addi %tilec, %tq : index")
     for i in range(ROWS_PER_TILE):
         t(f"%wr{i} = arith.constant {i} : index")
@@ -203,16 +253,19 @@ def outer_body(t: Text, kern: Shape, form: str) -> None:
     _passes(t, kern, wtt, x)
     t.end()
     t.end()
+    t.end()
 
 
 def _transpose(t: Text, wt: str, wtt: str) -> None:
-    """``wtT[16 g + kk, 4 tq + i] = wt[i, 16 g + kk]``: a 4 x 16 transpose a group."""
+    """``wtT[16 g + kk, 4 tq + i] = wt[i, ks + 16 g + kk]``: a 4 x 16 transpose a group of
+    the span from ``%ks``."""
     t("%col = arith.muli %tq, %c4 : index")
     t.block("scf.for %g = %c0 to %c_groups step %c1")
     t("%kg = arith.muli %g, %c16 : index")
+    t("%kr = arith.addi %ks, %kg : index")
     mat = "%zero4"
     for i in range(ROWS_PER_TILE):
-        t(f"%tr{i} = vector.load %wt[%wr{i}, %kg] : {wt}, {V16}")
+        t(f"%tr{i} = vector.load %wt[%wr{i}, %kr] : {wt}, {V16}")
         t(f"%tm{i} = vector.insert %tr{i}, {mat} [{i}] : {V16} into vector<4x16xf32>")
         mat = f"%tm{i}"
     t(f"%tt = vector.transpose {mat}, [1, 0] : vector<4x16xf32> to vector<16x4xf32>")
@@ -224,20 +277,20 @@ def _transpose(t: Text, wt: str, wtt: str) -> None:
 
 
 def _passes(t: Text, kern: Shape, wtt: str, x: str) -> None:
-    """Every pass of :func:`pass_rows` rows of ``x``: ``y[v, r0 ..] (+)= Σ_k wtT[k] x[v, kc +
-    k]`` (from ``r`` or zero at the first chunk), each row's 16 columns in ``16 / L`` vectors
-    of ``L`` lanes."""
-    rows, lanes = pass_rows(kern), kern.lanes
+    """Every pass of :func:`pass_rows` rows of ``x``: ``y[v, r0 ..] (+)= Σ_k wtT[k] x[v, kcs +
+    k]`` over the span (from ``r`` or zero at the first chunk's first span), each row's
+    ``columns`` outputs in ``columns / L`` vectors of ``L`` lanes."""
+    rows, lanes, columns = pass_rows(kern), kern.lanes, kern.columns
     vl = f"vector<{lanes}xf32>"
-    parts = COLUMNS // lanes
-    accs, col = open_passes(t, kern, rows, lanes)
+    parts = columns // lanes
+    accs, col = open_passes(t, kern, rows, lanes, columns, "%firsts")
     count = rows * parts
     types = ", ".join([vl] * count)
-    t.block(f"%mm:{count} = scf.for %k = %c0 to %c_wc step %c1 "
+    t.block(f"%mm:{count} = scf.for %k = %c0 to %c_span step %c1 "
             f"iter_args({', '.join(accs)}) -> ({types})")
     for q in range(parts):
         t(f"%wcol{q} = vector.load %wtt[%k, {'%c0' if q == 0 else f'%cq{q}'}] : {wtt}, {vl}")
-    t("%kx = arith.addi %kc, %k : index")
+    t("%kx = arith.addi %kcs, %k : index")
     new = []
     for j in range(rows):
         t(f"%xs{j} = memref.load %x[%pv, %kx, %jc{j}] : {x}")
@@ -247,7 +300,7 @@ def _passes(t: Text, kern: Shape, wtt: str, x: str) -> None:
             new.append(f"%mn{j}_{q}")
     t(f"scf.yield {', '.join(new)} : {types}")
     t.end()
-    close_passes(t, kern, rows, lanes, col)
+    close_passes(t, kern, rows, lanes, col, columns)
 
 
 __all__ = ["COLUMNS", "NARROW_ROWS", "ROWS", "close_passes", "open_column_blocks", "open_passes",

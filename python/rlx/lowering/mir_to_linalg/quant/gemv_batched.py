@@ -123,17 +123,19 @@ class Shape(Protocol):
     residual: bool
     lanes: int
     prefetch: int
+    columns: int
 
     @property
     def bindings(self) -> dict[str, str]: ...
 
 
-def chunk_blocks(form: str, k: int) -> int:
-    """``cb``: blocks of 32 a chunk holds (a divisor of ``K / 32``; 8 for Q6_K / Q4_K)."""
+def chunk_blocks(form: str, k: int, most: int = CHUNK_BLOCKS) -> int:
+    """``cb``: blocks of 32 a chunk holds (a divisor of ``K / 32`` up to ``most``, at most
+    :data:`CHUNK_BLOCKS`; 8 for Q6_K / Q4_K, whatever ``most``)."""
     nb = k // 32
     if form not in ("byte", "half"):
         return CHUNK_BLOCKS
-    return max(d for d in range(1, CHUNK_BLOCKS + 1) if nb % d == 0)
+    return max(d for d in range(1, min(most, CHUNK_BLOCKS) + 1) if nb % d == 0)
 
 
 def rows_per_pass(lanes: int, batch: int) -> int:

@@ -140,6 +140,7 @@ from rlx.lowering.mir_to_linalg.executable import (
 from rlx.lowering.mir_to_linalg.quant import gemm_q8, gemv_exact
 from rlx.lowering.mir_to_linalg.quant.gemm_prefill import (
     COLUMNS,
+    WIDE_COLUMNS,
     outer_body,
     outer_form,
     pack_rows,
@@ -243,6 +244,10 @@ class Kernel:
     this form (``LoweringOptions.int_dot``; :mod:`.gemv_q8`); None: the exact f32 kernel."""
     prefetch: int = 0
     """Decode (``M <= 8``): :func:`.gemv_text.prefetch_ahead`'s distance (bytes; 0: none)."""
+    columns: int = COLUMNS
+    """Rows of ``W`` an outer-form prefill's column block holds (:mod:`.gemm_prefill`): 16,
+    or :data:`.gemm_prefill.WIDE_COLUMNS` (16 lanes, exact f32 only;
+    ``LoweringOptions.prefill_columns``)."""
     lanes: int = 8
     """f32 lanes of the batched body's multiply (:mod:`.gemv_batched`): 16 where the target
     has 512-bit vectors (``LoweringOptions.vector_bits``), else 8."""
@@ -260,6 +265,12 @@ class Kernel:
             raise LoweringError(f"error: GEMV kernel {self.symbol}: expected rows per "
                                 f"workgroup a multiple of {ROWS_PER_TILE} dividing N = "
                                 f"{self.n}, found {self.rows}")
+        if self.columns != COLUMNS and not (
+                self.columns == WIDE_COLUMNS and self.lanes == 16 and self.batch == DYNAMIC_M
+                and self.int_dot is None and self.rows % self.columns == 0):
+            raise LoweringError(f"error: GEMV kernel {self.symbol}: expected column blocks of "
+                                f"{COLUMNS}, or {WIDE_COLUMNS} for an exact prefill on 16 "
+                                f"lanes dividing the workgroup's rows, found {self.columns}")
         if not (1 <= self.batch <= MAX_BATCH or self.batch == DYNAMIC_M):
             raise LoweringError(f"error: GEMV kernel {self.symbol}: expected 1 to {MAX_BATCH}"
                                 f" rows of x (or {DYNAMIC_M}: dynamic), found {self.batch}")
@@ -298,6 +309,7 @@ class Kernel:
         batch = (f"_m{self.batch}" if self.batch > 1 else
                  "_mdyn" if self.batch == DYNAMIC_M else "")
         batch += "w" if self.lanes == 16 else ""
+        batch += f"c{self.columns}" if self.columns != 16 else ""
         q8 = "" if self.int_dot is None else f"_q8{self.int_dot}"
         q8 += "_i8mm" if self.int8_gemm else ""
         return (f"rlx_gemv_{self.scheme.removeprefix('gguf_')}_{self.n}x{self.k}{batch}{q8}"
@@ -459,8 +471,10 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
                         or (m == DYNAMIC_M and (scheme in Q8_PREFILL or int8)))
     if scheme in K_QUANTS and m == 1 and not q8 and k > gemv_exact.MAX_SCALES_K:
         return None                               # its S buffer would pass IREE's stack
-    rows = workgroup_rows(n, k, COLUMNS if outer else ROWS_PER_TILE)
-    return Kernel(scheme, n, k, rows, batch=m,
+    columns = options.prefill_columns if (outer and wide and not q8
+                                          and n % options.prefill_columns == 0) else COLUMNS
+    rows = workgroup_rows(n, k, columns if outer else ROWS_PER_TILE)
+    return Kernel(scheme, n, k, rows, batch=m, columns=columns,
                   int_dot=options.int_dot if q8 else None,
                   prefetch=options.prefetch_bytes if m != DYNAMIC_M else 0,
                   lanes=16 if wide else 8)
