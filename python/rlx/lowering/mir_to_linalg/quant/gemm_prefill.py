@@ -10,10 +10,10 @@ go through memory every 256 weights. Here, as IREE's mmt4d ukernel does, the lan
 along ``N``: per column block of ``B`` rows of ``W`` (``B / 4`` row tiles; ``B`` = 16, or
 :data:`WIDE_COLUMNS` = 32 on 16 lanes where ``Kernel.columns`` says so) and chunk of ``C``
 weights, taken in ``S`` spans of ``C / S`` (:func:`spans`: 1, or 2 for a superblock in
-blocks of 32), each tile's chunk is dequantized into ``wt [4, C]`` by the dot form's own
-chunk code (every scheme the prefill takes), and the span's part transposed, 4 x 16 at a
-time, into ``wtT [C / S, B]`` (``wtT[k, c]`` = weight ``(4 tq + i, C ch + C s / S + k)``
-with ``c = 4 tq + i``). Then every pass of ``P`` rows of ``x`` (:func:`pass_rows`) keeps
+blocks of 32), each tile's span is dequantized into ``wt [4, C / S]`` by the dot form's own
+chunk code (every scheme the prefill takes; a Q4_K / Q6_K half superblock where ``S = 2``),
+and transposed, 4 x 16 at a time, into ``wtT [C / S, B]`` (``wtT[k, c]`` = weight ``(4 tq
++ i, C ch + C s / S + k)`` with ``c = 4 tq + i``). Then every pass of ``P`` rows of ``x`` (:func:`pass_rows`) keeps
 its accumulators for the whole span: with 16 lanes and ``B = 16``, ``P`` = :data:`ROWS` =
 16 accumulators (16 of AVX-512's 32 registers), per ``k`` one load of ``wtT[k]`` and 16
 FMAs with ``x[v, k]`` broadcast (an embedded broadcast from L1: a pass reads ``P x C``
@@ -43,10 +43,11 @@ multiple of 16 (``cb <= WTT_FLOATS / 32 B`` for the forms whose ``cb`` is free:
 - column block ``cbk < rows / B``: tiles ``tilef + tq = wg · rows / 4 + (B / 4) cbk + tq <
   N / 4`` (``tq < B / 4``, ``wg < N / rows``), columns ``r0 + [0, B)`` with ``r0 = 4
   tilef``, so ``r0 + B - 1 = 4 (wg · rows / 4 + (B / 4) cbk + B / 4 - 1) + 3 < N``;
-- the chunk code reads the planes as in :mod:`.gemv_batched` (tile ``tilef + tq``) and
-  writes ``wt [4, C]`` at ``[i, [0, C))``; the transpose of span ``s < S`` (``ks = s C /
-  S``) reads ``wt[i, ks + 16 g + [0, 16)]``, ``g < C / 16 S``, so below ``C``, and writes
-  ``wtT [C / S, B]`` at ``[16 g + kk, 4 tq + [0, 4))``, ``kk < 16``, ``4 tq + 3 < B``;
+- the chunk code reads the planes as in :mod:`.gemv_batched` (tile ``tilef + tq``; with
+  ``S = 2`` the run or unit ``2 ch + s`` of a superblock, ``s < 2``, as the whole chunk
+  reads runs ``2 ch + [0, 2)``) and writes ``wt [4, C / S]`` at ``[i, [0, C / S))``; the
+  transpose reads ``wt[i, 16 g + [0, 16)]``, ``g < C / 16 S``, and writes ``wtT [C / S,
+  B]`` at ``[16 g + kk, 4 tq + [0, 4))``, ``kk < 16``, ``4 tq + 3 < B``;
 - rows of ``x``: a pass ``p < ceil(M / P)`` takes rows ``min(P p + j, M - 1) < M``
   (``M >= 1``: a dispatch with ``M = 0`` runs no pass); where ``P`` does not divide
   ``M`` the last pass computes row ``M - 1`` more than once, each from the same loaded
@@ -120,10 +121,10 @@ def wide_chunk_blocks(form: str, k: int, columns: int) -> int:
 
 
 def spans(wc: int, columns: int) -> int:
-    """The parts of a chunk of ``wc`` weights whose ``wtT`` is built and multiplied one at a
-    time: 1, or 2 for a superblock in column blocks of 32 (``wtT [256, 32]`` would take all
-    of IREE's 32 KiB of stack; each part dequantizes the chunk again, 3% of a 2048 x 5632
-    Q4_K GEMM of 128 rows)."""
+    """The parts of a chunk of ``wc`` weights that are dequantized, transposed into ``wtT``
+    and multiplied one at a time: 1, or 2 for a superblock in column blocks of 32 (``wtT
+    [256, 32]`` would take all of IREE's 32 KiB of stack), each Q4_K / Q6_K's half of 128
+    (:func:`.gemv_batched.dequant_tile_chunk`)."""
     return max(1, wc * columns // WTT_FLOATS)
 
 
@@ -224,7 +225,7 @@ def outer_body(t: Text, kern: Shape, form: str) -> None:
     wc = 32 * cb
     parts = spans(wc, columns)
     span = wc // parts
-    wt = memref([ROWS_PER_TILE, wc], "f32")
+    wt = memref([ROWS_PER_TILE, span], "f32")
     wtt = memref([span, columns], "f32")
     x = kern.bindings["x"]
     for name, value in (("c2", 2), ("c4", 4), ("c16", 16), ("c32", 32), ("c_rows", pass_rows(kern)),
@@ -247,7 +248,7 @@ def outer_body(t: Text, kern: Shape, form: str) -> None:
     t("%tile = arith.addi %tilec, %tq : index")
     for i in range(ROWS_PER_TILE):
         t(f"%wr{i} = arith.constant {i} : index")
-    dequant_tile_chunk(t, kern, wt, form)
+    dequant_tile_chunk(t, kern, wt, form, half=parts > 1)
     _transpose(t, wt, wtt)
     t.end()
     _passes(t, kern, wtt, x)
@@ -257,15 +258,13 @@ def outer_body(t: Text, kern: Shape, form: str) -> None:
 
 
 def _transpose(t: Text, wt: str, wtt: str) -> None:
-    """``wtT[16 g + kk, 4 tq + i] = wt[i, ks + 16 g + kk]``: a 4 x 16 transpose a group of
-    the span from ``%ks``."""
+    """``wtT[16 g + kk, 4 tq + i] = wt[i, 16 g + kk]``: a 4 x 16 transpose a group."""
     t("%col = arith.muli %tq, %c4 : index")
     t.block("scf.for %g = %c0 to %c_groups step %c1")
     t("%kg = arith.muli %g, %c16 : index")
-    t("%kr = arith.addi %ks, %kg : index")
     mat = "%zero4"
     for i in range(ROWS_PER_TILE):
-        t(f"%tr{i} = vector.load %wt[%wr{i}, %kr] : {wt}, {V16}")
+        t(f"%tr{i} = vector.load %wt[%wr{i}, %kg] : {wt}, {V16}")
         t(f"%tm{i} = vector.insert %tr{i}, {mat} [{i}] : {V16} into vector<4x16xf32>")
         mat = f"%tm{i}"
     t(f"%tt = vector.transpose {mat}, [1, 0] : vector<4x16xf32> to vector<16x4xf32>")

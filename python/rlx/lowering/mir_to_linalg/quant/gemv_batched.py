@@ -254,16 +254,19 @@ STREAMS = {"half": ("w",), "q6_k": ("ql", "qh"), "q6_k_q8": ("ql", "qh")}
 ``Kernel.prefetch`` asks (:func:`.gemv_text.prefetch_ahead`)."""
 
 
-def dequant_tile_chunk(t: Text, kern: Shape, wt: str, form: str) -> None:
-    """``wt`` rows ``%wr0 .. %wr3`` = chunk ``%ch`` of tile ``%tile``'s weights as f32."""
+def dequant_tile_chunk(t: Text, kern: Shape, wt: str, form: str, half: bool = False) -> None:
+    """``wt`` rows ``%wr0 .. %wr3`` = chunk ``%ch`` of tile ``%tile``'s weights as f32; with
+    ``half`` (Q4_K, Q6_K), its 128-weight half ``%hk`` only, at ``wt [4, 128]``."""
+    if half and form not in ("q4_k", "q6_k"):
+        raise AssertionError(f"half a chunk of the {form} form")
     if form == "q4_k":
-        _q4_k_chunk(t, kern, wt)
+        _q4_k_chunk(t, kern, wt, half)
     elif form == "q4_k_q8":
         _q4_k_q8_chunk(t, kern, wt)
     elif form == "q6_k_q8":
         _q6_k_q8_chunk(t, kern, wt)
     elif form == "q6_k":
-        _q6_k_chunk(t, kern, wt)
+        _q6_k_chunk(t, kern, wt, half)
     elif form == "half":
         _half_chunk(t, kern, wt)
     else:
@@ -327,26 +330,29 @@ def _q4_k_constants(t: Text) -> None:
         t(f"%wo{n} = arith.constant {n} : index")
 
 
-def _q4_k_chunk(t: Text, kern: Shape, wt: str) -> None:
-    """``wt`` = chunk ``%ch`` (two 128-weight runs ``c``) of the tile's Q4_K weights,
-    ``S · f - M`` per weight (``f = 1 + q / 16`` from the nibble's bits, as in
-    :mod:`.gemv_kernels`; ``S = 16 · d · sc`` and ``M = S + dmin · m`` from the scale
-    bytes, per group)."""
+def _q4_k_chunk(t: Text, kern: Shape, wt: str, half: bool = False) -> None:
+    """``wt`` = chunk ``%ch`` (two 128-weight runs ``c``; with ``half``, run ``%hk`` only) of
+    the tile's Q4_K weights, ``S · f - M`` per weight (``f = 1 + q / 16`` from the nibble's
+    bits, as in :mod:`.gemv_kernels`; ``S = 16 · d · sc`` and ``M = S + dmin · m`` from the
+    scale bytes, per group)."""
     mem = kern.bindings
     for i in range(ROWS_PER_TILE):               # d, dmin [tile, 4 ch + i] as f32
         t(f"%kd{i} = {at('%ch', ROWS_PER_TILE, i)}")
         for f in ("d", "dmin"):
             t(f"%{f}h{i} = memref.load %{f}[%tile, %kd{i}] : {mem[f]}")
             t(f"%{f}f{i} = arith.extf %{f}h{i} : f16 to f32")
-    for cc in range(2):
+    for cc in range(1 if half else 2):
         t(f"%cq{cc} = {at('%ch', 2, cc)}")
+        if half:                                 # the run of this span: 2 ch + hk
+            t(f"%cq{cc}h = arith.addi %cq{cc}, %hk : index")
+        run = f"%cq{cc}h" if half else f"%cq{cc}"
         for i in range(ROWS_PER_TILE):
             n = f"{cc}_{i}"
-            t(f"%kq{n} = {at(f'%cq{cc}', 16 * ROWS_PER_TILE, 16 * i)}")
+            t(f"%kq{n} = {at(run, 16 * ROWS_PER_TILE, 16 * i)}")
             t(f"%wq{n} = vector.load %q[%tile, %kq{n}] : {mem['q']}, {I16}")
             for g in range(4):                   # S = 16 d sc, M = S + dmin m: exact
                 ng = f"{n}_{g}"                  # products, one rounding in M
-                t(f"%ks{ng} = {at(f'%cq{cc}', 4 * ROWS_PER_TILE, 4 * i + g)}")
+                t(f"%ks{ng} = {at(run, 4 * ROWS_PER_TILE, 4 * i + g)}")
                 for b in ("sc", "mn"):
                     t(f"%{b}b{ng} = memref.load %{b}[%tile, %ks{ng}] : {mem[b]}")
                     t(f"%{b}i{ng} = arith.extui %{b}b{ng} : i8 to i32")
@@ -410,12 +416,16 @@ def _q4_k_q8_chunk(t: Text, kern: Shape, wt: str) -> None:
     t.end()
 
 
-def _q6_k_chunk(t: Text, kern: Shape, wt: str) -> None:
-    """``wt`` = chunk ``%ch`` (two 128-weight units ``c``) of the tile's Q6_K weights from
-    the packed planes (:func:`.gemv_exact.q6_k_body`'s): ``(d · sc) · (q - 32)`` per weight,
-    ``q = lo | hi << 4`` from lane ``l`` of the unit's nibble word and 2-bit word."""
+def _q6_k_chunk(t: Text, kern: Shape, wt: str, half: bool = False) -> None:
+    """``wt`` = chunk ``%ch`` (two 128-weight units ``c``; with ``half``, unit ``%hk`` only, at
+    ``wt`` column 0) of the tile's Q6_K weights from the packed planes
+    (:func:`.gemv_exact.q6_k_body`'s): ``(d · sc) · (q - 32)`` per weight, ``q = lo | hi <<
+    4`` from lane ``l`` of the unit's nibble word and 2-bit word."""
     mem = kern.bindings
-    t.block("scf.for %cc = %c0 to %c2 step %c1")     # a region each: q6_k_scales' names
+    if half:                                          # one iteration, cc = hk
+        t("%hk1 = arith.addi %hk, %c1 : index")
+    t.block("scf.for %cc = %hk to %hk1 step %c1" if half else
+            "scf.for %cc = %c0 to %c2 step %c1")     # a region each: q6_k_scales' names
     t("%c2ch = arith.muli %ch, %c2 : index")
     t("%cu = arith.addi %c2ch, %cc : index")
     for i in range(ROWS_PER_TILE):
@@ -425,7 +435,8 @@ def _q6_k_chunk(t: Text, kern: Shape, wt: str) -> None:
             t(f"%e{i}_{j} = vector.extract {scales}[{j}] : f32 from vector<8xf32>")
             t(f"%v{i}_{j} = vector.broadcast %e{i}_{j} : f32 to {V16}")
             t(f"%x{i}_{j} = arith.mulf {quants[j]}, %v{i}_{j} : {V16}")
-            t(f"%o{i}_{j} = {at('%cc', 128, 16 * j)}")
+            t(f"%o{i}_{j} = " + (f"arith.constant {16 * j} : index" if half
+                                 else at('%cc', 128, 16 * j)))
             t(f"vector.store %x{i}_{j}, %wt[%wr{i}, %o{i}_{j}] : {wt}, {V16}")
     t.end()
 
