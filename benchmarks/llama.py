@@ -74,8 +74,8 @@ import rlx.gguf  # noqa: E402
 from benchmarks.machine import cpu_model  # noqa: E402
 from benchmarks.memory import rlx_peak, run_measured  # noqa: E402
 from rlx.compiler import dispatch_counts  # noqa: E402
-from rlx.lowering.registry import PREFILL_COLUMNS  # noqa: E402
 from rlx.generate import Generator  # noqa: E402
+from rlx.lowering.registry import PREFILL_COLUMNS  # noqa: E402
 from rlx.models import llama  # noqa: E402
 
 CACHE = Path(__file__).resolve().parent / ".cache"
