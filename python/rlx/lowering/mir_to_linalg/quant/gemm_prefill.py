@@ -6,26 +6,26 @@ place.)
 
 The dot form multiplies 16 weights of a row with 16 of ``x`` and sums the lanes at the end:
 each ``x`` load feeds as many FMAs as the pass has rows of ``W`` (8), and the partial sums
-go through memory every 256 weights. Here, as IREE's mmt4d ukernel does, the lanes run
-along ``N``: per column block of ``B`` rows of ``W`` (``B / 4`` row tiles; ``B`` = 16, or
+go through memory every 256 weights. Here, as IREE's mmt4d ukernel does, the lanes run along
+``N``: per column block of ``B`` rows of ``W`` (``B / 4`` row tiles; ``B`` = 16, or
 :data:`WIDE_COLUMNS` = 32 on 16 lanes where ``Kernel.columns`` says so) and chunk of ``C``
 weights, taken in ``S`` spans of ``C / S`` (:func:`spans`: 1, or 2 for a superblock in
 blocks of 32), each tile's span is dequantized into ``wt [4, C / S]`` by the dot form's own
 chunk code (every scheme the prefill takes; a Q4_K / Q6_K half superblock where ``S = 2``),
-and transposed, 4 x 16 at a time, into ``wtT [C / S, B]`` (``wtT[k, c]`` = weight ``(4 tq
-+ i, C ch + C s / S + k)`` with ``c = 4 tq + i``). Then every pass of ``P`` rows of ``x`` (:func:`pass_rows`) keeps
-its accumulators for the whole span: with 16 lanes and ``B = 16``, ``P`` = :data:`ROWS` =
-16 accumulators (16 of AVX-512's 32 registers), per ``k`` one load of ``wtT[k]`` and 16
-FMAs with ``x[v, k]`` broadcast (an embedded broadcast from L1: a pass reads ``P x C``
-floats of ``x``); with ``B = 32``, ``P`` = :data:`WIDE_ROWS` = 8 rows of two vectors (16
-accumulators), per ``k`` two loads of ``wtT[k]``, 8 broadcasts and 16 FMAs, 10 loads where
-the narrow tile had 17 (on the Intel Xeon, 9-19% less time a GEMM of 128 rows:
-benchmarks/README.md, "A wider prefill tile"); with 8 lanes ``P``
-= :data:`NARROW_ROWS` = 6 rows of two 8-lane halves (12 of AVX2's 16 registers), per ``k``
-two loads and 12 FMAs. The pass's partial sums start from ``y`` (from ``r``, the residual
-form, or zero at the first span of the first chunk) and are stored back to ``y`` after each
-span: no horizontal sums and no stack buffer of partial sums. The weights are dequantized
-once per (column block, chunk, span) for all of ``M``.
+and transposed, 4 x 16 at a time, into ``wtT [C / S, B]`` (``wtT[k, c]`` = weight ``(4 tq +
+i, C ch + C s / S + k)`` with ``c = 4 tq + i``). Then every pass of ``P`` rows of ``x``
+(:func:`pass_rows`) keeps its accumulators for the whole span: with 16 lanes and ``B = 16``,
+``P`` = :data:`ROWS` = 16 accumulators (16 of AVX-512's 32 registers), per ``k`` one load of
+``wtT[k]`` and 16 FMAs with ``x[v, k]`` broadcast (an embedded broadcast from L1: a pass
+reads ``P x C`` floats of ``x``); with ``B = 32``, ``P`` = :data:`WIDE_ROWS` = 8 rows of two
+vectors (16 accumulators), per ``k`` two loads of ``wtT[k]``, 8 broadcasts and 16 FMAs, 10
+loads where the narrow tile had 17 (on the Intel Xeon, 9-19% less time for a GEMM of 128
+rows: benchmarks/README.md, "A wider prefill tile"); with 8 lanes ``P`` =
+:data:`NARROW_ROWS` = 6 rows of two 8-lane halves (12 of AVX2's 16 registers), per ``k`` two
+loads and 12 FMAs. The pass's partial sums start from ``y`` (from ``r``, the residual form,
+or zero at the first span of the first chunk) and are stored back to ``y`` after each span:
+no horizontal sums and no stack buffer of partial sums. The weights are dequantized once per
+(column block, chunk, span) for all of ``M``.
 
 Measured on AVX2 (Zen 3, 2 threads, ``benchmarks/quant.py --shapes 2048x2048``, ms per
 GEMV, dot form -> 8-lane outer form): Q4_K at M = 128 9.6 -> 7.1, Q8_0 9.0 -> 6.7 (PyTorch's
