@@ -447,10 +447,10 @@ module @batched {
 // CHECK:             scf.for %{{.*}} = %c0 to %[[M]] step %c64
 // CHECK:       flow.dispatch @rlx_gemv_q8_0_40x64_mdyn::@rlx_gemv_q8_0_40x64_mdyn[%c40](%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (tensor<?x64xf32>{%{{.*}}}, tensor<10x256xi8>, tensor<10x8xf16>, index) -> tensor<?x40xf32>{%{{.*}}}
 // CHECK:       flow.dispatch @rlx_gemv_q8_0_40x64_mdyn::@rlx_gemv_q8_0_40x64_mdyn[%c40](%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (tensor<9x64xf32>, tensor<10x256xi8>, tensor<10x8xf16>, index) -> tensor<9x40xf32>
-// CHECK:       linalg.generic {{.*}} outs(%{{.*}} : tensor<?x64x6xf32>)
+// CHECK:       linalg.pack %{{.*}} padding_value(%{{.*}} : f32) inner_dims_pos = [0] inner_tiles = [6] into %{{.*}} : tensor<?x64xf32> -> tensor<?x64x6xf32>
 // CHECK:       flow.dispatch @rlx_gemv_q8_0_64x64_mdyn::@rlx_gemv_q8_0_64x64_mdyn[%c64](%{{.*}}) : (tensor<?x64x6xf32>{%{{.*}}}, tensor<16x256xi8>, tensor<16x8xf16>, index, index) -> tensor<?x64xf32>{%{{.*}}}
 // With 16 lanes and workgroups of a multiple of 16 rows (64 x 64: 4 of 16), the outer-product
-// form (gemm_prefill): x packed [T, K, 16] by a generic before the dispatch (T after M among
+// form (gemm_prefill): x packed [T, K, 16] by a linalg.pack before the dispatch (T after M among
 // the index operands), each chunk dequantized into wt [4, C] and transposed into wtT [C, 16],
 // 16 rows of x a pass broadcast against one wtT row, the partial sums in y.
 // WIDE-LABEL:  module @prefill
@@ -467,9 +467,31 @@ module @batched {
 // WIDE:            memref.alloca() alignment = 64 : memref<4x64xf32>
 // WIDE:            memref.alloca() alignment = 64 : memref<64x64xf32>
 // WIDE:        func.func @main(
-// WIDE:          linalg.generic {{.*}} outs(%{{.*}} : tensor<?x64x16xf32>)
-// WIDE:            tensor.extract %{{.*}} : tensor<?x64xf32>
+// WIDE:          linalg.pack %{{.*}} inner_tiles = [16] into %{{.*}} : tensor<?x64xf32> -> tensor<?x64x16xf32>
 // WIDE:          flow.dispatch @rlx_gemv_q8_0_64x64_mdynw::@rlx_gemv_q8_0_64x64_mdynw[%c64](%{{.*}}) : (tensor<?x64x16xf32>{%{{.*}}}, tensor<16x256xi8>, tensor<16x8xf16>, index, index) -> tensor<?x64xf32>{%{{.*}}}
+// On an Intel CPU with AVX-512 (sapphirerapids) the exact prefill's column blocks hold 32 rows
+// of W (prefill_columns): x packed [T, K, 8] (zero past M), wtT [C, 32], per k two wtT loads
+// and two FMAs for each of the pass's 8 rows of x; a row past M is computed, not stored.
+// HINT-LABEL:  module @prefill
+// HINT:        stream.executable private @rlx_gemv_q8_0_64x64_mdynwc32
+// HINT:            stream.binding.subspan %{{.*}}[%c0] : !stream.binding -> memref<?x64x8xf32>{%{{arg[0-9]+}}}
+// HINT:            stream.binding.subspan %{{.*}}[%c0] : !stream.binding -> memref<?x64xf32>{%[[M:arg[0-9]+]]}
+// HINT:            memref.alloca() alignment = 64 : memref<4x64xf32>
+// HINT:            memref.alloca() alignment = 64 : memref<64x32xf32>
+// HINT:                  %[[W0:.*]] = vector.load %{{.*}} : memref<64x32xf32>, vector<16xf32>
+// HINT-NEXT:             %[[W1:.*]] = vector.load %{{.*}} : memref<64x32xf32>, vector<16xf32>
+// HINT:                  memref.load %{{.*}} : memref<?x64x8xf32>
+// HINT-NEXT:             %[[X0:.*]] = vector.broadcast %{{.*}} : f32 to vector<16xf32>
+// HINT-NEXT:             vector.fma %[[W0]], %[[X0]], %{{.*}} : vector<16xf32>
+// HINT-NEXT:             vector.fma %[[W1]], %[[X0]], %{{.*}} : vector<16xf32>
+// HINT:                vector.store %{{.*}} : memref<?x64xf32>, vector<16xf32>
+// HINT-NEXT:           vector.store %{{.*}} : memref<?x64xf32>, vector<16xf32>
+// HINT-NEXT:           %[[IN:.*]] = arith.cmpi ult, %{{.*}}, %[[M]] : index
+// HINT-NEXT:           scf.if %[[IN]] {
+// HINT-NEXT:             vector.store %{{.*}} : memref<?x64xf32>, vector<16xf32>
+// HINT:        func.func @main(
+// HINT:          linalg.pack %{{.*}} inner_tiles = [8] into %{{.*}} : tensor<?x64xf32> -> tensor<?x64x8xf32>
+// HINT-NEXT:     flow.dispatch @rlx_gemv_q8_0_64x64_mdynwc32::
 // Under --activation-quant q8 on an AVX-512 VNNI CPU (znver4), the prefill of whole column
 // blocks (64 x 64) is the integer GEMM (gemm_q8): x quantized by a dispatch of its own
 // (rlx_q8_rows: q + 128 as bytes in quads [T, K / 4, 16], the block scales [T, K / 32, 16]),

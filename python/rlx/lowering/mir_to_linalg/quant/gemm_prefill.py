@@ -48,10 +48,12 @@ multiple of 16 (``cb <= WTT_FLOATS / 32 B`` for the forms whose ``cb`` is free:
   reads runs ``2 ch + [0, 2)``) and writes ``wt [4, C / S]`` at ``[i, [0, C / S))``; the
   transpose reads ``wt[i, 16 g + [0, 16)]``, ``g < C / 16 S``, and writes ``wtT [C / S,
   B]`` at ``[16 g + kk, 4 tq + [0, 4))``, ``kk < 16``, ``4 tq + 3 < B``;
-- rows of ``x``: a pass ``p < ceil(M / P)`` takes rows ``min(P p + j, M - 1) < M``
-  (``M >= 1``: a dispatch with ``M = 0`` runs no pass); where ``P`` does not divide
-  ``M`` the last pass computes row ``M - 1`` more than once, each from the same loaded
-  partial sums, and stores the same values;
+- rows of ``x``: a pass ``p < ceil(M / P)`` reads the partial sums of rows ``v = min(P p
+  + j, M - 1) < M`` (``M >= 1``: a dispatch with ``M = 0`` runs no pass) and stores row
+  ``j`` only where ``P p + j < M`` (``j = 0`` always: ``P p <= M - 1``); where ``P`` does
+  not divide ``M`` the last pass's rows past ``M`` multiply the packed ``x``'s zero
+  padding and are dropped (:func:`close_passes`; the q8 form's packing repeats row ``M -
+  1`` there, whose values the stored row already has);
 - ``x`` packed (:func:`pack_rows`) ``[T, K, P]`` at ``[p, C ch + ks + k, j]``, ``p <
   ceil(M / P) = T`` (``T`` the dispatch's, computed by the same formula from the same
   ``M`` and the same ``P``, :func:`pass_rows` of the one kernel), ``ks + k < C``, ``ch <
@@ -62,7 +64,7 @@ multiple of 16 (``cb <= WTT_FLOATS / 32 B`` for the forms whose ``cb`` is free:
 from __future__ import annotations
 
 from iree.compiler import ir
-from iree.compiler.dialects import arith, tensor
+from iree.compiler.dialects import arith, linalg
 
 from rlx.lowering import emit
 from rlx.lowering.mir_to_linalg.executable import V16, Text, memref
@@ -130,21 +132,15 @@ def spans(wc: int, columns: int) -> int:
 
 def pack_rows(x: ir.Value, rows: int) -> tuple[ir.Value, emit.Size]:
     """``x [M, K]`` f32 as ``xp [T, K, rows]`` (``T = ceil(M / rows)``), ``xp[p, k, j] =
-    x[min(rows p + j, M - 1), k]``: the rows of a pass side by side at each ``k`` (one base
-    address for a pass's broadcasts, as IREE packs an mmt4d's LHS), the last pass's missing
-    rows copies of row ``M - 1`` (the kernel computes and stores them as that row's value);
-    and ``T``."""
+    x[rows p + j, k]``, zero past ``M`` (a ``linalg.pack``, which IREE vectorizes: the rows of
+    a pass side by side at each ``k``, one base address for a pass's broadcasts, as IREE
+    packs an mmt4d's LHS; the kernel stores no row past ``M``); and ``T``."""
     m, k = emit.dim(x, 0), emit.static_shape(x)[1]
     assert k is not None
     tiles = pass_count(m, rows)
-    last = emit.index(m - 1) if isinstance(m, int) else arith.subi(m, emit.index(1))
     out = emit.empty([tiles, k, rows], emit.f32())
-
-    def body(_: ir.Value) -> ir.Value:
-        row = arith.addi(arith.muli(emit.loop_index(0), emit.index(rows)), emit.loop_index(2))
-        return tensor.extract(x, [arith.minui(row, last), emit.loop_index(1)])
-
-    packed = emit.generic([], [out], [emit.identity(3)], [emit.PARALLEL] * 3, body)[0]
+    zero = arith.constant(emit.f32(), 0.0)
+    packed = linalg.PackOp(out.type, x, out, [0], [], [rows], padding_value=zero).result
     return packed, tiles
 
 
@@ -208,12 +204,17 @@ def open_passes(t: Text, kern: Shape, rows: int, lanes: int, columns: int = COLU
 
 def close_passes(t: Text, kern: Shape, rows: int, lanes: int, col: list[str],
                  columns: int = COLUMNS) -> None:
-    """Store the pass's accumulators (``%mm``, in :func:`open_passes`' order) into ``y``
-    and close the loop over the passes."""
+    """Store the pass's accumulators (``%mm``, in :func:`open_passes`' order) into ``y``, of
+    the rows below ``M`` only (``%vu{j} < M``), and close the loop over the passes."""
     vl, y, parts = f"vector<{lanes}xf32>", kern.bindings["y"], columns // lanes
     for j in range(rows):
+        if j:                                    # a row past M: computed, not stored
+            t(f"%in{j} = arith.cmpi ult, %vu{j}, %m_rows : index")
+            t.block(f"scf.if %in{j}")
         for q in range(parts):
             t(f"vector.store %mm#{j * parts + q}, %y[%v{j}, {col[q]}] : {y}, {vl}")
+        if j:
+            t.end()
     t.end()
 
 
