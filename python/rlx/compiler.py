@@ -33,6 +33,7 @@ from rlx.gpu_targets import (
     hopper_device_target,
 )
 from rlx.ir.diagnostics import CompileError, RlxError
+from rlx.ir.dispatches import DispatchCounts, counts_of
 from rlx.ir.locations import label_of, source_of
 from rlx.ir.text import parse_file, parse_module, print_module, walk_ops
 from rlx.ir.types import TensorInfo
@@ -430,33 +431,6 @@ def _write_atomic(path: Path, data: bytes) -> None:
         raise CompileError(f"{path}: error: cannot write: {e.strerror or e}") from None
 
 
-@dataclass(frozen=True)
-class DispatchCounts:
-    """Dispatches of the public functions (initializers, e.g. hoisted weight packing, are
-    not counted): ``flow`` regions plus ``encode`` ops at ``--compile-to=flow`` (encodes
-    become dispatches later), and the dispatches a call runs at ``--compile-to=stream``."""
-
-    flow: int
-    encode: int
-    stream: int
-
-
-def _public_bodies(text: str) -> list[str]:
-    """The bodies of public functions in MLIR text (util.func / func.func)."""
-    bodies, current, depth = [], [], 0
-    for line in text.splitlines():
-        if not current and re.match(r"\s*(util|func)\.func public @", line):
-            current, depth = [line], line.count("{") - line.count("}")
-            continue
-        if current:
-            current.append(line)
-            depth += line.count("{") - line.count("}")
-            if depth <= 0:
-                bodies.append("\n".join(current))
-                current = []
-    return bodies
-
-
 def dispatch_counts(module_or_path: HirModule | ir.Module | str | Path,
                     target: str = "llvm-cpu", **options: Any) -> DispatchCounts:
     """Count the dispatches one call of each public function runs (summed over functions)."""
@@ -475,10 +449,8 @@ def dispatch_counts(module_or_path: HirModule | ir.Module | str | Path,
             if proc.returncode != 0:
                 raise CompileError(f"{lowered.source}: error: iree-compile --compile-to={phase}"
                                    f" failed: {proc.stderr.strip()[:2000]}")
-            counts[phase] = "\n".join(_public_bodies(proc.stdout))
-    return DispatchCounts(flow=counts["flow"].count("flow.dispatch @"),
-                          encode=counts["flow"].count("flow.tensor.encode"),
-                          stream=counts["stream"].count("stream.cmd.dispatch"))
+            counts[phase] = proc.stdout
+    return counts_of(counts["flow"], counts["stream"])
 
 
 def compile_encoder(split: Path, flags: list[str], source: str) -> bytes:

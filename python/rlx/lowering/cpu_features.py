@@ -72,30 +72,33 @@ INTEL_CPUS = frozenset((VNNI_CPUS | AVX2_CPUS | AVX512_CPUS) - {
 """LLVM CPU names of Intel cores among those rlx names."""
 
 
+def _intel(cpu: str) -> bool:
+    """Whether llvm-cpu ``cpu`` is an Intel core: ``GenuineIntel`` in ``/proc/cpuinfo`` for
+    ``host``, else an Intel LLVM CPU name (:data:`INTEL_CPUS`)."""
+    return _cpuinfo("vendor_id") == "GenuineIntel" if cpu == "host" else cpu in INTEL_CPUS
+
+
 def prefetch_bytes_of(cpu: str) -> int:
     """``LoweringOptions.prefetch_bytes`` for llvm-cpu ``cpu``: :data:`INTEL_PREFETCH_BYTES` on
-    an Intel CPU (``GenuineIntel`` in ``/proc/cpuinfo`` for ``host``, else an Intel LLVM CPU
-    name), 0 (no hints) elsewhere: on AMD Zen 4 a hint of the Q4_K ``q8`` kernel's plane
-    512-2048 bytes ahead was within noise (benchmarks/README.md, "The decode GEMVs on Zen 4
-    against the 60% target"), and no AMD machine was at hand to measure them again."""
-    if cpu == "host":
-        return INTEL_PREFETCH_BYTES if _cpuinfo("vendor_id") == "GenuineIntel" else 0
-    return INTEL_PREFETCH_BYTES if cpu in INTEL_CPUS else 0
+    an Intel CPU, 0 (no hints) elsewhere: on AMD Zen 4 a hint of the Q4_K ``q8`` kernel's
+    plane 512-2048 bytes ahead was within noise (benchmarks/README.md, "The decode GEMVs on
+    Zen 4 against the 60% target"), and no AMD machine was at hand to measure them again."""
+    return INTEL_PREFETCH_BYTES if _intel(cpu) else 0
 
 
 WIDE_PREFILL_COLUMNS = 32
 """``LoweringOptions.prefill_columns`` on an Intel CPU with AVX-512 (:func:`prefill_columns_of`):
-on the Xeon of family 6 model 207 a prefill GEMM of 128 rows (F16 / Q8_0 2048 x 5632 and
-5632 x 2048) took 14-18% less time in column blocks of 32 than of 16 (benchmarks/README.md,
-"A wider prefill tile")."""
+on the Xeon of family 6 model 207 a prefill GEMM of 128 rows (F16 / Q8_0 / Q4_K / Q6_K,
+2048 x 5632 and 5632 x 2048) took 14-19% less time in column blocks of 32 than of 16
+(benchmarks/README.md, "A wider prefill tile on the Intel Xeon")."""
 
 
 def prefill_columns_of(cpu: str) -> int:
     """``LoweringOptions.prefill_columns`` for llvm-cpu ``cpu``: :data:`WIDE_PREFILL_COLUMNS`
-    on an Intel CPU (as :func:`prefetch_bytes_of` tells one), 16 elsewhere: the 16 x 16 tile
-    was the one measured on AMD Zen 3 / 4 / 5, and no AMD machine was at hand to measure the
-    wider one (``TargetConfig(prefill_columns=32)`` tries it). Used on 512-bit vectors only."""
-    return WIDE_PREFILL_COLUMNS if prefetch_bytes_of(cpu) else 16
+    on an Intel CPU, 16 elsewhere: the 16 x 16 tile was the one measured on AMD Zen 3 / 4 /
+    5, and no AMD machine was at hand to measure the wider one
+    (``TargetConfig(prefill_columns=32)`` tries it). Used on 512-bit vectors only."""
+    return WIDE_PREFILL_COLUMNS if _intel(cpu) else 16
 
 
 def int_dot_of(cpu: str, extra_flags: tuple[str, ...]) -> str:

@@ -20,7 +20,7 @@ i, C ch + C s / S + k)`` with ``c = 4 tq + i``). Then every pass of ``P`` rows o
 reads ``P x C`` floats of ``x``); with ``B = 32``, ``P`` = :data:`WIDE_ROWS` = 8 rows of two
 vectors (16 accumulators), per ``k`` two loads of ``wtT[k]``, 8 broadcasts and 16 FMAs, 10
 loads where the narrow tile had 17 (on the Intel Xeon, 9-19% less time for a GEMM of 128
-rows: benchmarks/README.md, "A wider prefill tile"); with 8 lanes ``P`` =
+rows: benchmarks/README.md, "A wider prefill tile on the Intel Xeon"); with 8 lanes ``P`` =
 :data:`NARROW_ROWS` = 6 rows of two 8-lane halves (12 of AVX2's 16 registers), per ``k`` two
 loads and 12 FMAs. The pass's partial sums start from ``y`` (from ``r``, the residual form,
 or zero at the first span of the first chunk) and are stored back to ``y`` after each span:
@@ -90,7 +90,7 @@ two vectors of outputs a row of ``x``, so that a pass's loads per FMA fall from 
 WIDE_ROWS = 8
 """Rows of ``x`` a pass multiplies in the wide form: 8 x 2 accumulators, two ``wtT`` loads
 and eight broadcasts to sixteen FMAs (6, 10, 12 and 14 rows measured slower or level on
-the Intel Xeon: benchmarks/README.md, "A wider prefill tile")."""
+the Intel Xeon: benchmarks/README.md, "A wider prefill tile on the Intel Xeon")."""
 WTT_FLOATS = 4096
 """The most f32 ``wtT`` holds (16 KiB of the function's 32 KiB stack, beside ``wt``'s 4)."""
 NARROW_ROWS = 6

@@ -150,17 +150,9 @@ from rlx.lowering.mir_to_linalg.quant.gemv_batched import DYNAMIC_M, batched_bod
 from rlx.lowering.mir_to_linalg.quant.gemv_prologues import glu_prologue, norm_prologue
 from rlx.lowering.mir_to_linalg.quant.gemv_q8 import MAX_Q8_K, q8_body
 from rlx.lowering.mir_to_linalg.quant.gemv_q8_batched import GROUP, q8_0_batched_body
-from rlx.lowering.mir_to_linalg.quant.gemv_text import ROWS_PER_TILE
+from rlx.lowering.mir_to_linalg.quant.gemv_text import ROWS_PER_TILE, workgroup_rows
 from rlx.lowering.registry import LoweringContext, LoweringOptions
 
-WEIGHTS_PER_WORKGROUP = 1 << 18
-"""A workgroup takes at most this many weights (rows x K) when it can: IREE's per-workgroup
-cost is about a microsecond, too much for 32 rows of K = 576 (a 135M model's layers and LM
-head). 2^18 against 2^17 (``iree-profile`` of the 135M Q8_0 decode, 3 interleaved rounds):
-the device's time per token 5.5-5.6 ms against 6.6-7.0 (the GEMVs 15-20% faster); the 1B
-decode unchanged within noise."""
-MIN_WORKGROUPS = 4
-"""...but at least this many workgroups where N allows (both threads busy)."""
 BYTE_PLANE = ("gguf_q8_0", "gguf_q5_0", "gguf_q4_0")
 """Schemes run by the Q8_0 kernel: ``w = d · q`` with an f16 ``d`` per 32 weights and an
 integer ``q`` that fits an i8 (Q5_0's ``q5 - 16``, Q4_0's ``q4 - 8``, widened to bytes when
@@ -500,21 +492,6 @@ def q8_batch(scheme: str, m: int, k: int) -> bool:
     at ``M <= GROUP`` (one pass), and above where the integer GEMM does not
     (:func:`batched_int8`; benchmarks/README.md, "The batched q8 GEMV")."""
     return 1 < m <= MAX_BATCH and scheme in BYTE_PLANE and m * k <= MAX_Q8_K
-
-
-def workgroup_rows(n: int, k: int, multiple: int = ROWS_PER_TILE) -> int:
-    """The largest multiple of ``multiple`` (4: a row tile) that divides ``n``, keeps a
-    workgroup within
-    :data:`WEIGHTS_PER_WORKGROUP` weights and leaves an even count of at least
-    :data:`MIN_WORKGROUPS` workgroups (two workers: an odd count leaves one workgroup
-    running alone at the end); relaxed in that order. Not only powers of two: the 135M
-    model's GEMVs (qkv, o, gate_up, down, LM head) had 15 / 9 / 24 / 9 / 384 workgroups of
-    power-of-two rows and now 4 / 4 / 8 / 4 / 128."""
-    fits = [r for r in range(n - n % multiple, 0, -multiple)
-            if n % r == 0 and r * k <= WEIGHTS_PER_WORKGROUP]
-    even = [r for r in fits if n // r >= MIN_WORKGROUPS and (n // r) % 2 == 0]
-    busy = [r for r in fits if n // r >= MIN_WORKGROUPS]
-    return (even or busy or fits or [multiple])[0]
 
 
 MAX_NORM_K = 4096

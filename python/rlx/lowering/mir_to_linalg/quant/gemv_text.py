@@ -1,6 +1,6 @@
 """Pieces of MLIR text shared by the decode GEMV kernels (:mod:`.gemv_kernels`, one row of
-``x``) and their batched form (:mod:`.gemv_batched`, ``M`` rows): the loop over a
-workgroup's row tiles and affine indices into the tile-interleaved planes."""
+``x``) and their batched form (:mod:`.gemv_batched`, ``M`` rows): the rows of a workgroup,
+the loop over its row tiles and affine indices into the tile-interleaved planes."""
 
 from __future__ import annotations
 
@@ -14,6 +14,31 @@ V8 = "vector<8xf32>"
 ROWS_PER_TILE = 4
 """Rows a kernel loop iteration accumulates at once (four 16-lane partial sums); the weight
 planes interleave each tile of this many rows (:func:`.gemv_planes.interleave_tiles`)."""
+
+
+WEIGHTS_PER_WORKGROUP = 1 << 18
+"""A workgroup takes at most this many weights (rows x K) when it can: IREE's per-workgroup
+cost is about a microsecond, too much for 32 rows of K = 576 (a 135M model's layers and LM
+head). 2^18 against 2^17 (``iree-profile`` of the 135M Q8_0 decode, 3 interleaved rounds):
+the device's time per token 5.5-5.6 ms against 6.6-7.0 (the GEMVs 15-20% faster); the 1B
+decode unchanged within noise."""
+MIN_WORKGROUPS = 4
+"""...but at least this many workgroups where N allows (both threads busy)."""
+
+
+def workgroup_rows(n: int, k: int, multiple: int = ROWS_PER_TILE) -> int:
+    """The rows a workgroup of a GEMV kernel (:mod:`.gemv_kernels`) takes: the largest
+    multiple of ``multiple`` (4: a row tile) that divides ``n``, keeps a workgroup within
+    :data:`WEIGHTS_PER_WORKGROUP` weights and leaves an even count of at least
+    :data:`MIN_WORKGROUPS` workgroups (two workers: an odd count leaves one workgroup
+    running alone at the end); relaxed in that order. Not only powers of two: the 135M
+    model's GEMVs (qkv, o, gate_up, down, LM head) had 15 / 9 / 24 / 9 / 384 workgroups of
+    power-of-two rows and now 4 / 4 / 8 / 4 / 128."""
+    fits = [r for r in range(n - n % multiple, 0, -multiple)
+            if n % r == 0 and r * k <= WEIGHTS_PER_WORKGROUP]
+    even = [r for r in fits if n // r >= MIN_WORKGROUPS and (n // r) % 2 == 0]
+    busy = [r for r in fits if n // r >= MIN_WORKGROUPS]
+    return (even or busy or fits or [multiple])[0]
 
 
 def rows_loop(t: Text, rows: int) -> None:
@@ -207,6 +232,7 @@ def store_row(t: Text, bindings: dict[str, str], i: int, value: str) -> None:
     t(f"memref.store {value}, %y[%r{i}] : {bindings['y']}")
 
 
-__all__ = ["LINE_BYTES", "ROWS_PER_TILE", "V8", "at", "close_reduction", "half_to_f32",
-           "plane_shape", "prefetch_ahead", "q4_k_constants", "q4_k_mins", "q4_k_nibble",
-           "q6_k_scales", "reduction", "rows_loop", "store_row"]
+__all__ = ["LINE_BYTES", "MIN_WORKGROUPS", "ROWS_PER_TILE", "V8", "WEIGHTS_PER_WORKGROUP", "at",
+           "close_reduction", "half_to_f32", "plane_shape", "prefetch_ahead", "q4_k_constants",
+           "q4_k_mins", "q4_k_nibble", "q6_k_scales", "reduction", "rows_loop", "store_row",
+           "workgroup_rows"]
