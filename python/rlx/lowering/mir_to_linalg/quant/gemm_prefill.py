@@ -38,7 +38,7 @@ within a span, spans and chunks in order): within the f32 tolerance, as the othe
 so ``N % B = 0``; ``C = 32 cb`` as in :mod:`.gemv_batched`, 256 for Q4_K / Q6_K, and ``C B
 <= 2`` :data:`WTT_FLOATS`, so ``S = C B / WTT_FLOATS`` or 1 divides ``C`` and ``C / S`` is a
 multiple of 16 (``cb <= WTT_FLOATS / 32 B`` for the forms whose ``cb`` is free:
-:func:`wide_chunk_blocks`; a superblock: 256 B <= 8192)):
+:func:`outer_chunk_blocks`; a superblock: 256 B <= 8192)):
 
 - column block ``cbk < rows / B``: tiles ``tilef + tq = wg · rows / 4 + (B / 4) cbk + tq <
   N / 4`` (``tq < B / 4``, ``wg < N / rows``), columns ``r0 + [0, B)`` with ``r0 = 4
@@ -86,7 +86,7 @@ ROWS = 16
 WIDE_COLUMNS = 32
 """Rows of ``W`` a column block holds in the wide form (``Kernel.columns``; 16 lanes only):
 two vectors of outputs a row of ``x``, so that a pass's loads per FMA fall from 17 / 16 to
-10 / 16 (the load ports, not the FMAs, bounded the 16 x 16 tile on the Intel Xeon)."""
+10 / 16 (on the Intel Xeon 9-19% less time for a GEMM of 128 rows)."""
 WIDE_ROWS = 8
 """Rows of ``x`` a pass multiplies in the wide form: 8 x 2 accumulators, two ``wtT`` loads
 and eight broadcasts to sixteen FMAs (6, 10, 12 and 14 rows measured slower or level on
@@ -114,7 +114,7 @@ def outer_form(kern: Shape) -> bool:
     return kern.batch == DYNAMIC_M and kern.rows % kern.columns == 0
 
 
-def wide_chunk_blocks(form: str, k: int, columns: int) -> int:
+def outer_chunk_blocks(form: str, k: int, columns: int) -> int:
     """``cb`` of the outer form: :func:`.gemv_batched.chunk_blocks`, at most
     :data:`WTT_FLOATS` ``/ (32 · columns)`` for the forms whose chunk is free (Q8_0 / Q5_0 /
     Q4_0, F16 / BF16: 4 in column blocks of 32, so that ``wtT`` is all of a chunk); Q4_K
@@ -151,7 +151,7 @@ def pass_count(m: emit.Size, rows: int) -> emit.Size:
     return -(-m // rows) if isinstance(m, int) else arith.ceildivui(m, emit.index(rows))
 
 
-def open_column_blocks(t: Text, kern: Shape, chunk_offset: bool, columns: int = COLUMNS) -> None:
+def open_column_blocks(t: Text, kern: Shape, chunk_offset: bool) -> None:
     """``%c_last``, ``%c_passes`` (``%c_rows`` a pass), then open the loops over the chunks
     ``%ch`` (``%first``; ``%kc``, its first weight, where ``chunk_offset``) and, inside, the
     workgroup's column blocks ``%cbk`` (tiles from ``%tilec``, columns from ``%r0``): chunks
@@ -165,20 +165,20 @@ def open_column_blocks(t: Text, kern: Shape, chunk_offset: bool, columns: int = 
     if chunk_offset:
         t("%kc = arith.muli %ch, %c_wc : index")
     t.block("scf.for %cbk = %c0 to %c_cols step %c1")
-    t(f"%tilef = {at('%cbk', columns // ROWS_PER_TILE, 0)}")
+    t(f"%tilef = {at('%cbk', kern.columns // ROWS_PER_TILE, 0)}")
     t("%tilec = arith.addi %tile0, %tilef : index")
     t("%r0 = arith.muli %tilec, %c4 : index")
 
 
-def open_passes(t: Text, kern: Shape, rows: int, lanes: int, columns: int = COLUMNS,
-                first: str = "%first") -> tuple[list[str], list[str]]:
-    """Open the loop over the passes ``%pv`` of ``rows`` rows of ``x`` (rows ``%v{j} =
-    min(rows pv + j, M - 1)``); per row ``j`` and vector ``q`` of the column block's 16
-    columns (``lanes`` each) its accumulator's start, ``y``'s value (``r``'s, or zero, at the
-    first chunk). Returns the ``iter_args`` (``%ma{j}_{q} = ...``) and the columns' first
-    indices."""
+def open_passes(t: Text, kern: Shape, rows: int, lanes: int, first: str = "%first"
+                ) -> tuple[list[str], list[str]]:
+    """Open the loop over the passes ``%pv`` of ``rows`` rows of ``x`` (rows ``%v{j} = min(rows pv
+    + j, M - 1)``); per row ``j`` and vector ``q`` of the column block's ``kern.columns``
+    columns (``lanes`` each) its accumulator's start, ``y``'s value (``r``'s, or zero, where
+    ``first`` holds: the first chunk, or span). Returns the ``iter_args`` (``%ma{j}_{q} =
+    ...``) and the columns' first indices."""
     vl, y = f"vector<{lanes}xf32>", kern.bindings["y"]
-    parts = columns // lanes
+    parts = kern.columns // lanes
     t(f"%zl = arith.constant dense<0.0> : {vl}")
     for q in range(1, parts):
         t(f"%cq{q} = arith.constant {lanes * q} : index")
@@ -202,11 +202,10 @@ def open_passes(t: Text, kern: Shape, rows: int, lanes: int, columns: int = COLU
     return accs, col
 
 
-def close_passes(t: Text, kern: Shape, rows: int, lanes: int, col: list[str],
-                 columns: int = COLUMNS) -> None:
+def close_passes(t: Text, kern: Shape, rows: int, lanes: int, col: list[str]) -> None:
     """Store the pass's accumulators (``%mm``, in :func:`open_passes`' order) into ``y``, of
     the rows below ``M`` only (``%vu{j} < M``), and close the loop over the passes."""
-    vl, y, parts = f"vector<{lanes}xf32>", kern.bindings["y"], columns // lanes
+    vl, y, parts = f"vector<{lanes}xf32>", kern.bindings["y"], kern.columns // lanes
     for j in range(rows):
         if j:                                    # a row past M: computed, not stored
             t(f"%in{j} = arith.cmpi ult, %vu{j}, %m_rows : index")
@@ -222,7 +221,7 @@ def outer_body(t: Text, kern: Shape, form: str) -> None:
     """The body for ``kern`` (:func:`outer_form`; ``form`` as :func:`.gemv_batched.batched_body`'s);
     see the module docstring."""
     columns = kern.columns
-    cb = wide_chunk_blocks(form, kern.k, columns)
+    cb = outer_chunk_blocks(form, kern.k, columns)
     wc = 32 * cb
     parts = spans(wc, columns)
     span = wc // parts
@@ -240,7 +239,7 @@ def outer_body(t: Text, kern: Shape, form: str) -> None:
     chunk_constants(t, kern, form)
     t(f"%wt = {aligned_alloca(wt)}")
     t(f"%wtt = {aligned_alloca(wtt)}")
-    open_column_blocks(t, kern, chunk_offset=True, columns=columns)
+    open_column_blocks(t, kern, chunk_offset=True)
     t.block("scf.for %hk = %c0 to %c_spans step %c1")
     t("%ks = arith.muli %hk, %c_span : index")
     t("%kcs = arith.addi %kc, %ks : index")
@@ -283,7 +282,7 @@ def _passes(t: Text, kern: Shape, wtt: str, x: str) -> None:
     rows, lanes, columns = pass_rows(kern), kern.lanes, kern.columns
     vl = f"vector<{lanes}xf32>"
     parts = columns // lanes
-    accs, col = open_passes(t, kern, rows, lanes, columns, "%firsts")
+    accs, col = open_passes(t, kern, rows, lanes, "%firsts")
     count = rows * parts
     types = ", ".join([vl] * count)
     t.block(f"%mm:{count} = scf.for %k = %c0 to %c_span step %c1 "
@@ -300,7 +299,7 @@ def _passes(t: Text, kern: Shape, wtt: str, x: str) -> None:
             new.append(f"%mn{j}_{q}")
     t(f"scf.yield {', '.join(new)} : {types}")
     t.end()
-    close_passes(t, kern, rows, lanes, col, columns)
+    close_passes(t, kern, rows, lanes, col)
 
 
 __all__ = ["COLUMNS", "NARROW_ROWS", "ROWS", "close_passes", "open_column_blocks", "open_passes",
