@@ -31,6 +31,7 @@ import torch  # noqa: E402
 
 import rlx  # noqa: E402
 from benchmarks.blocks import BLOCKS, Torch, make_block, make_weights, rlx_block  # noqa: E402
+from benchmarks.machine import cpu_model  # noqa: E402
 from rlx.compiler import dispatch_counts  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -74,14 +75,21 @@ def ort_session(module: torch.nn.Module, args: tuple[torch.Tensor, ...], tmp: Pa
     return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
 
 
-def candidates(name: str, w: dict[str, np.ndarray], tmp: Path, with_ort: bool
-               ) -> tuple[dict[str, Callable[[], Any]], dict[str, Any]]:
+def candidates(name: str, w: dict[str, np.ndarray], tmp: Path, with_ort: bool,
+               columns: list[int]) -> tuple[dict[str, Callable[[], Any]], dict[str, Any]]:
+    """The block's callables: ``rlx`` (rlx's defaults), ``rlx/cN`` for each ``columns`` (the
+    same module compiled with ``prefill_columns=N``: an A/B of the prefill tile in one run),
+    ``torch`` and (``with_ort``) ``ort``."""
     block = make_block(name, w)
     h = rlx_block(name)
     vmfb = rlx.compile(h)
     prog = rlx.runtime.load(vmfb, params=w)
     dev = {k: prog.upload(v) for k, v in block.inputs.items()}
     fns: dict[str, Callable[[], Any]] = {"rlx": lambda: prog.main.on_device(**dev)}
+    for n in columns:
+        other = rlx.runtime.load(rlx.compile(h, prefill_columns=n), params=w)
+        up = {k: other.upload(v) for k, v in block.inputs.items()}
+        fns[f"rlx/c{n}"] = lambda other=other, up=up: other.main.on_device(**up)
     tmod = Torch(name, w).eval()
     targs = tuple(torch.from_numpy(v) for v in block.inputs.values())
 
@@ -138,17 +146,17 @@ def report(results: dict[str, Any]) -> str:
     ]
     for name, row in results["blocks"].items():
         for impl, t in row["impls"].items():
-            ratio_t = row["impls"]["rlx"]["median_ms"] / row["impls"]["torch"]["median_ms"]
-            ratio_o = (f'{row["impls"]["rlx"]["median_ms"] / row["impls"]["ort"]["median_ms"]:.2f}'
+            ratio_t = t["median_ms"] / row["impls"]["torch"]["median_ms"]
+            ratio_o = (f'{t["median_ms"] / row["impls"]["ort"]["median_ms"]:.2f}'
                        if "ort" in row["impls"] else "n/a")
-            rlx_row = impl == "rlx"
+            rlx_row = impl.startswith("rlx")
             d = row["dispatches"]
             err = row["max_rel_err"]
             lines.append(
                 f"| {name} | {impl} | {t['median_ms']:.3f} | {t['p25_ms']:.3f}-{t['p75_ms']:.3f}"
                 f" | {f'{ratio_t:.2f}' if rlx_row else ''} | {ratio_o if rlx_row else ''}"
-                f" | {t['throughput']} | {f'{d[0]}+{d[1]} / {d[2]}' if rlx_row else ''}"
-                f" | {f'{err:.1e}' if rlx_row else ''} |")
+                f" | {t['throughput']} | {f'{d[0]}+{d[1]} / {d[2]}' if impl == 'rlx' else ''}"
+                f" | {f'{err:.1e}' if impl == 'rlx' else ''} |")
     return "\n".join(lines) + "\n"
 
 
@@ -158,6 +166,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--blocks", nargs="*", default=list(BLOCKS), choices=BLOCKS)
     parser.add_argument("--no-ort", action="store_true", help="skip ONNX Runtime")
+    parser.add_argument("--prefill-columns", type=int, nargs="*", default=[],
+                        help="also time rlx compiled with prefill_columns=N (rows 'rlx/cN')")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     torch.set_num_threads(THREADS)
@@ -171,18 +181,22 @@ def main() -> None:
     infos: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.blocks:
-            block_fns, infos[name] = candidates(name, w, Path(tmp), not args.no_ort)
+            block_fns, infos[name] = candidates(name, w, Path(tmp), not args.no_ort,
+                                                args.prefill_columns)
             fns |= {(name, impl): fn for impl, fn in block_fns.items()}
         calls = {"rmsnorm": 20, "swiglu_ffn": 3, "attention": 5, "prefill_block": 3,
                  "decode_step": 10}
         times = measure(fns, args.rounds, calls)
     machine = machine_ceilings(3)
     results: dict[str, Any] = {
-        "host": f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} cpus, "
+        "host": f"{platform.machine()} {cpu_model()}, {os.cpu_count()} cpus, "
                 f"torch {torch.__version__}".strip(),
         "rounds": args.rounds, "machine": machine,
         "command": "python -m benchmarks " + " ".join(
-            [f"--rounds {args.rounds}", *(["--no-ort"] if args.no_ort else [])]),
+            [f"--rounds {args.rounds}", *(["--no-ort"] if args.no_ort else []),
+             *([f"--blocks {' '.join(args.blocks)}"] if args.blocks != list(BLOCKS) else []),
+             *([f"--prefill-columns {' '.join(map(str, args.prefill_columns))}"]
+               if args.prefill_columns else [])]),
         "blocks": {}}
     for name in args.blocks:
         block, info = infos[name]["block"], infos[name]

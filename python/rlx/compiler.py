@@ -503,7 +503,9 @@ def compile(
     through rlx's hand-written kernels; default on), ``prefill_kernels`` (llvm-cpu, with
     ``gemv_kernels``: a dequant_matmul of many rows, a prefill's, of F16 / BF16 / Q8_0 / Q5_0
     / Q4_0 / Q4_K / Q6_K weights through rlx's prefill kernels (an outer-product GEMM, or the
-    batched kernel's body) on the decode kernel's planes; default on), ``attention_kernel``
+    batched kernel's body) on the decode kernel's planes, and, with ``prefill_columns`` 32, an
+    f32 matmul of many rows on a parameter weight through the same GEMM; default on),
+    ``attention_kernel``
     (llvm-cpu: f32 attention through rlx's hand-written kernels, one query against a KV
     cache (decode) or several (prefill), and ``gated_delta_net`` as one dispatch over the
     sequence; default on),

@@ -85,7 +85,9 @@ class LoweringOptions:
     above the batched kernels' 8: a prefill) of F16 / BF16, Q8_0 / Q5_0 / Q4_0, Q4_K or Q6_K
     weights runs the batched kernel's body over the decode kernel's planes, its rows taken a
     block at a time (:mod:`.mir_to_linalg.quant.gemv_batched`), instead of dequantizing the whole
-    weight into IREE's data-tiled matmul on every call."""
+    weight into IREE's data-tiled matmul on every call; with ``prefill_columns`` 32 and 512-bit
+    vectors, an f32 ``matmul`` of many rows on a parameter weight runs the column-block GEMM
+    (:mod:`.mir_to_linalg.quant.f32_matmul`) instead of IREE's data-tiled one."""
     attention_kernel: bool = False
     """f32 attention through rlx's hand-written llvm-cpu kernels: one query against the
     cache (``mir_to_linalg.decode_attention``, one dispatch instead of seven) or several

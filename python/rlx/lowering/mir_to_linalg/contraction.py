@@ -2,7 +2,9 @@
 
 Plain ``linalg.matmul`` / ``linalg.batch_matmul`` (the forms IREE data-tiles), leading
 dims collapsed into rows, no transposes inside the contraction. 16-bit inputs accumulate in
-f32 and are rounded once at the end.
+f32 and are rounded once at the end. On llvm-cpu with the wide prefill tile (Intel CPUs with
+AVX-512), an f32 prefill of a parameter weight is rlx's column-block GEMM instead
+(:mod:`.quant.f32_matmul`).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from iree.compiler import ir
 
 from rlx.dialects.schema import Decoded
 from rlx.lowering import emit
+from rlx.lowering.mir_to_linalg.quant.f32_matmul import lower_f32_prefill
 from rlx.lowering.mir_to_linalg.table import MIR_TO_LINALG
 from rlx.lowering.registry import LoweringContext
 
@@ -70,4 +73,7 @@ def _broadcast_batch(lhs: ir.Value, rhs: ir.Value) -> emit.Sizes:
 @MIR_TO_LINALG.register("matmul")
 def lower_matmul(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     lhs = op["lhs"]
+    kernel = lower_f32_prefill(ctx, lhs, op["rhs"])   # llvm-cpu: a prefill of an f32 weight
+    if kernel is not None:
+        return [kernel]
     return [emit.convert_tensor(matmul_acc(lhs, op["rhs"]), emit.elem(lhs))]

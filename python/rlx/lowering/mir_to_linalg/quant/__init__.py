@@ -54,6 +54,8 @@ The modules, lowest first (each imports only those above it):
   other, not in a subpackage, because a plane's layout and the kernel's loads are one
   contract (tile interleave, lanes per chunk): a change to one is a change to the other;
 - :mod:`.rule`: the registered ``dequant_matmul`` rule (kernel or fused form);
+- :mod:`.f32_matmul`: an f32 ``matmul``'s prefill on a parameter weight through the same
+  family's column-block GEMM (:func:`.gemm_prefill.f32_body`), which ``contraction`` calls;
 - :mod:`.fuse`: the ``fuse-gemv-neighbours`` rewrite that ``mir-to-linalg`` runs first.
 """
 

@@ -63,6 +63,8 @@ multiple of 16 (``cb <= WTT_FLOATS / 32 B`` for the forms whose ``cb`` is free:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from iree.compiler import ir
 from iree.compiler.dialects import arith, linalg
 
@@ -93,6 +95,14 @@ and eight broadcasts to sixteen FMAs (6, 10, 12 and 14 rows measured slower or l
 the Intel Xeon: benchmarks/README.md, "A wider prefill tile on the Intel Xeon")."""
 WTT_FLOATS = 4096
 """The most f32 ``wtT`` holds (16 KiB of the function's 32 KiB stack, beside ``wt``'s 4)."""
+F32_CHUNK_BLOCKS = 8
+"""Blocks of 32 weights a chunk of :func:`f32_body` holds at most (the largest divisor of ``K /
+32`` up to it): a ``C x 32`` slice of 32 KiB, reread by every pass from L1 (48 KiB on the Intel
+Xeon). With no stack buffer to fit, 4, 8 and 16 were measured: 8 was best or level on the
+five shapes of benchmarks/README.md, "f32 prefill matmuls in column blocks of 32"."""
+F32_PREFETCH_LOCALITY = 2
+"""Where :func:`f32_body` hints the next chunk's weights: ``prefetcht1`` (L2); L1 (locality 3)
+was slower on the Intel Xeon in the same measurement."""
 NARROW_ROWS = 6
 """Rows of ``x`` a pass multiplies with 8 lanes: 6 x 2 accumulators, two ``wtT`` loads and
 six broadcasts to twelve FMAs (12 + 2 + 1 of AVX2's 16 registers: BLIS's Haswell 6 x 16
@@ -275,21 +285,81 @@ def _transpose(t: Text, wt: str, wtt: str) -> None:
     t.end()
 
 
-def _passes(t: Text, kern: Shape, wtt: str, x: str) -> None:
-    """Every pass of :func:`pass_rows` rows of ``x``: ``y[v, r0 ..] (+)= Σ_k wtT[k] x[v, kcs +
-    k]`` over the span (from ``r`` or zero at the first chunk's first span), each row's
-    ``columns`` outputs in ``columns / L`` vectors of ``L`` lanes."""
+def f32_body(t: Text, kern: Shape) -> None:
+    """The body for an f32 weight (``Kernel.scheme`` ``"f32"``, :data:`WIDE_COLUMNS` only): as
+    :func:`outer_body` with ``wtT`` read from the plane itself, no dequant and no transpose:
+    the weight ``W [K, N]`` is held as its column blocks, ``w [N / B, K B]`` with ``w[c, B k +
+    j] = W[k, B c + j]`` (:func:`.gemv_planes.f32_plane`, at load), so that a column block's
+    ``wtT`` for chunk ``ch`` is ``w[c, B (C ch + k) + [0, B)]`` (``C`` weights a chunk:
+    :data:`F32_CHUNK_BLOCKS`), a ``C x B`` slice that every pass rereads from L1. Each ``k``
+    of a pass also hints into L2 the same lines of the column block's next chunk (``C B``
+    further on): without the hints the first pass over a slice waited on DRAM, the hardware
+    prefetcher not yet running at its start (on the Intel Xeon, M = 128: 2048 x 5632 10.0 ->
+    9.1 ms, 1024 x 5632 6.6 -> 5.6 ms).
+
+    Bounds, beside :func:`outer_body`'s (same column blocks, chunks, passes and ``x``): the
+    column block ``c = r0 / B`` (``r0 = 4 tilec = wg · rows + B cbk``, a multiple of ``B``
+    since ``rows % B = 0``) is below ``N / B`` since ``r0 + B - 1 < N``; the load at ``B kx +
+    L q + [0, L)`` with ``kx = C ch + k < K`` and ``L q + L <= B`` is below ``K B``. A hint
+    reads and writes nothing and does not fault; its index into the plane's flat view is
+    clamped to the last element all the same (past the last chunk it would point into the
+    next column block, or past the plane)."""
+    columns = kern.columns
+    wc = 32 * max(d for d in range(1, F32_CHUNK_BLOCKS + 1) if (kern.k // 32) % d == 0)
+    for name, value in (("c4", 4), ("c_rows", pass_rows(kern)), ("c_chunks", kern.k // wc),
+                        ("c_wc", wc), ("c_span", wc), ("c_cols", kern.rows // columns),
+                        ("c_width", columns)):
+        t(f"%{name} = arith.constant {value} : index")
+    for j in range(pass_rows(kern)):
+        t(f"%jc{j} = arith.constant {j} : index")
+    w = kern.bindings["w"]
+    blocks, run = kern.n // columns, kern.k * columns
+    flat = memref([blocks * run], "f32")
+    t(f"%wflat = memref.collapse_shape %w [[0, 1]] : {w} into {flat}")
+    t(f"%wlast = arith.constant {blocks * run - 1} : index")
+    t(f"%c_run = arith.constant {run} : index")
+    open_column_blocks(t, kern, chunk_offset=True)
+    t("%cw = arith.divui %r0, %c_width : index")
+    t("%cwrun = arith.muli %cw, %c_run : index")
+
+    def load(q: int) -> str:                     # q in order: %kw first
+        if q:
+            t(f"%kw{q} = arith.addi %kw, %cq{q} : index")
+        else:
+            t("%kw = arith.muli %kx, %c_width : index")
+            for j in range(columns * 4 // 64):   # the next chunk's lines of this k
+                t(f"%pf{j} = affine.apply affine_map<()[s0, s1] -> (s0 + s1 + "
+                  f"{wc * columns + 16 * j})>()[%cwrun, %kw]")
+                t(f"%pfc{j} = arith.minui %pf{j}, %wlast : index")
+                t(f"memref.prefetch %wflat[%pfc{j}], read, locality<{F32_PREFETCH_LOCALITY}>,"
+                  f" data : {flat}")
+        return f"vector.load %w[%cw, {f'%kw{q}' if q else '%kw'}] : {w}"
+
+    _passes(t, kern, load, kern.bindings["x"], "%kc", "%first")
+    t.end()
+    t.end()
+
+
+def _passes(t: Text, kern: Shape, load: str | Callable[[int], str], x: str, kbase: str = "%kcs",
+            first: str = "%firsts") -> None:
+    """Every pass of :func:`pass_rows` rows of ``x``: ``y[v, r0 ..] (+)= Σ_k wtT[k] x[v, kbase +
+    k]`` over the span (from ``r`` or zero where ``first``: the first chunk's first span), each
+    row's ``columns`` outputs in ``columns / L`` vectors of ``L`` lanes. ``load``: the stack
+    ``wtT``'s memref type, or (the f32 form) the text of vector ``q``'s load at ``%kx``."""
     rows, lanes, columns = pass_rows(kern), kern.lanes, kern.columns
     vl = f"vector<{lanes}xf32>"
     parts = columns // lanes
-    accs, col = open_passes(t, kern, rows, lanes, "%firsts")
+    accs, col = open_passes(t, kern, rows, lanes, first)
     count = rows * parts
     types = ", ".join([vl] * count)
     t.block(f"%mm:{count} = scf.for %k = %c0 to %c_span step %c1 "
             f"iter_args({', '.join(accs)}) -> ({types})")
+    t(f"%kx = arith.addi {kbase}, %k : index")
     for q in range(parts):
-        t(f"%wcol{q} = vector.load %wtt[%k, {'%c0' if q == 0 else f'%cq{q}'}] : {wtt}, {vl}")
-    t("%kx = arith.addi %kcs, %k : index")
+        if isinstance(load, str):
+            t(f"%wcol{q} = vector.load %wtt[%k, {'%c0' if q == 0 else f'%cq{q}'}] : {load}, {vl}")
+        else:
+            t(f"%wcol{q} = {load(q)}, {vl}")
     new = []
     for j in range(rows):
         t(f"%xs{j} = memref.load %x[%pv, %kx, %jc{j}] : {x}")
@@ -302,5 +372,6 @@ def _passes(t: Text, kern: Shape, wtt: str, x: str) -> None:
     close_passes(t, kern, rows, lanes, col)
 
 
-__all__ = ["COLUMNS", "NARROW_ROWS", "ROWS", "close_passes", "open_column_blocks", "open_passes",
-           "outer_body", "outer_form", "pack_rows", "pass_count", "pass_rows"]
+__all__ = ["COLUMNS", "F32_CHUNK_BLOCKS", "NARROW_ROWS", "ROWS", "close_passes", "f32_body",
+           "open_column_blocks", "open_passes", "outer_body", "outer_form", "pack_rows",
+           "pass_count", "pass_rows"]

@@ -112,9 +112,8 @@ a multiple of 32, of 256 for Q4_K and Q6_K; ``rows`` a multiple of 4 that divide
 - prologues: ``xin``, ``gamma``, ``beta`` ``[K]`` and the stack ``x [K]`` in steps of 16
   (``K % 32 = 0``); ``gu [2 K]`` at ``i`` and ``K + i``, ``i < K``.
 
-Measured (``python benchmarks/quant.py``, weights streaming from DRAM, two threads): see
-benchmarks/README.md, with the variants tried. The kernels are plain vector code: they
-compile for any llvm-cpu target (AVX-512 splits to AVX2 or NEON widths).
+Measured: ``python benchmarks/quant.py`` (benchmarks/README.md, with the variants tried). The
+kernels are plain vector code for any llvm-cpu target (AVX-512 splits to AVX2 or NEON widths).
 """
 
 from __future__ import annotations
@@ -141,6 +140,7 @@ from rlx.lowering.mir_to_linalg.quant import gemm_q8, gemv_exact
 from rlx.lowering.mir_to_linalg.quant.gemm_prefill import (
     COLUMNS,
     WIDE_COLUMNS,
+    f32_body,
     outer_body,
     outer_form,
     pack_rows,
@@ -183,14 +183,14 @@ K_QUANTS = ("gguf_q4_k", Q5_K)
 """Read by :func:`.gemv_exact.q4_k_body` at ``M = 1`` in the exact mode."""
 M1_ONLY = (*HALF_PLANE, *MIN_PLANE, Q5_K)
 """Schemes with no batched body: a batched step (``M > 1``) keeps IREE's matmul."""
-SCHEMES = (*I8_PLANE, "gguf_q4_k", Q5_K, *HALF_PLANE)
+F32 = "f32"
+"""An f32 ``matmul`` of a parameter ``[K, N]``: a prefill in 32 columns (:mod:`.f32_matmul`)."""
+SCHEMES = (*I8_PLANE, "gguf_q4_k", Q5_K, *HALF_PLANE, F32)
 PREFILL_SCHEMES = (*BYTE_PLANE, "gguf_q4_k", "gguf_q6_k", *HALF_PLANE)
-"""Schemes with a prefill form (``M`` dynamic or above :data:`MAX_BATCH`: the batched body,
-its rows of ``x`` taken a block at a time, :mod:`.gemv_batched`), on the planes the decode
-kernel reads (no second copy of the weight held): Q6_K's the exact decode's packed planes of
-the file's size (``Kernel.q6_k_packed``); under ``activation_quant="q8"`` Q4_K's q8 planes
-and Q6_K's (the file's bytes; ``int_dot`` set on the prefill kernel names those planes;
-``x`` stays f32)."""
+"""Schemes with a prefill form (``M`` dynamic or above :data:`MAX_BATCH`: :mod:`.gemv_batched`'s
+body, ``x``'s rows a block at a time), on the decode kernel's planes (no second copy held):
+Q6_K's the exact decode's packed planes (``Kernel.q6_k_packed``); under ``activation_quant=
+"q8"`` Q4_K's and Q6_K's q8 planes (``int_dot`` set on the prefill kernel; ``x`` stays f32)."""
 Q8_SCHEMES = (*BYTE_PLANE, *SIXTEEN_PLANE, "gguf_q4_k", Q5_K)
 """Schemes with an ``activation_quant="q8"`` kernel (:mod:`.gemv_q8`, ``M = 1``); the rest
 (F16 / BF16, Q5_1 / Q4_1) run their exact kernel in the ``q8`` mode."""
@@ -249,7 +249,7 @@ class Kernel:
         if self.scheme not in SCHEMES:
             raise LoweringError(f"error: GEMV kernel: expected a scheme of {', '.join(SCHEMES)},"
                                 f" found {self.scheme!r}")
-        block = 32 if self.scheme in (*BYTE_PLANE, *MIN_PLANE, *HALF_PLANE) else 256
+        block = 32 if self.scheme in (*BYTE_PLANE, *MIN_PLANE, *HALF_PLANE, F32) else 256
         if self.k <= 0 or self.k % block:
             raise LoweringError(f"error: GEMV kernel {self.symbol}: expected K a positive "
                                 f"multiple of {block}, found {self.k}")
@@ -266,7 +266,10 @@ class Kernel:
         if not (1 <= self.batch <= MAX_BATCH or self.batch == DYNAMIC_M):
             raise LoweringError(f"error: GEMV kernel {self.symbol}: expected 1 to {MAX_BATCH}"
                                 f" rows of x (or {DYNAMIC_M}: dynamic), found {self.batch}")
-        if self.batch == DYNAMIC_M and self.scheme not in PREFILL_SCHEMES:
+        if self.scheme == F32 and self.columns != WIDE_COLUMNS:  # so a prefill (just above)
+            raise LoweringError(f"error: GEMV kernel {self.symbol}: expected column blocks of "
+                                f"{WIDE_COLUMNS} for f32 weights, found {self.columns}")
+        if self.batch == DYNAMIC_M and self.scheme not in (*PREFILL_SCHEMES, F32):
             raise LoweringError(f"error: GEMV kernel {self.symbol}: expected one of "
                                 f"{', '.join(PREFILL_SCHEMES)} for a dynamic M, found "
                                 f"{self.scheme}")
@@ -335,7 +338,8 @@ class Kernel:
         its own only for Q4_K / Q5_K (and Q6_K: ``q6_k_q8``); an i8-plane scheme's q8 decode
         and exact prefill share theirs."""
         q8_planes = self.int_dot is not None and self.scheme not in I8_PLANE
-        return (self.scheme, self.n, self.k, self.q6_k_packed, self.q6_k_q8, q8_planes)
+        return (self.scheme, self.n, self.k, self.q6_k_packed, self.q6_k_q8, q8_planes,
+                self.columns if self.scheme == F32 else None)
 
     @property
     def q6_k_q8(self) -> bool:
@@ -353,6 +357,8 @@ class Kernel:
         elif self.scheme in MIN_PLANE:           # unsigned q as bytes, d and m
             planes = {"q": memref([n, k], "i8"), "d": memref([n, k // 32], "f16"),
                       "m": memref([n, k // 32], "f16")}
+        elif self.scheme == F32:                 # column blocks (gemm_prefill.f32_body)
+            planes = {"w": memref([self.n // self.columns, self.k * self.columns], "f32")}
         elif self.scheme in HALF_PLANE:          # F16 values; BF16 bits as i16
             planes = {"w": memref([n, k], "f16" if self.scheme == "gguf_f16" else "i16")}
         elif self.q6_k_q8:                       # the file's bytes
@@ -523,6 +529,9 @@ def kernel_text(kern: Kernel) -> str:
         if kern.q8_batched:
             q8_0_batched_body(t, kern)
             return
+        if kern.scheme == F32:
+            f32_body(t, kern)
+            return
         if kern.batch != 1:
             form = ("byte" if kern.scheme in BYTE_PLANE else
                     "q6_k_q8" if kern.q6_k_q8 else
@@ -585,7 +594,7 @@ def dispatch(ctx: LoweringContext, kern: Kernel, x: ir.Value, planes: list[ir.Va
                            [], []).results[0]
 
 
-__all__ = ["BYTE_PLANE", "HALF_PLANE", "I8_PLANE", "INT8_GEMM_SCHEMES", "M1_ONLY", "MAX_BATCH",
-           "MAX_NORM_K", "MIN_PLANE", "PREFILL_SCHEMES", "Q5_K", "Q8_SCHEMES", "ROWS_PER_TILE",
-           "SCHEMES", "SIXTEEN_PLANE",
-           "Kernel", "dispatch", "kernel_for", "kernel_text", "workgroup_rows"]
+__all__ = ["BYTE_PLANE", "F32", "HALF_PLANE", "I8_PLANE", "INT8_GEMM_SCHEMES", "M1_ONLY",
+           "MAX_BATCH", "MAX_NORM_K", "MIN_PLANE", "PREFILL_SCHEMES", "Q5_K", "Q8_SCHEMES",
+           "ROWS_PER_TILE", "SCHEMES", "SIXTEEN_PLANE", "Kernel", "dispatch", "kernel_for",
+           "kernel_text", "workgroup_rows"]

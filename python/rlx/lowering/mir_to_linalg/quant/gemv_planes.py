@@ -83,7 +83,7 @@ def shared_planes(ctx: LoweringContext, kern: gemv_kernels.Kernel, w: ir.Value
     """:func:`kernel_planes` of ``w``, loaded from globals that one initializer computes per
     parameter and plane layout (so that every function reading them shares one copy); ``w``
     not a parameter (a weight passed in): computed here."""
-    sources = _parameter_names(ctx, w)
+    sources = parameter_names(ctx, w, 1 if kern.scheme == gemv_kernels.F32 else 0)
     if sources is None:
         return kernel_planes(kern, w)
     table = ctx.state.setdefault(PLANES_KEY, {})
@@ -93,7 +93,8 @@ def shared_planes(ctx: LoweringContext, kern: gemv_kernels.Kernel, w: ir.Value
     return [util.GlobalLoadOp(t, name).result for name, t in table[key]]
 
 
-def _parameter_names(ctx: LoweringContext, w: ir.Value) -> tuple[str, ...] | None:
+def parameter_names(ctx: LoweringContext, w: ir.Value, axis: int = 0
+                     ) -> tuple[str, ...] | None:
     """The weights ``w`` reads: one (an ``rlx_mir.param`` being lowered, whose global
     :func:`.table.declare_params` declared), or the rows of several
     concatenated (``rlx_mir.concat`` along axis 0 of such params: a model's packed
@@ -105,8 +106,8 @@ def _parameter_names(ctx: LoweringContext, w: ir.Value) -> tuple[str, ...] | Non
     if name == "rlx_mir.param":
         weight = ir.StringAttr(owner.attributes["name"]).value
         return (weight,) if weight in ctx.state.get("params", {}) else None
-    if name == "rlx_mir.concat" and ir.IntegerAttr(owner.attributes["axis"]).value == 0:
-        parts = [_parameter_names(ctx, v) for v in owner.operands]
+    if name == "rlx_mir.concat" and ir.IntegerAttr(owner.attributes["axis"]).value == axis:
+        parts = [parameter_names(ctx, v, axis) for v in owner.operands]
         if all(p is not None and len(p) == 1 for p in parts):
             return tuple(p[0] for p in parts if p is not None)
     return None
@@ -123,7 +124,8 @@ def _plane_globals(ctx: LoweringContext, kern: gemv_kernels.Kernel,
         block = init.body.blocks.append()
     with ir.InsertionPoint(block):
         loads = [load_param(ctx, source) for source in sources]
-        planes = kernel_planes(kern, loads[0] if len(loads) == 1 else emit.concat(loads, 0))
+        axis = 1 if kern.scheme == gemv_kernels.F32 else 0      # f32: [K, N], N along 1
+        planes = kernel_planes(kern, loads[0] if len(loads) == 1 else emit.concat(loads, axis))
         weight = sources[0]
         weight += f".cat{len(sources)}" if len(sources) > 1 else ""
         names = [f"planes.{weight}.{index}.{i}" for i in range(len(planes))]
@@ -141,6 +143,8 @@ def kernel_planes(kern: gemv_kernels.Kernel, w: ir.Value) -> list[ir.Value]:
     ``[N, ROWBYTES]`` (generics over the parameter only: hoisted into initializers)."""
     if kern.scheme in gemv_kernels.HALF_PLANE:         # the file's 16-bit values
         return interleave_tiles(kern, [half_weight(w, kern.scheme)])
+    if kern.scheme == gemv_kernels.F32:
+        return [f32_plane(w, kern.columns)]
     info = QUANT_SCHEMES[kern.scheme]
     n, g = kern.n, kern.k // info.block_elems
     raw3 = emit.expand(w, [[0], [1, 2]], [n, g, info.block_bytes])
@@ -334,6 +338,17 @@ def byte_quants(raw3: ir.Value, n: int, scheme: str) -> ir.Value:
     return emit.collapse(q, [[0], [1], list(range(2, len(space)))])
 
 
+def f32_plane(w: ir.Value, columns: int) -> ir.Value:
+    """An f32 weight ``W [K, N]`` as its column blocks of ``B = columns``: ``[N / B, K B]``
+    with ``[c, B k + j] = W[k, B c + j]`` (:func:`.gemm_prefill.f32_body` reads a block's
+    ``B`` outputs at each ``k`` as one run)."""
+    k, n = emit.static_shape(w)
+    assert k is not None
+    assert n is not None
+    split = emit.reshape(w, [k, n // columns, columns])
+    return emit.reshape(emit.transpose(split, [1, 0, 2]), [n // columns, k * columns])
+
+
 def interleave_tiles(kern: gemv_kernels.Kernel, planes: list[ir.Value]) -> list[ir.Value]:
     """Row-major planes ``[N, C * w]`` stored as ``[N / 4, C * 4 * w]`` (rows of a tile
     interleaved every ``w`` elements: :meth:`~.gemv_kernels.Kernel.interleave_widths`)."""
@@ -349,5 +364,5 @@ def interleave_tiles(kern: gemv_kernels.Kernel, planes: list[ir.Value]) -> list[
     return out
 
 
-__all__ = ["BYTE_QUANTS", "PLANES_KEY", "byte_quants", "interleave_tiles", "kernel_planes",
-           "shared_planes"]
+__all__ = ["BYTE_QUANTS", "PLANES_KEY", "byte_quants", "f32_plane", "interleave_tiles",
+           "kernel_planes", "parameter_names", "shared_planes"]
