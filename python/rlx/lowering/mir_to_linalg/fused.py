@@ -1,6 +1,7 @@
 """mir-to-linalg for the fused ops of ``direct`` lowering: fused_matmul_bias_act,
 fused_swiglu, fused_residual_rms_norm (each a matmul or reduction plus one elementwise
-generic that IREE fuses into the same dispatch)."""
+generic that IREE fuses into the same dispatch; on llvm-cpu an f32 prefill of a parameter
+weight is :mod:`.quant.f32_matmul`'s dispatch, the bias and activation a generic after it)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from rlx.lowering import emit
 from rlx.lowering.mir_to_linalg.contraction import matmul_acc
 from rlx.lowering.mir_to_linalg.elementwise import apply_activation
 from rlx.lowering.mir_to_linalg.norm import rms_norm
+from rlx.lowering.mir_to_linalg.quant.f32_matmul import lower_f32_prefill
 from rlx.lowering.mir_to_linalg.table import MIR_TO_LINALG
 from rlx.lowering.registry import LoweringContext
 
@@ -19,7 +21,11 @@ from rlx.lowering.registry import LoweringContext
 def lower_fused_matmul_bias_act(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     x = op["x"]
     out_t = emit.elem(x)
-    acc = matmul_acc(x, op["w"])
+    # llvm-cpu, an f32 prefill of a parameter weight: rlx's column-block GEMM, the bias and
+    # activation a generic after its dispatch (quant.f32_matmul)
+    acc = lower_f32_prefill(ctx, x, op["w"])
+    if acc is None:
+        acc = matmul_acc(x, op["w"])
     act = op.attrs["activation"]
 
     def body(a: ir.Value, b: ir.Value) -> ir.Value:
