@@ -203,16 +203,31 @@ def test_rotary_embedding_over_a_dynamic_batch_and_length(
         assert_close(program.main(**feeds), want, "f32", f"b={b} s={s}")
 
 
+def _scripted_if(path: Path, body: object) -> tuple[onnx.ModelProto, OnnxImport, object]:
+    """``body`` (an ``nn.Module`` with an ``if``) through ``torch.jit.script`` and the
+    TorchScript exporter over a dynamic batch of ``[n, 8]`` (an ``If`` in the graph),
+    imported (one ``If`` converted), compiled for llvm-cpu and loaded."""
+    import torch
+
+    import rlx
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        torch.onnx.export(torch.jit.script(body), (torch.randn(3, 8),), str(path),
+                          input_names=["x"], dynamo=False, opset_version=17,
+                          dynamic_axes={"x": {0: "n"}})
+    m = onnx.load(str(path))
+    assert "If" in {n.op_type for n in m.graph.node}
+    result = import_model(m)
+    assert result.report.converted["If"] == 1
+    return m, result, rlx.runtime.load(rlx.compile(result.module, "llvm-cpu"), "local-task",
+                                       result.params)
+
+
 def test_a_scripted_if_on_a_static_size_is_inlined(tmp_path: Path) -> None:
     """``torch.jit.script`` keeps a Python ``if`` on a size as an ONNX ``If``; over a
     dynamic batch its condition reads a static size, so rlx folds it and inlines the branch
-    it picks (a Linear there): equal to ONNX Runtime at two batch sizes. A condition only
-    known at run time is one error naming the node."""
+    it picks (a Linear there): equal to ONNX Runtime at two batch sizes."""
     import torch
-    from onnx import TensorProto, helper
-
-    import rlx
-    from onnx_models import model, vi
 
     class Body(torch.nn.Module):
         def __init__(self) -> None:
@@ -226,26 +241,50 @@ def test_a_scripted_if_on_a_static_size_is_inlined(tmp_path: Path) -> None:
                 y = x * 2.0
             return torch.relu(y)
 
-    path = tmp_path / "if.onnx"
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        torch.onnx.export(torch.jit.script(Body().eval()), (torch.randn(3, 8),), str(path),
-                          input_names=["x"], dynamo=False, opset_version=17,
-                          dynamic_axes={"x": {0: "n"}})
-    m = onnx.load(str(path))
-    assert "If" in {n.op_type for n in m.graph.node}
-    result = import_model(m)
-    assert result.report.converted["If"] == 1
+    m, result, program = _scripted_if(tmp_path / "if.onnx", Body().eval())
     assert result.report.converted["Gemm"] == 1  # the branch's Linear
-    program = rlx.runtime.load(rlx.compile(result.module, "llvm-cpu"), "local-task",
-                               result.params)
     for n in (3, 5):
         x = np.random.default_rng(n).standard_normal((n, 8)).astype(np.float32)
         assert_close(program.main(x=x), ort_run(m, {"x": x})[0], "f32", f"n={n}")
-    branch = helper.make_graph([helper.make_node("Identity", ["x"], ["y1"])], "b",
-                               [], [vi("y1", [2])])
-    runtime = model([helper.make_node("If", ["c"], ["y"], name="pick", then_branch=branch,
-                                      else_branch=branch)],
-                    [vi("c", [], TensorProto.BOOL), vi("x", [2])], [vi("y", [2])])
-    with pytest.raises(rlx.RlxError, match=r"node 'pick' \(If, opset 18\): input 0 \('c', "
-                                           r"the condition\) must be known at import time"):
+
+
+def test_an_if_on_a_run_time_condition_selects(tmp_path: Path) -> None:
+    """``torch.jit.script`` of an ``if`` on the data (``x.sum() > 0``) exports an ``If``
+    whose condition is known only at run time: both branches are imported (a Linear, and a
+    scale) and the output selected; equal to ONNX Runtime for inputs that take each branch,
+    at two batch sizes, from one compiled module. Branches whose outputs differ in shape
+    (or element type) are one error naming the node and the output."""
+    import torch
+    from onnx import TensorProto, helper
+
+    import rlx
+    from onnx_models import model, vi
+
+    class Body(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(8, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if bool(x.sum() > 0):
+                y = self.fc(x)
+            else:
+                y = x * -3.0
+            return torch.relu(y) + 1.0
+
+    m, _, program = _scripted_if(tmp_path / "if_data.onnx", Body().eval())
+    for n in (3, 5):
+        base = np.abs(np.random.default_rng(n).standard_normal((n, 8))).astype(np.float32)
+        for x in (base, -base):                  # the sum positive, then negative
+            want = ort_run(m, {"x": x})[0]
+            assert_close(program.main(x=x), want, "f32", f"n={n} sum={x.sum():.1f}")
+    then = helper.make_graph([helper.make_node("Identity", ["x"], ["y1"])], "t",
+                             [], [vi("y1", [2])])
+    other = helper.make_graph([helper.make_node("Concat", ["x", "x"], ["y2"], axis=0)], "e",
+                              [], [vi("y2", [4])])
+    runtime = model([helper.make_node("If", ["c"], ["y"], name="pick", then_branch=then,
+                                      else_branch=other)],
+                    [vi("c", [], TensorProto.BOOL), vi("x", [2])], [vi("y", [None])])
+    with pytest.raises(rlx.RlxError, match=r"node 'pick' \(If, opset 18\): output 0 \('y'\): "
+                                           r"the branches give f32 \[2\] and f32 \[4\]"):
         import_model(runtime)
