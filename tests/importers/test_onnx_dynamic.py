@@ -203,10 +203,11 @@ def test_rotary_embedding_over_a_dynamic_batch_and_length(
         assert_close(program.main(**feeds), want, "f32", f"b={b} s={s}")
 
 
-def _scripted_if(path: Path, body: object) -> tuple[onnx.ModelProto, OnnxImport, object]:
-    """``body`` (an ``nn.Module`` with an ``if``) through ``torch.jit.script`` and the
-    TorchScript exporter over a dynamic batch of ``[n, 8]`` (an ``If`` in the graph),
-    imported (one ``If`` converted), compiled for llvm-cpu and loaded."""
+def _scripted(path: Path, body: object, op: str = "If"
+              ) -> tuple[onnx.ModelProto, OnnxImport, object]:
+    """``body`` (an ``nn.Module`` with an ``if`` or a loop) through ``torch.jit.script`` and the
+    TorchScript exporter over a dynamic batch of ``[n, 8]`` (an ``op`` in the graph),
+    imported (one ``op`` converted), compiled for llvm-cpu and loaded."""
     import torch
 
     import rlx
@@ -216,9 +217,9 @@ def _scripted_if(path: Path, body: object) -> tuple[onnx.ModelProto, OnnxImport,
                           input_names=["x"], dynamo=False, opset_version=17,
                           dynamic_axes={"x": {0: "n"}})
     m = onnx.load(str(path))
-    assert "If" in {n.op_type for n in m.graph.node}
+    assert op in {n.op_type for n in m.graph.node}
     result = import_model(m)
-    assert result.report.converted["If"] == 1
+    assert result.report.converted[op] == 1
     return m, result, rlx.runtime.load(rlx.compile(result.module, "llvm-cpu"), "local-task",
                                        result.params)
 
@@ -241,7 +242,7 @@ def test_a_scripted_if_on_a_static_size_is_inlined(tmp_path: Path) -> None:
                 y = x * 2.0
             return torch.relu(y)
 
-    m, result, program = _scripted_if(tmp_path / "if.onnx", Body().eval())
+    m, result, program = _scripted(tmp_path / "if.onnx", Body().eval())
     assert result.report.converted["Gemm"] == 1  # the branch's Linear
     for n in (3, 5):
         x = np.random.default_rng(n).standard_normal((n, 8)).astype(np.float32)
@@ -272,7 +273,7 @@ def test_an_if_on_a_run_time_condition_selects(tmp_path: Path) -> None:
                 y = x * -3.0
             return torch.relu(y) + 1.0
 
-    m, _, program = _scripted_if(tmp_path / "if_data.onnx", Body().eval())
+    m, _, program = _scripted(tmp_path / "if_data.onnx", Body().eval())
     for n in (3, 5):
         base = np.abs(np.random.default_rng(n).standard_normal((n, 8))).astype(np.float32)
         for x in (base, -base):                  # the sum positive, then negative
@@ -288,3 +289,64 @@ def test_an_if_on_a_run_time_condition_selects(tmp_path: Path) -> None:
     with pytest.raises(rlx.RlxError, match=r"node 'pick' \(If, opset 18\): output 0 \('y'\): "
                                            r"the branches give f32 \[2\] and f32 \[4\]"):
         import_model(runtime)
+
+
+def test_a_loop_over_a_static_size_is_unrolled(tmp_path: Path) -> None:
+    """``torch.jit.script`` keeps ``for i in range(x.size(1) // 4)`` as an ONNX ``Loop``; over a
+    dynamic batch its trip count reads a static size, so rlx unrolls the body (a Linear,
+    the iteration number added, tanh) twice: equal to ONNX Runtime at two batch sizes. A
+    hand-built ``Loop`` with a scan output (each iteration's value stacked) against ONNX
+    Runtime (ONNX's reference evaluator ran it for no iterations); a trip count read from
+    the dynamic batch is one error naming the node."""
+    import torch
+    from onnx import TensorProto, helper
+
+    import rlx
+    from onnx_models import model, vi
+
+    class Body(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(8, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = x
+            for i in range(x.size(1) // 4):
+                y = torch.tanh(self.fc(y) + i)
+            return y
+
+    m, result, program = _scripted(tmp_path / "loop.onnx", Body().eval(), "Loop")
+    assert result.report.converted["Gemm"] == 2    # the body's Linear, once an iteration
+    for n in (3, 5):
+        x = np.random.default_rng(n).standard_normal((n, 8)).astype(np.float32)
+        assert_close(program.main(x=x), ort_run(m, {"x": x})[0], "f32", f"n={n}")
+
+    body = helper.make_graph(
+        [helper.make_node("Cast", ["i"], ["fi"], to=TensorProto.FLOAT),
+         helper.make_node("Add", ["acc", "fi"], ["acc2"]),
+         helper.make_node("Mul", ["acc2", "acc2"], ["sq"]),
+         helper.make_node("Identity", ["c"], ["c2"])], "body",
+        [vi("i", [], TensorProto.INT64), vi("c", [], TensorProto.BOOL), vi("acc", ["n", 4])],
+        [vi("c2", [], TensorProto.BOOL), vi("acc2", ["n", 4]), vi("sq", ["n", 4])])
+    trip = helper.make_tensor("trip", TensorProto.INT64, [], [3])
+    scan = model([helper.make_node("Loop", ["trip", "", "x"], ["y", "ys"], name="steps",
+                                   body=body)],
+                 [vi("x", ["n", 4])], [vi("y", ["n", 4]), vi("ys", [3, "n", 4])], [trip])
+    result = import_model(scan)
+    program = rlx.runtime.load(rlx.compile(result.module, "llvm-cpu"), "local-task",
+                               result.params)
+    x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
+    for got, want in zip(program.main(x=x), ort_run(scan, {"x": x}),
+                         strict=True):
+        assert_close(got, want, "f32", "the scan Loop")
+
+    class Steps(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = x
+            for _ in range(x.size(0)):
+                y = torch.tanh(y)
+            return y
+
+    with pytest.raises(rlx.RlxError, match=r"\(Loop, opset 17\): the trip count \(input 0\) is "
+                                           r"computed at run time"):
+        _scripted(tmp_path / "while.onnx", Steps().eval(), "Loop")

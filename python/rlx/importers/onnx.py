@@ -325,6 +325,14 @@ class GraphImporter:
             outs.append(self.values[o.name])
         return outs
 
+    def forget(self, graph: onnx.GraphProto) -> None:
+        """Drop what is held by the names ``graph`` (a ``Loop`` body) binds and computes,
+        before it is inlined again: its values, their materialized constants and sizes."""
+        names = {i.name for i in graph.input} | {o for n in graph.node for o in n.output}
+        for table in (self.values, self._materialized, self.sym):
+            for name in names & table.keys():
+                del table[name]
+
     def _consumer(self, name: str) -> Node | None:
         return next((n for n in self.nodes if name in n.proto.input), None)
 

@@ -11,6 +11,7 @@ from rlx.importers.onnx_ops import (
     constant,
     contraction,
     contrib,
+    control,
     conv,
     elementwise,
     indexing,
@@ -48,9 +49,9 @@ from rlx.importers.onnx_ops.registry import (
     why_unsupported,
 )
 
-FAMILIES = (activations, attention, constant, contraction, contrib, conv, elementwise,
-            indexing, layout, norm, qlinear, quantize, recurrent, reduction, resize, select,
-            shape)
+FAMILIES = (activations, attention, constant, contraction, contrib, control, conv,
+            elementwise, indexing, layout, norm, qlinear, quantize, recurrent, reduction, resize,
+            select, shape)
 
 __all__ = ["CONVERTERS", "FAMILIES", "FLOAT8_OPS", "FOLDERS", "NARROW_ONNX", "ONNX_DTYPES",
            "RUNTIME_DTYPES", "UNSIGNED", "UNSIGNED_OPS", "ConvertFn", "Converter", "FoldFn",

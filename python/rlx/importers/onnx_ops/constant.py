@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import sympy
-from onnx import GraphProto, numpy_helper
+from onnx import numpy_helper
 
 from rlx.importers.dims import is_static, normalize
 from rlx.importers.onnx_ops.registry import (
@@ -115,63 +115,3 @@ def fold_range(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray] 
     if count > FOLD_MAX_ELEMENTS:
         return None
     return [(start + np.arange(count).astype(start.dtype) * delta).astype(start.dtype)]
-
-
-@converter("If")
-def convert_if(node: Node) -> list[Value]:
-    """A condition known at import time (a check on static sizes, as TorchScript exports
-    write them): the branch it picks, inlined. A condition computed at run time: both
-    branches inlined and each output selected (``where``) by the condition, which is what an
-    ``If`` computes where its branches are pure (ONNX's are: no side effects) and give
-    outputs of one type and shape; branches whose outputs differ in element type, rank or a
-    static size are refused (rlx compiles one path: the output's shape must not depend on
-    the condition), and dynamic sizes of the two are checked equal at run time (``where``'s
-    size checks). Both branches run, so a run-time check in either (a size relation rlx
-    checks before a kernel reads) applies whichever is taken."""
-    cond = node.maybe_const(0)
-    if cond is not None:
-        if cond.size != 1:
-            node.fail(f"condition of shape {list(cond.shape)}: expected one boolean")
-        branch = node.attrs["then_branch" if bool(cond.reshape(-1)[0]) else "else_branch"]
-        return _branch(node, branch)
-    if node.value(0) is not None and not isinstance(node.value(0), np.ndarray):
-        info = node.info(0)
-        if info.dtype != DType.I1 or any(d != 1 for d in info.shape):
-            node.fail(f"condition {info.dtype.value} of shape {list(info.shape)}: expected one "
-                      "boolean")
-    else:                                        # a shape vector holding dynamic sizes
-        node.const(0, "the condition")
-        node.fail("condition: expected one boolean, found a shape vector")
-    taken = _branch(node, node.attrs["then_branch"])
-    other = _branch(node, node.attrs["else_branch"])
-    c = node.tensor(0)
-    outs: list[Value] = []
-    for k, (a, b) in enumerate(zip(taken, other, strict=True)):
-        ta, tb = node.as_tensor(a), node.as_tensor(b)
-        da, db = node.dims_of(a), node.dims_of(b)
-        if ta.type.dtype != tb.type.dtype or len(da) != len(db) or any(
-                not _same_size(x, y) for x, y in zip(da, db, strict=True)):
-            node.fail(f"output {k} ('{node.proto.output[k]}'): the branches give "
-                      f"{ta.type.dtype.value} {da} and {tb.type.dtype.value} {db}; a condition "
-                      "known only at run time needs branches of one element type and shape "
-                      "(rlx computes both and selects)")
-        flag = node.reshape(c, [1] * len(da)) if len(da) != c.type.rank else c
-        outs.append(node.known(node.mir("where", [flag, ta, tb]), da))
-    return outs
-
-
-def _branch(node: Node, graph: GraphProto) -> list[Value]:
-    """The outputs of ``graph``, one of ``node``'s branches, inlined."""
-    outs = node.importer.inline(node, graph)
-    if len(outs) != len(node.proto.output):
-        node.fail(f"the branch has {len(outs)} outputs; the node {len(node.proto.output)}")
-    return outs
-
-
-def _same_size(a: object, b: object) -> bool:
-    """Whether two branch outputs' sizes may be one: equal numbers, or either dynamic (then
-    ``where`` checks them equal at run time; a dynamic dim is never stretched), but a 1
-    beside a dynamic size (``where`` would stretch the 1: another shape than the branch's)."""
-    if is_static(a) and is_static(b):
-        return int(a) == int(b)                  # type: ignore[call-overload]
-    return not ((is_static(a) and int(a) == 1) or (is_static(b) and int(b) == 1))  # type: ignore
