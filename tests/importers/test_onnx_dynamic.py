@@ -350,3 +350,38 @@ def test_a_loop_over_a_static_size_is_unrolled(tmp_path: Path) -> None:
     with pytest.raises(rlx.RlxError, match=r"\(Loop, opset 17\): the trip count \(input 0\) is "
                                            r"computed at run time"):
         _scripted(tmp_path / "while.onnx", Steps().eval(), "Loop")
+
+
+def test_pixel_unshuffle_over_a_dynamic_image(tmp_path: Path) -> None:
+    """The TorchScript exporter writes ``pixel_unshuffle(x, 2)`` as reshapes whose inferred
+    size is ``H / 2``, whole only for an even ``H``: the reshape keeps its ``-1`` and rlx
+    checks at run time that ``H`` divides (it had been refused at import: "the inferred
+    size h/2 is not a whole number"). Equal to ONNX Runtime at two image sizes from one
+    compile; an odd ``H`` is one run-time error naming the reshape."""
+    import torch
+
+    import rlx
+
+    class Unshuffle(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.nn.functional.pixel_unshuffle(x, 2)
+
+    path = tmp_path / "unshuffle.onnx"
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        torch.onnx.export(Unshuffle(), (torch.randn(1, 3, 8, 6),), str(path), input_names=["x"],
+                          dynamo=False, opset_version=18,
+                          dynamic_axes={"x": {0: "b", 2: "h", 3: "w"}})
+    m = onnx.load(str(path))
+    result = import_model(m)
+    assert "tensor<?x3x?x?xf32>" in str(result.module)
+    program = rlx.runtime.load(rlx.compile(result.module, "llvm-cpu"), "local-task",
+                               result.params)
+    rng = np.random.default_rng(0)
+    for shape in [(1, 3, 8, 6), (2, 3, 4, 10)]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        got = program.main(x=x)
+        assert got.shape == (shape[0], 12, shape[2] // 2, shape[3] // 2)
+        assert_close(got, ort_run(m, {"x": x})[0], "f32", f"{shape}")
+    with pytest.raises(rlx.RlxError, match=r"'rlx_mir.reshape' \"/Reshape\": operand 'x' dim 2:"
+                                           r" expected a multiple of 2"):
+        program.main(x=rng.standard_normal((1, 3, 5, 6)).astype(np.float32))

@@ -208,8 +208,10 @@ def reshape_dims(node: Node, x_shape: Sequence[SymDim], shape: np.ndarray,
         return out
     quotient = sympy.simplify(sympy.sympify(total) / sympy.sympify(known))
     if not (quotient.is_integer or quotient.is_Integer):
-        node.fail(f"cannot reshape {[str(d) for d in x_shape]} to {list(shape)}: the "
-                  f"inferred size {quotient} is not a whole number")
+        # not whole for every input size (pixel_unshuffle's H / 2 over a dynamic H): the
+        # reshape keeps its -1, whose size rlx_mir.reshape checks at run time to divide
+        # whole (a size relation: an odd H fails the call naming the node, it reads nothing)
+        quotient = sympy.floor(quotient)
     out[at] = normalize(quotient)
     return out
 
