@@ -353,11 +353,14 @@ def test_a_loop_over_a_static_size_is_unrolled(tmp_path: Path) -> None:
 
 
 def test_pixel_unshuffle_over_a_dynamic_image(tmp_path: Path) -> None:
-    """The TorchScript exporter writes ``pixel_unshuffle(x, 2)`` as reshapes whose inferred
-    size is ``H / 2``, whole only for an even ``H``: the reshape keeps its ``-1`` and rlx
-    checks at run time that ``H`` divides (it had been refused at import: "the inferred
-    size h/2 is not a whole number"). Equal to ONNX Runtime at two image sizes from one
-    compile; an odd ``H`` is one run-time error naming the reshape."""
+    """``pixel_unshuffle(x, 2)`` over a dynamic batch, H and W, from both exporters. The
+    TorchScript exporter writes reshapes whose inferred size is ``H / 2``, whole only for an
+    even ``H``: the reshape keeps its ``-1`` and rlx checks at run time that ``H`` divides
+    (it had been refused at import: "the inferred size h/2 is not a whole number"). The
+    dynamo exporter's (``H = 2 h``) splits two dynamic dims in one reshape: one reshape a
+    split (it had been refused: "rlx cannot compute the sizes"). Each equal to ONNX
+    Runtime at two image sizes from one compile; an odd ``H`` is one run-time error naming
+    the reshape."""
     import torch
 
     import rlx
@@ -366,22 +369,26 @@ def test_pixel_unshuffle_over_a_dynamic_image(tmp_path: Path) -> None:
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return torch.nn.functional.pixel_unshuffle(x, 2)
 
-    path = tmp_path / "unshuffle.onnx"
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        torch.onnx.export(Unshuffle(), (torch.randn(1, 3, 8, 6),), str(path), input_names=["x"],
-                          dynamo=False, opset_version=18,
-                          dynamic_axes={"x": {0: "b", 2: "h", 3: "w"}})
-    m = onnx.load(str(path))
-    result = import_model(m)
-    assert "tensor<?x3x?x?xf32>" in str(result.module)
-    program = rlx.runtime.load(rlx.compile(result.module, "llvm-cpu"), "local-task",
-                               result.params)
     rng = np.random.default_rng(0)
-    for shape in [(1, 3, 8, 6), (2, 3, 4, 10)]:
-        x = rng.standard_normal(shape).astype(np.float32)
-        got = program.main(x=x)
-        assert got.shape == (shape[0], 12, shape[2] // 2, shape[3] // 2)
-        assert_close(got, ort_run(m, {"x": x})[0], "f32", f"{shape}")
-    with pytest.raises(rlx.RlxError, match=r"'rlx_mir.reshape' \"/Reshape\": operand 'x' dim 2:"
-                                           r" expected a multiple of 2"):
-        program.main(x=rng.standard_normal((1, 3, 5, 6)).astype(np.float32))
+    for dynamo in (False, True):
+        path = tmp_path / f"unshuffle{int(dynamo)}.onnx"
+        axes = {"dynamic_shapes": ({0: torch.export.Dim("b"), 2: 2 * torch.export.Dim("h"),
+                                    3: 2 * torch.export.Dim("w")},)} if dynamo else {
+            "dynamic_axes": {"x": {0: "b", 2: "h", 3: "w"}}}
+        with contextlib.redirect_stdout(io.StringIO()), \
+                contextlib.redirect_stderr(io.StringIO()):
+            torch.onnx.export(Unshuffle(), (torch.randn(1, 3, 8, 6),), str(path),
+                              input_names=["x"], dynamo=dynamo, opset_version=18, **axes)
+        m = onnx.load(str(path))
+        result = import_model(m)
+        assert "tensor<?x3x?x?xf32>" in str(result.module)
+        program = rlx.runtime.load(rlx.compile(result.module, "llvm-cpu"), "local-task",
+                                   result.params)
+        for shape in [(1, 3, 8, 6), (2, 3, 4, 10)]:
+            x = rng.standard_normal(shape).astype(np.float32)
+            got = program.main(x=x)
+            assert got.shape == (shape[0], 12, shape[2] // 2, shape[3] // 2)
+            assert_close(got, ort_run(m, {"x": x})[0], "f32", f"dynamo={dynamo} {shape}")
+        with pytest.raises(rlx.RlxError, match=r"'rlx_mir.reshape' \"[\w/]+\": operand 'x' "
+                                               r"dim 2: expected a multiple of 2"):
+            program.main(x=rng.standard_normal((1, 3, 5, 6)).astype(np.float32))

@@ -61,7 +61,8 @@ def reshape_to(node: Node, x: HirValue, dims: Sequence[SymDim | None]) -> Value:
             break
         source = origins.get(source.value)
     if new is None or source is None:
-        return _gathered_reshape(node, x, dims)
+        split = _split_reshape(node, x, dims)
+        return split if split is not None else _gathered_reshape(node, x, dims)
     if new == [-2 - k if source.shape[k] is None else source.shape[k]
                for k in range(len(source.shape))]:
         return source
@@ -70,6 +71,40 @@ def reshape_to(node: Node, x: HirValue, dims: Sequence[SymDim | None]) -> Value:
     y_dims = node.dims_of(y)
     return node.known(y, [y_d if d is None else normalize(d)
                           for d, y_d in zip(dims, y_dims, strict=True)])
+
+
+def _split_reshape(node: Node, x: HirValue, dims: Sequence[SymDim | None]) -> HirValue | None:
+    """A reshape that splits input dims, each into consecutive target dims whose product it
+    is (``[B, 3, 2 h, 2 w] -> [B, 3, h, 2, w, 2]``: the dynamo exporter's pixel_unshuffle),
+    with one dynamic size in each split: one ``rlx_mir.reshape`` a split, each copying the
+    other dims and inferring its one size (checked at run time to divide whole); or None
+    where the target is not such a split."""
+    if any(d is None for d in dims):
+        return None
+    x_dims, target = node.dims_of(x), [normalize(d) for d in dims]  # type: ignore[arg-type]
+    groups: list[list[SymDim]] = []
+    at = 0
+    for xd in x_dims:
+        group: list[SymDim] = []
+        while at < len(target) and not (group and same(math.prod(group), xd)):
+            group.append(target[at])
+            at += 1
+        if not group or not same(math.prod(group), xd) or sum(
+                not is_static(d) for d in group) > 1:
+            return None
+        groups.append(group)
+    if at != len(target):
+        return None
+    y = x                                      # split up to group g, the rest as x's
+    for g, group in enumerate(groups):
+        if len(group) > 1:
+            current = [d for grp in groups[:g] for d in grp] + list(x_dims[g:])
+            new = [-2 - k if not is_static(d) else int(d) for k, d in enumerate(current)]
+            lo = len(current) - len(x_dims) + g
+            new[lo:lo + 1] = [int(d) if is_static(d) else -1 for d in group]
+            y = node.known(node.mir("reshape", [y], new_shape=new),
+                           [*current[:lo], *group, *current[lo + 1:]])
+    return y
 
 
 def _gathered_reshape(node: Node, x: HirValue, dims: Sequence[SymDim | None]) -> HirValue:
