@@ -307,10 +307,30 @@ def _picks() -> Case:
     return ep, eager, inputs
 
 
+class Shuffles(nn.Module):
+    """pixel_unshuffle then pixel_shuffle over a dynamic batch, height and width (``H = 2 h``,
+    ``W = 2 w`` as torch.export's derived dims)."""
+
+    def forward(self, x: Any) -> Any:
+        f = nn.functional
+        return f.pixel_shuffle(torch.tanh(f.pixel_unshuffle(x, 2)) * 2.0, 2) + x
+
+
+def _shuffles() -> Case:
+    def inputs(k: int) -> tuple:
+        return (torch.randn(k, 3, 2 * (k + 2), 2 * (k + 3)),)
+
+    dim = torch.export.Dim
+    ep = torch.export.export(Shuffles(), inputs(2), dynamic_shapes=(
+        {0: dim("b", max=8), 2: 2 * dim("h", max=16), 3: 2 * dim("w", max=16)},))
+    return ep, Shuffles(), inputs
+
+
 CASES = {"llama": (_llama, (5, 11)), "bert": (_bert, (6, 13)), "resnet18": (_resnet, (1, 2)),
          "lstm": (_lstm, (1, 3)), "upsampler": (_upsampler, (5, 12)),
          "inplace": (_inplace, (1, 3)), "remainders": (_remainders, (3, 9)),
-         "math_bits": (_math_bits, (3, 9)), "picks": (_picks, (1, 3))}
+         "math_bits": (_math_bits, (3, 9)), "picks": (_picks, (1, 3)),
+         "shuffles": (_shuffles, (1, 3))}
 
 Compiled = tuple[dict[str, Case], dict[str, TorchImport], Any]
 
@@ -498,3 +518,14 @@ def test_an_in_place_write_through_a_view_is_refused() -> None:
 
     message = _error(torch.export.export(ViewWrite(), (torch.randn(3, 4),)))
     assert "node 'add_' (aten.add_.Tensor): an in-place op writing 'slice_1', a view" in message
+
+
+def test_an_odd_height_fails_the_pixel_unshuffle(compiled: Compiled) -> None:
+    """``pixel_unshuffle``'s ``H / 2`` over a dynamic ``H`` is checked at run time: an odd
+    height fails the call naming the op (the compiled module takes any height: the
+    derived dim ``2 * h`` of torch.export is a promise of the exporter's, not a check)."""
+    _, _, program = compiled
+    x = np.zeros((1, 3, 5, 6), np.float32)
+    with pytest.raises(rlx.RlxError, match=r"'rlx_mir.reshape' \"pixel_unshuffle\": operand "
+                                           r"'x' dim 2: expected a multiple of 2"):
+        program["shuffles"](x=x)

@@ -1,7 +1,8 @@
 """ATen ops that pick or place elements, and the activations written as a few MIR ops:
 argmax / argmin, topk, scatter / scatter_add / scatter_reduce / index_put (``rlx_mir.scatter``,
-clamped into the tensor), pad (constant, reflect, replicate, circular), pixel_shuffle;
-group_norm and instance_norm; elu, selu, celu, leaky_relu, prelu, mish."""
+clamped into the tensor), pad (constant, reflect, replicate, circular), pixel_shuffle and
+pixel_unshuffle (dynamic sizes too); group_norm and instance_norm; elu, selu, celu, leaky_relu,
+prelu, mish."""
 
 from __future__ import annotations
 
@@ -261,16 +262,41 @@ def convert_pad(op: Op) -> Value:
 
 @converter("pixel_shuffle")
 def convert_pixel_shuffle(op: Op) -> Value:
-    """``[N, C r^2, H, W]`` to ``[N, C, H r, W r]`` (ONNX's DepthToSpace CRD)."""
+    """``[N, C r^2, H, W]`` to ``[N, C, H r, W r]`` (ONNX's DepthToSpace CRD); ``N``, ``H`` and
+    ``W`` may be dynamic: the merged sizes ``H r`` and ``W r`` are made one reshape each (a
+    reshape infers one size besides the dims it copies)."""
     x = op.tensor(0)
     r = int(op.arg(1, "upscale_factor"))
-    n, c, h, w = x.shape
-    if c is None or c % (r * r) or len(x.shape) != 4:
+    if len(x.shape) != 4 or x.shape[1] is None or x.shape[1] % (r * r):
         op.fail(f"input {x.type}: expected [N, C r^2, H, W] with a static C")
-    if h is None or w is None:
-        op.fail("pixel_shuffle over a dynamic height or width is not supported")
-    lead = -2 if n is None else n
-    t = op.mir("reshape", [x], new_shape=[lead, c // (r * r), r, r, h, w])
-    t = op.mir("transpose", [t], perm=[0, 1, 4, 2, 5, 3])
-    return op.mir("reshape", [t], new_shape=[-2, c // (r * r), h * r, w * r])
+    n, c, h, w = op.dims(x)
+    c = int(c) // (r * r)
+    t = op.mir("reshape", [x], new_shape=[_copy(x, 0), c, r, r, _copy(x, 2), _copy(x, 3)])
+    t = op.mir("transpose", [t], perm=[0, 1, 4, 2, 5, 3])            # [N, C, H, r, W, r]
+    t = op.mir("reshape", [t], new_shape=[_copy(t, 0), c, -1, _copy(t, 4), r])
+    y = op.mir("reshape", [t], new_shape=[_copy(t, 0), c, _copy(t, 2), -1])
+    return op.importer.known(y, [n, c, h * r, w * r])
 
+
+@converter("pixel_unshuffle")
+def convert_pixel_unshuffle(op: Op) -> Value:
+    """``[N, C, H, W]`` to ``[N, C r^2, H / r, W / r]`` (ONNX's SpaceToDepth in CRD order):
+    ``H`` and ``W`` split one reshape each, each inferring ``H / r`` (``rlx_mir.reshape``
+    checks at run time that ``r`` divides a dynamic ``H``: an error naming the op, else)."""
+    x = op.tensor(0)
+    r = int(op.arg(1, "downscale_factor"))
+    if len(x.shape) != 4 or x.shape[1] is None:
+        op.fail(f"input {x.type}: expected [N, C, H, W] with a static C")
+    n, c, h, w = op.dims(x)
+    c = int(c)
+    t = op.mir("reshape", [x], new_shape=[_copy(x, 0), c, -1, r, _copy(x, 3)])
+    t = op.mir("reshape", [t], new_shape=[_copy(t, 0), c, _copy(t, 2), r, -1, r])
+    t = op.mir("transpose", [t], perm=[0, 1, 3, 5, 2, 4])            # [N, C, r, r, H/r, W/r]
+    y = op.mir("reshape", [t], new_shape=[_copy(t, 0), c * r * r, _copy(t, 4), _copy(t, 5)])
+    return op.importer.known(y, [n, c * r * r, h // r, w // r])
+
+
+def _copy(x: HirValue, k: int) -> int:
+    """``new_shape``'s entry for dim ``k`` of ``x``: its size if static, else a copy."""
+    size = x.shape[k]
+    return int(size) if size is not None else -2 - k

@@ -134,8 +134,10 @@ class ProgramView:
             else:
                 self.mutations.append(f"{spec.kind.name.lower()} of '{spec.target}'")
         self.output_nodes = {r for r in self.outputs if isinstance(r, Node)}
+        # a derived dim (``2 * Dim("h")``) has an expression as its key, its range that
+        # of its symbols: the symbols' own entries are kept
         self.ranges = {symbol(s.name): (r.lower, r.upper)
-                       for s, r in ep.range_constraints.items()}
+                       for s, r in ep.range_constraints.items() if getattr(s, "is_Symbol", False)}
 
     def _weight(self, target: str) -> torch.Tensor:
         if target in self.ep.state_dict:
