@@ -15,9 +15,9 @@ those keep ``mmt4d``. Measured: benchmarks/README.md, "f32 prefill matmuls in co
 of 32".
 
 Semantics are the matmul's, summed in another order (``k`` in order within a chunk of up to
-256, :data:`.gemm_prefill.F32_CHUNK_BLOCKS`, chunks in order): within the f32 tolerance. Bounds: :func:`.gemm_prefill.f32_body`;
-:class:`.gemv_kernels.Kernel` checks the shapes it rests on (``K % 32 = 0``, ``N`` whole
-column blocks of 32 per workgroup).
+256, :data:`.gemm_prefill.F32_CHUNK_BLOCKS`, chunks in order): within the f32 tolerance.
+Bounds: :func:`.gemm_prefill.f32_body`; :class:`.gemv_kernels.Kernel` checks the shapes it
+rests on (``K % 32 = 0``, ``N`` whole column blocks of 32 per workgroup).
 """
 
 from __future__ import annotations
