@@ -261,7 +261,8 @@ def outer_body(t: Text, kern: Shape, form: str) -> None:
     dequant_tile_chunk(t, kern, wt, form, half=parts > 1)
     _transpose(t, wt, wtt)
     t.end()
-    _passes(t, kern, wtt, x)
+    _passes(t, kern, lambda q: f"vector.load %wtt[%k, {'%c0' if q == 0 else f'%cq{q}'}] : {wtt}",
+            x)
     t.end()
     t.end()
     t.end()
@@ -340,12 +341,12 @@ def f32_body(t: Text, kern: Shape) -> None:
     t.end()
 
 
-def _passes(t: Text, kern: Shape, load: str | Callable[[int], str], x: str, kbase: str = "%kcs",
+def _passes(t: Text, kern: Shape, load: Callable[[int], str], x: str, kbase: str = "%kcs",
             first: str = "%firsts") -> None:
     """Every pass of :func:`pass_rows` rows of ``x``: ``y[v, r0 ..] (+)= Σ_k wtT[k] x[v, kbase +
     k]`` over the span (from ``r`` or zero where ``first``: the first chunk's first span), each
-    row's ``columns`` outputs in ``columns / L`` vectors of ``L`` lanes. ``load``: the stack
-    ``wtT``'s memref type, or (the f32 form) the text of vector ``q``'s load at ``%kx``."""
+    row's ``columns`` outputs in ``columns / L`` vectors of ``L`` lanes. ``load(q)``: the text
+    of the load of vector ``q`` of ``wtT[k]`` (the stack buffer's, or the f32 plane's)."""
     rows, lanes, columns = pass_rows(kern), kern.lanes, kern.columns
     vl = f"vector<{lanes}xf32>"
     parts = columns // lanes
@@ -356,10 +357,7 @@ def _passes(t: Text, kern: Shape, load: str | Callable[[int], str], x: str, kbas
             f"iter_args({', '.join(accs)}) -> ({types})")
     t(f"%kx = arith.addi {kbase}, %k : index")
     for q in range(parts):
-        if isinstance(load, str):
-            t(f"%wcol{q} = vector.load %wtt[%k, {'%c0' if q == 0 else f'%cq{q}'}] : {load}, {vl}")
-        else:
-            t(f"%wcol{q} = {load(q)}, {vl}")
+        t(f"%wcol{q} = {load(q)}, {vl}")
     new = []
     for j in range(rows):
         t(f"%xs{j} = memref.load %x[%pv, %kx, %jc{j}] : {x}")

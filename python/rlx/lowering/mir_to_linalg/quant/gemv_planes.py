@@ -83,7 +83,7 @@ def shared_planes(ctx: LoweringContext, kern: gemv_kernels.Kernel, w: ir.Value
     """:func:`kernel_planes` of ``w``, loaded from globals that one initializer computes per
     parameter and plane layout (so that every function reading them shares one copy); ``w``
     not a parameter (a weight passed in): computed here."""
-    sources = parameter_names(ctx, w, 1 if kern.scheme == gemv_kernels.F32 else 0)
+    sources = parameter_names(ctx, w, _rows_axis(kern))
     if sources is None:
         return kernel_planes(kern, w)
     table = ctx.state.setdefault(PLANES_KEY, {})
@@ -91,6 +91,12 @@ def shared_planes(ctx: LoweringContext, kern: gemv_kernels.Kernel, w: ir.Value
     if key not in table:
         table[key] = _plane_globals(ctx, kern, sources, len(table))
     return [util.GlobalLoadOp(t, name).result for name, t in table[key]]
+
+
+def _rows_axis(kern: gemv_kernels.Kernel) -> int:
+    """The axis of the weight along which its rows (``N``) run, and packed weights are
+    concatenated: 0 for a GGUF weight's ``[N, ROWBYTES]``, 1 for an f32 ``[K, N]``."""
+    return 1 if kern.scheme == gemv_kernels.F32 else 0
 
 
 def parameter_names(ctx: LoweringContext, w: ir.Value, axis: int = 0
@@ -124,8 +130,8 @@ def _plane_globals(ctx: LoweringContext, kern: gemv_kernels.Kernel,
         block = init.body.blocks.append()
     with ir.InsertionPoint(block):
         loads = [load_param(ctx, source) for source in sources]
-        axis = 1 if kern.scheme == gemv_kernels.F32 else 0      # f32: [K, N], N along 1
-        planes = kernel_planes(kern, loads[0] if len(loads) == 1 else emit.concat(loads, axis))
+        planes = kernel_planes(kern, loads[0] if len(loads) == 1 else
+                               emit.concat(loads, _rows_axis(kern)))
         weight = sources[0]
         weight += f".cat{len(sources)}" if len(sources) > 1 else ""
         names = [f"planes.{weight}.{index}.{i}" for i in range(len(planes))]
