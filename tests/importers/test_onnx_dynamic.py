@@ -350,6 +350,20 @@ def test_a_loop_over_a_static_size_is_unrolled(tmp_path: Path) -> None:
     with pytest.raises(rlx.RlxError, match=r"\(Loop, opset 17\): the trip count \(input 0\) is "
                                            r"computed at run time"):
         _scripted(tmp_path / "while.onnx", Steps().eval(), "Loop")
+    long = model([helper.make_node("Loop", ["trip", "", "x"], ["y", "ys"], name="long",
+                                   body=body)], [vi("x", ["n", 4])],
+                 [vi("y", ["n", 4]), vi("ys", [300, "n", 4])],
+                 [helper.make_tensor("trip", TensorProto.INT64, [], [300])])
+    with pytest.raises(rlx.RlxError, match=r"node 'long' \(Loop, opset 18\): trip count 300: "
+                                           r"rlx unrolls at most 256 iterations"):
+        import_model(long)
+    ended = model([helper.make_node("Loop", ["trip", "go", "x"], ["y", "ys"], name="ended",
+                                    body=body)],
+                  [vi("go", [], TensorProto.BOOL), vi("x", ["n", 4])],
+                  [vi("y", ["n", 4]), vi("ys", [3, "n", 4])], [trip])
+    with pytest.raises(rlx.RlxError, match=r"node 'ended' \(Loop, opset 18\): the condition "
+                                           r"\(input 1\) is computed at run time"):
+        import_model(ended)
 
 
 def test_pixel_unshuffle_over_a_dynamic_image(tmp_path: Path) -> None:

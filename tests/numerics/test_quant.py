@@ -1048,6 +1048,13 @@ def test_activation_quant_options() -> None:
     with pytest.raises(LoweringError, match="expected column blocks of 16, or 32 for an exact "
                                             "prefill on 16 lanes"):
         Kernel("gguf_q8_0", 64, 576, 32, batch=DYNAMIC_M, columns=32, lanes=8)
+    with pytest.raises(LoweringError, match="expected column blocks of 32 for f32 weights, "
+                                            "found 16"):     # f32: a prefill in 32 columns
+        Kernel("f32", 64, 576, 32, batch=DYNAMIC_M, columns=16, lanes=16)
+    for batch in (1, 4):                                     # ... a prefill only
+        with pytest.raises(LoweringError, match="expected column blocks of 16, or 32 for an "
+                                                "exact prefill on 16 lanes"):
+            Kernel("f32", 64, 576, 32, batch=batch, columns=32, lanes=16)
     # a q8 prefill of whole column blocks: the integer GEMM (gemm_q8) where the CPU has VNNI on
     # 512-bit vectors (or in the portable form); AVX2 and AVX-VNNI (256-bit) CPUs keep the f32
     # product, Q8_0 on its exact kernel's planes
