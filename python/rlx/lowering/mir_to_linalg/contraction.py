@@ -70,10 +70,81 @@ def _broadcast_batch(lhs: ir.Value, rhs: ir.Value) -> emit.Sizes:
     return out
 
 
+def untiled_contraction(a: ir.Value, b: ir.Value, *, transpose_b: bool = False,
+                        acc_type: ir.Type | None = None) -> ir.Value:
+    """``[B, H, M, K] x [H, B, K, N]`` (``[H, B, N, K]`` with ``transpose_b``) to ``[B, H,
+    M, N]``: two batch dims in another order in each operand, which IREE 3.13 can neither
+    collapse into one nor data-tile (its data tiling takes one batch dim at most)."""
+    acc = acc_type or emit.elem(a)
+    n = emit.dim(b, 2) if transpose_b else emit.dim(b, 3)
+    init = emit.filled([emit.dim(a, 0), emit.dim(a, 1), emit.dim(a, 2), n], acc, 0.0)
+    maps = [emit.amap(5, [0, 1, 2, 4]),
+            emit.amap(5, [1, 0, 3, 4] if transpose_b else [1, 0, 4, 3]),
+            emit.amap(5, [0, 1, 2, 3])]
+
+    def body(x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
+        return emit.add(z, emit.mul(emit.convert(x, acc), emit.convert(y, acc)))
+
+    return emit.generic([a, b], [init], maps, [emit.PARALLEL] * 4 + [emit.REDUCTION],
+                        body)[0]
+
+
+def untiled_batches(lhs: ir.Value, rhs: ir.Value) -> ir.Value | None:
+    """``lhs [..., H, M, K] @ rhs [..., H, K, N]`` as a contraction IREE 3.13 does not
+    data-tile, where at least two batch dims and a dynamic one (a loose attention's
+    ``[B, H, S, S]`` of an export with a dynamic batch); None otherwise. Collapsed into one
+    batch ``B · H`` and data-tiled, IREE rejected the head transpose fused into the encoding
+    ("no basis element may be statically non-positive"), and the attention's same pair of
+    batch matmuls computed wrong outputs past 64 keys (see
+    :func:`.attention._untiled`): here the batch dims stay two, ``rhs`` behind a barrier
+    as ``[H, B, K, N]``, whose other order IREE can neither collapse nor data-tile."""
+    batch = _broadcast_batch(lhs, rhs)
+    if len(batch) < 2 or all(isinstance(d, int) for d in batch):
+        return None
+    lhs = _broadcast_to(lhs, [*batch, emit.dim(lhs, -2), emit.dim(lhs, -1)])
+    rhs = _broadcast_to(rhs, [*batch, emit.dim(rhs, -2), emit.dim(rhs, -1)])
+    nb = len(batch)
+    groups = [list(range(nb - 1)), [nb - 1], [nb], [nb + 1]]
+    a4, b4 = (emit.collapse(x, groups) if nb != 2 else x for x in (lhs, rhs))
+    out = untiled_contraction(
+        a4, emit.barrier(emit.transpose(b4, [1, 0, 2, 3])), acc_type=accumulator(emit.elem(lhs)))
+    if nb == 2:
+        return out
+    return emit.expand(out, groups, [*batch, emit.dim(lhs, -2), emit.dim(rhs, -1)])
+
+
 @MIR_TO_LINALG.register("matmul")
 def lower_matmul(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     lhs = op["lhs"]
     kernel = lower_f32_prefill(ctx, lhs, op["rhs"])   # llvm-cpu: a prefill of an f32 weight
     if kernel is not None:
         return [kernel]
-    return [emit.convert_tensor(matmul_acc(lhs, op["rhs"]), emit.elem(lhs))]
+    if ctx.options.data_tiling and emit.rank(lhs) >= 4 and emit.rank(op["rhs"]) >= 4:
+        out = untiled_batches(lhs, op["rhs"])
+        if out is not None:
+            return [emit.convert_tensor(out, emit.elem(lhs))]
+    return [emit.convert_tensor(matmul_acc(fenced_rows(ctx, lhs, op["rhs"]), op["rhs"]),
+                                emit.elem(lhs))]
+
+
+_MOVES = frozenset({"rlx_mir.transpose", "rlx_mir.slice"})
+
+
+def fenced_rows(ctx: LoweringContext, lhs: ir.Value, rhs: ir.Value) -> ir.Value:
+    """``lhs`` behind a compute barrier where IREE 3.13 would fuse its data movement into a
+    data-tiled matmul's encoding and fail: the rows of a matmul by a 2-D weight, made by a
+    transpose or a strided slice (through reshapes), whose leading dims hold a dynamic size
+    (a LeViT export over a dynamic batch: ``[B, 16, 4, 4] -> [B, 16, 16]``, transposed,
+    then its rows ``16 B``: "no basis element may be statically non-positive"; its query
+    subsample, ``[B, 2, 2, 24]`` strided to ``[B, 1, 1, 24]``: "exceeded stack allocation
+    limit of 32768 bytes")."""
+    if not ctx.options.data_tiling or emit.rank(rhs) != 2 or emit.rank(lhs) < 3:
+        return lhs
+    if None not in emit.static_shape(lhs)[:-1]:
+        return lhs
+    v = lhs
+    while not isinstance(v.owner, ir.Block) and v.owner.name == "rlx_mir.reshape":
+        v = v.owner.operands[0]
+    if isinstance(v.owner, ir.Block) or v.owner.name not in _MOVES:
+        return lhs
+    return emit.barrier(lhs)

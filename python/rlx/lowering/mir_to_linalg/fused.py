@@ -9,7 +9,7 @@ from iree.compiler import ir
 
 from rlx.dialects.schema import Decoded
 from rlx.lowering import emit
-from rlx.lowering.mir_to_linalg.contraction import matmul_acc
+from rlx.lowering.mir_to_linalg.contraction import fenced_rows, matmul_acc
 from rlx.lowering.mir_to_linalg.elementwise import apply_activation
 from rlx.lowering.mir_to_linalg.norm import rms_norm
 from rlx.lowering.mir_to_linalg.quant.f32_matmul import lower_f32_prefill
@@ -25,7 +25,7 @@ def lower_fused_matmul_bias_act(ctx: LoweringContext, op: Decoded) -> list[ir.Va
     # activation a generic after its dispatch (quant.f32_matmul)
     acc = lower_f32_prefill(ctx, x, op["w"])
     if acc is None:
-        acc = matmul_acc(x, op["w"])
+        acc = matmul_acc(fenced_rows(ctx, x, op["w"]), op["w"])
     act = op.attrs["activation"]
 
     def body(a: ir.Value, b: ir.Value) -> ir.Value:
