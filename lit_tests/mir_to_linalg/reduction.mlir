@@ -28,6 +28,28 @@ module @softmax {
 
 // -----
 
+// Over dynamic sizes, a softmax whose input's producers also feed another op (a bias every
+// layer adds to its scores) starts behind a compute barrier; one whose producers feed it
+// alone does not.
+// CHECK-LABEL: module @softmax_shared_bias
+// CHECK:      %[[B:.*]] = iree_tensor_ext.compute_barrier.start
+// CHECK:      linalg.softmax dimension(1) ins(%[[B]] : tensor<8x?xf32>)
+// CHECK-NOT:  compute_barrier
+// CHECK:      linalg.softmax dimension(1) ins(%{{.*}} : tensor<8x?xf32>)
+module @softmax_shared_bias {
+  func.func @main(%x: tensor<8x?xf32>, %y: tensor<8x?xf32>, %bias: tensor<8x?xf32>) -> (tensor<8x?xf32>, tensor<8x?xf32>) {
+    %b = "rlx_mir.activation"(%bias) {kind = "tanh"} : (tensor<8x?xf32>) -> tensor<8x?xf32>
+    %s0 = "rlx_mir.binary"(%x, %b) {kind = "add"} : (tensor<8x?xf32>, tensor<8x?xf32>) -> tensor<8x?xf32>
+    %p0 = "rlx_mir.softmax"(%s0) {axis = -1 : i64} : (tensor<8x?xf32>) -> tensor<8x?xf32>
+    %s1 = "rlx_mir.binary"(%y, %bias) {kind = "add"} : (tensor<8x?xf32>, tensor<8x?xf32>) -> tensor<8x?xf32>
+    %t = "rlx_mir.binary"(%p0, %b) {kind = "mul"} : (tensor<8x?xf32>, tensor<8x?xf32>) -> tensor<8x?xf32>
+    %p1 = "rlx_mir.softmax"(%s1) {axis = -1 : i64} : (tensor<8x?xf32>) -> tensor<8x?xf32>
+    return %t, %p1 : tensor<8x?xf32>, tensor<8x?xf32>
+  }
+}
+
+// -----
+
 // CHECK-LABEL: module @cumsum
 // CHECK:      linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction"]}
 // CHECK:        arith.cmpi ult

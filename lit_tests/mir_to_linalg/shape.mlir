@@ -222,3 +222,37 @@ module @scatter {
     return %y : tensor<3x4x5xf32>
   }
 }
+
+// -----
+
+// A reshape over dynamic dims whose sizes line up in groups, as products of the input's
+// dynamic dims (the -1 of the second one is s0 / 4, checked whole at run time): one collapse
+// or expand by those groups, not a trip through 1-D. A collapse that merges a dynamic dim
+// with others starts behind a compute barrier (IREE 3.13 rejected the transpose fused into
+// it in front of a data-tiled batch matmul: "no basis element may be statically
+// non-positive").
+// CHECK-LABEL: module @grouped
+// CHECK:       %[[B:.*]] = iree_tensor_ext.compute_barrier.start %arg0
+// CHECK:       tensor.collapse_shape %[[B]] {{\[}}[0, 1], [2], [3]] : tensor<?x4x?x8xf32> into tensor<?x?x8xf32>
+// CHECK:       tensor.expand_shape %arg1 {{\[}}[0, 1], [2], [3]] output_shape [%{{.*}}, 4, %{{.*}}, 8] : tensor<?x?x8xf32> into tensor<?x4x?x8xf32>
+// CHECK-NOT:   tensor.collapse_shape %arg1
+module @grouped {
+  func.func @main(%x: tensor<?x4x?x8xf32>, %y: tensor<?x?x8xf32>) -> (tensor<?x?x8xf32>, tensor<?x4x?x8xf32>) {
+    %a = "rlx_mir.reshape"(%x) {new_shape = array<i64: -1, -4, 8>} : (tensor<?x4x?x8xf32>) -> tensor<?x?x8xf32>
+    %b = "rlx_mir.reshape"(%y) {new_shape = array<i64: -1, 4, -3, 8>} : (tensor<?x?x8xf32>) -> tensor<?x4x?x8xf32>
+    return %a, %b : tensor<?x?x8xf32>, tensor<?x4x?x8xf32>
+  }
+}
+
+// -----
+
+// Copied dims in another order are not a regrouping: through 1-D, [a, b] -> [b, a].
+// CHECK-LABEL: module @swapped
+// CHECK:       tensor.collapse_shape %arg0 {{\[}}[0, 1]] : tensor<?x?xf32> into tensor<?xf32>
+// CHECK:       tensor.expand_shape
+module @swapped {
+  func.func @main(%x: tensor<?x?xf32>) -> tensor<?x?xf32> {
+    %a = "rlx_mir.reshape"(%x) {new_shape = array<i64: -3, -2>} : (tensor<?x?xf32>) -> tensor<?x?xf32>
+    return %a : tensor<?x?xf32>
+  }
+}

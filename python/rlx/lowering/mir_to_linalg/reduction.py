@@ -127,11 +127,47 @@ def argmax_along(x: ir.Value, axis: int, fence: bool = False) -> ir.Value:
     return out
 
 
+_FUSIBLE = frozenset(f"rlx_mir.{name}" for name in (
+    "binary", "compare", "where", "cast", "activation", "unary", "expand", "reshape",
+    "transpose"))
+"""MIR ops IREE fuses into a consumer's dispatch (elementwise, broadcasts, data movement)."""
+
+
+def _feeds_others(consumer: ir.Operation) -> bool:
+    """Whether an op that computes ``consumer``'s input through fusible ops
+    (:data:`_FUSIBLE`) also has a use outside that chain and ``consumer``: a value IREE
+    would fuse into the consumer's dispatch and store from it as a second result (a
+    relative-position bias that every layer adds to its scores: MPNet's export)."""
+    chain: set[ir.Operation] = {_operation(consumer)}
+    todo = [consumer.operands[0]]
+    while todo:
+        owner = todo.pop().owner
+        if isinstance(owner, ir.Block):
+            continue
+        op = _operation(owner)
+        if op.name not in _FUSIBLE or op in chain:
+            continue
+        chain.add(op)
+        todo.extend(op.operands)
+    return any(_operation(use.owner) not in chain for op in chain - {_operation(consumer)}
+               for result in op.results for use in result.uses)
+
+
+def _operation(owner: ir.Operation | ir.OpView) -> ir.Operation:
+    return owner.operation if isinstance(owner, ir.OpView) else owner
+
+
 @MIR_TO_LINALG.register("softmax")
 def lower_softmax(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
-    """``linalg.softmax`` (max-subtracted), in f32 for 16-bit inputs."""
+    """``linalg.softmax`` (max-subtracted), in f32 for 16-bit inputs. Over dynamic sizes,
+    behind a compute barrier where its input's fusible producers also feed other ops
+    (:func:`_feeds_others`): IREE 3.13 fused them into the softmax's dispatch as a second
+    stored result and then asked for a stack buffer of a dynamic size ("'memref.alloca' op
+    stack allocation size overflows 64 bits")."""
     x = op["x"]
     t = emit.elem(x)
+    if None in emit.static_shape(x) and _feeds_others(op.op):
+        x = emit.barrier(x)
     y = emit.softmax(emit.convert_tensor(x, accumulator(t)), op.attrs["axis"])
     return [emit.convert_tensor(y, t)]
 

@@ -3,6 +3,8 @@ gather, write_rows, scatter, barrier; dim and iota (sizes as data)."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from iree.compiler import ir
 from iree.compiler.dialects import arith, tensor
 
@@ -15,19 +17,118 @@ from rlx.lowering.registry import LoweringContext
 @MIR_TO_LINALG.register("reshape")
 def lower_reshape(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     """Copied dims (``-2 - k``) are the input's; the ``-1`` is the element count over the
-    other sizes."""
+    other sizes. Where the sizes, as products of the input's dynamic dims, line up in groups
+    (:func:`_reshape_groups`), one collapse and / or one expand by those groups; else
+    through 1-D (:func:`.emit.reshape`)."""
     x = op["x"]
-    new: list[emit.Size] = [emit.dim(x, -2 - d) if d <= -2 else d
-                            for d in op.attrs["new_shape"]]
+    new_shape = list(op.attrs["new_shape"])
+    new: list[emit.Size] = [emit.dim(x, -2 - d) if d <= -2 else d for d in new_shape]
     if -1 in new:
         i = new.index(-1)
         static = emit.static_shape(op.op.results[0])[i]
-        copied = [-2 - d for d in op.attrs["new_shape"] if d <= -2]
+        copied = [-2 - d for d in new_shape if d <= -2]
         rest = emit.product([s for k, s in enumerate(emit.sizes(x)) if k not in copied])
-        known = emit.product([d for d in op.attrs["new_shape"] if d > 0])
+        known = emit.product([d for d in new_shape if d > 0])
         assert isinstance(known, int)
         new[i] = static if static is not None else emit.div_sizes(rest, known)
-    return [emit.reshape(x, new)]
+    src = emit.static_shape(x)
+    if None not in src:
+        return [emit.reshape(x, new)]
+    groups = _reshape_groups(src, new_shape)
+    if groups is None:
+        if src == [s if isinstance(s, int) else None for s in new]:   # not the same sizes
+            flat = emit.collapse(x, [list(range(len(src)))])
+            return [emit.expand(flat, [list(range(len(new)))], new)]
+        return [emit.reshape(x, new)]
+    if all(len(g) == 1 for g, _ in groups) and all(len(g) == 1 for _, g in groups):
+        return [x]
+    y = x
+    if any(len(g) > 1 for g, _ in groups):
+        if (ctx.options.data_tiling or ctx.options.compute_barriers) and any(
+                len(g) > 1 and None in [src[k] for k in g] for g, _ in groups):
+            y = emit.barrier(y)
+        y = emit.collapse(y, [g for g, _ in groups])
+    if any(len(g) > 1 for _, g in groups):
+        y = emit.expand(y, [g for _, g in groups], new)
+    return [y]
+
+
+_Term = tuple[Fraction, tuple[int, ...]]
+"""A size as ``c · Π s_k``: a factor (a fraction in the ``-1`` of ``[4 b, s] -> [-1, 4, s]``:
+``b = s_0 / 4``, whole at run time, as the reshape's guard checks) and the input's dynamic
+dims ``k`` it multiplies."""
+
+
+def _times(a: _Term, b: _Term) -> _Term:
+    return a[0] * b[0], tuple(sorted(a[1] + b[1]))
+
+
+def _divides(a: _Term, b: _Term) -> bool:
+    rest = list(b[1])
+    for k in a[1]:
+        if k not in rest:
+            return False
+        rest.remove(k)
+    return (b[0] / a[0]).denominator == 1
+
+
+def _reshape_groups(src: list[int | None], new_shape: list[int]
+                    ) -> list[tuple[list[int], list[int]]] | None:
+    """Pairs of (input dims, result dims) of equal products, in order, that together cover
+    both shapes, with the sizes known as :data:`_Term`: an input's dynamic dim ``k`` is
+    ``s_k``, a copied dim its input's, the ``-1`` the input's product over the others'
+    (None if that is not a :data:`_Term`). Then the reshape is a collapse of each pair's
+    input dims and an expand into its result dims: no trip through 1-D, whose dynamic
+    delinearization IREE's codegen rejected in front of a data-tiled batch matmul
+    (``[b, 4, s, 8] -> [4 b, s, 8]`` of DeBERTa's exported attention: "no basis element
+    may be statically non-positive"). None where they do not line up."""
+    if 0 in src or 0 in new_shape:
+        return None
+    one = Fraction(1)
+    ins: list[_Term] = [(one, (k,)) if s is None else (Fraction(s), ())
+                        for k, s in enumerate(src)]
+    outs: list[_Term | None] = [ins[-2 - d] if d <= -2 else None if d == -1 else (
+        Fraction(d), ()) for d in new_shape]
+    if None in outs:
+        total: _Term = (one, ())
+        for t in ins:
+            total = _times(total, t)
+        known: _Term = (one, ())
+        for t in outs:
+            if t is not None:
+                known = _times(known, t)
+        if any(k not in total[1] or known[1].count(k) > total[1].count(k)
+               for k in known[1]):
+            return None
+        rest = list(total[1])
+        for k in known[1]:
+            rest.remove(k)
+        outs[outs.index(None)] = (total[0] / known[0], tuple(rest))
+    dst = [t for t in outs if t is not None]
+    pairs: list[tuple[list[int], list[int]]] = []
+    i = j = 0
+    while i < len(ins) and j < len(dst):
+        gi, gj, a, b = [i], [j], ins[i], dst[j]
+        i, j = i + 1, j + 1
+        while a != b:
+            if _divides(a, b) and i < len(ins):
+                a, i = _times(a, ins[i]), i + 1
+                gi.append(i - 1)
+            elif _divides(b, a) and j < len(dst):
+                b, j = _times(b, dst[j]), j + 1
+                gj.append(j - 1)
+            else:
+                return None
+        pairs.append((gi, gj))
+    for k in range(i, len(ins)):                  # trailing unit dims join the last pair
+        if ins[k] != (one, ()) or not pairs:
+            return None
+        pairs[-1][0].append(k)
+    for k in range(j, len(dst)):
+        if dst[k] != (one, ()) or not pairs:
+            return None
+        pairs[-1][1].append(k)
+    return pairs
 
 
 @MIR_TO_LINALG.register("transpose")
