@@ -135,6 +135,27 @@ class SizeSource:
         self.h = h
         self.sources: dict[sympy.Expr, tuple[HirValue, int]] = {}
         self._rulers: dict[tuple[object, int], HirValue] = {}
+        self.names: dict[SymDim, SymDim] = {}
+        """Sizes that are not polynomials in the model's dims (a strided convolution's
+        ``floor((h - 1) / 2) + 1``), each as a symbol of its own (the importer's)."""
+
+    def renamed(self, d: SymDim) -> SymDim:
+        """``d`` in terms of :attr:`names`: their expressions replaced by their symbols
+        (``floor(4 (F - 1) / (F - 1))``, a size the dynamo exporter computes from a
+        convolution's output length ``F - 1``, is 4), or a named size plus an integer ``k``
+        (a Range over that length less one) its symbol ``+ k``; else ``d``."""
+        if is_static(d) or d in self.sources or not self.names:
+            return d
+        if d in self.names:
+            return self.names[d]
+        swapped = d.xreplace(self.names)          # type: ignore[union-attr]
+        if swapped != d:
+            return normalize(sympy.simplify(swapped))
+        for e, name in self.names.items():
+            k = sympy.simplify(d - e)
+            if k.is_Integer:
+                return normalize(name + k)
+        return d
 
     def note(self, value: HirValue, dims: Sequence[SymDim]) -> None:
         """``value`` has ``dims``: it becomes the source of every dynamic size among them
@@ -165,6 +186,15 @@ class SizeSource:
             return self._rulers[key]
         if isinstance(d, sympy.Symbol) or d in self.sources:
             out = self._symbol_ruler(d, fail)
+        elif self.renamed(d) != d:
+            out = self.ruler(self.renamed(d), fail)
+        elif isinstance(d, sympy.Add) and d.as_coeff_Add()[0] < 0:
+            # ``n - c`` (a convolution's output length less one, the length of a Range over
+            # it): ``n``'s ruler less its last ``c`` entries (the slice checks ``n >= c``
+            # at run time)
+            c, rest = d.as_coeff_Add()
+            out = self.h.mir("slice", [self.ruler(normalize(rest), fail)], starts=[0],
+                             sizes=[-1 + int(c)], strides=[1])
         elif isinstance(d, sympy.Add):
             parts = [self.ruler(normalize(a), fail) for a in d.args]
             out = self.h.mir("concat", parts, axis=0)

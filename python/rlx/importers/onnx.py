@@ -147,7 +147,6 @@ class GraphImporter:
         self._const_count = 0
         self._fresh_count = 0
         self._by_value: dict[object, list[SymDim]] = {}
-        self._names: dict[SymDim, SymDim] = {}
         self.reshaped_from: dict[object, HirValue] = {}
         """The tensor each reshape made by the importer reshaped (by result value)."""
         self.report = ImportReport(source, opset=self.opset, nodes=len(self.graph.node))
@@ -271,9 +270,10 @@ class GraphImporter:
         and products that rlx can build from a tensor that has it."""
         if is_static(d) or d.is_polynomial(*d.free_symbols):  # type: ignore[union-attr]
             return d
-        if d not in self._names:
-            self._names[d] = symbol(f"({d})")
-        return self._names[d]
+        names = self.sizes.names
+        if d not in names:
+            names[d] = symbol(f"({d})")
+        return names[d]
 
     def _fresh(self) -> int:
         self._fresh_count += 1

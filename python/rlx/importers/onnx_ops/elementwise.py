@@ -409,6 +409,20 @@ def fold_binary(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray]
         return [np.asarray(fn[node.op_type](a, b)).astype(a.dtype)]
 
 
+@folder("Mod")
+def fold_mod(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray] | None:
+    """Shape arithmetic (Swin's window padding: ``(w - h % w) % w`` of a static size) and
+    constants: ``fmod = 0`` Python's ``%`` (the sign of B), ``fmod = 1`` C's (of A)."""
+    a, b = inputs[0], inputs[1]
+    fmod = node.attr("fmod", 0)
+    if _sizes(a, b) and not fmod:
+        return [_size_op(SIZE_OPS["Mod"], a, b)]  # type: ignore[arg-type]
+    if not _numeric(a, b) or a.dtype != b.dtype or (a.dtype.kind in "iu" and not np.all(b)):
+        return None
+    with np.errstate(all="ignore"):
+        return [np.asarray((np.fmod if fmod else np.mod)(a, b)).astype(a.dtype)]
+
+
 @folder("Pow")
 def fold_pow(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray] | None:
     a, b = inputs[0], inputs[1]

@@ -105,8 +105,15 @@ def convert_slice(node: Node) -> list[Value]:
         first[a] == 0 and sizes[a] == shape[a] and strides[a] == 1)]
     y: Value = x
     if 0 in sizes:
-        return [empty(node, [d if s == -1 else s for d, s in zip(shape, sizes, strict=True)],
-                      x)]
+        dims = [d if s == -1 else s for d, s in zip(shape, sizes, strict=True)]
+        if None not in dims:
+            return [empty(node, dims, x)]
+        # nothing of a tensor with dynamic dims (the pass-through half of a rotary embedding
+        # over the whole head: Phi-3's q[..., rotary_dim:]), for a Concat to drop
+        a = sizes.index(0)
+        y_dims = node.dims_of(x)
+        y_dims[a] = 0
+        return [node.known(node.mir("narrow", [x], axis=a, start=0, len=0), y_dims)]
     if len(cut) == 1 and strides[cut[0]] == 1:
         a = cut[0]
         y = node.mir("narrow", [x], axis=a, start=first[a], len=sizes[a])

@@ -52,6 +52,7 @@ def reshape_to(node: Node, x: HirValue, dims: Sequence[SymDim | None]) -> Value:
     reshape of a reshape is one reshape), that tensor is reshaped instead."""
     if any(d is not None and is_static(d) and int(d) == 0 for d in dims):
         return empty(node, dims, x)
+    dims = [None if d is None else node.sizes.renamed(normalize(d)) for d in dims]
     origins = node.importer.reshaped_from
     source: HirValue | None = x
     new: list[int] | None = None
@@ -491,15 +492,34 @@ def fold_expand(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray]
 @converter("Tile", const_inputs=(1,), since=6)
 def convert_tile(node: Node) -> list[Value]:
     """``[d0, d1] x [r0, r1]``: reshape to ``[1, d0, 1, d1]``, expand to
-    ``[r0, d0, r1, d1]``, reshape to ``[r0 d0, r1 d1]``."""
+    ``[r0, d0, r1, d1]``, reshape to ``[r0 d0, r1 d1]``; a dim repeated once is left as it
+    is (a dynamic one too: GPT-J's rotary tables, ``[1, S, 1, n, 1]`` by ``[1, 1, 1, 1,
+    2]``)."""
     x = node.tensor(0)
     reps = [int(r) for r in node.static(1, "the repeats")]
-    if not x.type.is_static or len(reps) != len(x.shape):
-        node.fail(f"tiling {x.type} by {reps}: needs static dims and one repeat per dim")
-    interleaved = [v for d in x.shape for v in (1, d)]
-    target = [v for r, d in zip(reps, x.shape, strict=True) for v in (r, d)]
-    y = node.mir("expand", [node.reshape(x, interleaved)], target_shape=target)
-    return [node.reshape(y, [r * d for r, d in zip(reps, x.shape, strict=True)])]
+    if len(reps) != len(x.shape) or any(
+            d is None and r != 1 for d, r in zip(x.shape, reps, strict=True)):
+        node.fail(f"tiling {x.type} by {reps}: needs one repeat per dim, and 1 for each "
+                  "dynamic dim")
+    if all(r == 1 for r in reps):
+        return [x]
+    split: list[int] = []      # x with a unit dim before each repeated one
+    grown: list[int] = []      # the expand's target
+    for k, (d, r) in enumerate(zip(x.shape, reps, strict=True)):
+        if r != 1:
+            split.append(1)
+            grown.append(r)
+        split.append(-2 - k if d is None else d)
+        grown.append(-1)
+    y = node.mir("expand", [node.mir("reshape", [x], new_shape=split)], target_shape=grown)
+    merged, at = [], 0
+    for d, r in zip(x.shape, reps, strict=True):
+        merged.append(-2 - at if d is None else d if r == 1 else r * d)
+        at += 1 if r == 1 else 2
+    y = node.mir("reshape", [y], new_shape=merged)
+    y_dims = node.dims_of(x)
+    return [node.known(y, [xd if r == 1 else r * xd for xd, r in zip(y_dims, reps,
+                                                                     strict=True)])]
 
 
 @folder("Tile")
