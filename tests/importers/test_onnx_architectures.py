@@ -1,0 +1,170 @@
+"""Real exports, continued (issue 22, point 1): HF transformers architectures beyond the
+corpus, tiny configs with random weights, as a new user exports them, each of which failed
+to import or compile before:
+
+- DeBERTa-v2 (disentangled attention, dynamo exporter): its ``[b, 4, s, 8] -> [4 b, s, 8]``
+  reshape in front of a batch matmul went through 1-D, and IREE 3.13 rejected the transpose
+  fused into that matmul's data-tiling encoding ("no basis element may be statically
+  non-positive");
+- MPNet (a relative-position bias added to the scores, TorchScript exporter): IREE fused the
+  bias, also stored for the next layer, into the softmax's dispatch and asked for a stack
+  buffer of dynamic size ("stack allocation size overflows 64 bits");
+- wav2vec2 (a strided conv front end over audio of any length, dynamo exporter): a Range
+  over the conv's output length less one, and a view whose size the exporter writes as
+  ``floor(4 (F - 1) / (F - 1))``, were sizes rlx could not build;
+- Swin (window padding ``(w - h % w) % w``, TorchScript exporter): ``Mod`` was not folded,
+  so the pads were "computed at run time".
+
+All imported into one module, compiled once for llvm-cpu and run at two sizes against ONNX
+Runtime on the same files."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+
+from onnx_models import compile_together, ort_run
+from rlx.reference.tolerance import assert_close
+
+VOCAB = 99
+
+
+def _text(kind: str) -> Any:
+    import transformers as t
+
+    common = {"vocab_size": VOCAB, "hidden_size": 32, "num_hidden_layers": 2,
+              "num_attention_heads": 4, "intermediate_size": 64}
+    if kind == "deberta":
+        return t.DebertaV2Model(t.DebertaV2Config(**common))
+    return t.MPNetModel(t.MPNetConfig(**common))
+
+
+def _vision(kind: str) -> Any:
+    import transformers as t
+
+    if kind == "wav2vec2":
+        return t.Wav2Vec2Model(t.Wav2Vec2Config(
+            hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+            conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3),
+            num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4))
+    return t.SwinModel(t.SwinConfig(image_size=64, patch_size=4, embed_dim=16, depths=[1, 1],
+                                    num_heads=[2, 2], window_size=4))
+
+
+def _export(path: Path, kind: str, dynamo: bool) -> Path:
+    import torch
+
+    torch.manual_seed(0)
+    text = kind in ("deberta", "mpnet")
+    model = (_text(kind) if text else _vision(kind)).eval()
+
+    class Hidden(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.m = model
+
+        def forward(self, first: torch.Tensor, mask: torch.Tensor | None = None
+                    ) -> torch.Tensor:
+            if mask is not None:
+                return self.m(input_ids=first, attention_mask=mask).last_hidden_state
+            return self.m(first).last_hidden_state
+
+    if text:
+        args: tuple = (torch.randint(0, VOCAB, (2, 7)), torch.ones(2, 7, dtype=torch.long))
+        axes = {"input_ids": {0: "b", 1: "s"}, "attention_mask": {0: "b", 1: "s"}}
+    elif kind == "wav2vec2":
+        args, axes = (torch.randn(2, 400),), {"audio": {0: "b", 1: "t"}}
+    else:
+        args, axes = (torch.randn(2, 3, 64, 64),), {"pixels": {0: "b"}}
+    dim = torch.export.Dim.AUTO
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        torch.onnx.export(
+            Hidden().eval(), args, str(path), input_names=list(axes), output_names=["hidden"],
+            dynamo=dynamo, opset_version=18, dynamic_axes=None if dynamo else axes,
+            dynamic_shapes=([{a: dim for a in v} for v in axes.values()] if dynamo else None))
+    return path
+
+
+CASES = {"deberta_dynamo": ("deberta", True), "mpnet_torchscript": ("mpnet", False),
+         "wav2vec2_dynamo": ("wav2vec2", True), "swin_torchscript": ("swin", False)}
+
+Compiled = tuple[dict[str, Path], object]
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory: pytest.TempPathFactory) -> Compiled:
+    tmp = tmp_path_factory.mktemp("architectures")
+    paths = {name: _export(tmp / f"{name}.onnx", kind, dynamo)
+             for name, (kind, dynamo) in CASES.items()}
+    _, program = compile_together(paths, "architectures")
+    return paths, program
+
+
+def _feeds(kind: str) -> list[dict[str, np.ndarray]]:
+    rng = np.random.default_rng(3)
+    if kind in ("deberta", "mpnet"):
+        out = []
+        for b, s in ((2, 9), (1, 13)):
+            mask = np.ones((b, s), np.int64)
+            mask[0, s - 3:] = 0                   # row 0 padded at the end
+            out.append({"input_ids": rng.integers(0, VOCAB, (b, s)), "attention_mask": mask})
+        return out
+    if kind == "wav2vec2":
+        return [{"audio": rng.standard_normal((b, t)).astype(np.float32)}
+                for b, t in ((2, 400), (1, 730))]
+    return [{"pixels": rng.standard_normal((b, 3, 64, 64)).astype(np.float32)} for b in (1, 3)]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_matches_onnxruntime_at_two_sizes(name: str, compiled: Compiled) -> None:
+    paths, program = compiled
+    model = onnx.load(str(paths[name]))
+    for feeds in _feeds(CASES[name][0]):
+        got = program[name](**feeds)  # type: ignore[index]
+        (want,) = ort_run(model, feeds)
+        assert_close(got, want, "f32", f"{name} at {[v.shape for v in feeds.values()]}")
+
+
+def test_tile_empty_slice_and_mod_over_dynamic_dims() -> None:
+    """What GPT-J's, Phi-3's and Swin's TorchScript exports did, in one hand-built graph over
+    ``x [b, s, 4]``: a Tile that repeats only static dims (GPT-J's rotary tables; it needed
+    every dim static), a Slice to nothing along a static dim of a tensor with dynamic ones
+    (Phi-3's pass-through half of a rotary embedding over the whole head: "an empty result
+    with dynamic dims"), dropped by the Concat after it, and pads computed with ``Mod`` from
+    a static size (Swin's window padding: ``Mod`` did not fold, so the pads were "computed
+    at run time")."""
+    from onnx import TensorProto, helper
+
+    import rlx
+    from onnx_models import init, model, vi
+    from rlx.importers.onnx import import_model
+
+    nodes = [helper.make_node("Tile", ["x", "reps"], ["tiled"]),
+             helper.make_node("Slice", ["x", "four", "four", "two"], ["nothing"]),
+             helper.make_node("Concat", ["tiled", "nothing"], ["joined"], axis=2),
+             helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Gather", ["shape", "two_scalar"], ["width"], axis=0),
+             helper.make_node("Mod", ["width", "three"], ["extra"]),
+             helper.make_node("Unsqueeze", ["extra", "zero"], ["extra1"]),
+             helper.make_node("Concat", ["zeros5", "extra1"], ["pads"], axis=0),
+             helper.make_node("Pad", ["x", "pads"], ["padded"])]
+    inits = [init("reps", np.array([1, 1, 2], np.int64)), init("four", np.array([4], np.int64)),
+             init("two", np.array([2], np.int64)), init("two_scalar", np.array(2, np.int64)),
+             init("three", np.array(3, np.int64)), init("zero", np.array([0], np.int64)),
+             init("zeros5", np.zeros(5, np.int64))]
+    m = model(nodes, [vi("x", ["b", "s", 4])],
+              [vi("joined", ["b", "s", 8]), vi("padded", ["b", "s", 5])], inits)
+    assert m.graph.input[0].type.tensor_type.elem_type == TensorProto.FLOAT
+    result = import_model(m)
+    program = rlx.runtime.load(rlx.compile(result.module, "llvm-cpu"), "local-task",
+                               result.params)
+    for b, s in ((1, 3), (2, 7)):
+        x = np.random.default_rng(b).standard_normal((b, s, 4)).astype(np.float32)
+        for got, want in zip(program.main(x=x), ort_run(m, {"x": x}), strict=True):
+            assert_close(got, want, "f32")
