@@ -38,7 +38,7 @@ VOCAB = 99
 def _text(kind: str) -> Any:
     import transformers as t
 
-    common = {"vocab_size": VOCAB, "hidden_size": 32, "num_hidden_layers": 2,
+    common = {"vocab_size": VOCAB, "hidden_size": 32, "num_hidden_layers": 1,
               "num_attention_heads": 4, "intermediate_size": 64}
     if kind == "deberta":
         return t.DebertaV2Model(t.DebertaV2Config(**common))
@@ -50,7 +50,7 @@ def _vision(kind: str) -> Any:
 
     if kind == "wav2vec2":
         return t.Wav2Vec2Model(t.Wav2Vec2Config(
-            hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+            hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64,
             conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3),
             num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4))
     return t.SwinModel(t.SwinConfig(image_size=64, patch_size=4, embed_dim=16, depths=[1, 1],
@@ -93,6 +93,8 @@ def _export(path: Path, kind: str, dynamo: bool) -> Path:
 
 CASES = {"deberta_dynamo": ("deberta", True), "mpnet_torchscript": ("mpnet", False),
          "wav2vec2_dynamo": ("wav2vec2", True), "swin_torchscript": ("swin", False)}
+"""One layer each (the failures were all in the first). Swin's window padding is also the
+hand-built graph's ``Mod`` case below; its export runs the TorchScript exporter here."""
 
 Compiled = tuple[dict[str, Path], object]
 
