@@ -133,18 +133,23 @@ _MOVES = frozenset({"rlx_mir.transpose", "rlx_mir.slice"})
 def fenced_rows(ctx: LoweringContext, lhs: ir.Value, rhs: ir.Value) -> ir.Value:
     """``lhs`` behind a compute barrier where IREE 3.13 would fuse its data movement into a
     data-tiled matmul's encoding and fail: the rows of a matmul by a 2-D weight, made by a
-    transpose or a strided slice (through reshapes), whose leading dims hold a dynamic size
-    (a LeViT export over a dynamic batch: ``[B, 16, 4, 4] -> [B, 16, 16]``, transposed,
+    strided slice (through reshapes) with a dynamic leading size, or by a transpose whose
+    leading dims hold a dynamic size beside a static one (a LeViT export over a dynamic
+    batch: ``[B, 16, 4, 4] -> [B, 16, 16]``, transposed,
     then its rows ``16 B``: "no basis element may be statically non-positive"; its query
     subsample, ``[B, 2, 2, 24]`` strided to ``[B, 1, 1, 24]``: "exceeded stack allocation
     limit of 32768 bytes")."""
     if not ctx.options.data_tiling or emit.rank(rhs) != 2 or emit.rank(lhs) < 3:
         return lhs
-    if None not in emit.static_shape(lhs)[:-1]:
+    lead = emit.static_shape(lhs)[:-1]
+    if None not in lead:
         return lhs
     v = lhs
     while not isinstance(v.owner, ir.Block) and v.owner.name == "rlx_mir.reshape":
         v = v.owner.operands[0]
     if isinstance(v.owner, ir.Block) or v.owner.name not in _MOVES:
         return lhs
+    if v.owner.name == "rlx_mir.transpose" and all(d is None or d == 1 for d in lead):
+        return lhs          # rows of dynamic sizes only: IREE compiles those (every export's
+                            # attention output, [B, S, H, hd] -> [B, S, H hd])
     return emit.barrier(lhs)
