@@ -127,14 +127,16 @@ def test_matches_onnxruntime_at_two_sizes(name: str, compiled: Compiled) -> None
         assert_close(got, want, "f32", f"{name} at {[v.shape for v in feeds.values()]}")
 
 
-def test_tile_empty_slice_and_mod_over_dynamic_dims() -> None:
+def test_size_arithmetic_and_einsums_over_dynamic_dims() -> None:
     """What GPT-J's, Phi-3's and Swin's TorchScript exports did, in one hand-built graph over
     ``x [b, s, 4]``: a Tile that repeats only static dims (GPT-J's rotary tables; it needed
     every dim static), a Slice to nothing along a static dim of a tensor with dynamic ones
     (Phi-3's pass-through half of a rotary embedding over the whole head: "an empty result
     with dynamic dims"), dropped by the Concat after it, and pads computed with ``Mod`` from
     a static size (Swin's window padding: ``Mod`` did not fold, so the pads were "computed
-    at run time")."""
+    at run time"); XLNet's relative positions, ``Range(s, -s, -1)`` (``Neg`` of a size did
+    not fold), and its einsums over the dynamic sequence (refused: "Einsum over dynamic
+    dims"), one of whose matmul rows are ``s^2``."""
     from onnx import TensorProto, helper
 
     import rlx
@@ -149,14 +151,23 @@ def test_tile_empty_slice_and_mod_over_dynamic_dims() -> None:
              helper.make_node("Mod", ["width", "three"], ["extra"]),
              helper.make_node("Unsqueeze", ["extra", "zero"], ["extra1"]),
              helper.make_node("Concat", ["zeros5", "extra1"], ["pads"], axis=0),
-             helper.make_node("Pad", ["x", "pads"], ["padded"])]
+             helper.make_node("Pad", ["x", "pads"], ["padded"]),
+             helper.make_node("Einsum", ["x", "x"], ["outer"], equation="bsi,bti->bsti"),
+             helper.make_node("Gather", ["x", "zero_scalar"], ["first"], axis=1),
+             helper.make_node("Einsum", ["outer", "first"], ["scores"],
+                              equation="bsti,bi->bst"),
+             helper.make_node("Gather", ["shape", "one_scalar"], ["length"], axis=0),
+             helper.make_node("Neg", ["length"], ["minus"]),
+             helper.make_node("Range", ["length", "minus", "minus_one"], ["steps"]),
+             helper.make_node("Cast", ["steps"], ["positions"], to=TensorProto.FLOAT)]
     inits = [init("reps", np.array([1, 1, 2], np.int64)), init("four", np.array([4], np.int64)),
              init("two", np.array([2], np.int64)), init("two_scalar", np.array(2, np.int64)),
              init("three", np.array(3, np.int64)), init("zero", np.array([0], np.int64)),
-             init("zeros5", np.zeros(5, np.int64))]
+             init("zeros5", np.zeros(5, np.int64)), init("zero_scalar", np.array(0, np.int64)),
+             init("one_scalar", np.array(1, np.int64)), init("minus_one", np.array(-1, np.int64))]
     m = model(nodes, [vi("x", ["b", "s", 4])],
-              [vi("joined", ["b", "s", 8]), vi("padded", ["b", "s", 5])], inits)
-    assert m.graph.input[0].type.tensor_type.elem_type == TensorProto.FLOAT
+              [vi("joined", ["b", "s", 8]), vi("padded", ["b", "s", 5]),
+               vi("scores", ["b", "s", "s"]), vi("positions", ["n"])], inits)
     result = import_model(m)
     program = rlx.runtime.load(rlx.compile(result.module, "llvm-cpu"), "local-task",
                                result.params)

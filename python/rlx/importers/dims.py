@@ -173,6 +173,8 @@ class SizeSource:
             return d in self.sources
         if isinstance(d, sympy.Add | sympy.Mul):
             return all(self.can_build(normalize(a)) for a in d.args)
+        if (factors := _power(d)) is not None:
+            return self.can_build(factors[0])
         return False
 
     # -- rulers ----------------------------------------------------------------------
@@ -200,6 +202,8 @@ class SizeSource:
             out = self.h.mir("concat", parts, axis=0)
         elif isinstance(d, sympy.Mul):
             out = self._product_ruler([normalize(a) for a in d.args], fail)
+        elif (factors := _power(d)) is not None:
+            out = self._product_ruler(factors, fail)
         else:
             fail(f"a tensor of run-time size {d} (rlx builds sizes that are sums and "
                  "products of the model's dims)")
@@ -334,6 +338,11 @@ class SizeSource:
                 out = v if out is None else self.h.mir("binary", [out, v], kind=kind)
             assert out is not None
             return out
+        if (factors := _power(d)) is not None:
+            out = self._size(factors[0], fail)
+            for f in factors[1:]:
+                out = self.h.mir("binary", [out, self._size(f, fail)], kind="mul")
+            return out
         if (parts := _quotient(d)) is not None:
             num, k = parts  # num >= 0, a size: the integer division floors it
             return self.h.mir("binary", [self._size(num, fail), self._scalar(k, DType.I64)],
@@ -344,6 +353,14 @@ class SizeSource:
     def _scalar(self, v: int, dtype: DType) -> HirValue:
         np_type = dtype.numpy
         return self.h.constant(np.asarray(v, dtype=np_type), dtype)
+
+
+def _power(d: SymDim) -> list[SymDim] | None:
+    """``s ** k`` (a positive whole ``k``: the ``s x s`` scores of an einsum over a dynamic
+    sequence, flattened) as its ``k`` factors, else None."""
+    if isinstance(d, sympy.Pow) and d.exp.is_Integer and 1 < int(d.exp) <= 4:
+        return [normalize(d.base)] * int(d.exp)
+    return None
 
 
 __all__ = ["SizeSource", "SymDim", "is_static", "normalize", "parse_dim", "same",

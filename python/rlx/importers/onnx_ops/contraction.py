@@ -9,6 +9,7 @@ import re
 import numpy as np
 
 from rlx.dialects.builder import HirValue
+from rlx.importers.dims import SymDim, normalize
 from rlx.importers.onnx_ops.registry import Node, Value, converter
 from rlx.importers.onnx_ops.shape import reshape_to
 from rlx.ir.types import Dim
@@ -143,34 +144,41 @@ def _permuted(node: Node, v: HirValue, labels: Labels, order: Labels) -> HirValu
 
 def _contract(node: Node, a: HirValue, la: Labels, b: HirValue, lb: Labels, keep: set[str]
               ) -> tuple[HirValue, Labels]:
-    """One batched matmul: ``[batch, a_only, summed] x [batch, summed, b_only]``."""
-    sizes: dict[str, Dim] = {}
+    """One batched matmul: ``[batch, a_only, summed] x [batch, summed, b_only]``, over the
+    operands' sizes as the importer knows them (dynamic ones as symbols: Funnel's and
+    XLNet's relative-position einsums over a dynamic sequence); a group of several dynamic
+    dims is one reshape where :func:`.shape.reshape_to` can say it, else its error."""
+    sizes: dict[str, SymDim] = {}
+    dims = {id(a): node.dims_of(a), id(b): node.dims_of(b)}
     for v, labels in ((a, la), (b, lb)):
-        for lab, d in zip(labels, v.shape, strict=True):
-            if d is None:
-                node.fail("Einsum over dynamic dims")
-            sizes[lab] = max(sizes.get(lab, 1) or 1, d)
+        for lab, d in zip(labels, dims[id(v)], strict=True):
+            if sizes.get(lab, 1) == 1:
+                sizes[lab] = d
     batch = [lab for lab in la if lab in lb and lab in keep]
     summed = [lab for lab in la if lab in lb and lab not in keep]
     a_only = [lab for lab in la if lab not in lb]
     b_only = [lab for lab in lb if lab not in la]
 
-    def batch_dims(v: HirValue, labels: Labels) -> list[int]:
-        return [v.shape[labels.index(lab)] for lab in batch]  # type: ignore[misc]
+    def batch_dims(v: HirValue, labels: Labels) -> list[SymDim]:
+        return [dims[id(v)][labels.index(lab)] for lab in batch]
 
-    def prod(labels: Labels) -> int:
-        return math.prod(sizes[lab] for lab in labels)  # type: ignore[misc]
+    def prod(labels: Labels) -> SymDim:
+        return normalize(math.prod(sizes[lab] for lab in labels))
 
-    a3 = node.reshape(_permuted(node, a, la, batch + a_only + summed),
-                      [*batch_dims(a, la), prod(a_only), prod(summed)])
-    b3 = node.reshape(_permuted(node, b, lb, batch + summed + b_only),
-                      [*batch_dims(b, lb), prod(summed), prod(b_only)])
+    def grouped(v: Value, target: list[SymDim]) -> HirValue:
+        y = reshape_to(node, node.as_tensor(v), target)
+        return node.as_tensor(y)
+
+    a3 = grouped(_permuted(node, a, la, batch + a_only + summed),
+                 [*batch_dims(a, la), prod(a_only), prod(summed)])
+    b3 = grouped(_permuted(node, b, lb, batch + summed + b_only),
+                 [*batch_dims(b, lb), prod(summed), prod(b_only)])
     for v, what in ((a3, "first"), (b3, "second")):
         if not v.dtype.is_float:
             node.fail(f"the {what} operand is {v.dtype}; rlx contracts float tensors")
     y = node.mir("matmul", [a3, b3])
     labels = batch + a_only + b_only
-    return node.reshape(y, [sizes[lab] for lab in labels]), labels  # type: ignore[misc]
+    return grouped(y, [sizes[lab] for lab in labels]), labels
 
 
 @converter("Einsum", since=12)

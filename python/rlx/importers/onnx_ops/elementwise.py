@@ -16,7 +16,7 @@ import sympy
 from onnx import helper
 
 from rlx.dialects.builder import HirValue
-from rlx.importers.dims import tidy
+from rlx.importers.dims import normalize, tidy
 from rlx.importers.onnx_ops.narrow import cast_to_narrow
 from rlx.importers.onnx_ops.registry import (
     NARROW_ONNX,
@@ -440,6 +440,10 @@ FOLD_UNARY = {"Sqrt": np.sqrt, "Exp": np.exp, "Log": np.log, "Neg": np.negative,
 @folder(*FOLD_UNARY)
 def fold_unary(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray] | None:
     x = inputs[0]
+    if node.op_type in ("Neg", "Abs") and x is not None and _sizes(x):
+        # shape arithmetic: Funnel's and XLNet's relative positions run from s down to -s
+        fn = {"Neg": lambda a: -a, "Abs": sympy.Abs}[node.op_type]
+        return [_size_op(lambda a: normalize(fn(a)), x)]
     if not _numeric(x):
         return None
     if node.op_type == "Reciprocal" and x.dtype.kind != "f":
