@@ -186,10 +186,11 @@ class SizeSource:
         key = (d, 0)
         if key in self._rulers:
             return self._rulers[key]
+        named = self.renamed(d)
         if isinstance(d, sympy.Symbol) or d in self.sources:
             out = self._symbol_ruler(d, fail)
-        elif self.renamed(d) != d:
-            out = self.ruler(self.renamed(d), fail)
+        elif named != d:
+            out = self.ruler(named, fail)
         elif isinstance(d, sympy.Add) and d.as_coeff_Add()[0] < 0:
             # ``n - c`` (a convolution's output length less one, the length of a Range over
             # it): ``n``'s ruler less its last ``c`` entries (the slice checks ``n >= c``

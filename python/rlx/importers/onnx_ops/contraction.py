@@ -149,18 +149,18 @@ def _contract(node: Node, a: HirValue, la: Labels, b: HirValue, lb: Labels, keep
     XLNet's relative-position einsums over a dynamic sequence); a group of several dynamic
     dims is one reshape where :func:`.shape.reshape_to` can say it, else its error."""
     sizes: dict[str, SymDim] = {}
-    dims = {id(a): node.dims_of(a), id(b): node.dims_of(b)}
-    for v, labels in ((a, la), (b, lb)):
-        for lab, d in zip(labels, dims[id(v)], strict=True):
-            if sizes.get(lab, 1) == 1:
+    da, db = node.dims_of(a), node.dims_of(b)
+    for dims, labels in ((da, la), (db, lb)):
+        for lab, d in zip(labels, dims, strict=True):
+            if sizes.get(lab, 1) == 1:          # a broadcast 1 takes the other's size
                 sizes[lab] = d
     batch = [lab for lab in la if lab in lb and lab in keep]
     summed = [lab for lab in la if lab in lb and lab not in keep]
     a_only = [lab for lab in la if lab not in lb]
     b_only = [lab for lab in lb if lab not in la]
 
-    def batch_dims(v: HirValue, labels: Labels) -> list[SymDim]:
-        return [dims[id(v)][labels.index(lab)] for lab in batch]
+    def batch_dims(dims: list[SymDim], labels: Labels) -> list[SymDim]:
+        return [dims[labels.index(lab)] for lab in batch]
 
     def prod(labels: Labels) -> SymDim:
         return normalize(math.prod(sizes[lab] for lab in labels))
@@ -170,9 +170,9 @@ def _contract(node: Node, a: HirValue, la: Labels, b: HirValue, lb: Labels, keep
         return node.as_tensor(y)
 
     a3 = grouped(_permuted(node, a, la, batch + a_only + summed),
-                 [*batch_dims(a, la), prod(a_only), prod(summed)])
+                 [*batch_dims(da, la), prod(a_only), prod(summed)])
     b3 = grouped(_permuted(node, b, lb, batch + summed + b_only),
-                 [*batch_dims(b, lb), prod(summed), prod(b_only)])
+                 [*batch_dims(db, lb), prod(summed), prod(b_only)])
     for v, what in ((a3, "first"), (b3, "second")):
         if not v.dtype.is_float:
             node.fail(f"the {what} operand is {v.dtype}; rlx contracts float tensors")

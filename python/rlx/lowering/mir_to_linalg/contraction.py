@@ -70,16 +70,13 @@ def _broadcast_batch(lhs: ir.Value, rhs: ir.Value) -> emit.Sizes:
     return out
 
 
-def untiled_contraction(a: ir.Value, b: ir.Value, *, transpose_b: bool = False,
-                        acc_type: ir.Type | None = None) -> ir.Value:
-    """``[B, H, M, K] x [H, B, K, N]`` (``[H, B, N, K]`` with ``transpose_b``) to ``[B, H,
-    M, N]``: two batch dims in another order in each operand, which IREE 3.13 can neither
-    collapse into one nor data-tile (its data tiling takes one batch dim at most)."""
-    acc = acc_type or emit.elem(a)
-    n = emit.dim(b, 2) if transpose_b else emit.dim(b, 3)
-    init = emit.filled([emit.dim(a, 0), emit.dim(a, 1), emit.dim(a, 2), n], acc, 0.0)
-    maps = [emit.amap(5, [0, 1, 2, 4]),
-            emit.amap(5, [1, 0, 3, 4] if transpose_b else [1, 0, 4, 3]),
+def untiled_contraction(a: ir.Value, b: ir.Value, acc: ir.Type) -> ir.Value:
+    """``[B, H, M, K] x [H, B, K, N]`` to ``[B, H, M, N]`` in ``acc``: two batch dims in
+    another order in each operand, which IREE 3.13 can neither collapse into one nor
+    data-tile (its data tiling takes one batch dim at most)."""
+    init = emit.filled([emit.dim(a, 0), emit.dim(a, 1), emit.dim(a, 2), emit.dim(b, 3)],
+                       acc, 0.0)
+    maps = [emit.amap(5, [0, 1, 2, 4]), emit.amap(5, [1, 0, 4, 3]),
             emit.amap(5, [0, 1, 2, 3])]
 
     def body(x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
@@ -95,8 +92,8 @@ def untiled_batches(lhs: ir.Value, rhs: ir.Value) -> ir.Value | None:
     ``[B, H, S, S]`` of an export with a dynamic batch); None otherwise. Collapsed into one
     batch ``B · H`` and data-tiled, IREE rejected the head transpose fused into the encoding
     ("no basis element may be statically non-positive"), and the attention's same pair of
-    batch matmuls computed wrong outputs past 64 keys (see
-    :func:`.attention._untiled`): here the batch dims stay two, ``rhs`` behind a barrier
+    batch matmuls computed wrong outputs past 64 keys (the decomposed attention's, which
+    comes here too): here the batch dims stay two, ``rhs`` behind a barrier
     as ``[H, B, K, N]``, whose other order IREE can neither collapse nor data-tile."""
     batch = _broadcast_batch(lhs, rhs)
     if len(batch) < 2 or all(isinstance(d, int) for d in batch):
@@ -106,8 +103,8 @@ def untiled_batches(lhs: ir.Value, rhs: ir.Value) -> ir.Value | None:
     nb = len(batch)
     groups = [list(range(nb - 1)), [nb - 1], [nb], [nb + 1]]
     a4, b4 = (emit.collapse(x, groups) if nb != 2 else x for x in (lhs, rhs))
-    out = untiled_contraction(
-        a4, emit.barrier(emit.transpose(b4, [1, 0, 2, 3])), acc_type=accumulator(emit.elem(lhs)))
+    out = untiled_contraction(a4, emit.barrier(emit.transpose(b4, [1, 0, 2, 3])),
+                              accumulator(emit.elem(lhs)))
     if nb == 2:
         return out
     return emit.expand(out, groups, [*batch, emit.dim(lhs, -2), emit.dim(rhs, -1)])

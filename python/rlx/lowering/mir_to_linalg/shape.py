@@ -63,13 +63,19 @@ def _times(a: _Term, b: _Term) -> _Term:
     return a[0] * b[0], tuple(sorted(a[1] + b[1]))
 
 
-def _divides(a: _Term, b: _Term) -> bool:
+def _over(b: _Term, a: _Term) -> _Term | None:
+    """``b / a`` where ``a``'s dynamic dims are among ``b``'s, else None."""
     rest = list(b[1])
     for k in a[1]:
         if k not in rest:
-            return False
+            return None
         rest.remove(k)
-    return (b[0] / a[0]).denominator == 1
+    return b[0] / a[0], tuple(rest)
+
+
+def _divides(a: _Term, b: _Term) -> bool:
+    q = _over(b, a)
+    return q is not None and q[0].denominator == 1
 
 
 def _reshape_groups(src: list[int | None], new_shape: list[int]
@@ -97,13 +103,10 @@ def _reshape_groups(src: list[int | None], new_shape: list[int]
         for t in outs:
             if t is not None:
                 known = _times(known, t)
-        if any(k not in total[1] or known[1].count(k) > total[1].count(k)
-               for k in known[1]):
+        inferred = _over(total, known)
+        if inferred is None:
             return None
-        rest = list(total[1])
-        for k in known[1]:
-            rest.remove(k)
-        outs[outs.index(None)] = (total[0] / known[0], tuple(rest))
+        outs[outs.index(None)] = inferred
     dst = [t for t in outs if t is not None]
     pairs: list[tuple[list[int], list[int]]] = []
     i = j = 0
