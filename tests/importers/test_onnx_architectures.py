@@ -175,3 +175,18 @@ def test_size_arithmetic_and_einsums_over_dynamic_dims() -> None:
         x = np.random.default_rng(b).standard_normal((b, s, 4)).astype(np.float32)
         for got, want in zip(program.main(x=x), ort_run(m, {"x": x}), strict=True):
             assert_close(got, want, "f32")
+
+
+def test_tile_of_a_dynamic_dim_is_refused_by_name() -> None:
+    """Repeating a dynamic dim more than once is one error naming the node, at import."""
+    from onnx import helper
+
+    from onnx_models import init, model, vi
+    from rlx.importers.onnx import import_model
+    from rlx.ir.diagnostics import ModelImportError
+
+    m = model([helper.make_node("Tile", ["x", "reps"], ["y"], name="grow")],
+              [vi("x", ["b", 4])], [vi("y", ["n", 4])],
+              [init("reps", np.array([2, 1], np.int64))])
+    with pytest.raises(ModelImportError, match=r"'grow' \(Tile.*1 for each dynamic dim"):
+        import_model(m)
