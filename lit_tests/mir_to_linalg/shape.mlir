@@ -82,12 +82,20 @@ module @embed {
 // CHECK:        tensor.extract %arg0[%{{.*}}, %[[K]]] : tensor<?x8xf32>
 // CHECK:      tensor.pad %arg0 low[0, 1] high[2, 0]
 // CHECK:        tensor.yield %cst : f32
+// A size up to k before the end with a stride (x[1 : dim - 2 : 3] of the dynamic axis):
+// ceil((dim - 1 - 2) / 3) entries, counted at run time.
+// CHECK:      %[[D:.*]] = tensor.dim %arg0, %c0
+// CHECK:      %[[S:.*]] = arith.subi %[[D]], %c3
+// CHECK:      %[[U:.*]] = arith.addi %[[S]], %c2
+// CHECK:      %[[N:.*]] = arith.divui %[[U]], %c3
+// CHECK:      tensor.extract_slice %arg0[1, 0] [%[[N]], 4] [3, 2] : tensor<?x8xf32> to tensor<?x4xf32>
 module @slices {
-  func.func @main(%x: tensor<?x8xf32>) -> (tensor<?x3xf32>, tensor<?x4xf32>, tensor<?x9xf32>) {
+  func.func @main(%x: tensor<?x8xf32>) -> (tensor<?x3xf32>, tensor<?x4xf32>, tensor<?x9xf32>, tensor<?x4xf32>) {
     %a = "rlx_mir.slice"(%x) {sizes = array<i64: -1, 3>, starts = array<i64: 0, 1>, strides = array<i64: 1, 2>} : (tensor<?x8xf32>) -> tensor<?x3xf32>
     %b = "rlx_mir.slice"(%x) {sizes = array<i64: -1, 4>, starts = array<i64: 0, 7>, strides = array<i64: 1, -2>} : (tensor<?x8xf32>) -> tensor<?x4xf32>
     %c = "rlx_mir.pad"(%x) {high = array<i64: 2, 0>, low = array<i64: 0, 1>, value = 2.5 : f32} : (tensor<?x8xf32>) -> tensor<?x9xf32>
-    return %a, %b, %c : tensor<?x3xf32>, tensor<?x4xf32>, tensor<?x9xf32>
+    %d = "rlx_mir.slice"(%x) {sizes = array<i64: -3, -1>, starts = array<i64: 1, 0>, strides = array<i64: 3, 2>} : (tensor<?x8xf32>) -> tensor<?x4xf32>
+    return %a, %b, %c, %d : tensor<?x3xf32>, tensor<?x4xf32>, tensor<?x9xf32>, tensor<?x4xf32>
   }
 }
 

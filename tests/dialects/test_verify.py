@@ -183,9 +183,10 @@ CASES = {
     "mir_dynamic_slice_bound_rank": ("rlx_mir.dynamic_slice", [X, "tensor<i64>", "tensor<1xi64>"],
                                      "{axis = 0 : i64}", ["tensor<?x16xf32>"],
                                      "operand 'end'"),
-    "mir_slice_kept_axis_strided": ("rlx_mir.slice", [X], "{sizes = array<i64: -1, 4>, "
-                                    "starts = array<i64: 0, 0>, strides = array<i64: 2, 1>}",
-                                    ["tensor<4x4xf32>"], "stride 1 for a size up to the end"),
+    "mir_slice_kept_axis_backwards": ("rlx_mir.slice", [X], "{sizes = array<i64: -1, 4>, "
+                                      "starts = array<i64: 3, 0>, strides = array<i64: -1, 1>}",
+                                      ["tensor<4x4xf32>"],
+                                      "a positive stride for a size up to the end"),
     "mir_write_rows_row": ("rlx_mir.write_rows", ["tensor<4x16x8xf32>", "tensor<4x1x6xf32>",
                            "tensor<4xi32>", "tensor<4xi32>"], "", ["tensor<4x16x8xf32>"],
                            "operand 'new' dim 2: expected 8 (a row of the cache)"),

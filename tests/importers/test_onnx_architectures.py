@@ -13,7 +13,9 @@ to import or compile before:
   over the conv's output length less one, and a view whose size the exporter writes as
   ``floor(4 (F - 1) / (F - 1))``, were sizes rlx could not build;
 - Swin (window padding ``(w - h % w) % w``, TorchScript exporter): ``Mod`` was not folded,
-  so the pads were "computed at run time" (the graph test below).
+  so the pads were "computed at run time" (the graph test below);
+- the Funnel Transformer (pooling by ``x[:, ::2]`` over the sequence) and ConvBERT (an
+  unfold through ``Pad``): the second graph test below.
 
 The first three imported into one module, compiled once for llvm-cpu and run at two sizes
 against ONNX Runtime on the same files."""
@@ -174,6 +176,60 @@ def test_size_arithmetic_and_einsums_over_dynamic_dims() -> None:
     for b, s in ((1, 3), (2, 7)):
         x = np.random.default_rng(b).standard_normal((b, s, 4)).astype(np.float32)
         for got, want in zip(program.main(x=x), ort_run(m, {"x": x}), strict=True):
+            assert_close(got, want, "f32")
+
+
+def test_strided_slices_pads_and_pooled_lengths_over_dynamic_dims() -> None:
+    """What the Funnel Transformer's and ConvBERT's exports did, in one hand-built graph
+    over ``x [b, s, 4]``: Funnel's pooling ``x[:, ::2]`` and ``x[:, 1::2]`` over the dynamic
+    sequence (refused: "a slice with step 2 over a dynamic size"), beside a tensor expanded
+    to the pooled length its dynamo export computes, ``(s + 1) // 2`` ("a tensor of run-time
+    size floor(s/2 + 1/2)"); ConvBERT's unfold, a constant Pad of ``[b, s, 4]`` to ``[b, s +
+    5, 4]`` (pads that ONNX's shape inference does not follow) reshaped to ``[b, 4 P1]``,
+    ``P1`` read back from the padded tensor's Shape (the pad's result had lost ``b`` and
+    ``s + 5``, so neither target size was one of its dims: "rlx cannot compute the sizes
+    ... at run time")."""
+    from onnx import helper
+
+    import rlx
+    from onnx_models import init, model, vi
+    from rlx.importers.onnx import import_model
+
+    nodes = [helper.make_node("Slice", ["x", "zero", "big", "one", "two"], ["even"]),
+             helper.make_node("Slice", ["x", "one", "big", "one", "two"], ["odd"]),
+             helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Gather", ["shape", "zero"], ["b"], axis=0),
+             helper.make_node("Gather", ["shape", "one"], ["s"], axis=0),
+             helper.make_node("Add", ["s", "one"], ["s1"]),
+             helper.make_node("Div", ["s1", "two"], ["half"]),
+             helper.make_node("Concat", ["b", "half", "four"], ["pooled"], axis=0),
+             helper.make_node("Expand", ["ramp", "pooled"], ["ramps"]),
+             helper.make_node("Add", ["even", "ramps"], ["even_ramped"]),
+             helper.make_node("Concat", ["pads_low", "pads_high"], ["pads"], axis=0),
+             helper.make_node("Pad", ["x", "pads"], ["padded"]),
+             helper.make_node("Shape", ["padded"], ["padded_shape"]),
+             helper.make_node("Gather", ["padded_shape", "one"], ["ps"], axis=0),
+             helper.make_node("Mul", ["ps", "four"], ["width"]),
+             helper.make_node("Concat", ["b", "width"], ["rows"], axis=0),
+             helper.make_node("Reshape", ["padded", "rows"], ["flat"], name="flatten")]
+    inits = [init("zero", np.array([0], np.int64)), init("one", np.array([1], np.int64)),
+             init("two", np.array([2], np.int64)), init("four", np.array([4], np.int64)),
+             init("big", np.array([2**62], np.int64)),
+             init("ramp", np.arange(4, dtype=np.float32).reshape(1, 1, 4)),
+             init("pads_low", np.array([0, 3, 0], np.int64)),
+             init("pads_high", np.array([0, 2, 0], np.int64))]
+    m = model(nodes, [vi("x", ["b", "s", 4])],
+              [vi("even_ramped", ["b", "h", 4]), vi("odd", ["b", "o", 4]),
+               vi("flat", ["b", "n"])], inits)
+    result = import_model(m)
+    # the padded sizes known: one reshape (not the sizes compared at run time)
+    assert str(result.module).count('loc("flatten")') == 1
+    program = rlx.runtime.load(rlx.compile(result.module, "llvm-cpu"), "local-task",
+                               result.params)
+    for b, s in ((1, 1), (2, 6), (3, 9)):
+        x = np.random.default_rng(b).standard_normal((b, s, 4)).astype(np.float32)
+        for got, want in zip(program.main(x=x), ort_run(m, {"x": x}), strict=True):
+            assert got.shape == want.shape
             assert_close(got, want, "f32")
 
 

@@ -1,10 +1,10 @@
 """Numerics of the data-movement MIR ops: reshape (static and dynamic), transpose,
-narrow (also from the end), slice (strided, backwards, kept dynamic axes), pad, concat,
-expand, gather (embedding, f32-encoded and per-batch indices), write_rows (rows of a
-cache replaced at device-side positions: a decode's one row per slot, a prompt's dynamic
-rows into one slot, overlapping writes, slot and row indices out of range on both sides),
-scatter (ScatterND's replace and combine), barrier (the identity), dim and iota (a dynamic
-size as data)."""
+narrow (also from the end), slice (strided, backwards, kept dynamic axes, strided up to
+the end of a dynamic axis), pad, concat, expand, gather (embedding, f32-encoded and
+per-batch indices), write_rows (rows of a cache replaced at device-side positions: a
+decode's one row per slot, a prompt's dynamic rows into one slot, overlapping writes, slot
+and row indices out of range on both sides), scatter (ScatterND's replace and combine),
+barrier (the identity), dim and iota (a dynamic size as data)."""
 
 from __future__ import annotations
 
@@ -30,6 +30,8 @@ def shapes(dtype: str) -> rlx.HirModule:
         h.mir("slice", [x], starts=[1, 0, 23], sizes=[1, -1, 6], strides=[1, 1, -4]),
         h.mir("slice", [s], starts=[0, 1], sizes=[2, 3], strides=[3, 2]),
         h.mir("slice", [s], starts=[3, 5], sizes=[4, 0], strides=[-1, -1]),
+        # up to the end (of the dynamic axis too) with a stride: x[:, 1::2, :-1:3]
+        h.mir("slice", [x], starts=[0, 1, 0], sizes=[-1, -1, -2], strides=[1, 2, 3]),
         h.mir("pad", [x], low=[1, 0, 2], high=[0, 0, 3], value=1.5),
         h.mir("concat", [x, x, x], axis=1),
         h.mir("concat", [s, s], axis=-1),

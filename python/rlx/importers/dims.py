@@ -205,9 +205,15 @@ class SizeSource:
             out = self._product_ruler([normalize(a) for a in d.args], fail)
         elif (factors := _power(d)) is not None:
             out = self._product_ruler(factors, fail)
+        elif (parts := _quotient(d)) is not None:
+            # floor(num / k) = ceil((num - k + 1) / k): every k-th entry of that ruler (a
+            # Funnel Transformer's pooled length ceil(s / 2), which Expand asks for)
+            num, k = parts
+            out = self.h.mir("slice", [self.ruler(normalize(num - (k - 1)), fail)],
+                             starts=[0], sizes=[-1], strides=[k])
         else:
-            fail(f"a tensor of run-time size {d} (rlx builds sizes that are sums and "
-                 "products of the model's dims)")
+            fail(f"a tensor of run-time size {d} (rlx builds sizes that are sums, products "
+                 "and floor / ceiling quotients of the model's dims)")
         self._rulers[key] = out
         return out
 

@@ -329,11 +329,11 @@ def narrow(x: np.ndarray, *, axis: int, start: int, len: int) -> np.ndarray:
 def slice_(x: np.ndarray, *, starts: tuple[int, ...], sizes: tuple[int, ...],
            strides: tuple[int, ...]) -> np.ndarray:
     """Element ``i`` of axis ``k`` is ``x[starts[k] + i * strides[k]]``; size ``-1 - j``
-    reads up to ``j`` elements before the end of the axis."""
+    reads up to ``j`` elements before the end of the axis, every ``strides[k]``-th."""
     x = np.asarray(x)
     index = []
     for start, size, stride, dim in zip(starts, sizes, strides, x.shape, strict=True):
-        count = dim - start - (-1 - size) if size < 0 else size
+        count = len(range(start, dim - (-1 - size), stride)) if size < 0 else size
         index.append(start + np.arange(count) * stride)
     return x[np.ix_(*index)] if index else x
 

@@ -171,10 +171,11 @@ def slice_(c: Check) -> list[TensorInfo]:
     """Strided slice over every axis: ``y[i0, i1, ...] = x[s0 + i0 t0, s1 + i1 t1, ...]``.
 
     One entry per axis in ``starts``, ``sizes`` and ``strides`` (``t``). A negative stride
-    reads backwards from ``start``; a size of ``-1 - k`` (stride 1) reads from ``start`` to
-    ``k`` elements before the end of the axis, ``x[start : dim - k]`` (``-1``: the rest of
-    the axis), which may be dynamic. Every index read lies inside the input (ONNX
-    ``Slice`` after its clamping rules, resolved by the importer).
+    reads backwards from ``start``; a size of ``-1 - k`` (a positive stride) reads from
+    ``start`` to ``k`` elements before the end of the axis, ``x[start : dim - k : t]``
+    (``-1``: the rest of the axis), ``ceil((dim - start - k) / t)`` entries, which may be
+    dynamic. Every index read lies inside the input (ONNX ``Slice`` after its clamping
+    rules, resolved by the importer).
 
     Example::
 
@@ -208,15 +209,17 @@ def slice_(c: Check) -> list[TensorInfo]:
 
 
 def _to_end(c: Check, axis: int, start: int, k: int, stride: int, dim: Dim) -> Dim:
-    """The size of ``x[start : dim - k]`` along ``axis`` (stride 1)."""
-    if start < 0 or stride != 1:
-        c.fail(f"axis {axis}", "start >= 0 and stride 1 for a size up to the end (-1 - k)",
-               f"start {start}, stride {stride}")
+    """The size of ``x[start : dim - k : stride]`` along ``axis`` (a positive stride):
+    ``ceil((dim - start - k) / stride)``; its last index read, ``start + (size - 1) *
+    stride``, is below ``dim - k``."""
+    if start < 0 or stride < 1:
+        c.fail(f"axis {axis}", "start >= 0 and a positive stride for a size up to the end "
+               "(-1 - k)", f"start {start}, stride {stride}")
     if dim is not None and start + k > dim:
         c.fail(f"axis {axis}", f"start + k <= {dim} (the size of dim {axis})",
                f"start {start}, k {k}")
     c.at_least("x", axis, start + k, f"a slice from {start} to {k} before the end")
-    return None if dim is None else dim - start - k
+    return None if dim is None else -(-(dim - start - k) // stride)
 
 
 @MIR.op("pad", operands=["x"],

@@ -131,13 +131,12 @@ def convert_slice(node: Node) -> list[Value]:
 
 def _dynamic_slice(node: Node, x: HirValue, axis: int, start: SymDim, end: SymDim,
                    step: int) -> HirValue:
-    """``x[start:end]`` along ``axis`` where the dim or a bound is a dynamic size (step 1):
-    a ``slice`` up to ``k`` before the end when that is what it is, a ``narrow`` for a
-    static window, else a ``dynamic_slice`` of bounds computed at run time."""
+    """``x[start:end:step]`` along ``axis`` where the dim or a bound is a dynamic size: a
+    ``slice`` up to ``k`` before the end when that is what it is (any positive step: a
+    Funnel Transformer's ``x[:, ::2]``), else (step 1) a ``narrow`` for a static window or
+    a ``dynamic_slice`` of bounds computed at run time."""
     dims = node.dims_of(x)
     d = dims[axis]
-    if step != 1:
-        node.fail(f"a slice with step {step} over a dynamic size ({d})")
     if is_static(start) and int(start) < 0:
         start = normalize(d + int(start))
     if is_static(end) and int(end) >= TO_THE_END:
@@ -145,16 +144,23 @@ def _dynamic_slice(node: Node, x: HirValue, axis: int, start: SymDim, end: SymDi
     elif is_static(end) and int(end) < 0:
         end = normalize(d + int(end))
     before_end = normalize(sympy.simplify(sympy.sympify(d) - sympy.sympify(end)))
-    if x.shape[axis] is None and is_static(start) and int(start) >= 0 and is_static(
-            before_end) and int(before_end) >= 0:
-        if int(start) == 0 and int(before_end) == 0:
+    to_the_end = is_static(start) and int(start) >= 0 and is_static(before_end) and int(
+        before_end) >= 0
+    if step > 0 and x.shape[axis] is None and to_the_end:
+        if int(start) == 0 and int(before_end) == 0 and step == 1:
             return x
         rank = len(x.shape)
         starts = [int(start) if a == axis else 0 for a in range(rank)]
         sizes = [-1 - int(before_end) if a == axis else -1 for a in range(rank)]
-        y = node.mir("slice", [x], starts=starts, sizes=sizes, strides=[1] * rank)
-        return node.known(y, [normalize(d - start - before_end) if a == axis else dims[a]
+        strides = [step if a == axis else 1 for a in range(rank)]
+        y = node.mir("slice", [x], starts=starts, sizes=sizes, strides=strides)
+        count = sympy.sympify(d) - start - before_end
+        return node.known(y, [normalize(sympy.ceiling(count / step)) if a == axis else dims[a]
                               for a in range(rank)])
+    if step != 1:
+        node.fail(f"a slice with step {step} over a dynamic size ({d}) from {start} to "
+                  f"{end}: rlx slices a dynamic axis with a step from a static start to a "
+                  "static distance before its end")
     if x.shape[axis] is None and is_static(start) and is_static(end) and 0 <= int(
             start) <= int(end):
         # a static window of a dynamic axis: narrow checks at run time that the axis

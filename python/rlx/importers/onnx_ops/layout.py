@@ -13,7 +13,7 @@ from typing import NoReturn
 import numpy as np
 
 from rlx.dialects.builder import HirValue
-from rlx.importers.dims import SymDim, is_static
+from rlx.importers.dims import SymDim, is_static, normalize
 from rlx.importers.onnx_ops.registry import Node, Value, converter, normalize_axes
 from rlx.importers.onnx_ops.shape import reshape_to
 from rlx.importers.padding import pad_index
@@ -48,6 +48,10 @@ def convert_pad(node: Node) -> list[Value]:
     if mode not in PAD_MODES:
         node.fail(f"mode {mode!r}: expected one of {', '.join(PAD_MODES)}")
     low, high, value = _pads(node, rank)
+    # the sizes it makes, in the model's terms (a size padded at a dynamic dim stays that
+    # dim + pads: ConvBERT's unfold pads [b, 16, s, 1] and reshapes over b and s after it)
+    out_dims = [normalize(d + lo + hi) for d, lo, hi in zip(node.dims_of(x), low, high,
+                                                              strict=True)]
     y = x
     if any(p < 0 for p in low + high):  # crops first (the modes read the cropped tensor)
         shape = y.shape
@@ -61,7 +65,7 @@ def convert_pad(node: Node) -> list[Value]:
     if not any(low + high):
         return [y]
     if mode == "constant":
-        return [node.mir("pad", [y], low=low, high=high, value=value)]
+        return [node.known(node.mir("pad", [y], low=low, high=high, value=value), out_dims)]
     for a in range(rank):
         if low[a] or high[a]:
             y = _pad_axis(node, y, a, low[a], high[a], mode)
