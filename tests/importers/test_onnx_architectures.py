@@ -188,7 +188,8 @@ def test_strided_slices_pads_and_pooled_lengths_over_dynamic_dims() -> None:
     5, 4]`` (pads that ONNX's shape inference does not follow) reshaped to ``[b, 4 P1]``,
     ``P1`` read back from the padded tensor's Shape (the pad's result had lost ``b`` and
     ``s + 5``, so neither target size was one of its dims: "rlx cannot compute the sizes
-    ... at run time")."""
+    ... at run time"); and Longformer's padding of the sequence to a multiple of its window,
+    ``(4 - s % 4) % 4`` (refused: "the pads hold dynamic sizes")."""
     from onnx import helper
 
     import rlx
@@ -211,22 +212,28 @@ def test_strided_slices_pads_and_pooled_lengths_over_dynamic_dims() -> None:
              helper.make_node("Gather", ["padded_shape", "one"], ["ps"], axis=0),
              helper.make_node("Mul", ["ps", "four"], ["width"]),
              helper.make_node("Concat", ["b", "width"], ["rows"], axis=0),
-             helper.make_node("Reshape", ["padded", "rows"], ["flat"], name="flatten")]
+             helper.make_node("Reshape", ["padded", "rows"], ["flat"], name="flatten"),
+             helper.make_node("Mod", ["s", "four"], ["rest"]),
+             helper.make_node("Sub", ["four", "rest"], ["short"]),
+             helper.make_node("Mod", ["short", "four"], ["fill"]),
+             helper.make_node("Concat", ["zeros4", "fill", "zero"], ["window_pads"], axis=0),
+             helper.make_node("Pad", ["x", "window_pads", "minus_two"], ["windows"])]
     inits = [init("zero", np.array([0], np.int64)), init("one", np.array([1], np.int64)),
              init("two", np.array([2], np.int64)), init("four", np.array([4], np.int64)),
              init("big", np.array([2**62], np.int64)),
              init("ramp", np.arange(4, dtype=np.float32).reshape(1, 1, 4)),
+             init("zeros4", np.zeros(4, np.int64)), init("minus_two", np.array(-2.0, np.float32)),
              init("pads_low", np.array([0, 3, 0], np.int64)),
              init("pads_high", np.array([0, 2, 0], np.int64))]
     m = model(nodes, [vi("x", ["b", "s", 4])],
               [vi("even_ramped", ["b", "h", 4]), vi("odd", ["b", "o", 4]),
-               vi("flat", ["b", "n"])], inits)
+               vi("flat", ["b", "n"]), vi("windows", ["b", "w", 4])], inits)
     result = import_model(m)
     # the padded sizes known: one reshape (not the sizes compared at run time)
     assert str(result.module).count('loc("flatten")') == 1
     program = rlx.runtime.load(rlx.compile(result.module, "llvm-cpu"), "local-task",
                                result.params)
-    for b, s in ((1, 1), (2, 6), (3, 9)):
+    for b, s in ((1, 1), (2, 6), (3, 9), (1, 12)):
         x = np.random.default_rng(b).standard_normal((b, s, 4)).astype(np.float32)
         for got, want in zip(program.main(x=x), ort_run(m, {"x": x}), strict=True):
             assert got.shape == want.shape

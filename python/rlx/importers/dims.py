@@ -205,6 +205,14 @@ class SizeSource:
             out = self._product_ruler([normalize(a) for a in d.args], fail)
         elif (factors := _power(d)) is not None:
             out = self._product_ruler(factors, fail)
+        elif isinstance(d, sympy.Mod) and d.args[1].is_Integer and int(d.args[1]) > 0:
+            # a mod k (Longformer's padding to a multiple of its window): the last
+            # a - k floor(a / k) entries of a's ruler, bounds computed at run time
+            a, k = normalize(d.args[0]), int(d.args[1])
+            start = self.scalar(normalize(k * sympy.floor(sympy.sympify(a) / k)), DType.I64,
+                                fail)
+            out = self.h.mir("dynamic_slice", [self.ruler(a, fail), start,
+                                               self.scalar(a, DType.I64, fail)], axis=0)
         elif (parts := _quotient(d)) is not None:
             # floor(num / k) = ceil((num - k + 1) / k): every k-th entry of that ruler (a
             # Funnel Transformer's pooled length ceil(s / 2), which Expand asks for)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import NoReturn
 
 import numpy as np
+import sympy
 
 from rlx.dialects.builder import HirValue
 from rlx.importers.dims import SymDim, is_static, normalize
@@ -21,13 +22,14 @@ from rlx.importers.padding import pad_index
 PAD_MODES = ("constant", "edge", "reflect", "wrap")
 
 
-def _pads(node: Node, rank: int) -> tuple[list[int], list[int], float]:
-    """(low, high, constant value) per axis, from the attributes (Pad-2) or inputs."""
+def _pads(node: Node, rank: int) -> tuple[list[SymDim], list[SymDim], float]:
+    """(low, high, constant value) per axis, from the attributes (Pad-2) or inputs; a pad
+    may be a size the model computes (Longformer's ``(w - s % w) % w``)."""
     if node.version < 11:
         pads, value = node.ints("pads") or [], float(node.attr("value", 0.0))
         axes = list(range(rank))
     else:
-        pads = [int(p) for p in node.static(1, "the pads")]
+        pads = [normalize(p) for p in node.const(1, "the pads").reshape(-1)]
         value_arr = node.static(2, "the pad value") if node.has(2) else np.zeros(1)
         value = float(np.asarray(value_arr).reshape(-1)[0]) if value_arr.size else 0.0
         axes = normalize_axes(node, [int(a) for a in node.static(3, "the axes")], rank) if (
@@ -52,6 +54,12 @@ def convert_pad(node: Node) -> list[Value]:
     # dim + pads: ConvBERT's unfold pads [b, 16, s, 1] and reshapes over b and s after it)
     out_dims = [normalize(d + lo + hi) for d, lo, hi in zip(node.dims_of(x), low, high,
                                                               strict=True)]
+    if not all(is_static(p) for p in low + high):
+        if mode != "constant":
+            node.fail(f"mode {mode!r} with pads computed from sizes ({low + high}): rlx pads "
+                      "by sizes the model computes in constant mode")
+        return [node.known(_pad_by_sizes(node, x, low, high, value), out_dims)]
+    low, high = [int(p) for p in low], [int(p) for p in high]
     y = x
     if any(p < 0 for p in low + high):  # crops first (the modes read the cropped tensor)
         shape = y.shape
@@ -70,6 +78,45 @@ def convert_pad(node: Node) -> list[Value]:
         if low[a] or high[a]:
             y = _pad_axis(node, y, a, low[a], high[a], mode)
     return [y]
+
+
+def _pad_by_sizes(node: Node, x: HirValue, low: list[SymDim], high: list[SymDim],
+                  value: float) -> HirValue:
+    """A constant pad whose amounts are sizes the model computes: the static ones by
+    ``rlx_mir.pad``, then each other side a block of ``value`` (of its run-time size)
+    concatenated along its axis."""
+    def fail(message: str) -> NoReturn:
+        node.fail(message)
+
+    for p in low + high:
+        if sympy.sympify(p).is_negative:
+            fail(f"a negative pad computed from sizes ({p})")
+    static_low = [int(p) if is_static(p) else 0 for p in low]
+    static_high = [int(p) if is_static(p) else 0 for p in high]
+    y = x
+    if any(static_low + static_high):
+        dims = [normalize(d + lo + hi) for d, lo, hi in zip(node.dims_of(x), static_low,
+                                                              static_high, strict=True)]
+        y = node.known(node.mir("pad", [x], low=static_low, high=static_high, value=value),
+                       dims)
+    fill = np.asarray(value, y.dtype.numpy)
+    for axis, (lo, hi) in enumerate(zip(low, high, strict=True)):
+        if is_static(lo) and is_static(hi):
+            continue
+        dims = node.dims_of(y)
+        parts = []
+        for side, size in (("low", lo), ("high", hi)):
+            if is_static(size):
+                continue
+            block_dims = [size if a == axis else d for a, d in enumerate(dims)]
+            parts.append((side, node.sizes.full(fill, block_dims, fail)))
+        pieces = [v for side, v in parts if side == "low"] + [y] + [
+            v for side, v in parts if side == "high"]
+        y = node.known(node.mir("concat", pieces, axis=axis),
+                       [normalize(d + (0 if is_static(lo) else lo) + (
+                           0 if is_static(hi) else hi)) if a == axis else d
+                        for a, d in enumerate(dims)])
+    return y
 
 
 def _pad_axis(node: Node, x: HirValue, axis: int, lo: int, hi: int, mode: str) -> HirValue:
