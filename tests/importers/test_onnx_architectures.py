@@ -189,7 +189,8 @@ def test_strided_slices_pads_and_pooled_lengths_over_dynamic_dims() -> None:
     ``P1`` read back from the padded tensor's Shape (the pad's result had lost ``b`` and
     ``s + 5``, so neither target size was one of its dims: "rlx cannot compute the sizes
     ... at run time"); and Longformer's padding of the sequence to a multiple of its window,
-    ``(4 - s % 4) % 4`` (refused: "the pads hold dynamic sizes")."""
+    ``(4 - s % 4) % 4`` (refused: "the pads hold dynamic sizes"), also as data (CANINE's
+    OneHot depth ``s % 4 + 4``: "rlx cannot compute them at run time")."""
     from onnx import helper
 
     import rlx
@@ -217,7 +218,8 @@ def test_strided_slices_pads_and_pooled_lengths_over_dynamic_dims() -> None:
              helper.make_node("Sub", ["four", "rest"], ["short"]),
              helper.make_node("Mod", ["short", "four"], ["fill"]),
              helper.make_node("Concat", ["zeros4", "fill", "zero"], ["window_pads"], axis=0),
-             helper.make_node("Pad", ["x", "window_pads", "minus_two"], ["windows"])]
+             helper.make_node("Pad", ["x", "window_pads", "minus_two"], ["windows"]),
+             helper.make_node("Cast", ["fill"], ["fill_f"], to=1)]
     inits = [init("zero", np.array([0], np.int64)), init("one", np.array([1], np.int64)),
              init("two", np.array([2], np.int64)), init("four", np.array([4], np.int64)),
              init("big", np.array([2**62], np.int64)),
@@ -227,7 +229,8 @@ def test_strided_slices_pads_and_pooled_lengths_over_dynamic_dims() -> None:
              init("pads_high", np.array([0, 2, 0], np.int64))]
     m = model(nodes, [vi("x", ["b", "s", 4])],
               [vi("even_ramped", ["b", "h", 4]), vi("odd", ["b", "o", 4]),
-               vi("flat", ["b", "n"]), vi("windows", ["b", "w", 4])], inits)
+               vi("flat", ["b", "n"]), vi("windows", ["b", "w", 4]), vi("fill_f", [1])],
+              inits)
     result = import_model(m)
     # the padded sizes known: one reshape (not the sizes compared at run time)
     assert str(result.module).count('loc("flatten")') == 1
@@ -238,6 +241,42 @@ def test_strided_slices_pads_and_pooled_lengths_over_dynamic_dims() -> None:
         for got, want in zip(program.main(x=x), ort_run(m, {"x": x}), strict=True):
             assert got.shape == want.shape
             assert_close(got, want, "f32")
+
+
+def test_a_sum_names_its_length_by_the_models_dim() -> None:
+    """GPT-Neo (both exporters): a table's rows ``[:s]`` added to ``x [b, s, 4]``, the sum
+    viewed as ``[-1, s, 4]``. The slice's length is a size of the importer's own
+    (TorchScript: nothing names it; dynamo: ``Min(2048, s)``), and the view's ``-1`` was
+    ``b`` times that over ``s``, which rlx could not compute; the Add makes the two equal
+    (a dynamic dim is not stretched, checked at run time: past the table's rows the call
+    fails there), so the view keeps ``b``."""
+    from onnx import helper
+
+    import rlx
+    from onnx_models import init, model, vi
+    from rlx.importers.onnx import import_model
+
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Gather", ["shape", "one"], ["s"], axis=0),
+             helper.make_node("Slice", ["table", "zero", "s", "zero"], ["rows"]),
+             helper.make_node("Unsqueeze", ["rows", "zero"], ["rows3"]),
+             helper.make_node("Add", ["rows3", "x"], ["sum"]),
+             helper.make_node("Concat", ["minus_one", "s", "four"], ["view"], axis=0),
+             helper.make_node("Reshape", ["sum", "view"], ["y"], name="view")]
+    inits = [init("zero", np.array([0], np.int64)), init("one", np.array([1], np.int64)),
+             init("four", np.array([4], np.int64)), init("minus_one", np.array([-1], np.int64)),
+             init("table", np.arange(64, dtype=np.float32).reshape(16, 4))]
+    m = model(nodes, [vi("x", ["b", "s", 4])], [vi("y", ["n", "s", 4])], inits)
+    result = import_model(m)
+    program = rlx.runtime.load(rlx.compile(result.module, "llvm-cpu"), "local-task",
+                               result.params)
+    for b, s in ((1, 3), (2, 16)):
+        x = np.random.default_rng(b).standard_normal((b, s, 4)).astype(np.float32)
+        (want,) = ort_run(m, {"x": x})
+        assert_close(program.main(x=x), want, "f32")
+    # past the table's 16 rows the two lengths differ: the Add says so (as ORT refuses)
+    with pytest.raises(rlx.RunError, match=r"Add.*found another size at run time"):
+        program.main(x=np.zeros((1, 17, 4), np.float32))
 
 
 def test_tile_of_a_dynamic_dim_is_refused_by_name() -> None:

@@ -175,6 +175,10 @@ class SizeSource:
             return all(self.can_build(normalize(a)) for a in d.args)
         if (factors := _power(d)) is not None:
             return self.can_build(factors[0])
+        if isinstance(d, sympy.Mod) and d.args[1].is_Integer and int(d.args[1]) > 0:
+            return self.can_build(normalize(d.args[0]))
+        if (parts := _quotient(d)) is not None:
+            return self.can_build(parts[0])
         return False
 
     # -- rulers ----------------------------------------------------------------------
@@ -362,8 +366,12 @@ class SizeSource:
             num, k = parts  # num >= 0, a size: the integer division floors it
             return self.h.mir("binary", [self._size(num, fail), self._scalar(k, DType.I64)],
                               kind="div")
+        if isinstance(d, sympy.Mod) and d.args[1].is_Integer and int(d.args[1]) > 0:
+            # a mod k of a size a >= 0: the remainder of the integer division
+            return self.h.mir("binary", [self._size(normalize(d.args[0]), fail),
+                                         self._scalar(int(d.args[1]), DType.I64)], kind="rem")
         fail(f"the run-time size {d} as data (rlx computes sizes that are sums, products, "
-             "minima and floor / ceiling quotients of the model's dims)")
+             "minima, floor / ceiling quotients and remainders of the model's dims)")
 
     def _scalar(self, v: int, dtype: DType) -> HirValue:
         np_type = dtype.numpy
