@@ -86,8 +86,7 @@ module @embed {
 // ceil((dim - 1 - 2) / 3) entries, counted at run time.
 // CHECK:      %[[D:.*]] = tensor.dim %arg0, %c0
 // CHECK:      %[[S:.*]] = arith.subi %[[D]], %c3
-// CHECK:      %[[U:.*]] = arith.addi %[[S]], %c2
-// CHECK:      %[[N:.*]] = arith.divui %[[U]], %c3
+// CHECK:      %[[N:.*]] = arith.ceildivui %[[S]], %c3
 // CHECK:      tensor.extract_slice %arg0[1, 0] [%[[N]], 4] [3, 2] : tensor<?x8xf32> to tensor<?x4xf32>
 module @slices {
   func.func @main(%x: tensor<?x8xf32>) -> (tensor<?x3xf32>, tensor<?x4xf32>, tensor<?x9xf32>, tensor<?x4xf32>) {

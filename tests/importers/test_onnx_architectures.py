@@ -279,6 +279,44 @@ def test_a_sum_names_its_length_by_the_models_dim() -> None:
         program.main(x=np.zeros((1, 17, 4), np.float32))
 
 
+@pytest.mark.parametrize(("case", "message"), [
+    ("reflect", r"'pad' \(Pad.*mode 'reflect' with pads computed from sizes"),
+    ("negative", r"'pad' \(Pad.*a negative pad beside pads computed from sizes"),
+    ("step", r"'cut' \(Slice.*a slice with step 2 over a dynamic size .* from a static "
+             r"start"),
+])
+def test_what_dynamic_pads_and_steps_refuse(case: str, message: str) -> None:
+    """Pads computed from sizes in a mode other than constant, or beside a negative pad,
+    and a step over a dynamic axis from a computed start: one import error naming the
+    node."""
+    from onnx import helper
+
+    from onnx_models import init, model, vi
+    from rlx.importers.onnx import import_model
+    from rlx.ir.diagnostics import ModelImportError
+
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Gather", ["shape", "one"], ["s"], axis=0),
+             helper.make_node("Mod", ["s", "four"], ["fill"])]
+    if case == "step":
+        nodes += [helper.make_node("Div", ["s", "two"], ["half"]),
+                  helper.make_node("Slice", ["x", "half", "big", "one", "two"], ["y"],
+                                   name="cut")]
+    else:
+        low = "minus_one" if case == "negative" else "zero"
+        nodes += [helper.make_node("Concat", ["zero", low, "zero", "zero", "fill", "zero"],
+                                   ["pads"], axis=0),
+                  helper.make_node("Pad", ["x", "pads"], ["y"], name="pad",
+                                   mode="reflect" if case == "reflect" else "constant")]
+    inits = [init("zero", np.array([0], np.int64)), init("one", np.array([1], np.int64)),
+             init("two", np.array([2], np.int64)), init("four", np.array([4], np.int64)),
+             init("minus_one", np.array([-1], np.int64)),
+             init("big", np.array([2**62], np.int64))]
+    m = model(nodes, [vi("x", ["b", "s", 4])], [vi("y", ["b", "t", 4])], inits)
+    with pytest.raises(ModelImportError, match=message):
+        import_model(m)
+
+
 def test_tile_of_a_dynamic_dim_is_refused_by_name() -> None:
     """Repeating a dynamic dim more than once is one error naming the node, at import."""
     from onnx import helper

@@ -137,7 +137,53 @@ class SizeSource:
         self._rulers: dict[tuple[object, int], HirValue] = {}
         self.names: dict[SymDim, SymDim] = {}
         """Sizes that are not polynomials in the model's dims (a strided convolution's
-        ``floor((h - 1) / 2) + 1``), each as a symbol of its own (the importer's)."""
+        ``floor((h - 1) / 2) + 1``), each as a symbol of its own (the importer's); and
+        sizes :meth:`unify` found equal to a model's dim, as that dim."""
+        self._made: set[sympy.Symbol] = set()
+        """The symbols the importer made: :meth:`name`'s and :meth:`unnamed`'s."""
+        self._unnamed = 0
+
+    def name(self, d: SymDim) -> SymDim:
+        """A size that is not a polynomial in the model's dims (a strided convolution's
+        ``floor((h - 1) / 2) + 1``, as torch.export writes it) as a symbol of its own (the
+        same one wherever it appears), so sizes computed from it (``2 * that``) stay sums
+        and products that rlx can build from a tensor that has it."""
+        if is_static(d) or d.is_polynomial(*d.free_symbols):  # type: ignore[union-attr]
+            return d
+        if d not in self.names:
+            self.names[d] = symbol(f"({d})")
+            self._made.add(self.names[d])
+        return self.names[d]
+
+    def unnamed(self, value: str, axis: int) -> sympy.Symbol:
+        """A size of its own for dim ``axis`` of ``value``, which nothing names (a dynamic
+        slice's length)."""
+        self._unnamed += 1
+        s = symbol(f"{value}[{axis}]:{self._unnamed}")
+        self._made.add(s)
+        return s
+
+    def unify(self, shapes: Sequence[Sequence[SymDim]]) -> None:
+        """Dynamic sizes that meet on one axis of an elementwise op are equal whenever it
+        runs (rlx's broadcast stretches no dynamic dim, and checks so at run time): where
+        one is a model's dim and the others symbols the importer made (``Min(2048, s)``,
+        torch.export's length of GPT-Neo's causal-mask slice; an unnamed length), those
+        are the dim from here on (:meth:`renamed` rewrites them in the sizes the model
+        computes later: GPT-Neo views the residual sum as ``[-1, s, d]``)."""
+        rank = max((len(x) for x in shapes), default=0)
+        for axis in range(rank):
+            sizes = {x[axis - (rank - len(x))] for x in shapes if axis >= rank - len(x)}
+            dims = [d for d in sizes if isinstance(d, sympy.Symbol)]
+            plain = [d for d in dims if d not in self._made]
+            if len(plain) != 1 or len(sizes) != len(dims):
+                continue
+            for d in dims:
+                if d == plain[0]:
+                    continue
+                for e, n in list(self.names.items()):
+                    if n == d:
+                        self.names[e] = plain[0]    # the expression, named from here on
+                self.names[d] = plain[0]            # the old name, inside later sizes
 
     def renamed(self, d: SymDim) -> SymDim:
         """``d`` in terms of :attr:`names`: their expressions replaced by their symbols
@@ -175,8 +221,8 @@ class SizeSource:
             return all(self.can_build(normalize(a)) for a in d.args)
         if (factors := _power(d)) is not None:
             return self.can_build(factors[0])
-        if isinstance(d, sympy.Mod) and d.args[1].is_Integer and int(d.args[1]) > 0:
-            return self.can_build(normalize(d.args[0]))
+        if (parts := _remainder(d)) is not None:
+            return self.can_build(parts[0])
         if (parts := _quotient(d)) is not None:
             return self.can_build(parts[0])
         return False
@@ -209,10 +255,10 @@ class SizeSource:
             out = self._product_ruler([normalize(a) for a in d.args], fail)
         elif (factors := _power(d)) is not None:
             out = self._product_ruler(factors, fail)
-        elif isinstance(d, sympy.Mod) and d.args[1].is_Integer and int(d.args[1]) > 0:
+        elif (parts := _remainder(d)) is not None:
             # a mod k (Longformer's padding to a multiple of its window): the last
             # a - k floor(a / k) entries of a's ruler, bounds computed at run time
-            a, k = normalize(d.args[0]), int(d.args[1])
+            a, k = parts
             start = self.scalar(normalize(k * sympy.floor(sympy.sympify(a) / k)), DType.I64,
                                 fail)
             out = self.h.mir("dynamic_slice", [self.ruler(a, fail), start,
@@ -224,8 +270,8 @@ class SizeSource:
             out = self.h.mir("slice", [self.ruler(normalize(num - (k - 1)), fail)],
                              starts=[0], sizes=[-1], strides=[k])
         else:
-            fail(f"a tensor of run-time size {d} (rlx builds sizes that are sums, products "
-                 "and floor / ceiling quotients of the model's dims)")
+            fail(f"a tensor of run-time size {d} (rlx builds sizes that are sums, products, "
+                 "floor / ceiling quotients and remainders of the model's dims)")
         self._rulers[key] = out
         return out
 
@@ -366,16 +412,24 @@ class SizeSource:
             num, k = parts  # num >= 0, a size: the integer division floors it
             return self.h.mir("binary", [self._size(num, fail), self._scalar(k, DType.I64)],
                               kind="div")
-        if isinstance(d, sympy.Mod) and d.args[1].is_Integer and int(d.args[1]) > 0:
+        if (parts := _remainder(d)) is not None:
             # a mod k of a size a >= 0: the remainder of the integer division
-            return self.h.mir("binary", [self._size(normalize(d.args[0]), fail),
-                                         self._scalar(int(d.args[1]), DType.I64)], kind="rem")
+            a, k = parts
+            return self.h.mir("binary", [self._size(a, fail), self._scalar(k, DType.I64)],
+                              kind="rem")
         fail(f"the run-time size {d} as data (rlx computes sizes that are sums, products, "
              "minima, floor / ceiling quotients and remainders of the model's dims)")
 
     def _scalar(self, v: int, dtype: DType) -> HirValue:
         np_type = dtype.numpy
         return self.h.constant(np.asarray(v, dtype=np_type), dtype)
+
+
+def _remainder(d: SymDim) -> tuple[SymDim, int] | None:
+    """``(a, k)`` when ``d`` is ``a mod k`` for an integer ``k > 0``, else None."""
+    if isinstance(d, sympy.Mod) and d.args[1].is_Integer and int(d.args[1]) > 0:
+        return normalize(d.args[0]), int(d.args[1])
+    return None
 
 
 def _power(d: SymDim) -> list[SymDim] | None:

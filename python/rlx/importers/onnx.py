@@ -145,7 +145,6 @@ class GraphImporter:
         self.params: dict[str, np.ndarray] = {}
         self._materialized: dict[str, HirValue] = {}
         self._const_count = 0
-        self._fresh_count = 0
         self._by_value: dict[object, list[SymDim]] = {}
         self.reshaped_from: dict[object, HirValue] = {}
         """The tensor each reshape made by the importer reshaped (by result value)."""
@@ -255,29 +254,13 @@ class GraphImporter:
                 continue
             guess = inferred[axis] if inferred is not None else None
             if guess is None or is_static(guess):
-                guess = symbol(f"{name or 'value'}[{axis}]:{self._fresh()}")
-            dims.append(self._named(guess))
+                guess = self.sizes.unnamed(name or "value", axis)
+            dims.append(self.sizes.name(guess))
         if name is not None:
             self.sym[name] = dims
         self._by_value[v.value] = dims
         self.sizes.note(v, dims)
         return dims
-
-    def _named(self, d: SymDim) -> SymDim:
-        """A size that is not a polynomial in the model's dims (a strided convolution's
-        ``floor((h - 1) / 2) + 1``, as torch.export writes it) as a symbol of its own (the
-        same one wherever it appears), so sizes computed from it (``2 * that``) stay sums
-        and products that rlx can build from a tensor that has it."""
-        if is_static(d) or d.is_polynomial(*d.free_symbols):  # type: ignore[union-attr]
-            return d
-        names = self.sizes.names
-        if d not in names:
-            names[d] = symbol(f"({d})")
-        return names[d]
-
-    def _fresh(self) -> int:
-        self._fresh_count += 1
-        return self._fresh_count
 
     def _param_name(self, name: str | None) -> str:
         if name is None:

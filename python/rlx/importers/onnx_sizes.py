@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import onnx
-import sympy
 
 from rlx.dialects.builder import HirValue
 from rlx.importers.dims import SymDim, is_static, normalize, parse_dim
@@ -39,7 +38,7 @@ def propagated(node: Node, v: HirValue, inferred: tuple | None,
         guess[axis] = normalize(sum(d[axis] for d in ins))
     elif node.op_type in SAME_SHAPE and ins and all(len(d) <= rank for d in ins):
         guess = _broadcast_dims(*ins)
-        _unify(node.importer.sizes.names, ins)
+        node.importer.sizes.unify(ins)
     if guess is None or len(guess) != rank:
         return None
     if inferred is not None and len(inferred) == rank:
@@ -65,34 +64,6 @@ SAME_SHAPE = frozenset({
     "LpNormalization", "Hardmax", "ScatterND", "ScatterElements", "Scatter",
     "TensorScatter", "RotaryEmbedding", "LRN"})
 """Ops whose output has the numpy broadcast of their inputs' shapes."""
-
-
-def _unify(names: dict[SymDim, SymDim], shapes: list[list[SymDim]]) -> None:
-    """Two dynamic sizes that meet on one axis of an elementwise op are equal whenever it
-    runs (rlx's broadcast stretches no dynamic dim, and checks so at run time): where one
-    is a size the importer named for an expression (``Min(2048, s)``, torch.export's
-    length of GPT-Neo's causal-mask slice) and the other a plain dim of the model, the
-    name is the dim from here on (``names`` rewrites it in the sizes the model computes
-    later: GPT-Neo views the residual sum as ``[-1, s, d]``)."""
-    made = {v: k for k, v in names.items() if str(v) == f"({k})"}  # the importer's names
-    rank = max((len(x) for x in shapes), default=0)
-    for axis in range(rank):
-        sizes = {x[axis - (rank - len(x))] for x in shapes if axis >= rank - len(x)}
-        dims = [d for d in sizes if not is_static(d) and isinstance(d, sympy.Symbol)]
-        plain = [d for d in dims if d not in made and not _unknown(d)]
-        if len(plain) != 1 or len(sizes) != len(dims):
-            continue
-        for d in dims:
-            if d in made and names.get(made[d]) == d:
-                names[made[d]] = plain[0]       # the expression, named from here on
-            if d != plain[0]:
-                names[d] = plain[0]             # the old name, inside later sizes
-
-
-def _unknown(d: SymDim) -> bool:
-    """A size the importer made up for a dim nothing named (``value[2]:20``: a dynamic
-    slice's length, TorchScript's GPT-Neo causal mask)."""
-    return "]:" in str(d)
 
 
 def _broadcast_dims(*shapes: list[SymDim]) -> list[SymDim | None]:

@@ -131,6 +131,13 @@ def div_sizes(a: Size, b: int) -> Size:
     return a if b == 1 else arith.divui(a, index(b))
 
 
+def ceil_div_sizes(a: Size, b: int) -> Size:
+    """``ceil(a / b)`` of a size ``a >= 0`` and ``b > 0``."""
+    if isinstance(a, int):
+        return -(-a // b)
+    return a if b == 1 else arith.ceildivui(a, index(b))
+
+
 def product(ss: Sequence[Size]) -> Size:
     out: Size = 1
     for s in ss:

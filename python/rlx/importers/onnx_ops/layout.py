@@ -83,39 +83,29 @@ def convert_pad(node: Node) -> list[Value]:
 def _pad_by_sizes(node: Node, x: HirValue, low: list[SymDim], high: list[SymDim],
                   value: float) -> HirValue:
     """A constant pad whose amounts are sizes the model computes: the static ones by
-    ``rlx_mir.pad``, then each other side a block of ``value`` (of its run-time size)
+    ``rlx_mir.pad``, then each computed side a block of ``value`` of its run-time size,
     concatenated along its axis."""
-    def fail(message: str) -> NoReturn:
-        node.fail(message)
-
-    for p in low + high:
-        if sympy.sympify(p).is_negative:
-            fail(f"a negative pad computed from sizes ({p})")
-    static_low = [int(p) if is_static(p) else 0 for p in low]
-    static_high = [int(p) if is_static(p) else 0 for p in high]
+    if any(sympy.sympify(p).is_negative for p in low + high):
+        node.fail(f"pads {low + high}: a negative pad beside pads computed from sizes")
+    computed = [[p if not is_static(p) else None for p in side] for side in (low, high)]
+    static = [[int(p) if is_static(p) else 0 for p in side] for side in (low, high)]
     y = x
-    if any(static_low + static_high):
-        dims = [normalize(d + lo + hi) for d, lo, hi in zip(node.dims_of(x), static_low,
-                                                              static_high, strict=True)]
-        y = node.known(node.mir("pad", [x], low=static_low, high=static_high, value=value),
-                       dims)
+    if any(static[0] + static[1]):
+        y = node.known(node.mir("pad", [x], low=static[0], high=static[1], value=value),
+                       [normalize(d + lo + hi) for d, lo, hi in zip(
+                           node.dims_of(x), *static, strict=True)])
     fill = np.asarray(value, y.dtype.numpy)
-    for axis, (lo, hi) in enumerate(zip(low, high, strict=True)):
-        if is_static(lo) and is_static(hi):
+    for axis, (lo, hi) in enumerate(zip(*computed, strict=True)):
+        if lo is None and hi is None:
             continue
         dims = node.dims_of(y)
-        parts = []
-        for side, size in (("low", lo), ("high", hi)):
-            if is_static(size):
-                continue
-            block_dims = [size if a == axis else d for a, d in enumerate(dims)]
-            parts.append((side, node.sizes.full(fill, block_dims, fail)))
-        pieces = [v for side, v in parts if side == "low"] + [y] + [
-            v for side, v in parts if side == "high"]
+        blocks = [None if p is None else node.sizes.full(
+            fill, [p if a == axis else d for a, d in enumerate(dims)], node.fail)
+            for p in (lo, hi)]
+        pieces = [v for v in (blocks[0], y, blocks[1]) if v is not None]
+        grown = normalize(dims[axis] + sum(p for p in (lo, hi) if p is not None))
         y = node.known(node.mir("concat", pieces, axis=axis),
-                       [normalize(d + (0 if is_static(lo) else lo) + (
-                           0 if is_static(hi) else hi)) if a == axis else d
-                        for a, d in enumerate(dims)])
+                       [grown if a == axis else d for a, d in enumerate(dims)])
     return y
 
 

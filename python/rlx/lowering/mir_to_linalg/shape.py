@@ -182,7 +182,7 @@ def lower_slice(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     a = op.attrs
     # a size -1 - k reads x[start : dim - k : stride] (the verifier holds stride > 0 and
     # start + k <= dim): ceil((dim - start - k) / stride) entries, the last below dim - k
-    sizes = [_ceil_div(emit.sub_sizes(emit.dim(x, axis), start - 1 - size), stride)
+    sizes = [emit.ceil_div_sizes(emit.sub_sizes(emit.dim(x, axis), start - 1 - size), stride)
              if size < 0 else size for axis, (start, size, stride) in enumerate(
                  zip(a["starts"], a["sizes"], a["strides"], strict=True))]
     if min(a["strides"]) > 0:
@@ -200,15 +200,6 @@ def lower_slice(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
 
     init = emit.empty(sizes, emit.elem(x))
     return [emit.generic([], [init], [emit.identity(n)], [emit.PARALLEL] * n, body)[0]]
-
-
-def _ceil_div(a: emit.Size, b: int) -> emit.Size:
-    """``ceil(a / b)`` of a size ``a >= 0`` and ``b > 0``."""
-    if isinstance(a, int):
-        return -(-a // b)
-    if b == 1:
-        return a
-    return arith.divui(arith.addi(a, emit.index(b - 1)), emit.index(b))
 
 
 @MIR_TO_LINALG.register("pad")

@@ -158,7 +158,7 @@ def pass_count(m: emit.Size, rows: int) -> emit.Size:
     """``T = ceil(M / rows)``: the passes of ``rows`` rows of ``x`` over ``M`` (the packed
     ``x``'s first dim, a kernel operand next to ``M``; the kernels run ``ceildivui(M, rows)``
     passes of it, the same formula)."""
-    return -(-m // rows) if isinstance(m, int) else arith.ceildivui(m, emit.index(rows))
+    return emit.ceil_div_sizes(m, rows)
 
 
 def open_column_blocks(t: Text, kern: Shape, chunk_offset: bool) -> None:
