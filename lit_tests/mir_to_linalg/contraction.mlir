@@ -28,11 +28,25 @@ module @rows {
 // -----
 
 // CHECK-LABEL: module @batched
+// CHECK-NOT: compilation_info
 // CHECK: linalg.batch_matmul ins(%arg0, %arg1 : tensor<3x4x8xf32>, tensor<3x8x5xf32>)
 module @batched {
   func.func @main(%a: tensor<3x4x8xf32>, %b: tensor<3x8x5xf32>) -> tensor<3x4x5xf32> {
     %y = "rlx_mir.matmul"(%a, %b) : (tensor<3x4x8xf32>, tensor<3x8x5xf32>) -> tensor<3x4x5xf32>
     return %y : tensor<3x4x5xf32>
+  }
+}
+
+// -----
+
+// A dynamic batch (f32): IREE 3.13's data tiling computed such products wrong beside some
+// fused consumers; a preset compilation_info keeps it out of data tiling.
+// CHECK-LABEL: module @dynamic_batch
+// CHECK: linalg.batch_matmul {compilation_info = #iree_codegen.compilation_info<lowering_config = #iree_cpu.lowering_config<{{.*}}vector_common_parallel = [1, 8, {{8|32}}, 0]{{.*}}DoubleTilingExpert{{.*}} ins(%arg0, %arg1 : tensor<?x4x8xf32>, tensor<?x8x5xf32>)
+module @dynamic_batch {
+  func.func @main(%a: tensor<?x4x8xf32>, %b: tensor<?x8x5xf32>) -> tensor<?x4x5xf32> {
+    %y = "rlx_mir.matmul"(%a, %b) : (tensor<?x4x8xf32>, tensor<?x8x5xf32>) -> tensor<?x4x5xf32>
+    return %y : tensor<?x4x5xf32>
   }
 }
 

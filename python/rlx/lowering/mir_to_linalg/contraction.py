@@ -86,6 +86,44 @@ def untiled_contraction(a: ir.Value, b: ir.Value, acc: ir.Type) -> ir.Value:
                         body)[0]
 
 
+def untiled_config(vector_bits: int) -> str:
+    """The configuration IREE 3.13 itself picks for an f32 ``[?, ?, ?]`` batch matmul that it
+    does not data-tile (``--compile-to=executable-configurations``, 2026-12-06): vectors of
+    32 N by 16 K on 512-bit CPUs (sapphirerapids, znver4), 8 by 8 on 256-bit ones (haswell,
+    znver3)."""
+    n, k = (32, 16) if vector_bits >= 512 else (8, 8)
+    return ("#iree_codegen.compilation_info<lowering_config = #iree_cpu.lowering_config<"
+            "distribution = [64, 64, 64, 0], cache_parallel = [64, 64, 64, 0], "
+            f"vector_common_parallel = [1, 8, {n}, 0], vector_reduction = [0, 0, 0, {k}]>, "
+            "translation_info = #iree_codegen.translation_info<"
+            "pipeline = #iree_cpu.pipeline<DoubleTilingExpert>, {enable_loop_peeling}>>")
+
+
+def _dynamic_batch_f32(lhs: ir.Value, rhs: ir.Value) -> bool:
+    """Both operands f32 ``[B, M, K]`` / ``[B, K, N]``, ``B`` dynamic in either."""
+    return (emit.rank(lhs) == 3 and emit.rank(rhs) == 3
+            and isinstance(emit.elem(lhs), ir.F32Type) and isinstance(emit.elem(rhs), ir.F32Type)
+            and None in (emit.static_shape(lhs)[0], emit.static_shape(rhs)[0]))
+
+
+def untiled_batch_matmul(ctx: LoweringContext, lhs: ir.Value, rhs: ir.Value) -> ir.Value:
+    """``lhs [B, M, K] @ rhs [B, K, N]`` (a dynamic ``B``) as a ``linalg.batch_matmul``
+    with a preset ``compilation_info``, which IREE's data tiling leaves alone (its
+    AnnotateDataTilingHints skips ops with one). IREE 3.13's DispatchCreation data tiling,
+    over a dynamic batch, computed wrong products in some dispatch contexts (YOSO's
+    ``[B·H, S, 8] @ [B·H, 8, S]`` with its acos kernel fused after it: relative errors of
+    2e-2 at 9 tokens, NaN with prefill kernels off; the same matmul alone is right), and
+    such a matmul runs faster untiled anyway (16 x 256x64x256: 1.9 ms against 2.4 ms
+    data-tiled, Xeon, 2026-12-06)."""
+    batch = _broadcast_batch(lhs, rhs)
+    lhs = _broadcast_to(lhs, [*batch, emit.dim(lhs, 1), emit.dim(lhs, 2)])
+    rhs = _broadcast_to(rhs, [*batch, emit.dim(rhs, 1), emit.dim(rhs, 2)])
+    out = emit.batch_matmul(lhs, rhs, acc_type=accumulator(emit.elem(lhs)))
+    out.owner.attributes["compilation_info"] = ir.Attribute.parse(
+        untiled_config(ctx.options.vector_bits))
+    return out
+
+
 def untiled_batches(lhs: ir.Value, rhs: ir.Value) -> ir.Value | None:
     """``lhs [..., H, M, K] @ rhs [..., H, K, N]`` as a contraction IREE 3.13 does not
     data-tile, where at least two batch dims and a dynamic one (a loose attention's
@@ -120,6 +158,8 @@ def lower_matmul(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
         out = untiled_batches(lhs, op["rhs"])
         if out is not None:
             return [emit.convert_tensor(out, emit.elem(lhs))]
+    if ctx.options.data_tiling and _dynamic_batch_f32(lhs, op["rhs"]):
+        return [emit.convert_tensor(untiled_batch_matmul(ctx, lhs, op["rhs"]), emit.elem(lhs))]
     return [emit.convert_tensor(matmul_acc(fenced_rows(ctx, lhs, op["rhs"]), op["rhs"]),
                                 emit.elem(lhs))]
 
