@@ -60,6 +60,21 @@ def attention_op() -> tuple:
     return model([node], [vi(n, list(s)) for n, s in shapes.items()], outs, opset=23), inputs
 
 
+def scores_kept_and_normalized() -> tuple:
+    """Scores plus a mask broadcast over the heads, returned and softmaxed (what ONNX
+    Attention's function body does for ``qk_matmul_output``): IREE 3.13 fused the add into
+    the softmax's dispatch as a second stored result and failed to compile it ("'vector.
+    store' op write affecting operations on global resources are restricted to workgroup
+    distributed contexts") until the softmax took its input behind a barrier."""
+    nodes = [helper.make_node("MatMul", ["q", "k"], ["s"], name="scores"),
+             helper.make_node("Add", ["s", "m"], ["a"], name="masked"),
+             helper.make_node("Softmax", ["a"], ["p"], name="softmax", axis=3)]
+    inputs = {"q": rand(RNG, 2, 3, 4, 8), "k": rand(RNG, 2, 3, 8, 18),
+              "m": rand(RNG, 2, 1, 4, 18)}
+    return model(nodes, [vi(n, list(a.shape)) for n, a in inputs.items()],
+                 [vi("p", [2, 3, 4, 18]), vi("a", [2, 3, 4, 18])]), inputs
+
+
 def attention_op_3d() -> tuple:
     """3-D Attention with a bool mask, a scale and a softcap."""
     node = helper.make_node("Attention", ["q", "k", "v", "mask"], ["y"], name="attn3",
@@ -187,6 +202,7 @@ def mod(fmod: int, dtype: type) -> tuple:
 
 
 CASES = {
+    "scores_kept_and_normalized": scores_kept_and_normalized(),
     "mod_int_python_sign": mod(0, np.int32),
     "mod_int_c_sign": mod(1, np.int32),
     "mod_float_fmod": mod(1, np.float32),

@@ -159,14 +159,17 @@ def _operation(owner: ir.Operation | ir.OpView) -> ir.Operation:
 
 @MIR_TO_LINALG.register("softmax")
 def lower_softmax(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
-    """``linalg.softmax`` (max-subtracted), in f32 for 16-bit inputs. Over dynamic sizes,
-    behind a compute barrier where its input's fusible producers also feed other ops
-    (:func:`_feeds_others`): IREE 3.13 fused them into the softmax's dispatch as a second
-    stored result and then asked for a stack buffer of a dynamic size ("'memref.alloca' op
-    stack allocation size overflows 64 bits")."""
+    """``linalg.softmax`` (max-subtracted), in f32 for 16-bit inputs; behind a compute
+    barrier where its input's fusible producers also feed other ops (:func:`_feeds_others`):
+    IREE 3.13 fused them into the softmax's dispatch as a second stored result and then,
+    over dynamic sizes, asked for a stack buffer of a dynamic size ("'memref.alloca' op
+    stack allocation size overflows 64 bits"), and over static ones (scores plus a
+    broadcast mask, also an output: ONNX Attention's ``qk_matmul_output``) stored outside
+    the distributed loops ("'vector.store' op write affecting operations on global
+    resources are restricted to workgroup distributed contexts")."""
     x = op["x"]
     t = emit.elem(x)
-    if None in emit.static_shape(x) and _feeds_others(op.op):
+    if _feeds_others(op.op):
         x = emit.barrier(x)
     y = emit.softmax(emit.convert_tensor(x, accumulator(t)), op.attrs["axis"])
     return [emit.convert_tensor(y, t)]
