@@ -83,12 +83,6 @@ ONNX_RUNNER_TOLERANCE = (1e-3, 1e-7)
 """(rtol, atol): ``onnx.backend.test.runner``'s defaults."""
 EXPLAINED: dict[str, str] = {}
 EXPLAINED.update({
-    f"test_range_{t}_expanded":
-        "Range's function body computes the length with Ceil and runs a Loop over it, from "
-        "run-time inputs: a data-dependent shape (the folded Range cases pass)"
-    for t in ("float_type_positive_delta", "float16_type_positive_delta",
-              "bfloat16_type_positive_delta", "int32_type_negative_delta")})
-EXPLAINED.update({
     name: "rows whose every key is masked: ONNX returns zeros, rlx's attention averages the "
           "values (RLX's semantics: masked scores are -1e9, never -inf, so no row is empty)"
     for name in ("test_attention_causal_boolmask_nan_robustness",
@@ -201,15 +195,31 @@ def _array(x: object) -> np.ndarray:
 
 def shape_arguments(model: onnx.ModelProto) -> set[str]:
     """Graph inputs some node reads as an import-time argument (a converter's
-    ``const_inputs``)."""
-    out = set()
+    ``const_inputs``), directly or through the nodes that compute it: Range's function body
+    (its ``_expanded`` cases) computes a Loop's trip count from Range's own start, limit
+    and delta, which the Range cases bind. The walk stops at ``Shape`` and ``Size``, which
+    read a tensor's sizes, not its values."""
+    producer = {out: node for node in model.graph.node for out in node.output}
+    inputs = {i.name for i in model.graph.input}
+    todo: list[str] = []
     for node in model.graph.node:
         conv = CONVERTERS.get(node.op_type)
         if conv is None:
             continue
-        for i in conv.const_inputs:
-            if i < len(node.input) and node.input[i]:
-                out.add(node.input[i])
+        todo += [node.input[i] for i in conv.const_inputs
+                 if i < len(node.input) and node.input[i]]
+    out: set[str] = set()
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name in inputs:
+            out.add(name)
+        node = producer.get(name)
+        if node is not None and node.op_type not in ("Shape", "Size"):
+            todo += [i for i in node.input if i]
     return out
 
 

@@ -434,7 +434,8 @@ def fold_pow(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray] | 
 
 FOLD_UNARY = {"Sqrt": np.sqrt, "Exp": np.exp, "Log": np.log, "Neg": np.negative,
               "Abs": np.abs, "Sin": np.sin, "Cos": np.cos, "Floor": np.floor,
-              "Ceil": np.ceil, "Reciprocal": np.reciprocal, "Tanh": np.tanh}
+              "Ceil": np.ceil, "Reciprocal": np.reciprocal, "Tanh": np.tanh,
+              "Relu": lambda x: np.maximum(x, np.zeros((), x.dtype))}
 
 
 @folder(*FOLD_UNARY)

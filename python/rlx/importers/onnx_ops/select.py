@@ -17,10 +17,12 @@ from rlx.importers.onnx_ops.registry import (
     Node,
     Value,
     converter,
+    folder,
+    is_symbolic,
     normalize_axes,
     np_dtype,
 )
-from rlx.importers.onnx_ops.shape import reshape_to
+from rlx.importers.onnx_ops.shape import FOLD_MAX_ELEMENTS, reshape_to
 from rlx.ir.types import DType
 
 
@@ -146,6 +148,29 @@ def convert_one_hot(node: Node) -> list[Value]:
     pick = [node.reshape(node.mir("slice", [values], starts=[k], sizes=[1], strides=[1]), [])
             for k in (0, 1)]
     return [node.mir("where", [hit, pick[1], pick[0]])]
+
+
+@folder("OneHot")
+def fold_one_hot(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray] | None:
+    """Known indices and depth: the one-hot array, also of values that are sizes (CANINE's
+    repeats, ``[1, 1, s % 4 + 4, 1]``, a OneHot of the size ``s % 4 + 4``)."""
+    indices, depth, values = (inputs + [None] * 3)[:3]
+    if indices is None or depth is None or values is None or is_symbolic(indices) or (
+            is_symbolic(depth)):
+        return None
+    d = int(np.asarray(depth).reshape(-1)[0])
+    rank = indices.ndim + 1
+    axis = int(node.attr("axis", -1))
+    axis += rank if axis < 0 else 0
+    if d <= 0 or not 0 <= axis < rank or indices.size * d > FOLD_MAX_ELEMENTS:
+        return None  # the converter says why
+    index = np.trunc(indices).astype(np.int64) if indices.dtype.kind == "f" else (
+        indices.astype(np.int64))
+    index = np.expand_dims(np.where(index < 0, index + d, index), axis)
+    positions = np.arange(d).reshape([d if k == axis else 1 for k in range(rank)])
+    flat = values.reshape(-1)
+    out = np.where(index == positions, flat[1], flat[0])
+    return [out if is_symbolic(values) else out.astype(values.dtype)]
 
 
 @converter("EyeLike", since=9)

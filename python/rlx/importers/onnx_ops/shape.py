@@ -493,33 +493,33 @@ def fold_expand(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray]
 def convert_tile(node: Node) -> list[Value]:
     """``[d0, d1] x [r0, r1]``: reshape to ``[1, d0, 1, d1]``, expand to
     ``[r0, d0, r1, d1]``, reshape to ``[r0 d0, r1 d1]``; a dim repeated once is left as it
-    is (a dynamic one too: GPT-J's rotary tables, ``[1, S, 1, n, 1]`` by ``[1, 1, 1, 1,
-    2]``)."""
+    is. Dims and repeats may be sizes known only when the module runs (a repeat computed
+    from a Shape: YOSO's and CANINE's ``repeat`` over the sequence), so each step is
+    the reshape or broadcast of those sizes (:func:`reshape_to`, ``sizes.broadcast``)."""
     x = node.tensor(0)
-    reps = [int(r) for r in node.static(1, "the repeats")]
-    if len(reps) != len(x.shape) or any(
-            d is None and r != 1 for d, r in zip(x.shape, reps, strict=True)):
-        node.fail(f"tiling {x.type} by {reps}: needs one repeat per dim, and 1 for each "
-                  "dynamic dim")
-    if all(r == 1 for r in reps):
+    x_dims = node.dims(0)
+    reps = [normalize(r) for r in node.const(1, "the repeats").reshape(-1)]
+    if len(reps) != len(x_dims):
+        node.fail(f"tiling {x.type} by {len(reps)} repeats: needs one repeat per dim")
+    if any(is_static(r) and int(r) < 0 for r in reps):
+        node.fail(f"tiling by negative repeats {[str(r) for r in reps]}")
+    if all(is_static(r) and int(r) == 1 for r in reps):
         return [x]
-    split: list[int] = []      # x with a unit dim before each repeated one
-    grown: list[int] = []      # the expand's target
-    for k, (d, r) in enumerate(zip(x.shape, reps, strict=True)):
-        if r != 1:
-            split.append(1)
-            grown.append(r)
-        split.append(-2 - k if d is None else d)
-        grown.append(-1)
-    y = node.mir("expand", [node.mir("reshape", [x], new_shape=split)], target_shape=grown)
-    merged, at = [], 0
-    for d, r in zip(x.shape, reps, strict=True):
-        merged.append(-2 - at if d is None else d if r == 1 else r * d)
-        at += 1 if r == 1 else 2
-    y = node.mir("reshape", [y], new_shape=merged)
-    y_dims = node.dims_of(x)
-    return [node.known(y, [xd if r == 1 else r * xd for xd, r in zip(y_dims, reps,
-                                                                     strict=True)])]
+    split: list[SymDim] = []   # x with a unit dim before each repeated one
+    grown: list[SymDim] = []   # the broadcast's target
+    merged: list[SymDim] = []  # the result
+    for d, r in zip(x_dims, reps, strict=True):
+        if is_static(r) and int(r) == 1:
+            split.append(d)
+            grown.append(d)
+            merged.append(d)
+        else:
+            split += [1, d]
+            grown += [r, d]
+            merged.append(normalize(r * d))
+    y = reshape_to(node, x, split)
+    y = node.known(node.sizes.broadcast(y, split, grown, node.fail), grown)
+    return [reshape_to(node, y, merged)]
 
 
 @folder("Tile")
