@@ -35,7 +35,7 @@ from onnx_models import compile_together, ort_run
 from rlx.reference.tolerance import assert_close
 
 VOCAB = 99
-TEXT = ("deberta", "mpnet", "yoso")
+TEXT = ("deberta", "mpnet", "yoso", "fnet")
 
 
 def _text(kind: str) -> Any:
@@ -47,6 +47,8 @@ def _text(kind: str) -> Any:
         return t.DebertaV2Model(t.DebertaV2Config(**common))
     if kind == "yoso":
         return t.YosoModel(t.YosoConfig(**common))
+    if kind == "fnet":
+        return t.FNetModel(t.FNetConfig(**common))
     return t.MPNetModel(t.MPNetConfig(**common))
 
 
@@ -93,13 +95,16 @@ def _export(path: Path, kind: str, dynamo: bool) -> Path:
 
 CASES = {"deberta_torchscript": ("deberta", False), "mpnet_torchscript": ("mpnet", False),
          "wav2vec2_dynamo": ("wav2vec2", True), "yoso_torchscript": ("yoso", False),
-         "yoso_dynamo": ("yoso", True)}
+         "yoso_dynamo": ("yoso", True), "fnet_dynamo": ("fnet", True)}
 """One layer each (the failures were all in the first). YOSO's attention (its expectation
 form, ``(1 - acos(q k^T) / pi)^9`` over L2-normalized heads): the TorchScript export
 repeats its mask by a Tile whose repeats are sizes, ``[1, 4, 1]`` by ``Shape``, which
 rlx refused as "computed at run time"; the dynamo export's ``[4 b, s, 8] @ [4 b, 8, s]``
 batch matmuls over a dynamic batch were data-tiled by IREE 3.13 into wrong products
-(relative error 2e-2 at 9 tokens, or NaN; see ``contraction.untiled_batch_matmul``).
+(relative error 2e-2 at 9 tokens, or NaN; see ``contraction.untiled_batch_matmul``). FNet
+mixes tokens by a 2-D Fourier transform, ``fftn(x).real``, which the dynamo exporter writes
+as two ``DFT`` nodes over the dynamic sequence and the hidden dim ("no rlx importer for this
+op"; the TorchScript exporter does not export ``fft_fftn``).
 Swin's failure, its window padding's ``Mod``, is the hand-built graph's below (CI's time is
 short; the Swin export itself was checked by hand, README "Importing ONNX models")."""
 

@@ -75,6 +75,23 @@ def scores_kept_and_normalized() -> tuple:
                  [vi("p", [2, 3, 4, 18]), vi("a", [2, 3, 4, 18])]), inputs
 
 
+def dft(shape: tuple[int, ...], out_shape: list[int], opset: int = 18, length: int | None = None,
+        axis: int | None = None, **attrs: int) -> tuple:
+    """ONNX's DFT (matmuls by cosine and sine tables): ``axis`` an attribute before opset
+    20, an input from it; ``length`` the optional dft_length (cut or zero-padded to)."""
+    names = ["x", "n" if length is not None else ""]
+    inits = [init("n", np.array(length, np.int64))] if length is not None else []
+    if opset >= 20 and axis is not None:
+        names.append("axis")
+        inits.append(init("axis", np.array(axis, np.int64)))
+    elif axis is not None:
+        attrs["axis"] = axis
+    node = helper.make_node("DFT", names, ["y"], name="dft", **attrs)
+    x = rand(RNG, *shape)
+    return model([node], [vi("x", list(shape))], [vi("y", out_shape)], inits,
+                 opset=opset), {"x": x}
+
+
 def attention_op_3d() -> tuple:
     """3-D Attention with a bool mask, a scale and a softcap."""
     node = helper.make_node("Attention", ["q", "k", "v", "mask"], ["y"], name="attn3",
@@ -203,6 +220,11 @@ def mod(fmod: int, dtype: type) -> tuple:
 
 CASES = {
     "scores_kept_and_normalized": scores_kept_and_normalized(),
+    "dft_complex_middle_axis": dft((2, 6, 3, 2), [2, 6, 3, 2], axis=1),
+    "dft_rfft_cut": dft((2, 4, 9, 1), [2, 4, 4, 2], length=7, axis=2, onesided=1),
+    "dft_inverse_padded": dft((3, 5, 2), [3, 8, 2], length=8, axis=1, inverse=1),
+    "dft_irfft_axis_input": dft((2, 5, 4, 2), [2, 8, 4, 1], opset=20, axis=-3, onesided=1,
+                                inverse=1),
     "mod_int_python_sign": mod(0, np.int32),
     "mod_int_c_sign": mod(1, np.int32),
     "mod_float_fmod": mod(1, np.float32),
@@ -330,3 +352,20 @@ def test_shape_arithmetic_is_folded(ran: dict) -> None:
     assert set(report.folded) == {"Shape", "Gather", "Mul", "Range", "Cast",
                                   "ConstantOfShape"}
     assert set(report.converted) == {"Add", "Reshape"}
+
+
+@pytest.mark.parametrize(("shape", "attrs", "why"), [
+    ((2, 6, 2), {"onesided": 1}, "the forward transform \\(RFFT\\) takes a real signal"),
+    ((2, 6, 1), {"onesided": 1, "inverse": 1}, "the inverse \\(IRFFT\\) a complex one"),
+    ((2, 6, 3), {}, r"expected \[\.\.\., signal, 1\] \(real\) or \[\.\.\., signal, 2\]"),
+    ((2, 6, 1), {"axis": 2}, r"axis 2 outside \[-3, -2\] and \[0, 1\]"),
+])
+def test_dfts_rlx_refuses_name_the_node(shape: tuple, attrs: dict, why: str) -> None:
+    """A one-sided transform of the wrong kind of signal, a last dim that is neither real
+    nor complex, the complex dim as the axis: one error naming the node, at import."""
+    from rlx.importers.onnx import import_model
+    from rlx.ir.diagnostics import ModelImportError
+
+    m, _ = dft(shape, [*shape[:-1], 2], **attrs)
+    with pytest.raises(ModelImportError, match=rf"'dft' \(DFT.*{why}"):
+        import_model(m)

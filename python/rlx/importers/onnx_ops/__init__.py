@@ -24,6 +24,7 @@ from rlx.importers.onnx_ops import (
     resize,
     select,
     shape,
+    spectral,
 )
 from rlx.importers.onnx_ops.registry import (
     CONVERTERS,
@@ -51,7 +52,7 @@ from rlx.importers.onnx_ops.registry import (
 
 FAMILIES = (activations, attention, constant, contraction, contrib, control, conv,
             elementwise, indexing, layout, norm, qlinear, quantize, recurrent, reduction, resize,
-            select, shape)
+            select, shape, spectral)
 
 __all__ = ["CONVERTERS", "FAMILIES", "FLOAT8_OPS", "FOLDERS", "NARROW_ONNX", "ONNX_DTYPES",
            "RUNTIME_DTYPES", "UNSIGNED", "UNSIGNED_OPS", "ConvertFn", "Converter", "FoldFn",

@@ -1,0 +1,174 @@
+"""ONNX's DFT: a discrete Fourier transform along one axis, as matmuls by the transform's
+cosine and sine tables.
+
+The tables are built in the module from iotas, ``theta = 2 pi ((i o) mod N) / N`` for input
+index ``i`` and output index ``o`` (the product reduced mod ``N`` in integers first, so the
+angle stays small and exact in f32 for any length), so the signal's length may be a
+run-time size: FNet's dynamo export transforms its hidden states along the sequence. Forward
+``Y = (Xr + j Xi)(C - j S)``, inverse ``(Xr + j Xi)(C + j S) / N``; the one-sided forms are
+RFFT (real input, the first ``N // 2 + 1`` outputs) and IRFFT (a one-sided spectrum in, the
+full real signal out: rows ``0`` and ``N / 2`` once, the others twice, their imaginary
+parts ignored, as numpy's ``irfft``). Computed in f32 (f64 for f64), O(N) operations per
+output: exact to the f32 tolerance at the lengths models use.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from rlx.dialects.builder import HirValue
+from rlx.importers.dims import SymDim, is_static, normalize
+from rlx.importers.onnx_ops.registry import Node, Value, converter
+from rlx.importers.onnx_ops.shape import reshape_to
+from rlx.ir.types import DType
+
+
+def _axis(node: Node, rank: int) -> int:
+    """The transform's axis, in ``[0, rank - 2]`` (the last dim holds real and imaginary)."""
+    if node.opset >= 20:
+        axis = int(np.asarray(node.const(2, "the axis")).reshape(-1)[0]) if node.has(2) else -2
+    else:
+        axis = int(node.attr("axis", 1))
+    if not (-rank <= axis <= -2 or 0 <= axis <= rank - 2):
+        node.fail(f"axis {axis} outside [{-rank}, -2] and [0, {rank - 2}] (input rank {rank}; "
+                  "the last dim holds the real and imaginary parts)")
+    return axis % rank
+
+
+def _fit(node: Node, x: HirValue, length: SymDim) -> HirValue:
+    """``x [..., M]`` cut or zero-padded to ``length`` along its last dim."""
+    m = node.dims_of(x)[-1]
+    if normalize(m - length) == 0:
+        return x
+    if not (is_static(m) and is_static(length)):
+        node.fail(f"a dft_length ({length}) beside a signal of run-time length ({m}): rlx "
+                  "cuts or pads a signal of known length only")
+    r = len(x.shape)
+    if int(length) < int(m):
+        return node.mir("slice", [x], starts=[0] * r, sizes=[*([-1] * (r - 1)), int(length)],
+                        strides=[1] * r)
+    return node.mir("pad", [x], low=[0] * r, high=[*([0] * (r - 1)), int(length) - int(m)],
+                    value=0.0)
+
+
+def _tables(node: Node, rows: SymDim, cols: SymDim, n: SymDim, dtype: DType
+            ) -> tuple[HirValue, HirValue]:
+    """``cos`` and ``sin`` of ``2 pi ((i o) mod n) / n`` for ``i < rows``, ``o < cols``, in
+    ``dtype`` (computed in f32: rlx's sine and cosine have no f64 form)."""
+    i = reshape_to(node, node.sizes.iota(rows, DType.I64, node.fail), [rows, 1])
+    o = reshape_to(node, node.sizes.iota(cols, DType.I64, node.fail), [1, cols])
+    n64 = node.sizes.scalar(n, DType.I64, node.fail)
+    io = node.mir("binary", [node.mir("binary", [i, o], kind="mul"), n64], kind="rem")
+    step = node.mir("binary", [np.asarray(2 * math.pi, np.float32),
+                               node.sizes.scalar(n, DType.F32, node.fail)], kind="div")
+    theta = node.mir("binary", [node.cast(io, DType.F32), step], kind="mul")
+    return (node.cast(node.mir("activation", [theta], kind="cos"), dtype),
+            node.cast(node.mir("activation", [theta], kind="sin"), dtype))
+
+
+def _parts(node: Node, x: HirValue, dims: list[SymDim], axis: int, work: DType
+           ) -> tuple[list[HirValue], list[int]]:
+    """The real (and imaginary) part of ``x`` in ``work``, each with the axis moved last
+    (and a unit row dim before a 1-D signal: a matmul's lhs has rows); the permutation."""
+    rank = len(dims)
+    moved = [k for k in range(rank - 1) if k != axis] + [axis]
+    parts = []
+    for c in range(int(dims[-1])):
+        p = node.mir("slice", [x], starts=[0] * (rank - 1) + [c], sizes=[-1] * (rank - 1) + [1],
+                     strides=[1] * rank)
+        p = node.as_tensor(reshape_to(node, node.cast(p, work), dims[:-1]))
+        if moved != list(range(rank - 1)):
+            p = node.known(node.mir("transpose", [p], perm=moved), [dims[k] for k in moved])
+        if rank == 2:
+            p = node.as_tensor(reshape_to(node, p, [1, *node.dims_of(p)]))
+        parts.append(p)
+    return parts, moved
+
+
+def _lengths(node: Node, m: SymDim, irfft: bool, onesided: bool
+             ) -> tuple[SymDim, SymDim, SymDim]:
+    """The transform's length ``n`` (dft_length, or its default), the input entries it reads
+    and the outputs it makes."""
+    given = node.maybe_const(1) if node.has(1) else None
+    if node.has(1) and given is None:
+        node.fail("dft_length (input 1) is computed at run time: the output's length would "
+                  "be a data-dependent shape")
+    length = None if given is None else int(np.asarray(given).reshape(-1)[0])
+    if length is not None and length <= 0:
+        node.fail(f"dft_length {length}: expected a positive length")
+    if irfft:
+        n = normalize(2 * (m - 1)) if length is None else length
+        return n, (normalize(m) if length is None else length // 2 + 1), n
+    n = m if length is None else length
+    return n, n, (normalize(n // 2 + 1) if onesided else n)
+
+
+def _halves_twice(node: Node, parts: list[HirValue], rows: SymDim, n: SymDim, work: DType
+                  ) -> list[HirValue]:
+    """IRFFT: rows 0 and ``n / 2`` count once, the others twice (the half spectrum stands
+    for both halves)."""
+    i = node.sizes.iota(rows, DType.I64, node.fail)
+    twice = node.mir("binary", [i, np.asarray(2, np.int64)], kind="mul")
+    middle = node.mir("compare", [twice, node.sizes.scalar(n, DType.I64, node.fail)], kind="eq")
+    edge = node.mir("where", [node.mir("compare", [i, np.asarray(0, np.int64)], kind="eq"),
+                              np.asarray(True), middle])
+    weight = node.mir("where", [edge, np.asarray(1, work.numpy), np.asarray(2, work.numpy)])
+    return [node.mir("binary", [p, weight], kind="mul") for p in parts]
+
+
+def _products(node: Node, parts: list[HirValue], cos: HirValue, sin: HirValue,
+              inverse: bool, real_only: bool, work: DType) -> list[HirValue]:
+    """``(Xr + j Xi)(C -+ j S)``: its real part, and its imaginary part unless
+    ``real_only``."""
+    sign = np.asarray(1.0 if inverse else -1.0, work.numpy)
+
+    def mm(a: HirValue, t: HirValue) -> HirValue:
+        return node.mir("matmul", [a, t])
+
+    real = mm(parts[0], cos)
+    imag = None if real_only else node.mir("binary", [mm(parts[0], sin), sign], kind="mul")
+    if len(parts) == 2:
+        xs = node.mir("binary", [mm(parts[1], sin), sign], kind="mul")
+        real = node.mir("binary", [real, xs], kind="sub")         # Xr C - sign Xi S
+        if imag is not None:
+            imag = node.mir("binary", [imag, mm(parts[1], cos)], kind="add")
+    return [real] if imag is None else [real, imag]
+
+
+@converter("DFT", const_inputs=(1, 2), since=17)
+def convert_dft(node: Node) -> list[Value]:
+    x = node.tensor(0)
+    dims = node.dims(0)
+    rank = len(dims)
+    if rank < 2 or not is_static(dims[-1]) or int(dims[-1]) not in (1, 2):
+        node.fail(f"input {x.type}: expected [..., signal, 1] (real) or [..., signal, 2] "
+                  "(complex)")
+    if not x.dtype.is_float:
+        node.fail(f"input 0 is {x.dtype}; DFT takes a float tensor")
+    complex_in = int(dims[-1]) == 2
+    inverse, onesided = bool(node.attr("inverse", 0)), bool(node.attr("onesided", 0))
+    irfft = inverse and onesided
+    if onesided and complex_in != irfft:
+        node.fail("onesided: the forward transform (RFFT) takes a real signal, the inverse "
+                  f"(IRFFT) a complex one; this input is {'complex' if complex_in else 'real'}")
+    axis = _axis(node, rank)
+    work = DType.F64 if x.dtype == DType.F64 else DType.F32
+    parts, moved = _parts(node, x, dims, axis, work)
+    n, rows, cols = _lengths(node, dims[axis], irfft, onesided)
+    parts = [_fit(node, p, rows) for p in parts]
+    if irfft:
+        parts = _halves_twice(node, parts, rows, n, work)
+    outs = _products(node, parts, *_tables(node, rows, cols, n, work), inverse, irfft, work)
+    if inverse:
+        scale = node.sizes.scalar(n, work, node.fail)
+        outs = [node.mir("binary", [v, scale], kind="div") for v in outs]
+    signal = [dims[k] for k in moved[:-1]] + [cols]    # (a unit row dim dropped here)
+    outs = [node.as_tensor(reshape_to(node, v, [*signal, 1])) for v in outs]
+    y = outs[0] if len(outs) == 1 else node.mir("concat", outs, axis=rank - 1)
+    if moved != list(range(rank - 1)):
+        back = [moved.index(k) for k in range(rank - 1)] + [rank - 1]
+        y = node.mir("transpose", [y], perm=back)
+    out_dims = [cols if k == axis else d for k, d in enumerate(dims[:-1])] + [len(outs)]
+    return [node.known(node.cast(y, x.dtype), out_dims)]
