@@ -406,3 +406,45 @@ def test_pixel_unshuffle_over_a_dynamic_image(tmp_path: Path) -> None:
         with pytest.raises(rlx.RlxError, match=r"'rlx_mir.reshape' \"[\w/]+\": operand 'x' "
                                                r"dim 2: expected a multiple of 2"):
             program.main(x=rng.standard_normal((1, 3, 5, 6)).astype(np.float32))
+
+
+def test_a_log_mel_front_end_over_audio_of_any_length(tmp_path: Path) -> None:
+    """``torch.stft`` (a Hann window, hop 8, no centering), power, a mel matmul and a log,
+    exported by the dynamo exporter (the TorchScript one refuses complex STFTs): ONNX's
+    ``STFT`` over a signal of run-time length (frames ``floor((t - 32) / 8) + 1``, gathered
+    and transformed by the DFT's tables; "no rlx importer for this op" before), against ONNX
+    Runtime at two lengths from one compiled module."""
+    import torch
+
+    import rlx
+
+    class LogMel(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("window", torch.hann_window(32))
+            self.register_buffer("mel", torch.rand(17, 8))
+
+        def forward(self, audio: torch.Tensor) -> torch.Tensor:
+            spec = torch.stft(audio, 32, hop_length=8, window=self.window, center=False,
+                              return_complex=True)
+            return torch.log((spec.abs() ** 2).transpose(1, 2) @ self.mel + 1e-6)
+
+    torch.manual_seed(0)
+    path = tmp_path / "log_mel.onnx"
+    dim = torch.export.Dim.AUTO
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        torch.onnx.export(LogMel().eval(), (torch.randn(2, 400),), str(path),
+                          input_names=["audio"], dynamo=True, opset_version=18,
+                          dynamic_shapes=({0: dim, 1: dim},))
+    model = onnx.load(str(path))
+    assert "STFT" in {n.op_type for n in model.graph.node}
+    result = import_model(model)
+    program = rlx.runtime.load(rlx.compile(result.module, "llvm-cpu"), "local-task",
+                               result.params)
+    rng = np.random.default_rng(5)
+    for b, t in ((2, 400), (1, 731)):
+        audio = rng.standard_normal((b, t)).astype(np.float32)
+        got = program.main(audio=audio)
+        (want,) = ort_run(model, {"audio": audio})
+        assert got.shape == want.shape == (b, (t - 32) // 8 + 1, 8)
+        assert_close(got, want, "f32", f"log-mel of {t} samples")

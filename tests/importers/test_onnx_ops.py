@@ -369,3 +369,29 @@ def test_dfts_rlx_refuses_name_the_node(shape: tuple, attrs: dict, why: str) -> 
     m, _ = dft(shape, [*shape[:-1], 2], **attrs)
     with pytest.raises(ModelImportError, match=rf"'dft' \(DFT.*{why}"):
         import_model(m)
+
+
+@pytest.mark.parametrize(("shape", "window", "attrs", "why"), [
+    ((1, 40, 2), 8, {}, "a complex signal has no one-sided transform"),
+    ((1, 40, 1), 8, {"frame_length": 16}, "a window of 8 samples for frames of 16"),
+    ((1, 10, 1), None, {"frame_length": 16}, "none fits"),
+])
+def test_stfts_rlx_refuses_name_the_node(shape: tuple, window: int | None, attrs: dict,
+                                         why: str) -> None:
+    """A one-sided STFT of a complex signal, a window that is not the frame length, frames
+    longer than the signal: one error naming the node, at import."""
+    from rlx.importers.onnx import import_model
+    from rlx.ir.diagnostics import ModelImportError
+
+    inits = [init("step", np.array(4, np.int64))]
+    names = ["x", "step", ""]
+    if window is not None:
+        inits.append(init("w", np.hanning(window).astype(np.float32)))
+        names[2] = "w"
+    if "frame_length" in attrs:
+        inits.append(init("fl", np.array(attrs["frame_length"], np.int64)))
+        names.append("fl")
+    node = helper.make_node("STFT", names, ["y"], name="stft")
+    m = model([node], [vi("x", list(shape))], [vi("y", [1, 1, 1, 2])], inits, opset=17)
+    with pytest.raises(ModelImportError, match=rf"'stft' \(STFT.*{why}"):
+        import_model(m)

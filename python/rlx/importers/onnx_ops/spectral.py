@@ -172,3 +172,63 @@ def convert_dft(node: Node) -> list[Value]:
         y = node.mir("transpose", [y], perm=back)
     out_dims = [cols if k == axis else d for k, d in enumerate(dims[:-1])] + [len(outs)]
     return [node.known(node.cast(y, x.dtype), out_dims)]
+
+
+def _frame_length(node: Node, m: SymDim) -> SymDim:
+    """STFT's frame length: input 3, else the window's length, else the signal's."""
+    given = node.maybe_const(3) if node.has(3) else None
+    if node.has(3) and given is None:
+        node.fail("frame_length (input 3) is computed at run time: the output's length "
+                  "would be a data-dependent shape")
+    window = node.dims(2) if node.has(2) else None
+    if window is not None and len(window) != 1:
+        node.fail(f"window {node.info(2)}: expected a 1-D tensor")
+    length = (int(np.asarray(given).reshape(-1)[0]) if given is not None
+              else window[0] if window is not None else m)
+    if window is not None and normalize(window[0] - length) != 0:
+        node.fail(f"a window of {window[0]} samples for frames of {length}")
+    if is_static(length) and int(length) <= 0:
+        node.fail(f"frame_length {length}: expected a positive length")
+    return length
+
+
+@converter("STFT", const_inputs=(1, 3), since=17)
+def convert_stft(node: Node) -> list[Value]:
+    """Frames ``x[f step + i]`` for ``i`` below the frame length, gathered (the last frame
+    ends within the signal: ``frames = floor((m - length) / step) + 1``), times the window,
+    then the DFT of each frame (:func:`_products`)."""
+    x = node.tensor(0)
+    dims = node.dims(0)
+    if len(dims) != 3 or not is_static(dims[-1]) or int(dims[-1]) not in (1, 2):
+        node.fail(f"signal {x.type}: expected [batch, length, 1] (real) or [batch, length, "
+                  "2] (complex)")
+    if not x.dtype.is_float:
+        node.fail(f"input 0 is {x.dtype}; STFT takes a float signal")
+    step = int(np.asarray(node.const(1, "the frame step")).reshape(-1)[0])
+    if step <= 0:
+        node.fail(f"frame_step {step}: expected a positive step")
+    onesided = bool(node.attr("onesided", 1))
+    if onesided and int(dims[-1]) == 2:
+        node.fail("onesided: a complex signal has no one-sided transform")
+    work = DType.F64 if x.dtype == DType.F64 else DType.F32
+    batch, m = dims[0], dims[1]
+    length = _frame_length(node, m)
+    frames = normalize((m - length) // step + 1)
+    if is_static(frames) and int(frames) <= 0:
+        node.fail(f"frames of {length} samples in a signal of {m}: none fits")
+    bins = normalize(length // 2 + 1) if onesided else length
+    f = reshape_to(node, node.sizes.iota(frames, DType.I64, node.fail), [frames, 1])
+    i = reshape_to(node, node.sizes.iota(length, DType.I64, node.fail), [1, length])
+    index = node.mir("binary", [node.mir("binary", [f, np.asarray(step, np.int64)], kind="mul"),
+                                i], kind="add")
+    parts, _ = _parts(node, x, dims, 1, work)
+    parts = [node.known(node.mir("gather", [p, index], axis=1, batch_dims=0),
+                        [batch, frames, length]) for p in parts]
+    if node.has(2):
+        window = node.cast(node.tensor(2), work)
+        parts = [node.mir("binary", [p, window], kind="mul") for p in parts]
+    outs = _products(node, parts, *_tables(node, length, bins, length, work), False, False,
+                     work)
+    outs = [node.as_tensor(reshape_to(node, v, [batch, frames, bins, 1])) for v in outs]
+    y = node.mir("concat", outs, axis=3)
+    return [node.known(node.cast(y, x.dtype), [batch, frames, bins, 2])]
