@@ -100,21 +100,23 @@ def untiled_config(vector_bits: int) -> str:
 
 
 def _dynamic_batch_f32(lhs: ir.Value, rhs: ir.Value) -> bool:
-    """Both operands f32 ``[B, M, K]`` / ``[B, K, N]``, ``B`` dynamic in either."""
+    """Both operands f32 ``[B, M, K]`` / ``[B, K, N]``, some size dynamic."""
     return (emit.rank(lhs) == 3 and emit.rank(rhs) == 3
             and isinstance(emit.elem(lhs), ir.F32Type) and isinstance(emit.elem(rhs), ir.F32Type)
-            and None in (emit.static_shape(lhs)[0], emit.static_shape(rhs)[0]))
+            and None in (*emit.static_shape(lhs), *emit.static_shape(rhs)))
 
 
 def untiled_batch_matmul(ctx: LoweringContext, lhs: ir.Value, rhs: ir.Value) -> ir.Value:
-    """``lhs [B, M, K] @ rhs [B, K, N]`` (a dynamic ``B``) as a ``linalg.batch_matmul``
+    """``lhs [B, M, K] @ rhs [B, K, N]`` (some size dynamic) as a ``linalg.batch_matmul``
     with a preset ``compilation_info``, which IREE's data tiling leaves alone (its
-    AnnotateDataTilingHints skips ops with one). IREE 3.13's DispatchCreation data tiling,
-    over a dynamic batch, computed wrong products in some dispatch contexts (YOSO's
-    ``[B·H, S, 8] @ [B·H, 8, S]`` with its acos kernel fused after it: relative errors of
-    2e-2 at 9 tokens, NaN with prefill kernels off; the same matmul alone is right), and
-    such a matmul runs faster untiled anyway (16 x 256x64x256: 1.9 ms against 2.4 ms
-    data-tiled, Xeon, 2026-12-06)."""
+    AnnotateDataTilingHints skips ops with one). IREE 3.13's DispatchCreation data tiling
+    computed wrong products over a dynamic batch in some dispatch contexts (YOSO's dynamo
+    export, ``[4 b, s, 8] @ [4 b, 8, s]`` with its acos kernel fused after it: relative
+    errors of 2e-2 at 9 tokens, NaN with prefill kernels off; the same matmul alone is
+    right), and over a static batch failed to compile the same export ("'affine.
+    delinearize_index' op no basis element may be statically non-positive"); such a
+    matmul runs faster untiled anyway (16 x 256x64x256, batch dynamic or static: 1.9 ms
+    against 2.4-3.1 ms data-tiled, Xeon, 2026-12-06)."""
     batch = _broadcast_batch(lhs, rhs)
     lhs = _broadcast_to(lhs, [*batch, emit.dim(lhs, 1), emit.dim(lhs, 2)])
     rhs = _broadcast_to(rhs, [*batch, emit.dim(rhs, 1), emit.dim(rhs, 2)])
