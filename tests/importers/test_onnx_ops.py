@@ -92,6 +92,15 @@ def dft(shape: tuple[int, ...], out_shape: list[int], opset: int = 18, length: i
                  opset=opset), {"x": x}
 
 
+def reverse_sequence(shape: tuple[int, ...], lens: list[int], time_axis: int) -> tuple:
+    """ReverseSequence: each batch entry's first ``lens[b]`` steps reversed (a gather)."""
+    node = helper.make_node("ReverseSequence", ["x", "lens"], ["y"], name="reverse",
+                            time_axis=time_axis, batch_axis=1 - time_axis)
+    inputs = {"x": rand(RNG, *shape), "lens": np.array(lens, np.int64)}
+    return model([node], [vi("x", list(shape)), vi("lens", [len(lens)], TensorProto.INT64)],
+                 [vi("y", list(shape))]), inputs
+
+
 def attention_op_3d() -> tuple:
     """3-D Attention with a bool mask, a scale and a softcap."""
     node = helper.make_node("Attention", ["q", "k", "v", "mask"], ["y"], name="attn3",
@@ -220,6 +229,8 @@ def mod(fmod: int, dtype: type) -> tuple:
 
 CASES = {
     "scores_kept_and_normalized": scores_kept_and_normalized(),
+    "reverse_sequence_time_major": reverse_sequence((5, 3, 2), [5, 1, 3], time_axis=0),
+    "reverse_sequence_batch_major": reverse_sequence((2, 4, 3, 2), [3, 4], time_axis=1),
     "dft_complex_middle_axis": dft((2, 6, 3, 2), [2, 6, 3, 2], axis=1),
     "dft_rfft_cut": dft((2, 4, 9, 1), [2, 4, 4, 2], length=7, axis=2, onesided=1),
     "dft_inverse_padded": dft((3, 5, 2), [3, 8, 2], length=8, axis=1, inverse=1),

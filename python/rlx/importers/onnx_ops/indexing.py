@@ -473,3 +473,38 @@ def fold_trilu(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray] 
         return None
     k = int(inputs[1].reshape(-1)[0]) if len(inputs) > 1 and inputs[1] is not None else 0
     return [np.triu(x, k) if node.attr("upper", 1) else np.tril(x, k)]
+
+
+@converter("ReverseSequence", since=10)
+def convert_reverse_sequence(node: Node) -> list[Value]:
+    """Each batch entry's first ``lens[b]`` steps reversed, the rest kept:
+    ``y[t, b] = x[lens[b] - 1 - t, b]`` for ``t < lens[b]``, else ``x[t, b]``; the batch and
+    time axes moved first, the other dims flattened, one ``gather`` with ``batch_dims = 1``.
+    A length past the time axis (which ONNX forbids) reads within it: the index is clamped
+    to ``[0, T - 1]``."""
+    x, lens = node.tensor(0), node.tensor(1)
+    dims = node.dims(0)
+    rank = len(dims)
+    t_axis, b_axis = int(node.attr("time_axis", 0)), int(node.attr("batch_axis", 1))
+    if rank < 2 or {t_axis, b_axis} != {0, 1}:
+        node.fail(f"time_axis {t_axis} and batch_axis {b_axis} of a rank-{rank} input: "
+                  "expected 0 and 1, one each")
+    if len(lens.shape) != 1 or not lens.dtype.is_int:
+        node.fail(f"sequence_lens {lens.type}: expected a 1-D integer tensor")
+    steps, batch, rest = dims[t_axis], dims[b_axis], dims[2:]
+    table = x if b_axis == 0 else node.mir("transpose", [x], perm=[1, 0, *range(2, rank)])
+    table = reshape_to(node, table, [batch, steps, math.prod(rest)])
+    t = reshape_to(node, node.sizes.iota(steps, DType.I64, node.fail), [1, steps])
+    n = reshape_to(node, node.cast(lens, DType.I64), [batch, 1])
+    back = node.mir("binary", [node.mir("binary", [n, np.asarray(1, np.int64)], kind="sub"),
+                               t], kind="sub")
+    inside = node.mir("compare", [t, n], kind="lt")
+    last = node.mir("binary", [node.sizes.scalar(steps, DType.I64, node.fail),
+                               np.asarray(1, np.int64)], kind="sub")
+    index = node.mir("binary", [node.mir("binary", [node.mir("where", [inside, back, t]),
+                                                    last], kind="min"),
+                                np.asarray(0, np.int64)], kind="max")
+    y = reshape_to(node, gather(node, table, index, axis=1, batch_dims=1), [batch, steps, *rest])
+    if b_axis == 1:
+        y = node.mir("transpose", [y], perm=[1, 0, *range(2, rank)])
+    return [node.known(node.as_tensor(y), dims)]
