@@ -137,17 +137,28 @@ def _products(node: Node, parts: list[HirValue], cos: HirValue, sin: HirValue,
     return [real] if imag is None else [real, imag]
 
 
+def _is_complex(node: Node, x: HirValue, dims: list[SymDim], shape: str, what: str) -> bool:
+    """Whether ``x`` (``[..., 1]`` real or ``[..., 2]`` complex, float) is complex; else one
+    error naming the node."""
+    if len(dims) < 2 or not is_static(dims[-1]) or int(dims[-1]) not in (1, 2):
+        node.fail(f"{what} {x.type}: expected [{shape}, 1] (real) or [{shape}, 2] (complex)")
+    if not x.dtype.is_float:
+        node.fail(f"input 0 is {x.dtype}; {node.op_type} takes a float {what}")
+    return int(dims[-1]) == 2
+
+
+def _stacked(node: Node, outs: list[HirValue], signal: list[SymDim]) -> HirValue:
+    """The real (and imaginary) parts, each of sizes ``signal``, as ``[*signal, 1 or 2]``."""
+    outs = [node.as_tensor(reshape_to(node, v, [*signal, 1])) for v in outs]
+    return outs[0] if len(outs) == 1 else node.mir("concat", outs, axis=len(signal))
+
+
 @converter("DFT", const_inputs=(1, 2), since=17)
 def convert_dft(node: Node) -> list[Value]:
     x = node.tensor(0)
     dims = node.dims(0)
     rank = len(dims)
-    if rank < 2 or not is_static(dims[-1]) or int(dims[-1]) not in (1, 2):
-        node.fail(f"input {x.type}: expected [..., signal, 1] (real) or [..., signal, 2] "
-                  "(complex)")
-    if not x.dtype.is_float:
-        node.fail(f"input 0 is {x.dtype}; DFT takes a float tensor")
-    complex_in = int(dims[-1]) == 2
+    complex_in = _is_complex(node, x, dims, "..., signal", "input")
     inverse, onesided = bool(node.attr("inverse", 0)), bool(node.attr("onesided", 0))
     irfft = inverse and onesided
     if onesided and complex_in != irfft:
@@ -164,9 +175,7 @@ def convert_dft(node: Node) -> list[Value]:
     if inverse:
         scale = node.sizes.scalar(n, work, node.fail)
         outs = [node.mir("binary", [v, scale], kind="div") for v in outs]
-    signal = [dims[k] for k in moved[:-1]] + [cols]    # (a unit row dim dropped here)
-    outs = [node.as_tensor(reshape_to(node, v, [*signal, 1])) for v in outs]
-    y = outs[0] if len(outs) == 1 else node.mir("concat", outs, axis=rank - 1)
+    y = _stacked(node, outs, [dims[k] for k in moved[:-1]] + [cols])   # (no unit row dim)
     if moved != list(range(rank - 1)):
         back = [moved.index(k) for k in range(rank - 1)] + [rank - 1]
         y = node.mir("transpose", [y], perm=back)
@@ -199,16 +208,14 @@ def convert_stft(node: Node) -> list[Value]:
     then the DFT of each frame (:func:`_products`)."""
     x = node.tensor(0)
     dims = node.dims(0)
-    if len(dims) != 3 or not is_static(dims[-1]) or int(dims[-1]) not in (1, 2):
-        node.fail(f"signal {x.type}: expected [batch, length, 1] (real) or [batch, length, "
-                  "2] (complex)")
-    if not x.dtype.is_float:
-        node.fail(f"input 0 is {x.dtype}; STFT takes a float signal")
+    complex_in = _is_complex(node, x, dims, "batch, length", "signal")
+    if len(dims) != 3:
+        node.fail(f"signal {x.type}: expected [batch, length, 1 or 2]")
     step = int(np.asarray(node.const(1, "the frame step")).reshape(-1)[0])
     if step <= 0:
         node.fail(f"frame_step {step}: expected a positive step")
     onesided = bool(node.attr("onesided", 1))
-    if onesided and int(dims[-1]) == 2:
+    if onesided and complex_in:
         node.fail("onesided: a complex signal has no one-sided transform")
     work = DType.F64 if x.dtype == DType.F64 else DType.F32
     batch, m = dims[0], dims[1]
@@ -219,6 +226,8 @@ def convert_stft(node: Node) -> list[Value]:
     bins = normalize(length // 2 + 1) if onesided else length
     f = reshape_to(node, node.sizes.iota(frames, DType.I64, node.fail), [frames, 1])
     i = reshape_to(node, node.sizes.iota(length, DType.I64, node.fail), [1, length])
+    # in bounds by construction: the largest index, (frames - 1) step + length - 1, is at
+    # most m - 1 since frames - 1 = floor((m - length) / step)
     index = node.mir("binary", [node.mir("binary", [f, np.asarray(step, np.int64)], kind="mul"),
                                 i], kind="add")
     parts, _ = _parts(node, x, dims, 1, work)
@@ -229,6 +238,5 @@ def convert_stft(node: Node) -> list[Value]:
         parts = [node.mir("binary", [p, window], kind="mul") for p in parts]
     outs = _products(node, parts, *_tables(node, length, bins, length, work), False, False,
                      work)
-    outs = [node.as_tensor(reshape_to(node, v, [batch, frames, bins, 1])) for v in outs]
-    y = node.mir("concat", outs, axis=3)
+    y = _stacked(node, outs, [batch, frames, bins])
     return [node.known(node.cast(y, x.dtype), [batch, frames, bins, 2])]
