@@ -406,3 +406,62 @@ def test_stfts_rlx_refuses_name_the_node(shape: tuple, window: int | None, attrs
     m = model([node], [vi("x", list(shape))], [vi("y", [1, 1, 1, 2])], inits, opset=17)
     with pytest.raises(ModelImportError, match=rf"'stft' \(STFT.*{why}"):
         import_model(m)
+
+
+def _refused(m: object, node: str, op: str, why: str) -> None:
+    from rlx.importers.onnx import import_model
+    from rlx.ir.diagnostics import ModelImportError
+
+    with pytest.raises(ModelImportError, match=rf"'{node}' \({op}.*{why}"):
+        import_model(m)
+
+
+def test_dft_lengths_rlx_refuses_name_the_node() -> None:
+    """A dft_length read from the data, or not positive, a dft_length beside a signal of
+    run-time length, an integer signal: one error naming the node."""
+    def graph(x_shape: list, length: np.ndarray | None, elem: int = TensorProto.FLOAT,
+              runtime_length: bool = False) -> object:
+        ins = [vi("x", x_shape, elem)]
+        inits = []
+        if runtime_length:
+            ins.append(vi("n", [], TensorProto.INT64))
+        elif length is not None:
+            inits.append(init("n", length))
+        names = ["x", "n" if runtime_length or length is not None else ""]
+        return model([helper.make_node("DFT", names, ["y"], name="dft", axis=1)], ins,
+                     [vi("y", ["a", "b", 2])], inits)
+
+    _refused(graph([2, 6, 1], None, runtime_length=True), "dft", "DFT",
+             "dft_length \\(input 1\\) is computed at run time")
+    _refused(graph([2, 6, 1], np.array(0, np.int64)), "dft", "DFT",
+             "dft_length 0: expected a positive length")
+    _refused(graph([2, "s", 1], np.array(8, np.int64)), "dft", "DFT",
+             "a dft_length \\(8\\) beside a signal of run-time length")
+    _refused(graph([2, 6, 1], None, elem=TensorProto.INT32), "dft", "DFT",
+             "DFT takes a float input")
+
+
+def test_stft_and_reverse_sequence_arguments_rlx_refuses_name_the_node() -> None:
+    """STFT: a step that is not positive, a 2-D window, a signal without its batch dim;
+    ReverseSequence: time and batch on one axis, lengths that are not 1-D."""
+    def stft(x_shape: list, step: int, window: np.ndarray | None) -> object:
+        inits = [init("step", np.array(step, np.int64))]
+        if window is not None:
+            inits.append(init("w", window))
+        node = helper.make_node("STFT", ["x", "step", "w" if window is not None else ""],
+                                ["y"], name="stft")
+        return model([node], [vi("x", x_shape)], [vi("y", [1, 1, 1, 2])], inits, opset=17)
+
+    _refused(stft([1, 40, 1], 0, None), "stft", "STFT", "frame_step 0: expected a positive")
+    _refused(stft([1, 40, 1], 4, np.ones((2, 4), np.float32)), "stft", "STFT",
+             "expected a 1-D tensor")
+    _refused(stft([40, 1], 4, None), "stft", "STFT", r"expected \[batch, length, 1 or 2\]")
+
+    def reverse(lens_shape: list, **axes: int) -> object:
+        node = helper.make_node("ReverseSequence", ["x", "lens"], ["y"], name="rev", **axes)
+        return model([node], [vi("x", [5, 3, 2]), vi("lens", lens_shape, TensorProto.INT64)],
+                     [vi("y", [5, 3, 2])])
+
+    _refused(reverse([3], time_axis=0, batch_axis=0), "rev", "ReverseSequence",
+             "expected 0 and 1, one each")
+    _refused(reverse([3, 1]), "rev", "ReverseSequence", "expected a 1-D integer tensor")
