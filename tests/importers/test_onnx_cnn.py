@@ -1,6 +1,6 @@
 """Convolutional models over images of any size (issue 22, points 1 and 2): ResNet-18- and
-MobileNetV3-style networks (the same layer kinds as torchvision's, which the test
-environment does not have: conv + BN + ReLU residual blocks with a strided 1x1
+MobileNetV3-style networks (the same layer kinds as torchvision's, whose own models
+test_onnx_torchvision checks at fewer dynamic dims, compiling faster: conv + BN + ReLU residual blocks with a strided 1x1
 downsample; depthwise-separable inverted residuals with hardswish and squeeze-excite;
 adaptive average pooling) and a nearest / bilinear / transposed-convolution upsampler,
 exported with a dynamic batch, height and width by torch.onnx; hand-built graphs whose

@@ -1,6 +1,8 @@
-"""torchvision's own ResNet-18 (issue 22, point 1), exported to ONNX by ``torch.onnx.export``
-(the dynamo exporter at opset 18 over any image size), imported, compiled and run: equal to
-ONNX Runtime and to torchvision's model in torch eager. The export runs in a process of its
+"""torchvision's own ResNet-18 and MobileNetV3-Small (issue 22, point 1), exported to ONNX
+by ``torch.onnx.export`` (ResNet-18: the dynamo exporter at opset 18 over any image size;
+MobileNetV3: the TorchScript exporter at opset 17 over any batch), imported into one
+module, compiled once and run: equal to ONNX Runtime and to torchvision's model in torch
+eager. The export runs in a process of its
 own with torchvision on its path (see ``torchvision_export.py``: PyPI's torchvision wheel
 is the CUDA build; ``make venv`` installs it, with Pillow, into ``.venv/torchvision-site``
 without putting it on the test process's path)."""
@@ -52,8 +54,10 @@ def test_torchvision_model_matches_ort_and_eager(name: str, exported: tuple) -> 
 
 
 def test_torchvision_imports_keep_sizes_dynamic_and_name_blocks(exported: tuple) -> None:
-    """The classifier head is a ``linear`` block; ResNet-18 keeps batch, height and width
-    dynamic."""
+    """The classifier heads are ``linear`` blocks (MobileNetV3's two, around its
+    hard-swish); ResNet-18 keeps batch, height and width dynamic, MobileNetV3 its batch."""
     _, results, _ = exported
     assert results["resnet18"].report.block_counts()["linear"] == 1
+    assert results["mobilenet_v3_small"].report.block_counts()["linear"] == 2
     assert "tensor<?x3x?x?xf32>" in str(results["resnet18"].module)
+    assert "tensor<?x3x64x64xf32>" in str(results["mobilenet_v3_small"].module)
