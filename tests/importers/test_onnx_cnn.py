@@ -1,12 +1,12 @@
 """Convolutional models over images of any size (issue 22, points 1 and 2): ResNet-18- and
 MobileNetV3-style networks (the same layer kinds as torchvision's, whose own models
-test_onnx_torchvision checks at fewer dynamic dims, compiling faster: conv + BN + ReLU residual blocks with a strided 1x1
-downsample; depthwise-separable inverted residuals with hardswish and squeeze-excite;
-adaptive average pooling) and a nearest / bilinear / transposed-convolution upsampler,
-exported with a dynamic batch, height and width by torch.onnx; hand-built graphs whose
-inputs spell a dynamic dim as ``-1``, ``0`` or a string, Resize's other modes and
-ConvTranspose's attributes. All imported into one module, compiled once for llvm-cpu and
-run at several sizes against ONNX Runtime."""
+test_onnx_torchvision checks at fewer dynamic dims, compiling faster: conv + BN + ReLU
+residual blocks with a strided 1x1 downsample; depthwise-separable inverted residuals
+with hardswish and squeeze-excite; adaptive average pooling) and a nearest / bilinear /
+transposed-convolution upsampler, exported with a dynamic batch, height and width by
+torch.onnx; hand-built graphs whose inputs spell a dynamic dim as ``-1``, ``0`` or a
+string, Resize's other modes and ConvTranspose's attributes. All imported into one
+module, compiled once for llvm-cpu and run at several sizes against ONNX Runtime."""
 
 from __future__ import annotations
 
