@@ -166,6 +166,38 @@ def test_static_windows_of_a_dynamic_axis() -> None:
         program.main(x=np.zeros((3, 3), np.float32))
 
 
+def test_a_view_by_another_inputs_batch() -> None:
+    """GPT-2's ``attention_mask.view(batch, -1)``, ``batch`` read from ``input_ids``: the
+    dynamo exporter with ``Dim.AUTO`` names each input's dims apart, so the view's ``-1`` is
+    ``floor(s m / b)``. rlx takes the two batches as one, checked at run time: equal to ONNX
+    Runtime at two sizes; a mask of another batch is one error naming the Reshape."""
+    from onnx import helper
+
+    import rlx
+    from onnx_models import init, model, vi
+
+    nodes = [helper.make_node("Shape", ["ids"], ["batch"], name="batch", start=0, end=1),
+             helper.make_node("Concat", ["batch", "minus1"], ["target"], name="cat", axis=0),
+             helper.make_node("Reshape", ["mask", "target"], ["viewed"], name="view_mask"),
+             helper.make_node("Cast", ["ids"], ["fids"], name="cast_ids", to=1),
+             helper.make_node("Cast", ["viewed"], ["fmask"], name="cast_mask", to=1),
+             helper.make_node("Mul", ["fids", "fmask"], ["z"], name="masked")]
+    m = model(nodes, [vi("ids", ["b", "s"], onnx.TensorProto.INT64),
+                      vi("mask", ["b2", "s2"], onnx.TensorProto.INT64)],
+              [vi("z", ["b", "s"]), vi("viewed", ["b", "s"], onnx.TensorProto.INT64)],
+              [init("minus1", np.array([-1], np.int64))])
+    result = import_model(m)
+    program = rlx.runtime.load(rlx.compile(result.module, "llvm-cpu"), "local-task",
+                               result.params)
+    rng = np.random.default_rng(0)
+    for b, n in ((2, 5), (1, 9)):
+        feeds = {"ids": rng.integers(0, 50, (b, n)), "mask": rng.integers(0, 2, (b, n))}
+        for got, want in zip(program.main(**feeds), ort_run(m, feeds), strict=True):
+            np.testing.assert_array_equal(got, want)
+    with pytest.raises(rlx.runtime.RunError, match="view_mask"):
+        program.main(ids=np.zeros((2, 6), np.int64), mask=np.zeros((3, 4), np.int64))
+
+
 @pytest.mark.parametrize(("interleaved", "rotary_dim", "rank"),
                          [(0, 0, 3), (1, 8, 3), (0, 4, 4)])
 def test_rotary_embedding_over_a_dynamic_batch_and_length(

@@ -163,6 +163,11 @@ class SizeSource:
         self._made.add(s)
         return s
 
+    def is_models(self, d: SymDim) -> bool:
+        """``d`` is one of the model's own dims (a graph input's named size), not a
+        symbol the importer made."""
+        return isinstance(d, sympy.Symbol) and d not in self._made
+
     def unify(self, shapes: Sequence[Sequence[SymDim]]) -> None:
         """Dynamic sizes that meet on one axis of an elementwise op are equal whenever it
         runs (rlx's broadcast stretches no dynamic dim, and checks so at run time): where

@@ -62,6 +62,9 @@ def reshape_to(node: Node, x: HirValue, dims: Sequence[SymDim | None]) -> Value:
             break
         source = origins.get(source.value)
     if new is None or source is None:
+        aliased = _aliased_reshape(node, x, dims)
+        if aliased is not None:
+            return aliased
         split = _split_reshape(node, x, dims)
         return split if split is not None else _gathered_reshape(node, x, dims)
     if new == [-2 - k if source.shape[k] is None else source.shape[k]
@@ -72,6 +75,35 @@ def reshape_to(node: Node, x: HirValue, dims: Sequence[SymDim | None]) -> Value:
     y_dims = node.dims_of(y)
     return node.known(y, [y_d if d is None else normalize(d)
                           for d, y_d in zip(dims, y_dims, strict=True)])
+
+
+def _aliased_reshape(node: Node, x: HirValue, dims: Sequence[SymDim | None]
+                     ) -> HirValue | None:
+    """A reshape whose target names a model's dim ``d`` where ``x`` has, on the same axis,
+    a dynamic dim ``e`` of another name: GPT-2's ``attention_mask.view(batch, -1)``, its
+    ``batch`` read from ``input_ids``, which the dynamo exporter (``Dim.AUTO``) gives a
+    size of its own, so that the ``-1`` is ``floor(e s / d)``. Taken as ``d = e``, the
+    reshape is one rlx says (here, none at all); ``d = e`` is checked at run time by a
+    broadcast of ``x`` against a ruler of ``d`` on that axis (a dynamic dim is never
+    stretched: sizes that differ fail the call naming the node before anything runs, where
+    ONNX Runtime would reshape, or fail at the next op that meets both). None where no
+    such pairing makes the reshape one that rlx says."""
+    x_dims = node.dims_of(x)
+    sizes = node.sizes
+    subs = {d: e for i, (d, e) in enumerate(zip(dims, x_dims, strict=False))
+            if sizes.is_models(d) and sizes.is_models(e) and d != e and x.shape[i] is None
+            and not any(same(d, xd) for xd in x_dims) and sizes.can_build(d)}
+    if not subs or any(d is None for d in dims):
+        return None
+    target = [normalize(sympy.simplify(sympy.sympify(d).xreplace(subs))) for d in dims]
+    if not same(math.prod(target), math.prod(x_dims)) or _reshape_attr(node, x, target) is None:
+        return None
+    for axis, d in enumerate(dims[:len(x_dims)]):
+        if d in subs:
+            ruler = node.mir("reshape", [node.sizes.ruler(d, node.fail)],
+                             new_shape=[-1 if a == axis else 1 for a in range(len(x_dims))])
+            x = node.known(node.mir("where", [ruler, x, x]), x_dims)
+    return reshape_to(node, x, target)
 
 
 def _split_reshape(node: Node, x: HirValue, dims: Sequence[SymDim | None]) -> HirValue | None:
