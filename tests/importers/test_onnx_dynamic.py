@@ -198,6 +198,41 @@ def test_a_view_by_another_inputs_batch() -> None:
         program.main(ids=np.zeros((2, 6), np.int64), mask=np.zeros((3, 4), np.int64))
 
 
+def test_windows_of_a_run_time_size() -> None:
+    """``HannWindow`` / ``HammingWindow`` / ``BlackmanWindow`` of an input's run-time length
+    (``torch.hann_window(x.shape[-1])``), periodic and symmetric, in f32 and f64: equal to
+    ONNX Runtime at 2, 7 and 400 samples from one compile. A symmetric window of one sample
+    (``N = 0``, where ONNX's formula divides 0 by 0 and ONNX Runtime gives NaN) is ``[1]``,
+    as torch's."""
+    from onnx import TensorProto, helper
+
+    import rlx
+    from onnx_models import model, vi
+
+    nodes = [helper.make_node("Shape", ["x"], ["shape"], start=1, end=2),
+             helper.make_node("Squeeze", ["shape"], ["n"]),
+             helper.make_node("HannWindow", ["n"], ["hann"]),
+             helper.make_node("HammingWindow", ["n"], ["hamming"], periodic=0),
+             helper.make_node("BlackmanWindow", ["n"], ["blackman"], periodic=0,
+                              output_datatype=TensorProto.DOUBLE),
+             helper.make_node("Mul", ["x", "hann"], ["y"])]
+    m = model(nodes, [vi("x", ["b", "t"])], [vi("y", ["b", "t"]), vi("hamming", ["t"]),
+                                             vi("blackman", ["t"], TensorProto.DOUBLE)], [])
+    result = import_model(m)
+    program = rlx.runtime.load(rlx.compile(result.module, "llvm-cpu"), "local-task",
+                               result.params)
+    rng = np.random.default_rng(0)
+    for t in (2, 7, 400):
+        x = rng.standard_normal((2, t)).astype(np.float32)
+        got = program.main(x=x)
+        assert got[2].dtype == np.float64
+        for g, w in zip(got, ort_run(m, {"x": x}), strict=True):
+            assert_close(g, w.astype(g.dtype), "f32", f"{t} samples")
+    _, hamming, blackman = program.main(x=np.ones((1, 1), np.float32))
+    assert hamming.tolist() == [1.0]
+    assert blackman.tolist() == [1.0]
+
+
 @pytest.mark.parametrize(("interleaved", "rotary_dim", "rank"),
                          [(0, 0, 3), (1, 8, 3), (0, 4, 4)])
 def test_rotary_embedding_over_a_dynamic_batch_and_length(

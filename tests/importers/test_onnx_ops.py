@@ -227,8 +227,22 @@ def mod(fmod: int, dtype: type) -> tuple:
     return one("Mod", {"a": a, "b": b}, [3, 5], out_elem=elem, opset=opset, fmod=fmod)
 
 
+def mel_bank(upper: float = 8000.0) -> tuple:
+    """A power spectrum times ONNX's mel filter bank (Whisper's 80 bins of a 400-point DFT
+    at 16 kHz), its sizes constants: folded at import time."""
+    names = ["bins", "dft", "rate", "lower", "upper"]
+    values = [np.array(80, np.int64), np.array(400, np.int64), np.array(16000, np.int64),
+              np.array(0.0, np.float32), np.array(upper, np.float32)]
+    nodes = [helper.make_node("MelWeightMatrix", names, ["w"], name="mel"),
+             helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")]
+    m = model(nodes, [vi("x", ["n", 201])], [vi("y", ["n", 80])],
+              [init(n, v) for n, v in zip(names, values, strict=True)])
+    return m, {"x": np.abs(rand(RNG, 3, 201))}
+
+
 CASES = {
     "scores_kept_and_normalized": scores_kept_and_normalized(),
+    "mel_filter_bank": mel_bank(),
     "reverse_sequence_time_major": reverse_sequence((5, 3, 2), [5, 1, 3], time_axis=0),
     "reverse_sequence_batch_major": reverse_sequence((2, 4, 3, 2), [3, 4], time_axis=1),
     "dft_complex_middle_axis": dft((2, 6, 3, 2), [2, 6, 3, 2], axis=1),
@@ -439,6 +453,11 @@ def test_dft_lengths_rlx_refuses_name_the_node() -> None:
              "a dft_length \\(8\\) beside a signal of run-time length")
     _refused(graph([2, 6, 1], None, elem=TensorProto.INT32), "dft", "DFT",
              "DFT takes a float input")
+
+
+def test_mel_edges_past_nyquist_name_the_node() -> None:
+    _refused(mel_bank(9000.0)[0], "mel", "MelWeightMatrix",
+             "the last edge below upper_edge_hertz 9000.0 falls in bin 217, past the 201 bins")
 
 
 def test_stft_and_reverse_sequence_arguments_rlx_refuses_name_the_node() -> None:

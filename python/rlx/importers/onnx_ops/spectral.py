@@ -1,5 +1,6 @@
 """ONNX's DFT: a discrete Fourier transform along one axis, as matmuls by the transform's
-cosine and sine tables.
+cosine and sine tables; STFT; and the windows and mel filter banks audio front ends take
+(Hann, Hamming, Blackman; MelWeightMatrix).
 
 The tables are built in the module from iotas, ``theta = 2 pi ((i o) mod N) / N`` for input
 index ``i`` and output index ``o`` (the product reduced mod ``N`` in integers first, so the
@@ -20,7 +21,14 @@ import numpy as np
 
 from rlx.dialects.builder import HirValue
 from rlx.importers.dims import SymDim, is_static, normalize
-from rlx.importers.onnx_ops.registry import Node, Value, converter
+from rlx.importers.onnx_ops.registry import (
+    Node,
+    Value,
+    converter,
+    dtype_of,
+    folder,
+    is_symbolic,
+)
 from rlx.importers.onnx_ops.shape import reshape_to
 from rlx.ir.types import DType
 
@@ -240,3 +248,114 @@ def convert_stft(node: Node) -> list[Value]:
                      work)
     y = _stacked(node, outs, [batch, frames, bins])
     return [node.known(node.cast(y, x.dtype), [batch, frames, bins, 2])]
+
+
+# --------------------------------------------------------------------------------------
+# Windows
+# --------------------------------------------------------------------------------------
+
+WINDOWS = {"HannWindow": (0.5, 0.5, 0.0), "HammingWindow": (25 / 46, 21 / 46, 0.0),
+           "BlackmanWindow": (0.42, 0.5, 0.08)}
+"""``w[n] = a0 - a1 cos(2 pi n / N) + a2 cos(4 pi n / N)`` (ONNX's and torch's windows),
+``N`` the size when ``periodic`` (the default), else the size less one."""
+
+
+def _window_dtype(node: Node) -> np.dtype:
+    from onnx.helper import tensor_dtype_to_np_dtype
+
+    return np.dtype(tensor_dtype_to_np_dtype(int(node.attr("output_datatype", 1))))
+
+
+@folder(*WINDOWS)
+def fold_window(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray] | None:
+    """A window of a size known at import time, computed in float64. A symmetric window of
+    one sample is ``[1]``, as torch's (its ``N`` is 0)."""
+    if inputs[0] is None or is_symbolic(inputs[0]):
+        return None
+    size = int(np.asarray(inputs[0]).reshape(-1)[0])
+    if size < 0:
+        node.fail(f"size {size}: expected a size >= 0")
+    a0, a1, a2 = WINDOWS[node.op_type]
+    n = size if node.attr("periodic", 1) else size - 1
+    theta = 2 * np.pi * np.arange(size, dtype=np.float64) / max(n, 1)
+    w = a0 - a1 * np.cos(theta) + a2 * np.cos(2 * theta)
+    return [(w if n else np.ones(size)).astype(_window_dtype(node))]
+
+
+@converter(*WINDOWS, const_inputs=(0,), since=17)
+def convert_window(node: Node) -> list[Value]:
+    """A window whose size the model computes from a run-time size (``torch.hann_window(
+    x.shape[-1])``): the same formula over an iota, in f32 (rlx's cosine has no f64 form),
+    cast to the output type. ``theta`` stays within ``[0, 2 pi]`` (``n <= N``), so f32's
+    cosine is within the f32 tolerance of the float64 folder's."""
+    size = normalize(np.asarray(node.const(0, "the size")).reshape(-1)[0])
+    dtype = dtype_of(np.zeros(0, _window_dtype(node)))
+    if dtype is None:
+        node.fail(f"output_datatype {node.attr('output_datatype', 1)}: no rlx element type")
+    a0, a1, a2 = WINDOWS[node.op_type]
+    n = size if node.attr("periodic", 1) else size - 1
+    i = node.cast(node.sizes.iota(size, DType.I64, node.fail), DType.F32)
+    step = node.mir("binary", [np.asarray(2 * math.pi, np.float32),
+                               node.sizes.scalar(n, DType.F32, node.fail)], kind="div")
+    theta = node.mir("binary", [i, step], kind="mul")
+    w = node.mir("binary", [np.asarray(a0, np.float32), node.mir("binary", [
+        np.asarray(a1, np.float32), node.mir("activation", [theta], kind="cos")], kind="mul")],
+                 kind="sub")
+    if a2:
+        twice = node.mir("binary", [theta, np.asarray(2, np.float32)], kind="mul")
+        w = node.mir("binary", [w, node.mir("binary", [
+            np.asarray(a2, np.float32), node.mir("activation", [twice], kind="cos")],
+            kind="mul")], kind="add")
+    if not node.attr("periodic", 1):         # one sample: [1], as the folder (n = 0)
+        n64 = node.sizes.scalar(n, DType.I64, node.fail)
+        one = node.mir("compare", [n64, np.asarray(0, np.int64)], kind="eq")
+        w = node.mir("where", [one, np.asarray(1, np.float32), w])
+    return [node.known(node.cast(w, dtype), [size])]
+
+
+def _mel_matrix(node: Node, values: list[np.ndarray]) -> np.ndarray:
+    """ONNX's (and ONNX Runtime's) mel filter bank ``[dft_length // 2 + 1, num_mel_bins]``:
+    ``num_mel_bins + 2`` edges evenly spaced in mel (``2595 log10(1 + f / 700)``) from the
+    lower to the upper edge (the step is the span over ``num_mel_bins + 2``, as ONNX's
+    reference and ONNX Runtime take it), each edge's spectrogram bin ``floor((dft_length +
+    1) f / sample_rate)``, and triangles rising from bin ``i`` to ``i + 1`` and falling to
+    ``i + 2`` (a triangle whose rise is 0 wide is 1 at its centre), in float64."""
+    bins, dft, rate = (int(np.asarray(v).reshape(-1)[0]) for v in values[:3])
+    lower, upper = (float(np.asarray(v).reshape(-1)[0]) for v in values[3:5])
+    if bins < 1 or dft < 1 or rate < 1 or not 0 <= lower <= upper:
+        node.fail(f"num_mel_bins {bins}, dft_length {dft}, sample_rate {rate}, edges "
+                  f"{lower} .. {upper} Hz: expected positive counts and 0 <= lower <= upper")
+    rows = dft // 2 + 1
+    mel = 2595 * np.log10(1 + np.array([lower, upper]) / 700)
+    edges = mel[0] + np.arange(bins + 2) * (mel[1] - mel[0]) / (bins + 2)
+    at = np.floor((dft + 1) * (700 * (10 ** (edges / 2595) - 1)) / rate).astype(np.int64)
+    if at[-1] >= rows:
+        node.fail(f"the last edge below upper_edge_hertz {upper} falls in bin "
+                  f"{int(at[-1])}, past the {rows} bins of a {dft}-point spectrum at "
+                  f"{rate} Hz")
+    out = np.zeros((rows, bins))
+    for i in range(bins):
+        lo, mid, hi = (int(v) for v in at[i:i + 3])
+        j = np.arange(lo, mid + 1)
+        out[lo:mid + 1, i] = (j - lo) / (mid - lo) if mid > lo else 0.0
+        out[mid, i] = 1.0
+        if hi > mid:
+            j = np.arange(mid, hi)
+            out[mid:hi, i] = (hi - j) / (hi - mid)
+    return out.astype(_window_dtype(node))
+
+
+@folder("MelWeightMatrix")
+def fold_mel_weight_matrix(node: Node, inputs: list[np.ndarray | None]
+                           ) -> list[np.ndarray] | None:
+    if any(v is None or is_symbolic(v) for v in inputs[:5]):
+        return None
+    return [_mel_matrix(node, inputs[:5])]  # type: ignore[arg-type]
+
+
+@converter("MelWeightMatrix", const_inputs=(0, 1, 2, 3, 4), since=17)
+def convert_mel_weight_matrix(node: Node) -> list[Value]:
+    """Only as a constant: its sizes are its values."""
+    return [_mel_matrix(node, [node.static(i, w) for i, w in enumerate(
+        ("num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz",
+         "upper_edge_hertz"))])]
