@@ -326,7 +326,61 @@ def _shuffles() -> Case:
     return ep, Shuffles(), inputs
 
 
-CASES = {"llama": (_llama, (5, 11)), "bert": (_bert, (6, 13)), "resnet18": (_resnet, (1, 2)),
+def _masked_decoders() -> Case:
+    """A LLaMA and a RoBERTa with their attention masks, exported with ``Dim.AUTO`` (no
+    upper bound on batch or length): transformers builds the padding mask by indexing it
+    with broadcast iotas (``aten.index``), RoBERTa counts its position ids with
+    ``cumsum`` and BERT-style embeddings ``gather`` their token types."""
+    import transformers
+
+    llama = transformers.LlamaModel(transformers.LlamaConfig(
+        vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)).eval()
+    roberta = transformers.RobertaModel(transformers.RobertaConfig(
+        vocab_size=128, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=130, pad_token_id=1),
+        add_pooling_layer=False).eval()
+
+    class Both(nn.Module):
+        def forward(self, ids: Any, mask: Any) -> Any:
+            return (llama(input_ids=ids, attention_mask=mask).last_hidden_state,
+                    roberta(input_ids=ids, attention_mask=mask).last_hidden_state)
+
+    def inputs(s: int) -> tuple:
+        mask = torch.ones(2, s, dtype=torch.int64)
+        mask[0, s - 2:] = 0  # row 0 padded
+        return torch.randint(2, 128, (2, s)), mask
+
+    auto = torch.export.Dim.AUTO
+    ep = torch.export.export(Both().eval(), inputs(7), dynamic_shapes={
+        "ids": {0: auto, 1: auto}, "mask": {0: auto, 1: auto}})
+    return ep, Both().eval(), inputs
+
+
+class Indexing(nn.Module):
+    """``torch.gather``; tensors indexed by broadcast index tensors (negative ones
+    counting from the end) on leading, inner adjacent and separated dims; a cumulative
+    count of a mask."""
+
+    def forward(self, x: Any, idx: Any, rows: Any) -> Any:
+        b = torch.arange(x.shape[0])[:, None]
+        return (torch.gather(x, 1, idx), x[b, rows], x[:, rows[0]], x[b, :, rows[:, :1]],
+                torch.cumsum(x > 0, dim=1))
+
+
+def _indexing() -> Case:
+    def inputs(k: int) -> tuple:
+        return (torch.randn(k + 1, 5, 4), torch.randint(0, 5, (k + 1, 7, 4)),
+                torch.randint(-4, 4, (k + 1, 3)))
+
+    n = torch.export.Dim("n")
+    ep = torch.export.export(Indexing(), inputs(2), dynamic_shapes={
+        "x": {0: n}, "idx": {0: n}, "rows": {0: n}})
+    return ep, Indexing(), inputs
+
+
+CASES = {"llama": (_llama, (5, 11)), "masked_decoders": (_masked_decoders, (4, 9)),
+         "indexing": (_indexing, (1, 3)), "bert": (_bert, (6, 13)), "resnet18": (_resnet, (1, 2)),
          "lstm": (_lstm, (1, 3)), "upsampler": (_upsampler, (5, 12)),
          "inplace": (_inplace, (1, 3)), "remainders": (_remainders, (3, 9)),
          "math_bits": (_math_bits, (3, 9)), "picks": (_picks, (1, 3)),

@@ -1,11 +1,13 @@
 """ATen data movement as MIR ops: views and reshapes, permutes, expand, slices, select,
-cat, split, embedding and index_select. Result sizes come from the program (torch.export
-records every node's symbolic shape); a reshape copies the input's dynamic dims."""
+cat, split, embedding, index_select, gather and indexing by tensors (``x[i, j]``). Result
+sizes come from the program (torch.export records every node's symbolic shape); a reshape
+copies the input's dynamic dims."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from rlx.dialects.builder import HirValue
 from rlx.importers.dims import SymDim, is_static, same
 from rlx.importers.torch_export.convert import Op, Value, converter
 from rlx.ir.types import DType
@@ -170,6 +172,79 @@ def convert_index_select(op: Op) -> Value:
     x = op.tensor(0)
     axis = int(op.arg(1, "dim")) % len(x.shape)
     return op.mir("gather", [x, op.tensor(2, "index")], axis=axis)
+
+
+def _wrapped(op: Op, idx: HirValue, size: SymDim) -> HirValue:
+    """``idx`` (as i64) with negative entries counted from the end of an axis of ``size``
+    (an index still outside the axis is clamped by the gather: nothing is read outside)."""
+    idx = op.cast(idx, DType.I64)
+    n = op.sizes.scalar(size, DType.I64, op.fail)
+    negative = op.mir("compare", [idx, op.scalar(0, DType.I64)], kind="lt")
+    return op.mir("where", [negative, op.mir("binary", [idx, n], kind="add"), idx])
+
+
+def _horner(op: Op, parts: list[HirValue], dims: list[SymDim]) -> HirValue:
+    """The row-major flat position ``((p0 d1 + p1) d2 + p2) ...`` of coordinates ``parts``
+    (broadcasting against each other) over sizes ``dims``."""
+    flat = parts[0]
+    for part, d in zip(parts[1:], dims[1:], strict=True):
+        times = op.mir("binary", [flat, op.sizes.scalar(d, DType.I64, op.fail)], kind="mul")
+        flat = op.mir("binary", [times, part], kind="add")
+    return flat
+
+
+@converter("gather")
+def convert_gather(op: Op) -> Value:
+    """``torch.gather(x, dim, index)``: ``y[i, j, k] = x[i, index[i, j, k], k]`` (dim 1),
+    as one gather from ``x`` flattened, at the flat position of (the iotas of the index's
+    other dims, ``index`` on ``dim``); BERT's embeddings take their ``token_type_ids``
+    this way."""
+    x, index = op.tensor(0), op.tensor(2, "index")
+    rank = len(x.shape)
+    axis = int(op.arg(1, "dim")) % rank
+    x_dims, i_dims = op.dims(x), op.dims(index)
+    parts = []
+    for a in range(rank):
+        if a == axis:
+            parts.append(_wrapped(op, index, x_dims[a]))
+            continue
+        iota = op.sizes.iota(i_dims[a], DType.I64, op.fail)
+        parts.append(op.mir("reshape", [iota], new_shape=[-1 if b == a else 1
+                                                          for b in range(rank)]))
+    table = op.mir("reshape", [x], new_shape=[-1])
+    return op.mir("gather", [table, _horner(op, parts, x_dims)], axis=0)
+
+
+@converter("index")
+def convert_index(op: Op) -> Value:
+    """``x[i0, i1, ...]`` by integer tensors (``None``: a dim taken whole), the index
+    tensors broadcast against each other (``padding_mask[batch_idx, kv_idx]``, how
+    transformers builds its masks): the indexed dims moved first and flattened, one gather
+    of their flat position; the result's dims where torch puts them (in place of the
+    indexed dims when those are adjacent, else first)."""
+    x = op.tensor(0)
+    rank, x_dims = len(x.shape), op.dims(x)
+    indices = list(op.arg(1, "indices")) + [None] * (rank - len(op.arg(1, "indices")))
+    picked = [a for a, i in enumerate(indices) if i is not None]
+    if any(not isinstance(indices[a], HirValue) or not indices[a].dtype.is_int
+           or indices[a].dtype == DType.I1 for a in picked):
+        op.fail("indexing by other than integer tensors (a boolean mask: a data-dependent "
+                "size) is not supported")
+    rest = [a for a in range(rank) if a not in picked]
+    perm = picked + rest
+    moved = op.mir("transpose", [x], perm=perm) if perm != list(range(rank)) else x
+    table = op.mir("reshape", [moved], new_shape=[-1, *(
+        -2 - (len(picked) + k) if x.shape[a] is None else x.shape[a]
+        for k, a in enumerate(rest))])
+    flat = _horner(op, [_wrapped(op, indices[a], x_dims[a]) for a in picked],
+                   [x_dims[a] for a in picked])
+    y = op.mir("gather", [table, flat], axis=0)
+    front = picked[0]
+    if picked != list(range(front, front + len(picked))) or front == 0:
+        return y
+    r = len(y.shape) - len(rest)            # adjacent: the index dims after x's first ones
+    return op.mir("transpose", [y], perm=[*range(r, r + front), *range(r),
+                                          *range(r + front, len(y.shape))])
 
 
 __all__ = ["END"]

@@ -222,6 +222,14 @@ def convert_reduce(op: Op) -> Value:
     return op.mir("reduce", [x], kind=kind, axes=axes, keep_dim=keep)
 
 
+@converter("cumsum")
+def convert_cumsum(op: Op) -> Value:
+    """``torch.cumsum`` (in the result's type: a bool or int mask sums as i64), as
+    ``rlx_mir.cumsum``: RoBERTa's position ids count the mask's tokens this way."""
+    x = op.cast(op.tensor(0), op.out_dtype())
+    return op.mir("cumsum", [x], axis=int(op.arg(1, "dim")) % len(x.shape), exclusive=False)
+
+
 @converter("softmax", "_softmax", "log_softmax", "_log_softmax")
 def convert_softmax(op: Op) -> Value:
     name = op.name

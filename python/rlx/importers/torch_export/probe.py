@@ -84,8 +84,8 @@ class Probe:
         env: Env | None = {}
         for i, (s, (lo, hi)) in enumerate(sorted(self.g.ranges.items(), key=lambda kv: str(
                 kv[0]))):
-            lo_i = max(int(lo), 1) if lo.is_finite else 1
-            hi_i = int(hi) if hi.is_finite else None
+            lo_i = max(lo, 1) if lo is not None else 1
+            hi_i = hi
             if which == "max":
                 if hi_i is None:
                     env = None

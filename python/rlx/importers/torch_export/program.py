@@ -99,6 +99,14 @@ def sym_dim(d: object) -> SymDim:
     return normalize(expr.xreplace({s: symbol(s.name) for s in expr.free_symbols}))
 
 
+
+def _bound(v: object) -> int | None:
+    """A dim's range bound as an int, None when unbounded: ``Dim.AUTO`` and a ``Dim``
+    without ``max`` have torch's ``int_oo``, which calls itself finite and integer but is
+    no sympy ``Integer`` (``int()`` of it raises)."""
+    v = sympy.sympify(v)
+    return int(v) if v.is_Integer else None
+
 class ProgramView:
     """The nodes of one exported program, with what the importer and the matchers ask."""
 
@@ -136,7 +144,7 @@ class ProgramView:
         self.output_nodes = {r for r in self.outputs if isinstance(r, Node)}
         # a derived dim (``2 * Dim("h")``) has an expression as its key, its range that
         # of its symbols: the symbols' own entries are kept
-        self.ranges = {symbol(s.name): (r.lower, r.upper)
+        self.ranges = {symbol(s.name): (_bound(r.lower), _bound(r.upper))
                        for s, r in ep.range_constraints.items() if getattr(s, "is_Symbol", False)}
 
     def _weight(self, target: str) -> torch.Tensor:
