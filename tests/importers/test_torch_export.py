@@ -327,10 +327,11 @@ def _shuffles() -> Case:
 
 
 def _masked_decoders() -> Case:
-    """A LLaMA and a RoBERTa with their attention masks, exported with ``Dim.AUTO`` (no
-    upper bound on batch or length): transformers builds the padding mask by indexing it
-    with broadcast iotas (``aten.index``), RoBERTa counts its position ids with
-    ``cumsum`` and BERT-style embeddings ``gather`` their token types."""
+    """A LLaMA, a RoBERTa and a GPT-2 with their attention masks, exported with
+    ``Dim.AUTO`` (no upper bound on batch or length): transformers builds the padding mask
+    by indexing it with broadcast iotas (``aten.index``), RoBERTa counts its position ids
+    with ``cumsum`` and BERT-style embeddings ``gather`` their token types; GPT-2's Conv1D
+    is ``addmm`` of its input flattened to ``[B S, K]``, viewed back to ``[B, S, N]``."""
     import transformers
 
     llama = transformers.LlamaModel(transformers.LlamaConfig(
@@ -340,11 +341,14 @@ def _masked_decoders() -> Case:
         vocab_size=128, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
         intermediate_size=64, max_position_embeddings=130, pad_token_id=1),
         add_pooling_layer=False).eval()
+    gpt2 = transformers.GPT2Model(transformers.GPT2Config(
+        vocab_size=128, n_embd=32, n_layer=1, n_head=2, n_positions=128)).eval()
 
     class Both(nn.Module):
         def forward(self, ids: Any, mask: Any) -> Any:
             return (llama(input_ids=ids, attention_mask=mask).last_hidden_state,
-                    roberta(input_ids=ids, attention_mask=mask).last_hidden_state)
+                    roberta(input_ids=ids, attention_mask=mask).last_hidden_state,
+                    gpt2(input_ids=ids, attention_mask=mask).last_hidden_state)
 
     def inputs(s: int) -> tuple:
         mask = torch.ones(2, s, dtype=torch.int64)
@@ -470,7 +474,7 @@ def test_bert_attention_takes_the_padding_mask(compiled: Compiled) -> None:
     counts = results["bert"].report.block_counts()
     assert counts["attention"] == 2
     assert counts["linear"] == 12
-    hir = str(results["bert"].module)
+    hir = str(results["bert"].module).split("func.func @bert(")[1].split("func.func @")[0]
     assert hir.count('mask = "custom"') == 2
     assert 'activation = "gelu"' in hir
     assert re.search(r'loc\("m.encoder.layer.1.attention.self"\)', hir)

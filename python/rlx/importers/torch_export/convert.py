@@ -165,10 +165,15 @@ class Op:
         rest = [k for k in range(len(x_dims)) if k not in used and x.shape[k] is None]
         if new.count(-1) > 1 or (rest and -1 not in new):
             if new.count(-1) + len(used) > 1:
+                origin = self.importer.reshaped_from.get(x.value)
+                if origin is not None:  # flattened, then viewed back: view the original
+                    return self.reshape(origin, dims)
                 self.fail(f"a reshape of {x.type} to {[str(d) for d in dims]}: rlx reshapes "
                           "keep the input's dynamic dims and infer at most one other")
             new = [-1 if n <= -2 else n for n in new]
-        return self.importer.known(self.h.mir("reshape", [x], new_shape=new), list(dims))
+        y = self.h.mir("reshape", [x], new_shape=new)
+        self.importer.reshaped_from[y.value] = x
+        return self.importer.known(y, list(dims))
 
 
 __all__ = ["CONVERTERS", "ConvertFn", "Op", "Value", "converter", "rlx_dtype"]

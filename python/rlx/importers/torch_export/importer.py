@@ -63,6 +63,9 @@ class ProgramImporter:
         self.use_blocks = blocks
         self.param_prefix = param_prefix
         self.values: dict[Node, Any] = {}
+        self.reshaped_from: dict[object, HirValue] = {}
+        """A reshape's result (its ``ir.Value``) -> the tensor it reshaped: a view that
+        rlx cannot say from a flattened tensor is said from that one instead."""
         self.params: dict[str, np.ndarray] = {}
         self._materialized: dict[object, HirValue] = {}
         self._dims: dict[object, list[SymDim]] = {}

@@ -52,6 +52,13 @@ def convert_addmm(op: Op) -> Value:
     bias, a, b = op.tensor(0), op.tensor(1, "mat1"), op.tensor(2, "mat2")
     if op.arg(3, "beta", 1) != 1 or op.node.kwargs.get("alpha", 1) != 1:
         op.fail("addmm with alpha or beta other than 1")
+    src = op.importer.reshaped_from.get(a.value)
+    if src is not None and len(src.shape) > 2 and src.shape[-1] == a.shape[-1]:
+        # x.view(-1, k) @ w + b (GPT-2's Conv1D), viewed back after: computed on x's own
+        # dims, and flattened as the program has it (the view back finds x's form)
+        y = op.mir("binary", [op.mir("matmul", [src, b]), bias], kind="add")
+        dims = [*op.dims(src)[:-1], op.out_dims()[-1]]
+        return op.reshape(op.importer.known(y, dims), op.out_dims())
     return op.mir("binary", [op.mir("matmul", [a, b]), bias], kind="add")
 
 
