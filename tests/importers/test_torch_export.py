@@ -383,8 +383,33 @@ def _indexing() -> Case:
     return ep, Indexing(), inputs
 
 
-CASES = {"llama": (_llama, (5, 11)), "masked_decoders": (_masked_decoders, (4, 9)),
-         "indexing": (_indexing, (1, 3)), "bert": (_bert, (6, 13)), "resnet18": (_resnet, (1, 2)),
+class AudioFront(nn.Module):
+    """wav2vec2's front end in small: strided 1-D convolutions over audio of any length,
+    and a grouped, padded positional convolution under weight norm (``_weight_norm``
+    computed from the weights at import time)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv1d(1, 8, 10, stride=5, bias=False)
+        self.down = nn.Conv1d(8, 8, 3, stride=2, dilation=2)
+        self.pos = nn.utils.parametrizations.weight_norm(
+            nn.Conv1d(8, 8, 5, padding=2, groups=2), name="weight", dim=2)
+
+    def forward(self, audio: Any) -> Any:
+        h = self.down(nn.functional.gelu(self.conv(audio[:, None])))
+        return h + nn.functional.gelu(self.pos(h))
+
+
+def _audio_front() -> Case:
+    eager = AudioFront().eval()
+    ep = torch.export.export(eager, (torch.randn(2, 400),), dynamic_shapes=(
+        {0: torch.export.Dim.AUTO, 1: torch.export.Dim.AUTO},))
+    return ep, eager, lambda k: (torch.randn(k, 300 + 97 * k),)
+
+
+CASES = {"llama": (_llama, (5, 11)), "audio_front": (_audio_front, (1, 3)),
+         "masked_decoders": (_masked_decoders, (4, 9)), "indexing": (_indexing, (1, 3)),
+         "bert": (_bert, (6, 13)), "resnet18": (_resnet, (1, 2)),
          "lstm": (_lstm, (1, 3)), "upsampler": (_upsampler, (5, 12)),
          "inplace": (_inplace, (1, 3)), "remainders": (_remainders, (3, 9)),
          "math_bits": (_math_bits, (3, 9)), "picks": (_picks, (1, 3)),

@@ -62,11 +62,35 @@ def convert_addmm(op: Op) -> Value:
     return op.mir("binary", [op.mir("matmul", [a, b]), bias], kind="add")
 
 
+def _conv1d(op: Op, x: HirValue, w: Any, w_src: Any, bias: Any, args: Sequence[Any]
+            ) -> Value:
+    """A 1-D convolution (``[N, C, L]``: Whisper's and wav2vec2's front ends) as the 2-D
+    one over ``[N, C, 1, L]`` with a ``1 x k`` kernel, its result viewed back."""
+    stride, padding, dilation, groups = args
+    if isinstance(padding, str):
+        op.fail(f"padding '{padding}' is not supported (give sizes)")
+    one = [_pair(op, v, what, 1)[0] for v, what in
+           ((stride, "stride"), (padding, "padding"), (dilation, "dilation"))]
+    lifted = op.mir("reshape", [x], new_shape=[-2 if x.shape[0] is None else x.shape[0],
+                                               x.shape[1], 1, -4 if x.shape[2] is None
+                                               else x.shape[2]])
+    wt = (w.reshape(w.shape[0], w.shape[1], 1, w.shape[2]) if isinstance(w, np.ndarray)
+          else op.mir("reshape", [op.as_tensor(w, w_src)], new_shape=[
+              w.shape[0], w.shape[1], 1, w.shape[2]]))
+    y = _conv(op, lifted, wt, w_src, bias, [[1, one[0]], [0, one[1]], [1, one[2]], groups])
+    return op.mir("reshape", [y], new_shape=[-2 if y.shape[0] is None else y.shape[0],
+                                             y.shape[1], -5 if y.shape[3] is None
+                                             else y.shape[3]])
+
+
 def _conv(op: Op, x: HirValue, w: Any, w_src: Any, bias: Any, args: Sequence[Any]) -> Value:
     stride, padding, dilation, groups = args
+    if len(x.shape) == 3:
+        return _conv1d(op, x, w, w_src, bias, args)
     wt = op.as_tensor(w, w_src)
     if len(x.shape) != 4:
-        op.fail(f"convolution of a rank-{len(x.shape)} input: rlx convolves NCHW (2-D)")
+        op.fail(f"convolution of a rank-{len(x.shape)} input: rlx convolves NCW and NCHW "
+                "(1-D and 2-D)")
     y = op.mir("conv", [x, wt], kernel_size=list(wt.shape[2:]),
                stride=_pair(op, stride, "stride"), padding=_pair(op, padding, "padding"),
                dilation=_pair(op, dilation, "dilation"), groups=int(groups))
@@ -77,7 +101,22 @@ def _conv(op: Op, x: HirValue, w: Any, w_src: Any, bias: Any, args: Sequence[Any
     return op.mir("binary", [y, b], kind="add")
 
 
-@converter("conv2d")
+@converter("_weight_norm")
+def convert_weight_norm(op: Op) -> Value:
+    """``g * v / ||v||``, the norm over every dim but ``dim`` (the whole tensor for -1),
+    computed at import time in float64 from the weights (wav2vec2's positional
+    convolution)."""
+    v, g, dim = op.arg(0, "v"), op.arg(1, "g"), int(op.arg(2, "dim", 0))
+    if not (isinstance(v, np.ndarray) and isinstance(g, np.ndarray)):
+        op.fail("a weight norm of tensors computed at run time is not supported")
+    axes = tuple(range(v.ndim)) if dim == -1 else tuple(
+        a for a in range(v.ndim) if a != dim % v.ndim)
+    v64 = v.astype(np.float64)
+    norm = np.sqrt(np.sum(v64 * v64, axis=axes, keepdims=True))
+    return (g.astype(np.float64) * v64 / norm).astype(v.dtype)
+
+
+@converter("conv1d", "conv2d")
 def convert_conv2d(op: Op) -> Value:
     args = [op.arg(3, "stride", 1), op.arg(4, "padding", 0), op.arg(5, "dilation", 1),
             op.arg(6, "groups", 1)]
