@@ -372,6 +372,35 @@ class Indexing(nn.Module):
                 torch.cumsum(x > 0, dim=1))
 
 
+class Odds(nn.Module):
+    """What MPNet, DeBERTa, BLOOM and OPT export beside their blocks: ``abs`` of integers,
+    ``torch.min`` of two tensors, ``masked_fill``, ``baddbmm`` with its scales, and an MLP
+    on hidden states flattened to ``[B S, D]`` with a flattened residual, viewed back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(4, 8), nn.Linear(8, 4)
+
+    def forward(self, x: Any, pos: Any) -> Any:
+        buckets = torch.min(torch.abs(pos[:, None] - pos[None, :]), torch.full_like(pos, 3))
+        scores = torch.baddbmm(x[:, :, :1], x, x.transpose(1, 2), beta=0.5, alpha=0.25)
+        scores = scores.masked_fill(scores > 1.0, -2.0)
+        flat = x.reshape(-1, 4)
+        out = (flat + self.fc2(torch.relu(self.fc1(flat)))).view(x.shape)
+        return buckets, scores, out
+
+
+def _odds() -> Case:
+    def inputs(k: int) -> tuple:
+        return torch.randn(k + 1, k + 4, 4), torch.arange(k + 4) * 3 - 5
+
+    n, s = torch.export.Dim("n"), torch.export.Dim("s")
+    eager = Odds().eval()
+    ep = torch.export.export(eager, inputs(2), dynamic_shapes={"x": {0: n, 1: s},
+                                                                "pos": {0: s}})
+    return ep, eager, inputs
+
+
 def _indexing() -> Case:
     def inputs(k: int) -> tuple:
         return (torch.randn(k + 1, 5, 4), torch.randint(0, 5, (k + 1, 7, 4)),
@@ -409,6 +438,7 @@ def _audio_front() -> Case:
 
 CASES = {"llama": (_llama, (5, 11)), "audio_front": (_audio_front, (1, 3)),
          "masked_decoders": (_masked_decoders, (4, 9)), "indexing": (_indexing, (1, 3)),
+         "odds": (_odds, (1, 3)),
          "bert": (_bert, (6, 13)), "resnet18": (_resnet, (1, 2)),
          "lstm": (_lstm, (1, 3)), "upsampler": (_upsampler, (5, 12)),
          "inplace": (_inplace, (1, 3)), "remainders": (_remainders, (3, 9)),

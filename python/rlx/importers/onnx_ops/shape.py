@@ -27,7 +27,8 @@ from rlx.importers.onnx_ops.registry import (
     is_symbolic,
     normalize_axes,
 )
-from rlx.ir.types import Dim, DType
+from rlx.importers.views import gathered_reshape
+from rlx.ir.types import Dim
 
 FOLD_MAX_ELEMENTS = 1 << 22
 """Larger results of Expand / ConstantOfShape / Range / Tile stay runtime ops."""
@@ -142,39 +143,12 @@ def _split_reshape(node: Node, x: HirValue, dims: Sequence[SymDim | None]) -> Hi
 
 def _gathered_reshape(node: Node, x: HirValue, dims: Sequence[SymDim | None]) -> HirValue:
     """A reshape to several dynamic sizes that are not the input's dims (``[B S, 64]`` to
-    ``[B, S, 64]``, which one ``rlx_mir.reshape`` cannot say): ``x`` as rows of the
-    target's static trailing size ``T``, the rows gathered by their row-major index over
-    the target's leading sizes (counted at run time from tensors that have them), then
-    reshaped to the target keeping those gathered dims."""
+    ``[B, S, 64]``): :func:`rlx.importers.views.gathered_reshape`."""
     where = f"reshape of {x.type} to {[str(d) for d in dims]}"
     if any(d is None for d in dims):
         node.fail(f"{where}: sizes not known at import time")
     target = [normalize(d) for d in dims]  # type: ignore[arg-type]
-    k = len(target)
-    while k > 0 and is_static(target[k - 1]):
-        k -= 1
-    lead, tail = target[:k], [int(d) for d in target[k:]]
-    if not lead or not all(node.sizes.can_build(d) for d in lead):
-        node.fail(f"{where}: rlx cannot compute the sizes {[str(d) for d in lead]} at run "
-                  "time (a reshape keeps the input's dynamic dims and infers one other)")
-    rows = node.mir("reshape", [x], new_shape=[-1, math.prod(tail)])
-    index: HirValue | None = None
-    for i, d in enumerate(lead):
-        part = node.sizes.iota(d, DType.I64, node.fail)
-        if len(lead) > 1:
-            part = node.mir("reshape", [part], new_shape=[-1 if a == i else 1
-                                                          for a in range(len(lead))])
-        stride = math.prod(lead[i + 1:])
-        if not is_static(stride) or int(stride) != 1:
-            part = node.mir("binary", [part, node.sizes.scalar(stride, DType.I64, node.fail)],
-                            kind="mul")
-        index = part if index is None else node.mir("binary", [index, part], kind="add")
-    table = rows if rows.dtype != DType.I1 else node.cast(rows, DType.I8)
-    picked = node.mir("gather", [table, index], axis=0, batch_dims=0)  # type: ignore[list-item]
-    if rows.dtype == DType.I1:
-        picked = node.mir("compare", [picked, np.asarray(0, np.int8)], kind="ne")
-    y = node.mir("reshape", [picked], new_shape=[*(-2 - a for a in range(k)), *tail])
-    return node.known(y, target)
+    return node.known(gathered_reshape(node, x, target, where), target)
 
 
 def _reshape_attr(node: Node, x: HirValue, dims: Sequence[SymDim | None]

@@ -20,6 +20,7 @@ from torch.fx import Node
 from rlx.dialects.builder import HirModule, HirValue
 from rlx.importers.dims import SizeSource, SymDim, is_static, same
 from rlx.importers.torch_export.program import TORCH_DTYPES, ProgramView, functional_name
+from rlx.importers.views import gathered_reshape
 from rlx.ir.types import DType
 
 if TYPE_CHECKING:
@@ -168,8 +169,8 @@ class Op:
                 origin = self.importer.reshaped_from.get(x.value)
                 if origin is not None:  # flattened, then viewed back: view the original
                     return self.reshape(origin, dims)
-                self.fail(f"a reshape of {x.type} to {[str(d) for d in dims]}: rlx reshapes "
-                          "keep the input's dynamic dims and infer at most one other")
+                where = f"a reshape of {x.type} to {[str(d) for d in dims]}"
+                return self.importer.known(gathered_reshape(self, x, dims, where), list(dims))
             new = [-1 if n <= -2 else n for n in new]
         y = self.h.mir("reshape", [x], new_shape=new)
         self.importer.reshaped_from[y.value] = x

@@ -23,9 +23,27 @@ def _pair(op: Op, v: Any, what: str, n: int = 2) -> list[int]:
     return values
 
 
+def _unflattened(op: Op, x: HirValue) -> HirValue | None:
+    """The tensor ``x [R, K]`` is a view of, when that is ``[..., K]`` of a higher rank
+    (``x.view(-1, k)``: GPT-2's Conv1D, OPT's MLP), so that a product can be taken on its
+    own dims and the view back to them needs no two dynamic sizes from one."""
+    src = op.importer.reshaped_from.get(x.value)
+    if src is not None and len(x.shape) == 2 and len(src.shape) > 2 \
+            and src.shape[-1] == x.shape[-1]:
+        return src
+    return None
+
+
+def _flattened_back(op: Op, y: HirValue, src: HirValue) -> Value:
+    """``y [..., N]`` computed on ``src``'s dims, viewed as the program's ``[R, N]``."""
+    dims = [*op.dims(src)[:-1], op.out_dims()[-1]]
+    return op.reshape(op.importer.known(y, dims), op.out_dims())
+
+
 @converter("linear")
 def convert_linear(op: Op) -> Value:
     x = op.tensor(0, "input")
+    src = _unflattened(op, x)
     w = op.arg(1, "weight")
     b = op.arg(2, "bias", None)
     bias = None if b is None else op.as_tensor(b, op.raw(2, "bias"))
@@ -33,6 +51,8 @@ def convert_linear(op: Op) -> Value:
         name = op.g.weight_name(op.raw(1, "weight")) if op.raw(1, "weight") in op.g.weights \
             else op.raw(1, "weight").name
         wt = op.importer.weight_tensor(np.ascontiguousarray(w.T), f"{name}.T", op.node)
+        if src is not None:
+            return _flattened_back(op, op.h.linear(src, wt, bias), src)
         return op.h.linear(x, wt, bias)
     wt = op.mir("transpose", [op.as_tensor(w)], perm=[1, 0])
     y = op.mir("matmul", [x, wt])
@@ -47,18 +67,31 @@ def convert_matmul(op: Op) -> Value:
     return op.mir("matmul", [a, b])
 
 
+@converter("baddbmm")
+def convert_baddbmm(op: Op) -> Value:
+    """``beta input + alpha (batch1 @ batch2)`` (BLOOM's ALiBi scores)."""
+    base, a, b = op.tensor(0), op.tensor(1, "batch1"), op.tensor(2, "batch2")
+    beta = float(op.node.kwargs.get("beta", op.raw(3, "beta", 1)))
+    alpha = float(op.node.kwargs.get("alpha", op.raw(4, "alpha", 1)))
+    y = op.mir("matmul", [a, b])
+    if alpha != 1:
+        y = op.mir("binary", [y, op.scalar(alpha, y.dtype)], kind="mul")
+    if beta == 0:                           # torch ignores input then (NaN and inf too)
+        return y
+    if beta != 1:
+        base = op.mir("binary", [op.cast(base, y.dtype), op.scalar(beta, y.dtype)], kind="mul")
+    return op.mir("binary", [y, op.cast(base, y.dtype)], kind="add")
+
+
 @converter("addmm")
 def convert_addmm(op: Op) -> Value:
     bias, a, b = op.tensor(0), op.tensor(1, "mat1"), op.tensor(2, "mat2")
     if op.arg(3, "beta", 1) != 1 or op.node.kwargs.get("alpha", 1) != 1:
         op.fail("addmm with alpha or beta other than 1")
-    src = op.importer.reshaped_from.get(a.value)
-    if src is not None and len(src.shape) > 2 and src.shape[-1] == a.shape[-1]:
-        # x.view(-1, k) @ w + b (GPT-2's Conv1D), viewed back after: computed on x's own
-        # dims, and flattened as the program has it (the view back finds x's form)
-        y = op.mir("binary", [op.mir("matmul", [src, b]), bias], kind="add")
-        dims = [*op.dims(src)[:-1], op.out_dims()[-1]]
-        return op.reshape(op.importer.known(y, dims), op.out_dims())
+    src = _unflattened(op, a)
+    if src is not None:  # x.view(-1, k) @ w + b, GPT-2's Conv1D
+        return _flattened_back(op, op.mir("binary", [op.mir("matmul", [src, b]), bias],
+                                          kind="add"), src)
     return op.mir("binary", [op.mir("matmul", [a, b]), bias], kind="add")
 
 

@@ -77,6 +77,20 @@ def convert_binary(op: Op) -> Value:
     return _floored(op, y, b, dtype) if name == "remainder" else y
 
 
+@converter("min", "max")
+def convert_min_max(op: Op) -> Value:
+    """``torch.min(a, b)`` / ``max`` of two tensors (the ``other`` overload: MPNet's
+    relative-position buckets), as ``minimum`` / ``maximum``; the reductions are
+    ``amin`` / ``amax`` (the overloads with indices are refused by name)."""
+    if getattr(op.node.target, "_overloadname", "") != "other":
+        op.fail(f"{op.node.target}: only the elementwise form (two tensors) is supported; "
+                f"torch.a{op.name} reduces")
+    dtype = op.out_dtype()
+    a_src, b_src = op.raw(0, "self"), op.raw(1, "other")
+    a, b = operand(op, op.value(a_src), a_src, dtype), operand(op, op.value(b_src), b_src, dtype)
+    return op.mir("binary", [a, b], kind=op.name)
+
+
 def _floored(op: Op, r: HirValue, b: HirValue, dtype: DType) -> HirValue:
     """``torch.remainder`` (the sign of the divisor, Python's ``%``) from C's remainder
     ``r``: plus ``b`` where ``r`` is not 0 and its sign differs from ``b``'s."""
@@ -146,6 +160,16 @@ def convert_where(op: Op) -> Value:
     return op.mir("where", [cond, a, b])
 
 
+@converter("masked_fill")
+def convert_masked_fill(op: Op) -> Value:
+    """``x.masked_fill(mask, value)`` (DeBERTa's attention): ``where(mask, value, x)``."""
+    dtype = op.out_dtype()
+    mask = as_bool(op, op.arg(1, "mask"), op.raw(1, "mask"))
+    x = operand(op, op.arg(0, "self"), op.raw(0, "self"), dtype)
+    value = operand(op, op.arg(2, "value"), op.raw(2, "value"), dtype)
+    return op.mir("where", [mask, value, x])
+
+
 @converter(*UNARY, "gelu", "neg", "reciprocal")
 def convert_unary(op: Op) -> Value:
     name = op.name
@@ -157,6 +181,10 @@ def convert_unary(op: Op) -> Value:
         return op.mir("binary", [op.h.constant(op.scalar(0, dtype), dtype), x], kind="sub")
     if name == "reciprocal":
         return op.mir("binary", [op.h.constant(op.scalar(1, dtype), dtype), x], kind="div")
+    if name == "abs" and not dtype.is_float:  # MPNet's relative-position buckets
+        zero = op.h.constant(op.scalar(0, dtype), dtype)
+        negative = op.mir("compare", [x, zero], kind="lt")
+        return op.mir("where", [negative, op.mir("binary", [zero, x], kind="sub"), x])
     if name == "gelu":
         approx = op.node.kwargs.get("approximate", op.raw(1, "approximate", "none"))
         return op.mir("activation", [x], kind="gelu_approx" if approx == "tanh" else "gelu")
