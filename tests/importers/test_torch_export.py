@@ -608,6 +608,29 @@ def test_data_dependent_size_is_refused() -> None:
     assert "depends on the data" in message
 
 
+def test_new_converters_refuse_what_they_do_not_compute() -> None:
+    """Indexing by a boolean mask (a data-dependent size, which the program's own sizes
+    already say), ``torch.max`` along a dim (values and indices) and a 1-D convolution
+    with ``padding="same"``: one error naming the node each."""
+
+    class MaskPick(nn.Module):
+        def forward(self, x: Any, i: Any) -> Any:
+            return x[i > 0, :1] + 1
+
+    class MaxDim(nn.Module):
+        def forward(self, x: Any) -> Any:
+            return torch.max(x, 1).values
+
+    message = _error(torch.export.export(MaskPick(), (torch.randn(4, 3), torch.randn(4))))
+    assert "(aten.index.Tensor)" in message
+    assert "depends on the data" in message
+    message = _error(torch.export.export(MaxDim(), (torch.randn(4, 3),)))
+    assert "aten.max.dim: only the elementwise form (two tensors) is supported" in message
+    conv = nn.Conv1d(2, 2, 3, padding="same")
+    message = _error(torch.export.export(conv, (torch.randn(1, 2, 8),)))
+    assert "padding 'same' is not supported (give sizes)" in message
+
+
 def test_not_a_program() -> None:
     assert "takes a torch.export.ExportedProgram" in _error(Outer())
 

@@ -21,6 +21,7 @@ from rlx.importers.onnx_ops.registry import (
     normalize_axes,
 )
 from rlx.importers.onnx_ops.shape import empty, reshape_to
+from rlx.importers.views import flat_position, from_end
 from rlx.ir.types import DType
 
 # --------------------------------------------------------------------------------------
@@ -220,7 +221,7 @@ def convert_gather(node: Node) -> list[Value]:
         fixed = np.where(idx_const < 0, idx_const + (dim or 0), idx_const)
         return [gather(node, data, fixed.astype(idx_const.dtype), axis=axis)]
     idx = node.tensor(1)
-    return [gather(node, data, _wrapped(node, idx, node.dims(0)[axis]), axis=axis)]
+    return [gather(node, data, from_end(node, idx, node.dims(0)[axis]), axis=axis)]
 
 
 @folder("Gather")
@@ -236,13 +237,6 @@ def fold_gather(node: Node, inputs: list[np.ndarray | None]) -> list[np.ndarray]
 # --------------------------------------------------------------------------------------
 # GatherElements, GatherND, Trilu
 # --------------------------------------------------------------------------------------
-
-
-def _wrapped(node: Node, idx: HirValue, size: SymDim) -> HirValue:
-    """Negative indices count from the end of an axis of ``size``."""
-    n = node.sizes.scalar(size, idx.dtype, node.fail)
-    negative = node.mir("compare", [idx, node.scalar(0, idx)], kind="lt")
-    return node.mir("where", [negative, node.mir("binary", [idx, n], kind="add"), idx])
 
 
 @converter("GatherElements", since=11)
@@ -265,7 +259,7 @@ def convert_gather_elements(node: Node) -> list[Value]:
     def last(v: HirValue) -> HirValue:
         return node.mir("transpose", [v], perm=perm) if moved else v
 
-    idx = _wrapped(node, idx, d_dims[axis])
+    idx = from_end(node, idx, d_dims[axis])
     table = reshape_to(node, last(data), [math.prod(d_dims[a] for a in perm[:-1]),
                                            d_dims[axis]])
     index = reshape_to(node, last(idx), [math.prod(i_dims[a] for a in perm[:-1]),
@@ -307,24 +301,16 @@ def convert_gather_nd(node: Node) -> list[Value]:
     q = int(q)
     lead = i_dims[:-1]
 
-    def times(v: HirValue, size: SymDim) -> HirValue:
-        return node.mir("binary", [v, node.sizes.scalar(size, idx.dtype, node.fail)],
-                        kind="mul")
-
-    flat: HirValue | None = None
+    parts = []
     for j in range(b):  # the batch position, row-major over the shared leading dims
         at = node.sizes.iota(lead[j], idx.dtype, node.fail)
-        at = reshape_to(node, at, [lead[j] if a == j else 1 for a in range(len(lead))])
-        flat = at if flat is None else node.mir("binary", [times(flat, d_dims[j]), at],
-                                                kind="add")
+        parts.append(reshape_to(node, at, [lead[j] if a == j else 1
+                                           for a in range(len(lead))]))
     for k in range(q):
         part = node.mir("narrow", [idx], axis=len(i_dims) - 1, start=k, len=1)
-        part = _wrapped(node, reshape_to(node, node.known(part, [*lead, 1]), lead),
-                        d_dims[b + k])
-        if flat is not None:
-            part = node.mir("binary", [times(flat, d_dims[b + k]), part], kind="add")
-        flat = part
-    assert flat is not None
+        parts.append(from_end(node, reshape_to(node, node.known(part, [*lead, 1]), lead),
+                              d_dims[b + k]))
+    flat = flat_position(node, parts, d_dims[:b + q])
     table = reshape_to(node, data, [math.prod(d_dims[:b + q]), *d_dims[b + q:]])
     y = gather(node, table, flat, axis=0)
     return [node.known(y, [*lead, *d_dims[b + q:]])]

@@ -10,6 +10,7 @@ from typing import Any
 from rlx.dialects.builder import HirValue
 from rlx.importers.dims import SymDim, is_static, same
 from rlx.importers.torch_export.convert import Op, Value, converter
+from rlx.importers.views import flat_position, from_end
 from rlx.ir.types import DType
 
 END = 1 << 62
@@ -174,25 +175,6 @@ def convert_index_select(op: Op) -> Value:
     return op.mir("gather", [x, op.tensor(2, "index")], axis=axis)
 
 
-def _wrapped(op: Op, idx: HirValue, size: SymDim) -> HirValue:
-    """``idx`` (as i64) with negative entries counted from the end of an axis of ``size``
-    (an index still outside the axis is clamped by the gather: nothing is read outside)."""
-    idx = op.cast(idx, DType.I64)
-    n = op.sizes.scalar(size, DType.I64, op.fail)
-    negative = op.mir("compare", [idx, op.scalar(0, DType.I64)], kind="lt")
-    return op.mir("where", [negative, op.mir("binary", [idx, n], kind="add"), idx])
-
-
-def _horner(op: Op, parts: list[HirValue], dims: list[SymDim]) -> HirValue:
-    """The row-major flat position ``((p0 d1 + p1) d2 + p2) ...`` of coordinates ``parts``
-    (broadcasting against each other) over sizes ``dims``."""
-    flat = parts[0]
-    for part, d in zip(parts[1:], dims[1:], strict=True):
-        times = op.mir("binary", [flat, op.sizes.scalar(d, DType.I64, op.fail)], kind="mul")
-        flat = op.mir("binary", [times, part], kind="add")
-    return flat
-
-
 @converter("gather")
 def convert_gather(op: Op) -> Value:
     """``torch.gather(x, dim, index)``: ``y[i, j, k] = x[i, index[i, j, k], k]`` (dim 1),
@@ -206,13 +188,13 @@ def convert_gather(op: Op) -> Value:
     parts = []
     for a in range(rank):
         if a == axis:
-            parts.append(_wrapped(op, index, x_dims[a]))
+            parts.append(from_end(op, op.cast(index, DType.I64), x_dims[a]))
             continue
         iota = op.sizes.iota(i_dims[a], DType.I64, op.fail)
         parts.append(op.mir("reshape", [iota], new_shape=[-1 if b == a else 1
                                                           for b in range(rank)]))
     table = op.mir("reshape", [x], new_shape=[-1])
-    return op.mir("gather", [table, _horner(op, parts, x_dims)], axis=0)
+    return op.mir("gather", [table, flat_position(op, parts, x_dims)], axis=0)
 
 
 @converter("index")
@@ -236,8 +218,8 @@ def convert_index(op: Op) -> Value:
     table = op.mir("reshape", [moved], new_shape=[-1, *(
         -2 - (len(picked) + k) if x.shape[a] is None else x.shape[a]
         for k, a in enumerate(rest))])
-    flat = _horner(op, [_wrapped(op, indices[a], x_dims[a]) for a in picked],
-                   [x_dims[a] for a in picked])
+    flat = flat_position(op, [from_end(op, op.cast(indices[a], DType.I64), x_dims[a])
+                              for a in picked], [x_dims[a] for a in picked])
     y = op.mir("gather", [table, flat], axis=0)
     front = picked[0]
     if picked != list(range(front, front + len(picked))) or front == 0:

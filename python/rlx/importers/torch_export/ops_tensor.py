@@ -17,7 +17,10 @@ from rlx.importers.torch_export.convert import Op, Value, converter, rlx_dtype
 from rlx.ir.types import DType
 
 BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "maximum": "max",
-          "minimum": "min", "pow": "pow", "rsub": "sub", "fmod": "rem", "remainder": "rem"}
+          "minimum": "min", "max": "max", "min": "min", "pow": "pow", "rsub": "sub",
+          "fmod": "rem", "remainder": "rem"}
+"""``max`` / ``min``: their ``other`` overload, of two tensors (MPNet's relative-position
+buckets); the overloads that reduce are refused by name."""
 COMPARE = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge"}
 UNARY = {"relu": "relu", "relu_": "relu", "silu": "silu", "silu_": "silu",
          "sigmoid": "sigmoid", "tanh": "tanh", "exp": "exp", "log": "log", "sqrt": "sqrt",
@@ -58,6 +61,9 @@ def compute_dtype(op: Op, *sources: Any) -> DType:
 @converter(*BINARY)
 def convert_binary(op: Op) -> Value:
     name = op.name
+    if name in ("max", "min") and getattr(op.node.target, "_overloadname", "") != "other":
+        op.fail(f"{op.node.target}: only the elementwise form (two tensors) is supported; "
+                f"torch.a{name} reduces")
     dtype = op.out_dtype()
     a_src, b_src = op.raw(0, "self"), op.raw(1, "other")
     a = operand(op, op.value(a_src), a_src, dtype)
@@ -75,20 +81,6 @@ def convert_binary(op: Op) -> Value:
         return op.mir("binary", [a, a], kind="mul")
     y = op.mir("binary", [a, b], kind=BINARY[name])
     return _floored(op, y, b, dtype) if name == "remainder" else y
-
-
-@converter("min", "max")
-def convert_min_max(op: Op) -> Value:
-    """``torch.min(a, b)`` / ``max`` of two tensors (the ``other`` overload: MPNet's
-    relative-position buckets), as ``minimum`` / ``maximum``; the reductions are
-    ``amin`` / ``amax`` (the overloads with indices are refused by name)."""
-    if getattr(op.node.target, "_overloadname", "") != "other":
-        op.fail(f"{op.node.target}: only the elementwise form (two tensors) is supported; "
-                f"torch.a{op.name} reduces")
-    dtype = op.out_dtype()
-    a_src, b_src = op.raw(0, "self"), op.raw(1, "other")
-    a, b = operand(op, op.value(a_src), a_src, dtype), operand(op, op.value(b_src), b_src, dtype)
-    return op.mir("binary", [a, b], kind=op.name)
 
 
 def _floored(op: Op, r: HirValue, b: HirValue, dtype: DType) -> HirValue:
@@ -151,23 +143,20 @@ def convert_not(op: Op) -> Value:
     return op.mir("compare", [x, op.h.constant(np.asarray(False), DType.I1)], kind="eq")
 
 
-@converter("where")
+WHERE_ARGS = {"where": ((0, "condition"), (1, "self"), (2, "other")),
+              "masked_fill": ((1, "mask"), (2, "value"), (0, "self"))}
+"""(condition, value where true, value where false) of each select: ``x.masked_fill(mask,
+value)`` (DeBERTa's attention) is ``where(mask, value, x)``."""
+
+
+@converter(*WHERE_ARGS)
 def convert_where(op: Op) -> Value:
     dtype = op.out_dtype()
-    cond = as_bool(op, op.arg(0, "condition"), op.raw(0, "condition"))
-    a = operand(op, op.arg(1, "self"), op.raw(1, "self"), dtype)
-    b = operand(op, op.arg(2, "other"), op.raw(2, "other"), dtype)
+    (ci, cn), (ai, an), (bi, bn) = WHERE_ARGS[op.name]
+    cond = as_bool(op, op.arg(ci, cn), op.raw(ci, cn))
+    a = operand(op, op.arg(ai, an), op.raw(ai, an), dtype)
+    b = operand(op, op.arg(bi, bn), op.raw(bi, bn), dtype)
     return op.mir("where", [cond, a, b])
-
-
-@converter("masked_fill")
-def convert_masked_fill(op: Op) -> Value:
-    """``x.masked_fill(mask, value)`` (DeBERTa's attention): ``where(mask, value, x)``."""
-    dtype = op.out_dtype()
-    mask = as_bool(op, op.arg(1, "mask"), op.raw(1, "mask"))
-    x = operand(op, op.arg(0, "self"), op.raw(0, "self"), dtype)
-    value = operand(op, op.arg(2, "value"), op.raw(2, "value"), dtype)
-    return op.mir("where", [mask, value, x])
 
 
 @converter(*UNARY, "gelu", "neg", "reciprocal")

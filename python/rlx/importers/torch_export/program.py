@@ -99,13 +99,13 @@ def sym_dim(d: object) -> SymDim:
     return normalize(expr.xreplace({s: symbol(s.name) for s in expr.free_symbols}))
 
 
-
 def _bound(v: object) -> int | None:
     """A dim's range bound as an int, None when unbounded: ``Dim.AUTO`` and a ``Dim``
     without ``max`` have torch's ``int_oo``, which calls itself finite and integer but is
     no sympy ``Integer`` (``int()`` of it raises)."""
     v = sympy.sympify(v)
     return int(v) if v.is_Integer else None
+
 
 class ProgramView:
     """The nodes of one exported program, with what the importer and the matchers ask."""
