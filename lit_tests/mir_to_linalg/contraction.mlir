@@ -99,13 +99,23 @@ module @integer {
 // F32:         stream.executable private @rlx_gemv_f32_96x64_mdynwc32
 // F32:           stream.binding.subspan %{{.*}}[%c0] : !stream.binding -> memref<?x64x8xf32>{%{{arg[0-9]+}}}
 // F32:           stream.binding.subspan %{{.*}}[%c0] : !stream.binding -> memref<3x2048xf32>
-// F32:                 memref.prefetch %{{.*}}[%{{.*}}], read, locality<2>, data : memref<6144xf32>
-// F32:                 %[[W0:.*]] = vector.load %{{.*}} : memref<3x2048xf32>, vector<16xf32>
-// F32:                 %[[W1:.*]] = vector.load %{{.*}} : memref<3x2048xf32>, vector<16xf32>
-// F32:                 memref.load %{{.*}} : memref<?x64x8xf32>
-// F32-NEXT:            %[[X0:.*]] = vector.broadcast %{{.*}} : f32 to vector<16xf32>
-// F32-NEXT:            vector.fma %[[W0]], %[[X0]], %{{.*}} : vector<16xf32>
-// F32-NEXT:            vector.fma %[[W1]], %[[X0]], %{{.*}} : vector<16xf32>
+// The first pass over a chunk hints the next chunk's lines into L2; the later passes run a
+// loop without the hints (the lines are there by then).
+// F32:                 scf.if %{{[0-9]+}} -> (vector<16xf32>
+// F32-NEXT:              scf.for
+// F32:                     memref.prefetch %{{.*}}[%{{.*}}], read, locality<2>, data : memref<6144xf32>
+// F32:                     %[[W0:.*]] = vector.load %{{.*}} : memref<3x2048xf32>, vector<16xf32>
+// F32:                     %[[W1:.*]] = vector.load %{{.*}} : memref<3x2048xf32>, vector<16xf32>
+// F32:                     memref.load %{{.*}} : memref<?x64x8xf32>
+// F32-NEXT:                %[[X0:.*]] = vector.broadcast %{{.*}} : f32 to vector<16xf32>
+// F32-NEXT:                vector.fma %[[W0]], %[[X0]], %{{.*}} : vector<16xf32>
+// F32-NEXT:                vector.fma %[[W1]], %[[X0]], %{{.*}} : vector<16xf32>
+// F32:                 } else {
+// F32-NEXT:              scf.for
+// F32-NOT:                 memref.prefetch
+// F32:                     vector.fma
+// F32-NOT:                 memref.prefetch
+// F32:                 scf.yield
 // F32:         func.func @main(
 // F32:           %[[P:.*]] = util.global.load @planes.w.0.0 : tensor<3x2048xf32>
 // F32:           linalg.pack %{{.*}} inner_tiles = [8] into %{{.*}} : tensor<?x64xf32> -> tensor<?x64x8xf32>

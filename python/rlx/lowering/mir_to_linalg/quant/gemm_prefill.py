@@ -100,6 +100,13 @@ F32_CHUNK_BLOCKS = 8
 32`` up to it): a ``C x 32`` slice of 32 KiB, reread by every pass from L1 (48 KiB on the Intel
 Xeon). With no stack buffer to fit, 4, 8 and 16 were measured: 8 was best or level on the
 five shapes of benchmarks/README.md, "f32 prefill matmuls in column blocks of 32"."""
+HINT_FIRST_PASS = True
+"""Whether :func:`f32_body` hints the next chunk only in its first pass over a chunk (a
+second copy of the ``k`` loop, without hints, runs the later passes) rather than in every
+pass. Each pass hinted the same lines again: 10 of the loop's 39 instructions a ``k``. On
+the Intel Xeon (family 6 model 167), M = 128, 7 interleaved rounds: 1024 x 5632 7.97 -> 6.88
+ms, 2816 x 1024 4.37 -> 3.75, 2048 x 5632 13.03 -> 11.71, 5632 x 2048 16.05 -> 14.12,
+1024 x 1024 1.79 -> 1.73 (benchmarks/README.md, "Hints in the first pass only")."""
 F32_PREFETCH_LOCALITY = 2
 """Where :func:`f32_body` hints the next chunk's weights: ``prefetcht1`` (L2); L1 (locality 3)
 was slower on the Intel Xeon in the same measurement."""
@@ -261,7 +268,7 @@ def outer_body(t: Text, kern: Shape, form: str) -> None:
     dequant_tile_chunk(t, kern, wt, form, half=parts > 1)
     _transpose(t, wt, wtt)
     t.end()
-    _passes(t, kern, lambda q: f"vector.load %wtt[%k, {'%c0' if q == 0 else f'%cq{q}'}] : {wtt}",
+    _passes(t, kern, lambda q, _: f"vector.load %wtt[%k, {'%c0' if q == 0 else f'%cq{q}'}] : {wtt}",
             x)
     t.end()
     t.end()
@@ -296,7 +303,8 @@ def f32_body(t: Text, kern: Shape) -> None:
     of a pass also hints into L2 the same lines of the column block's next chunk (``C B``
     further on): without the hints the first pass over a slice waited on DRAM, the hardware
     prefetcher not yet running at its start (on the Intel Xeon, M = 128: 2048 x 5632 10.0 ->
-    9.1 ms, 1024 x 5632 6.6 -> 5.6 ms).
+    9.1 ms, 1024 x 5632 6.6 -> 5.6 ms). Only the first pass over a chunk hints
+    (:data:`HINT_FIRST_PASS`): the later ones run a copy of the loop without them.
 
     Bounds, beside :func:`outer_body`'s (same column blocks, chunks, passes and ``x``): the
     column block ``c = r0 / B`` (``r0 = 4 tilec = wg · rows + B cbk``, a multiple of ``B``
@@ -323,12 +331,12 @@ def f32_body(t: Text, kern: Shape) -> None:
     t("%cw = arith.divui %r0, %c_width : index")
     t("%cwrun = arith.muli %cw, %c_run : index")
 
-    def load(q: int) -> str:                     # q in order: %kw first
+    def load(q: int, hint: bool) -> str:         # q in order: %kw first
         if q:
             t(f"%kw{q} = arith.addi %kw, %cq{q} : index")
         else:
             t("%kw = arith.muli %kx, %c_width : index")
-            for j in range(columns * 4 // 64):   # the next chunk's lines of this k
+            for j in range(columns * 4 // 64 if hint else 0):  # the next chunk's lines of k
                 t(f"%pf{j} = affine.apply affine_map<()[s0, s1] -> (s0 + s1 + "
                   f"{wc * columns + 16 * j})>()[%cwrun, %kw]")
                 t(f"%pfc{j} = arith.minui %pf{j}, %wlast : index")
@@ -336,28 +344,54 @@ def f32_body(t: Text, kern: Shape) -> None:
                   f" data : {flat}")
         return f"vector.load %w[%cw, {f'%kw{q}' if q else '%kw'}] : {w}"
 
-    _passes(t, kern, load, kern.bindings["x"], "%kc", "%first")
+    _passes(t, kern, load, kern.bindings["x"], "%kc", "%first", hints=HINT_FIRST_PASS)
     t.end()
     t.end()
 
 
-def _passes(t: Text, kern: Shape, load: Callable[[int], str], x: str, kbase: str = "%kcs",
-            first: str = "%firsts") -> None:
+def _passes(t: Text, kern: Shape, load: Callable[[int, bool], str], x: str,
+            kbase: str = "%kcs", first: str = "%firsts", hints: bool = False) -> None:
     """Every pass of :func:`pass_rows` rows of ``x``: ``y[v, r0 ..] (+)= Σ_k wtT[k] x[v, kbase +
     k]`` over the span (from ``r`` or zero where ``first``: the first chunk's first span), each
-    row's ``columns`` outputs in ``columns / L`` vectors of ``L`` lanes. ``load(q)``: the text
-    of the load of vector ``q`` of ``wtT[k]`` (the stack buffer's, or the f32 plane's)."""
+    row's ``columns`` outputs in ``columns / L`` vectors of ``L`` lanes. ``load(q, hint)``: the
+    text of the load of vector ``q`` of ``wtT[k]`` (the stack buffer's, or the f32 plane's),
+    and, where ``hint``, its prefetch hints. With ``hints`` the first pass over the span runs
+    a loop that hints and every later pass one that does not (the first brings the lines
+    into L2; a later pass's hints only repeated them: 10 of its 39 instructions a ``k``)."""
     rows, lanes, columns = pass_rows(kern), kern.lanes, kern.columns
     vl = f"vector<{lanes}xf32>"
     parts = columns // lanes
     accs, col = open_passes(t, kern, rows, lanes, first)
     count = rows * parts
     types = ", ".join([vl] * count)
-    t.block(f"%mm:{count} = scf.for %k = %c0 to %c_span step %c1 "
+    if not hints:
+        _k_loop(t, kern, load, x, kbase, "%mm", accs, hint=False)
+    else:
+        t("%hinting = arith.cmpi eq, %pv, %c0 : index")
+        t.block(f"%mm:{count} = scf.if %hinting -> ({types})")
+        for hint in (True, False):
+            _k_loop(t, kern, load, x, kbase, "%mk", accs, hint)
+            t(f"scf.yield {', '.join(f'%mk#{i}' for i in range(count))} : {types}")
+            if hint:
+                t.end("} else {")
+                t.depth += 1
+        t.end()
+    close_passes(t, kern, rows, lanes, col)
+
+
+def _k_loop(t: Text, kern: Shape, load: Callable[[int, bool], str], x: str, kbase: str,
+            result: str, accs: list[str], hint: bool) -> None:
+    """One pass's loop over the span's ``k`` (:func:`_passes`), its accumulators ``result``."""
+    rows, lanes, columns = pass_rows(kern), kern.lanes, kern.columns
+    vl = f"vector<{lanes}xf32>"
+    parts = columns // lanes
+    count = rows * parts
+    types = ", ".join([vl] * count)
+    t.block(f"{result}:{count} = scf.for %k = %c0 to %c_span step %c1 "
             f"iter_args({', '.join(accs)}) -> ({types})")
     t(f"%kx = arith.addi {kbase}, %k : index")
     for q in range(parts):
-        t(f"%wcol{q} = {load(q)}, {vl}")
+        t(f"%wcol{q} = {load(q, hint)}, {vl}")
     new = []
     for j in range(rows):
         t(f"%xs{j} = memref.load %x[%pv, %kx, %jc{j}] : {x}")
@@ -367,7 +401,6 @@ def _passes(t: Text, kern: Shape, load: Callable[[int], str], x: str, kbase: str
             new.append(f"%mn{j}_{q}")
     t(f"scf.yield {', '.join(new)} : {types}")
     t.end()
-    close_passes(t, kern, rows, lanes, col)
 
 
 __all__ = ["COLUMNS", "F32_CHUNK_BLOCKS", "NARROW_ROWS", "ROWS", "close_passes", "f32_body",
