@@ -492,6 +492,15 @@ module @batched {
 // HINT:        func.func @main(
 // HINT:          linalg.pack %{{.*}} inner_tiles = [8] into %{{.*}} : tensor<?x64xf32> -> tensor<?x64x8xf32>
 // HINT-NEXT:     flow.dispatch @rlx_gemv_q8_0_64x64_mdynwc32::
+// The F16 prefill in column blocks of 32 (Intel) hints each tile's next chunk into L2 while it
+// converts this one: the hint's index clamped to the plane's last element.
+// HINT-LABEL:  module @prefill_half
+// HINT:        stream.executable private @rlx_gemv_f16_64x256_mdynwc32
+// HINT:              %[[LAST:.*]] = arith.constant 16383 : index
+// HINT:              %[[AT:.*]] = affine.apply affine_map<()[s0, s1] -> (s0 * 1024 + s1 * 512 + 512)>
+// HINT-NEXT:         %[[IN:.*]] = arith.minui %[[AT]], %[[LAST]] : index
+// HINT-NEXT:         memref.prefetch %{{.*}}[%[[IN]]], read, locality<2>, data : memref<16384xf16>
+// HINT:              arith.extf %{{.*}} : vector<16xf16> to vector<16xf32>
 // Under --activation-quant q8 on an AVX-512 VNNI CPU (znver4), the prefill of whole column
 // blocks (64 x 64) is the integer GEMM (gemm_q8): x quantized by a dispatch of its own
 // (rlx_q8_rows: q + 128 as bytes in quads [T, K / 4, 16], the block scales [T, K / 32, 16]),
@@ -700,5 +709,15 @@ module @packed {
     %w = "rlx_mir.concat"(%a, %b) {axis = 0 : i64} : (tensor<40x68xi8>, tensor<16x68xi8>) -> tensor<56x68xi8>
     %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_q8_0"} : (tensor<1x64xf32>, tensor<56x68xi8>) -> tensor<1x56xf32>
     return %y : tensor<1x56xf32>
+  }
+}
+
+// -----
+
+module @prefill_half {
+  func.func @main(%x: tensor<1x?x256xf32>) -> tensor<1x?x64xf32> {
+    %w = "rlx_mir.param"() {name = "w"} : () -> tensor<64x512xi8>
+    %y = "rlx_mir.dequant_matmul"(%x, %w) {scheme = "gguf_f16"} : (tensor<1x?x256xf32>, tensor<64x512xi8>) -> tensor<1x?x64xf32>
+    return %y : tensor<1x?x64xf32>
   }
 }

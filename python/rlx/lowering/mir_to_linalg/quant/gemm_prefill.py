@@ -64,6 +64,7 @@ multiple of 16 (``cb <= WTT_FLOATS / 32 B`` for the forms whose ``cb`` is free:
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from iree.compiler import ir
 from iree.compiler.dialects import arith, linalg
@@ -72,13 +73,20 @@ from rlx.lowering import emit
 from rlx.lowering.mir_to_linalg.executable import V16, Text, memref
 from rlx.lowering.mir_to_linalg.quant.gemv_batched import (
     DYNAMIC_M,
+    STREAMS,
     Shape,
     aligned_alloca,
     chunk_blocks,
     chunk_constants,
     dequant_tile_chunk,
 )
-from rlx.lowering.mir_to_linalg.quant.gemv_text import ROWS_PER_TILE, at
+from rlx.lowering.mir_to_linalg.quant.gemv_text import (
+    ELEMENT_BYTES,
+    ROWS_PER_TILE,
+    at,
+    plane_shape,
+    prefetch_ahead,
+)
 
 COLUMNS = 16
 """Rows of ``W`` a column block holds: the outputs of one 16-lane vector, or two of 8."""
@@ -100,6 +108,14 @@ F32_CHUNK_BLOCKS = 8
 32`` up to it): a ``C x 32`` slice of 32 KiB, reread by every pass from L1 (48 KiB on the Intel
 Xeon). With no stack buffer to fit, 4, 8 and 16 were measured: 8 was best or level on the
 five shapes of benchmarks/README.md, "f32 prefill matmuls in column blocks of 32"."""
+PREFILL_HINT_FORMS = ("half",)
+"""The forms whose prefill (:func:`outer_body`) hints the next chunk of each tile into L2 while
+it dequantizes this one (:func:`_hint_next_chunk`), in the wide tile only (column blocks of
+:data:`WIDE_COLUMNS`: Intel CPUs with AVX-512, where it was measured). F16 (the ``half``
+form), A/B on the Intel Xeon (family 6 model 167), 5 interleaved rounds: M = 128, 11264 x 2048
+30.7 -> 28.1 ms and 2048 x 5632 17.6 -> 15.1; M = 512 level (114.7 / 112.9, 56.4 / 57.3).
+Not kept for Q4_K (26.7 / 26.7, 15.4 / 16.0) nor Q8_0 (25.1 / 25.0, 16.0 / 15.0): level
+within this VM's noise."""
 HINT_FIRST_PASS = True
 """Whether :func:`f32_body` hints the next chunk only in its first pass over a chunk (a
 second copy of the ``k`` loop, without hints, runs the later passes) rather than in every
@@ -265,6 +281,8 @@ def outer_body(t: Text, kern: Shape, form: str) -> None:
     t("%tile = arith.addi %tilec, %tq : index")
     for i in range(ROWS_PER_TILE):
         t(f"%wr{i} = arith.constant {i} : index")
+    if form in PREFILL_HINT_FORMS and columns == WIDE_COLUMNS:   # measured on Intel only
+        _hint_next_chunk(t, kern, form, wc)
     dequant_tile_chunk(t, kern, wt, form, half=parts > 1)
     _transpose(t, wt, wtt)
     t.end()
@@ -273,6 +291,24 @@ def outer_body(t: Text, kern: Shape, form: str) -> None:
     t.end()
     t.end()
     t.end()
+
+
+@dataclass(frozen=True)
+class _Ahead:
+    """What :func:`.gemv_text.prefetch_ahead` reads of a kernel: its planes and a distance."""
+
+    bindings: dict[str, str]
+    prefetch: int
+
+
+def _hint_next_chunk(t: Text, kern: Shape, form: str, wc: int) -> None:
+    """Hint into L2 the lines of tile ``%tile``'s next chunk (``wc`` weights on) in every plane
+    the form streams, while this chunk's are dequantized."""
+    for plane in STREAMS.get(form, ("q",)):
+        _, width, element = plane_shape(kern.bindings[plane])
+        per = width * wc // kern.k              # elements of a tile's row a chunk
+        prefetch_ahead(t, _Ahead(kern.bindings, per * ELEMENT_BYTES[element]), plane, "%ch",
+                       per)
 
 
 def _transpose(t: Text, wt: str, wtt: str) -> None:

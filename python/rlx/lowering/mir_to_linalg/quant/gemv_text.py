@@ -57,7 +57,7 @@ def rows_loop(t: Text, rows: int) -> None:
 
 LINE_BYTES = 64
 """The cache line the prefetch hints of :func:`prefetch_ahead` count in."""
-_ELEMENT_BYTES = {"i8": 1, "f16": 2, "i16": 2, "f32": 4, "i32": 4}
+ELEMENT_BYTES = {"i8": 1, "f16": 2, "i16": 2, "f32": 4, "i32": 4}
 
 
 class _Prefetching(Protocol):
@@ -93,7 +93,7 @@ def prefetch_ahead(t: Text, kern: _Prefetching, plane: str, iv: str, per_iter: i
     2026-12-06): interleaved A/B on the same Xeon, the 3B F16 model's decode 4.09 / 4.13 ->
     4.42 / 4.49 tok/s and its GEMVs 27-32 -> 30-34 GB/s, the 1B Q8_0 and Q4_K_M decode
     within noise (benchmarks/README.md, "Prefetch into L2"). The batched bodies hint too; a
-    prefill's do not.
+    prefill's F16 body hints a chunk ahead (:data:`.gemm_prefill.PREFILL_HINT_FORMS`).
 
     Bounds: a prefetch reads and writes nothing and does not fault, and its index is clamped
     to the view's last element (``T · W - 1``) all the same, so even its address stays
@@ -102,7 +102,7 @@ def prefetch_ahead(t: Text, kern: _Prefetching, plane: str, iv: str, per_iter: i
         return
     mem = kern.bindings[plane]
     tiles, width, element = plane_shape(mem)
-    size = _ELEMENT_BYTES[element]
+    size = ELEMENT_BYTES[element]
     if tiles * width * size <= kern.prefetch:   # the whole plane is nearer than that
         return
     flat = memref([tiles * width], element)
@@ -232,7 +232,7 @@ def store_row(t: Text, bindings: dict[str, str], i: int, value: str) -> None:
     t(f"memref.store {value}, %y[%r{i}] : {bindings['y']}")
 
 
-__all__ = ["LINE_BYTES", "MIN_WORKGROUPS", "ROWS_PER_TILE", "V8", "WEIGHTS_PER_WORKGROUP", "at",
-           "close_reduction", "half_to_f32", "plane_shape", "prefetch_ahead", "q4_k_constants",
-           "q4_k_mins", "q4_k_nibble", "q6_k_scales", "reduction", "rows_loop", "store_row",
-           "workgroup_rows"]
+__all__ = ["ELEMENT_BYTES", "LINE_BYTES", "MIN_WORKGROUPS", "ROWS_PER_TILE", "V8",
+           "WEIGHTS_PER_WORKGROUP", "at", "close_reduction", "half_to_f32", "plane_shape",
+           "prefetch_ahead", "q4_k_constants", "q4_k_mins", "q4_k_nibble", "q6_k_scales",
+           "reduction", "rows_loop", "store_row", "workgroup_rows"]
