@@ -266,7 +266,7 @@ class AttentionKernel(KernelShape):
             return
         t("%scaled = arith.mulf %dot, %scale : f32")
         t("scf.yield %scaled : f32")
-        _else(t)
+        t.otherwise()
         t("scf.yield %masked : f32")
         t.end()
 
@@ -317,7 +317,7 @@ class AttentionKernel(KernelShape):
         sums = ", ".join(f"%bn{c}" for c in range(self.chunks))
         if self.masked:
             t(f"scf.yield {sums} : {vectors}")
-            _else(t)
+            t.otherwise()
             t(f"scf.yield {', '.join(f'%ba{c}' for c in range(self.chunks))} : {vectors}")
             t.end()
             sums = ", ".join(f"%acc#{c}" for c in range(self.chunks))
@@ -331,12 +331,6 @@ class AttentionKernel(KernelShape):
         for c in range(self.chunks):
             t(f"%out{c} = arith.mulf %r#{c + 1}, %invv : {V16}")
             t(f"vector.store %out{c}, %o[%qo{c}] : {self.qo_memref}, {V16}")
-
-
-def _else(t: Text) -> None:
-    """Close an ``scf.if``'s then-region and open its else-region."""
-    t.end("} else {")
-    t.depth += 1
 
 
 def packed_f32(ctx: LoweringContext, op: Decoded) -> tuple[int, int | None] | None:

@@ -74,6 +74,11 @@ class Text:
         self.depth -= 1
         self(tail)
 
+    def otherwise(self) -> None:
+        """Close an ``scf.if``'s then-region and open its else-region."""
+        self.end("} else {")
+        self.depth += 1
+
 
 @dataclass(frozen=True)
 class Binding:

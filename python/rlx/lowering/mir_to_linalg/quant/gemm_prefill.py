@@ -64,7 +64,6 @@ multiple of 16 (``cb <= WTT_FLOATS / 32 B`` for the forms whose ``cb`` is free:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from iree.compiler import ir
 from iree.compiler.dialects import arith, linalg
@@ -73,20 +72,14 @@ from rlx.lowering import emit
 from rlx.lowering.mir_to_linalg.executable import V16, Text, memref
 from rlx.lowering.mir_to_linalg.quant.gemv_batched import (
     DYNAMIC_M,
-    STREAMS,
     Shape,
     aligned_alloca,
     chunk_blocks,
     chunk_constants,
     dequant_tile_chunk,
+    hint_chunks,
 )
-from rlx.lowering.mir_to_linalg.quant.gemv_text import (
-    ELEMENT_BYTES,
-    ROWS_PER_TILE,
-    at,
-    plane_shape,
-    prefetch_ahead,
-)
+from rlx.lowering.mir_to_linalg.quant.gemv_text import ROWS_PER_TILE, at
 
 COLUMNS = 16
 """Rows of ``W`` a column block holds: the outputs of one 16-lane vector, or two of 8."""
@@ -110,19 +103,12 @@ Xeon). With no stack buffer to fit, 4, 8 and 16 were measured: 8 was best or lev
 five shapes of benchmarks/README.md, "f32 prefill matmuls in column blocks of 32"."""
 PREFILL_HINT_FORMS = ("half",)
 """The forms whose prefill (:func:`outer_body`) hints the next chunk of each tile into L2 while
-it dequantizes this one (:func:`_hint_next_chunk`), in the wide tile only (column blocks of
+it dequantizes this one (:func:`.gemv_batched.hint_chunks`), in the wide tile only (column blocks of
 :data:`WIDE_COLUMNS`: Intel CPUs with AVX-512, where it was measured). F16 (the ``half``
 form), A/B on the Intel Xeon (family 6 model 167), 5 interleaved rounds: M = 128, 11264 x 2048
 30.7 -> 28.1 ms and 2048 x 5632 17.6 -> 15.1; M = 512 level (114.7 / 112.9, 56.4 / 57.3).
 Not kept for Q4_K (26.7 / 26.7, 15.4 / 16.0) nor Q8_0 (25.1 / 25.0, 16.0 / 15.0): level
 within this VM's noise."""
-HINT_FIRST_PASS = True
-"""Whether :func:`f32_body` hints the next chunk only in its first pass over a chunk (a
-second copy of the ``k`` loop, without hints, runs the later passes) rather than in every
-pass. Each pass hinted the same lines again: 10 of the loop's 39 instructions a ``k``. On
-the Intel Xeon (family 6 model 167), M = 128, 7 interleaved rounds: 1024 x 5632 7.97 -> 6.88
-ms, 2816 x 1024 4.37 -> 3.75, 2048 x 5632 13.03 -> 11.71, 5632 x 2048 16.05 -> 14.12,
-1024 x 1024 1.79 -> 1.73 (benchmarks/README.md, "Hints in the first pass only")."""
 F32_PREFETCH_LOCALITY = 2
 """Where :func:`f32_body` hints the next chunk's weights: ``prefetcht1`` (L2); L1 (locality 3)
 was slower on the Intel Xeon in the same measurement."""
@@ -282,7 +268,7 @@ def outer_body(t: Text, kern: Shape, form: str) -> None:
     for i in range(ROWS_PER_TILE):
         t(f"%wr{i} = arith.constant {i} : index")
     if form in PREFILL_HINT_FORMS and columns == WIDE_COLUMNS:   # measured on Intel only
-        _hint_next_chunk(t, kern, form, wc)
+        hint_chunks(t, kern, form, wc, chunks=1)
     dequant_tile_chunk(t, kern, wt, form, half=parts > 1)
     _transpose(t, wt, wtt)
     t.end()
@@ -291,24 +277,6 @@ def outer_body(t: Text, kern: Shape, form: str) -> None:
     t.end()
     t.end()
     t.end()
-
-
-@dataclass(frozen=True)
-class _Ahead:
-    """What :func:`.gemv_text.prefetch_ahead` reads of a kernel: its planes and a distance."""
-
-    bindings: dict[str, str]
-    prefetch: int
-
-
-def _hint_next_chunk(t: Text, kern: Shape, form: str, wc: int) -> None:
-    """Hint into L2 the lines of tile ``%tile``'s next chunk (``wc`` weights on) in every plane
-    the form streams, while this chunk's are dequantized."""
-    for plane in STREAMS.get(form, ("q",)):
-        _, width, element = plane_shape(kern.bindings[plane])
-        per = width * wc // kern.k              # elements of a tile's row a chunk
-        prefetch_ahead(t, _Ahead(kern.bindings, per * ELEMENT_BYTES[element]), plane, "%ch",
-                       per)
 
 
 def _transpose(t: Text, wt: str, wtt: str) -> None:
@@ -339,8 +307,11 @@ def f32_body(t: Text, kern: Shape) -> None:
     of a pass also hints into L2 the same lines of the column block's next chunk (``C B``
     further on): without the hints the first pass over a slice waited on DRAM, the hardware
     prefetcher not yet running at its start (on the Intel Xeon, M = 128: 2048 x 5632 10.0 ->
-    9.1 ms, 1024 x 5632 6.6 -> 5.6 ms). Only the first pass over a chunk hints
-    (:data:`HINT_FIRST_PASS`): the later ones run a copy of the loop without them.
+    9.1 ms, 1024 x 5632 6.6 -> 5.6 ms). Only the first pass over a chunk hints; the later
+    ones run a copy of the loop without them (each pass had hinted the same lines again, 10
+    of the loop's 39 instructions a ``k``; on the Intel Xeon family 6 model 167, M = 128:
+    1024 x 5632 7.97 -> 6.88 ms, 2816 x 1024 4.37 -> 3.75, 2048 x 5632 13.03 -> 11.71, 5632 x
+    2048 16.05 -> 14.12; benchmarks/README.md, "Hints in the first pass only").
 
     Bounds, beside :func:`outer_body`'s (same column blocks, chunks, passes and ``x``): the
     column block ``c = r0 / B`` (``r0 = 4 tilec = wg · rows + B cbk``, a multiple of ``B``
@@ -380,7 +351,7 @@ def f32_body(t: Text, kern: Shape) -> None:
                   f" data : {flat}")
         return f"vector.load %w[%cw, {f'%kw{q}' if q else '%kw'}] : {w}"
 
-    _passes(t, kern, load, kern.bindings["x"], "%kc", "%first", hints=HINT_FIRST_PASS)
+    _passes(t, kern, load, kern.bindings["x"], "%kc", "%first", hints=True)
     t.end()
     t.end()
 
@@ -409,8 +380,7 @@ def _passes(t: Text, kern: Shape, load: Callable[[int, bool], str], x: str,
             _k_loop(t, kern, load, x, kbase, "%mk", accs, hint)
             t(f"scf.yield {', '.join(f'%mk#{i}' for i in range(count))} : {types}")
             if hint:
-                t.end("} else {")
-                t.depth += 1
+                t.otherwise()
         t.end()
     close_passes(t, kern, rows, lanes, col)
 

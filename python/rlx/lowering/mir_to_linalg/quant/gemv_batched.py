@@ -200,8 +200,7 @@ def batched_body(t: Text, kern: Shape, form: str) -> None:
         t(f"vector.store %zerol, %accb[%vz, %ca{i}] : {acc}, {vl}")
     t.end()
     t.block("scf.for %ch = %c0 to %c_chunks step %c1")
-    for plane in STREAMS.get(form, ("q",)):        # a chunk is wc / K of a tile's row
-        prefetch_ahead(t, kern, plane, "%ch", plane_shape(kern.bindings[plane])[1] * wc // kern.k)
+    hint_chunks(t, kern, form, wc)
     dequant_tile_chunk(t, kern, wt, form)
     _multiply(t, kern, wt, acc, per)
     t.end()
@@ -252,6 +251,15 @@ def chunk_constants(t: Text, kern: Shape, form: str) -> None:
 STREAMS = {"half": ("w",), "q6_k": ("ql", "qh"), "q6_k_q8": ("ql", "qh")}
 """The planes a form's chunks stream (the rest: ``q``), hinted ahead where
 ``Kernel.prefetch`` asks (:func:`.gemv_text.prefetch_ahead`)."""
+
+
+def hint_chunks(t: Text, kern: Shape, form: str, wc: int, chunks: int | None = None) -> None:
+    """Prefetch hints (:func:`.gemv_text.prefetch_ahead`) for the planes ``form`` streams, in a
+    loop over the chunks ``%ch`` of ``wc`` weights of row tile ``%tile``: ``Kernel.prefetch``
+    bytes ahead, or ``chunks`` whole chunks ahead."""
+    for plane in STREAMS.get(form, ("q",)):        # a chunk is wc / K of a tile's row
+        prefetch_ahead(t, kern, plane, "%ch", plane_shape(kern.bindings[plane])[1] * wc // kern.k,
+                       chunks)
 
 
 def dequant_tile_chunk(t: Text, kern: Shape, wt: str, form: str, half: bool = False) -> None:
@@ -523,5 +531,6 @@ __all__ = [
     "chunk_blocks",
     "chunk_constants",
     "dequant_tile_chunk",
+    "hint_chunks",
     "rows_per_pass",
 ]

@@ -57,7 +57,7 @@ def rows_loop(t: Text, rows: int) -> None:
 
 LINE_BYTES = 64
 """The cache line the prefetch hints of :func:`prefetch_ahead` count in."""
-ELEMENT_BYTES = {"i8": 1, "f16": 2, "i16": 2, "f32": 4, "i32": 4}
+_ELEMENT_BYTES = {"i8": 1, "f16": 2, "i16": 2, "f32": 4, "i32": 4}
 
 
 class _Prefetching(Protocol):
@@ -76,11 +76,12 @@ def plane_shape(mem: str) -> tuple[int, int, str]:
     return tiles, width, element
 
 
-def prefetch_ahead(t: Text, kern: _Prefetching, plane: str, iv: str, per_iter: int) -> None:
+def prefetch_ahead(t: Text, kern: _Prefetching, plane: str, iv: str, per_iter: int,
+                   iterations: int | None = None) -> None:
     """Prefetch hints (``memref.prefetch`` at locality 2, LLVM's ``llvm.prefetch``:
     ``prefetcht1`` on x86, into L2) for the lines of ``plane`` that the loop over ``iv``
-    reads ``kern.prefetch`` bytes after this iteration's (none where that is 0, or the
-    plane is no larger). Iteration ``iv`` of
+    reads ``kern.prefetch`` bytes after this iteration's, or ``iterations`` iterations after
+    it (none where that is 0, or the plane is no larger). Iteration ``iv`` of
     row tile ``%tile`` reads about elements ``[iv · per_iter, (iv + 1) · per_iter)`` of row
     ``%tile`` of the tile-interleaved plane (``[T, W]``), and a workgroup's tiles are
     consecutive rows, so the hints run along the plane's flat view, on into the next tile.
@@ -98,18 +99,17 @@ def prefetch_ahead(t: Text, kern: _Prefetching, plane: str, iv: str, per_iter: i
     Bounds: a prefetch reads and writes nothing and does not fault, and its index is clamped
     to the view's last element (``T · W - 1``) all the same, so even its address stays
     inside the binding."""
-    if not kern.prefetch:
-        return
     mem = kern.bindings[plane]
     tiles, width, element = plane_shape(mem)
-    size = ELEMENT_BYTES[element]
-    if tiles * width * size <= kern.prefetch:   # the whole plane is nearer than that
+    size = _ELEMENT_BYTES[element]
+    ahead = kern.prefetch if iterations is None else iterations * per_iter * size
+    if not ahead or tiles * width * size <= ahead:   # none, or the whole plane is nearer
         return
     flat = memref([tiles * width], element)
     t(f"%hint_{plane} = memref.collapse_shape %{plane} [[0, 1]] : {mem} into {flat}")
     t(f"%hint_{plane}_last = arith.constant {tiles * width - 1} : index")
     for j in range(-(-per_iter * size // LINE_BYTES)):
-        off = (kern.prefetch + j * LINE_BYTES) // size
+        off = (ahead + j * LINE_BYTES) // size
         t(f"%hint_{plane}{j} = affine.apply affine_map<()[s0, s1] -> (s0 * {width} + s1 * "
           f"{per_iter} + {off})>()[%tile, {iv}]")
         t(f"%hint_{plane}{j}c = arith.minui %hint_{plane}{j}, %hint_{plane}_last : index")
@@ -232,7 +232,7 @@ def store_row(t: Text, bindings: dict[str, str], i: int, value: str) -> None:
     t(f"memref.store {value}, %y[%r{i}] : {bindings['y']}")
 
 
-__all__ = ["ELEMENT_BYTES", "LINE_BYTES", "MIN_WORKGROUPS", "ROWS_PER_TILE", "V8",
-           "WEIGHTS_PER_WORKGROUP", "at", "close_reduction", "half_to_f32", "plane_shape",
-           "prefetch_ahead", "q4_k_constants", "q4_k_mins", "q4_k_nibble", "q6_k_scales",
-           "reduction", "rows_loop", "store_row", "workgroup_rows"]
+__all__ = ["LINE_BYTES", "MIN_WORKGROUPS", "ROWS_PER_TILE", "V8", "WEIGHTS_PER_WORKGROUP", "at",
+           "close_reduction", "half_to_f32", "plane_shape", "prefetch_ahead", "q4_k_constants",
+           "q4_k_mins", "q4_k_nibble", "q6_k_scales", "reduction", "rows_loop", "store_row",
+           "workgroup_rows"]
