@@ -61,7 +61,7 @@ runs, nothing is read and the result is 0 / 0; with one, each loop runs once.
 from __future__ import annotations
 
 import math as pymath
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar, Self
 
 from iree.compiler import ir
@@ -97,6 +97,27 @@ loop is the sequential one's (x86 AVX2: 97 instructions a key against 96, as man
 spills), plus a few adds a block; and the 135M model's heads (9 over 3, hd 64) at 128, 1024
 and 4096 keys take within 1.5% of the sequential kernel's time, the spread between that
 kernel and a copy of itself (one thread's CPU time, interleaved rounds, one process)."""
+
+
+GROUP_CHUNKS = 16
+"""The most 16-lane query vectors (heads x ``hd / 16``) a workgroup of the decode kernel keeps
+in registers: query heads that share a KV head are taken together up to this (the 135M
+model's 3 heads of 64, the 1B model's 4 of 64 of its 8), so that their K and V rows are read
+once for all of them, not once a head."""
+
+MIN_WORKGROUPS = 8
+"""Grouped heads leave at least this many workgroups (the decode of one sequence keeps one
+per head where a group would leave the two cores too few to share)."""
+
+
+def heads_per_workgroup(batch: int, heads: int, kv_heads: int, head_dim: int) -> int:
+    """The query heads one workgroup of the decode kernel computes: the largest divisor
+    ``g`` of the GQA group ``heads / kv_heads`` with ``g · hd / 16 <=`` :data:`GROUP_CHUNKS`
+    and ``batch · heads / g >=`` :data:`MIN_WORKGROUPS` (1 where none is)."""
+    share = heads // kv_heads
+    fits = [g for g in range(1, share + 1) if share % g == 0
+            and g * (head_dim // 16) <= GROUP_CHUNKS and batch * heads // g >= MIN_WORKGROUPS]
+    return max(fits, default=1)
 
 
 @dataclass(frozen=True)
@@ -149,7 +170,17 @@ class KernelShape:
 @dataclass(frozen=True)
 class AttentionKernel(KernelShape):
     """The decode kernel: one query row a sequence (``q [B, 1, H · hd]``); a window sees
-    keys ``j >= S_k - 1 - window``, causal_lengths the keys ``j < n_b``."""
+    keys ``j >= S_k - 1 - window``, causal_lengths the keys ``j < n_b``. A workgroup
+    computes ``group`` query heads of one row (:func:`heads_per_workgroup`), all reading
+    the same KV head: each key's K and V rows are loaded once for the group, and each
+    head's arithmetic is the one-head kernel's, in the same order (the same results, bit
+    for bit)."""
+
+    group: int = 1
+
+    @property
+    def symbol(self) -> str:
+        return super().symbol + (f"_g{self.group}" if self.group > 1 else "")
 
     @property
     def rowwise(self) -> bool:
@@ -157,15 +188,22 @@ class AttentionKernel(KernelShape):
         kernel's text, unchanged."""
         return self.batch != 1 or self.masked or self.lengths
 
+    @property
+    def per_row(self) -> int:
+        """Workgroups a query row: its heads in groups of :attr:`group`."""
+        return self.heads // self.group
+
     def text(self) -> str:
         """The kernel's ``stream.executable``."""
-        hd, kv, qo = self.head_dim, self.kv_memref, self.qo_memref
+        hd, kv, qo, g = self.head_dim, self.kv_memref, self.qo_memref, self.group
         mask = ([Binding("mask", "memref<?xf32>", ("%len_m",))] if self.masked else
                 [Binding("filled", f"memref<{self.batch}xi32>")] if self.lengths else [])
         args = [Binding("q", qo), Binding("k", kv, ("%len_k",)), Binding("v", kv, ("%len_v",)),
                 *mask, Scalar("len_k"), Scalar("len_v"),
                 *([Scalar("len_m")] if self.masked else []), Binding("o", qo)]
-        head = f"s0 mod {self.heads}" if self.rowwise else "s0"
+        # the workgroup's first head within its row: (wg mod H / g) · g
+        head = f"(s0 mod {self.per_row})" if self.rowwise else "s0"
+        head = head if g == 1 else f"{head} * {g}"
 
         def body(t: Text) -> None:
             if self.rowwise:
@@ -173,31 +211,42 @@ class AttentionKernel(KernelShape):
             else:
                 # the keys both K and V have: nothing past either binding is read
                 t("%len = arith.minui %len_k, %len_v : index")
-            t(f"%qbase = affine.apply affine_map<()[s0] -> (s0 * {hd})>()[%wg]")
-            t(f"%kbase = affine.apply affine_map<()[s0] -> (({head} floordiv "
+            # head i of the group is query head wg · g + i of the flattened [B · H]
+            for i in range(g):
+                t(f"%qbase{self._h(i)} = affine.apply affine_map<()[s0] -> "
+                  f"((s0 * {g} + {i}) * {hd})>()[%wg]" if g > 1 else
+                  f"%qbase = affine.apply affine_map<()[s0] -> (s0 * {hd})>()[%wg]")
+            t(f"%kbase = affine.apply affine_map<()[s0] -> ((({head}) floordiv "
               f"{self.heads // self.kv_heads}) * {hd})>()[%wg]")
             for c in range(self.chunks):
-                t(f"%qo{c} = affine.apply affine_map<()[s0] -> (s0 + {16 * c})>()[%qbase]")
                 t(f"%ko{c} = affine.apply affine_map<()[s0] -> (s0 + {16 * c})>()[%kbase]")
-                t(f"%q{c} = vector.load %q[%qo{c}] : {qo}, {V16}")
+                for i in range(g):
+                    h = self._h(i)
+                    t(f"%qo{h}{c} = affine.apply affine_map<()[s0] -> (s0 + {16 * c})>()"
+                      f"[%qbase{h}]")
+                    t(f"%q{h}{c} = vector.load %q[%qo{h}{c}] : {qo}, {V16}")
             self._constants(t)
-            self._max_pass(t)
-            self._sum_pass(t)
+            self._sum_pass(t, self._max_pass(t))
             self._store(t)
 
-        return executable_text(self.symbol, args, body, self.batch * self.heads)
+        return executable_text(self.symbol, args, body, self.batch * self.per_row)
+
+    def _h(self, i: int) -> str:
+        """The SSA-name infix of head ``i`` of the group (none for a group of one: the
+        one-head kernel's text)."""
+        return f"h{i}_" if self.group > 1 else ""
 
     def _row_range(self, t: Text) -> None:
-        """Workgroup ``wg`` is query row ``b = wg / H``, head ``wg mod H``; its keys are
-        rows ``first = b · rows`` up to ``%len = first + rows`` of the collapsed
-        ``[B · S_k, ...]`` K / V (and mask), ``rows`` the smallest binding's row count over
-        B: for ``b < B`` every row read is below ``B · rows``, inside each binding."""
+        """Workgroup ``wg`` is query row ``b = wg / (H / g)``; its keys are rows ``first =
+        b · rows`` up to ``%len = first + rows`` of the collapsed ``[B · S_k, ...]`` K / V
+        (and mask), ``rows`` the smallest binding's row count over B: for ``b < B`` every
+        row read is below ``B · rows``, inside each binding."""
         t("%len_kv = arith.minui %len_k, %len_v : index")
         if self.masked:
             t("%len_all = arith.minui %len_kv, %len_m : index")
         total = "%len_all" if self.masked else "%len_kv"
         t(f"%rows = affine.apply affine_map<()[s0] -> (s0 floordiv {self.batch})>()[{total}]")
-        t(f"%row = affine.apply affine_map<()[s0] -> (s0 floordiv {self.heads})>()[%wg]")
+        t(f"%row = affine.apply affine_map<()[s0] -> (s0 floordiv {self.per_row})>()[%wg]")
         t("%first = affine.apply affine_map<()[s0, s1] -> (s0 * s1)>()[%row, %rows]")
         if not self.lengths:
             t("%len = affine.apply affine_map<()[s0, s1] -> (s0 + s1)>()[%first, %rows]")
@@ -242,95 +291,138 @@ class AttentionKernel(KernelShape):
         t(f"%cblock = arith.constant {BLOCK} : index")
         t(f"%zv = arith.constant dense<0.0> : {V16}")
 
-    def _score(self, t: Text, j: str) -> None:
-        """``%sc`` = scale · (q · k_j); masked: only for a kept key (its K row is not read
-        otherwise), a masked one's is MASKED, as the decomposed form's (a row with every
-        key masked is uniform, not NaN)."""
+    def _score(self, t: Text, j: str) -> list[str]:
+        """The group's scores of key ``j``, ``scale · (q_h · k_j)`` (its K row loaded once);
+        masked: only for a kept key (its K row is not read otherwise), a masked one's is
+        MASKED, as the decomposed form's (a row with every key masked is uniform, not
+        NaN). Returns their names, head by head."""
+        g = self.group
         if self.masked:
             t(f"%mk = memref.load %mask[{j}] : memref<?xf32>")
             t("%keep = arith.cmpf oge, %mk, %half : f32")
-            t.block("%sc = scf.if %keep -> (f32)")
-        prev = None
+            t.block(f"%sc{':' + str(g) if g > 1 else ''} = scf.if %keep -> "
+                    f"({', '.join(['f32'] * g)})")
         for c in range(self.chunks):
             t(f"%kv{c} = vector.load %k[{j}, %ko{c}] : {self.kv_memref}, {V16}")
-            t(f"%d{c} = " + (f"arith.mulf %q{c}, %kv{c} : {V16}" if prev is None else
-                             f"vector.fma %q{c}, %kv{c}, {prev} : {V16}"))
-            prev = f"%d{c}"
-        t(f"%dot = vector.reduction <add>, {prev} : {V16} into f32")
+        scaled = []
+        for i in range(g):
+            h, prev = self._h(i), None
+            for c in range(self.chunks):
+                t(f"%d{h}{c} = " + (f"arith.mulf %q{h}{c}, %kv{c} : {V16}" if prev is None
+                                    else f"vector.fma %q{h}{c}, %kv{c}, {prev} : {V16}"))
+                prev = f"%d{h}{c}"
+            t(f"%dot{h} = vector.reduction <add>, {prev} : {V16} into f32")
+            name = f"%sc{h}" if not (self.lengths or self.masked) else f"%scaled{h}"
+            t(f"{name} = arith.mulf %dot{h}, %scale : f32")
+            scaled.append(name)
         if self.lengths:
-            t("%scaled = arith.mulf %dot, %scale : f32")
-            t("%sc = arith.select %none, %masked, %scaled : f32")
-            return
+            for i in range(g):
+                t(f"%sc{self._h(i)} = arith.select %none, %masked, {scaled[i]} : f32")
         if not self.masked:
-            t("%sc = arith.mulf %dot, %scale : f32")
-            return
-        t("%scaled = arith.mulf %dot, %scale : f32")
-        t("scf.yield %scaled : f32")
+            return [f"%sc{self._h(i)}" for i in range(g)]
+        t(f"scf.yield {', '.join(scaled)} : {', '.join(['f32'] * g)}")
         t.otherwise()
-        t("scf.yield %masked : f32")
+        t(f"scf.yield {', '.join(['%masked'] * g)} : {', '.join(['f32'] * g)}")
         t.end()
+        return ["%sc"] if g == 1 else [f"%sc#{i}" for i in range(g)]
 
-    def _max_pass(self, t: Text) -> None:
-        """``%m`` = the largest visible score."""
-        t.block("%m = scf.for %j = %start to %len step %c1 iter_args(%mx = %ninf) -> (f32)")
-        self._score(t, "%j")
-        t("%mx2 = arith.maximumf %mx, %sc : f32")
-        t("scf.yield %mx2 : f32")
+    def _max_pass(self, t: Text) -> list[str]:
+        """The group's largest visible scores, head by head (their names)."""
+        g = self.group
+        carried = ", ".join(f"%mx{self._h(i)} = %ninf" for i in range(g))
+        t.block(f"%m{':' + str(g) if g > 1 else ''} = scf.for %j = %start to %len step %c1 "
+                f"iter_args({carried}) -> ({', '.join(['f32'] * g)})")
+        scores = self._score(t, "%j")
+        for i in range(g):
+            h = self._h(i)
+            t(f"%mx2{h} = arith.maximumf %mx{h}, {scores[i]} : f32")
+        t(f"scf.yield {', '.join(f'%mx2{self._h(i)}' for i in range(g))} : "
+          f"{', '.join(['f32'] * g)}")
         t.end()
+        return ["%m"] if g == 1 else [f"%m#{i}" for i in range(g)]
 
-    def _sum_pass(self, t: Text) -> None:
-        """``%r#0`` = ``Σ_j e_j``, ``%r#1..`` = ``Σ_j e_j v_j`` (``e_j = exp(s_j - m)``), in
-        two levels: each block of :data:`BLOCK` keys from ``%b`` (the last one partial) is
-        summed into fresh zero accumulators (``%p``), then added to the running totals."""
-        types = ", ".join(["f32"] + [V16] * self.chunks)
-        totals = ", ".join(["%l = %zero"] + [f"%a{c} = %zv" for c in range(self.chunks)])
-        t.block(f"%r:{self.chunks + 1} = scf.for %b = %start to %len step %cblock "
+    def _sum_pass(self, t: Text, maxima: list[str]) -> None:
+        """``%r#(i (c + 1))`` = ``Σ_j e_j`` of head ``i``, the next ``c`` = ``Σ_j e_j v_j``
+        (``e_j = exp(s_j - m)``, ``c = hd / 16`` vectors), in two levels: each block of
+        :data:`BLOCK` keys from ``%b`` (the last one partial) is summed into fresh zero
+        accumulators (``%p``), then added to the running totals."""
+        g, n = self.group, self.chunks + 1
+        types = ", ".join((["f32"] + [V16] * self.chunks) * g)
+        totals = ", ".join(f"%l{self._h(i)} = %zero, " + ", ".join(
+            f"%a{self._h(i)}{c} = %zv" for c in range(self.chunks)) for i in range(g))
+        t.block(f"%r:{n * g} = scf.for %b = %start to %len step %cblock "
                 f"iter_args({totals}) -> ({types})")
         # the block's end, never past %len: %b < %len, and %b + BLOCK cannot overflow
         t(f"%bend = affine.min affine_map<(d0)[s0] -> (d0 + {BLOCK}, s0)>(%b)[%len]")
-        sums = ", ".join(["%bl = %zero"] + [f"%ba{c} = %zv" for c in range(self.chunks)])
-        t.block(f"%p:{self.chunks + 1} = scf.for %j = %b to %bend step %c1 "
+        sums = ", ".join(f"%bl{self._h(i)} = %zero, " + ", ".join(
+            f"%ba{self._h(i)}{c} = %zv" for c in range(self.chunks)) for i in range(g))
+        t.block(f"%p:{n * g} = scf.for %j = %b to %bend step %c1 "
                 f"iter_args({sums}) -> ({types})")
-        self._weigh(t)
+        self._weigh(t, maxima)
         t.end()
-        t("%l2 = arith.addf %l, %p#0 : f32")
-        for c in range(self.chunks):
-            t(f"%n{c} = arith.addf %a{c}, %p#{c + 1} : {V16}")
-        t(f"scf.yield %l2, {', '.join(f'%n{c}' for c in range(self.chunks))} : {types}")
+        added = []
+        for i in range(g):
+            h = self._h(i)
+            t(f"%l2{h} = arith.addf %l{h}, %p#{n * i} : f32")
+            for c in range(self.chunks):
+                t(f"%n{h}{c} = arith.addf %a{h}{c}, %p#{n * i + c + 1} : {V16}")
+            added += [f"%l2{h}"] + [f"%n{h}{c}" for c in range(self.chunks)]
+        t(f"scf.yield {', '.join(added)} : {types}")
         t.end()
 
-    def _weigh(self, t: Text) -> None:
-        """One key ``%j`` of a block: its weight ``e_j`` added to ``%bl``, ``e_j v_j`` to
-        ``%ba..``."""
-        self._score(t, "%j")
-        t("%sm = arith.subf %sc, %m : f32")
-        t("%e = math.exp %sm : f32")
-        t("%bl2 = arith.addf %bl, %e : f32")
-        vectors = ", ".join([V16] * self.chunks)
+    def _weigh(self, t: Text, maxima: list[str]) -> None:
+        """One key ``%j`` of a block: head ``i``'s weight ``e_j`` added to its ``%bl``,
+        ``e_j v_j`` to its ``%ba..`` (V's row loaded once for the group)."""
+        g = self.group
+        scores = self._score(t, "%j")
+        for i in range(g):
+            h = self._h(i)
+            t(f"%sm{h} = arith.subf {scores[i]}, {maxima[i]} : f32")
+            t(f"%e{h} = math.exp %sm{h} : f32")
+            t(f"%bl2{h} = arith.addf %bl{h}, %e{h} : f32")
+        vectors = ", ".join([V16] * (self.chunks * g))
         if self.masked:     # a key of weight 0 (masked, beside a kept one) adds nothing
-            t("%live = arith.cmpf one, %e, %zero : f32")
-            t.block(f"%acc:{self.chunks} = scf.if %live -> ({vectors})")
-        t(f"%ev = vector.broadcast %e : f32 to {V16}")
+            for i in range(g):
+                t(f"%live{self._h(i)} = arith.cmpf one, %e{self._h(i)}, %zero : f32")
+            live = "%live"
+            for i in range(1, g):       # a masked key weighs 0 in every head of its row
+                t(f"%live_{i} = arith.ori {live if i > 1 else '%live' + self._h(0)}, "
+                  f"%live{self._h(i)} : i1")
+                live = f"%live_{i}"
+            t.block(f"%acc:{self.chunks * g} = scf.if {live if g > 1 else '%live'} -> "
+                    f"({vectors})")
         for c in range(self.chunks):
             t(f"%vv{c} = vector.load %v[%j, %ko{c}] : {self.kv_memref}, {V16}")
-            t(f"%bn{c} = vector.fma %ev, %vv{c}, %ba{c} : {V16}")
-        sums = ", ".join(f"%bn{c}" for c in range(self.chunks))
+        new, old = [], []
+        for i in range(g):
+            h = self._h(i)
+            t(f"%ev{h} = vector.broadcast %e{h} : f32 to {V16}")
+            for c in range(self.chunks):
+                t(f"%bn{h}{c} = vector.fma %ev{h}, %vv{c}, %ba{h}{c} : {V16}")
+            new += [f"%bn{h}{c}" for c in range(self.chunks)]
+            old += [f"%ba{h}{c}" for c in range(self.chunks)]
         if self.masked:
-            t(f"scf.yield {sums} : {vectors}")
+            t(f"scf.yield {', '.join(new)} : {vectors}")
             t.otherwise()
-            t(f"scf.yield {', '.join(f'%ba{c}' for c in range(self.chunks))} : {vectors}")
+            t(f"scf.yield {', '.join(old)} : {vectors}")
             t.end()
-            sums = ", ".join(f"%acc#{c}" for c in range(self.chunks))
-        t(f"scf.yield %bl2, {sums} : f32{f', {V16}' * self.chunks}")
+            new = [f"%acc#{k}" for k in range(self.chunks * g)]
+        out = []
+        for i in range(g):
+            out += [f"%bl2{self._h(i)}", *new[i * self.chunks:(i + 1) * self.chunks]]
+        t(f"scf.yield {', '.join(out)} : "
+          f"{', '.join((['f32'] + [V16] * self.chunks) * g)}")
 
     def _store(self, t: Text) -> None:
-        """``o = Σ_j e_j v_j / Σ_j e_j`` for this head."""
+        """``o = Σ_j e_j v_j / Σ_j e_j`` for each head of the group."""
         t("%one = arith.constant 1.0 : f32")
-        t("%inv = arith.divf %one, %r#0 : f32")
-        t(f"%invv = vector.broadcast %inv : f32 to {V16}")
-        for c in range(self.chunks):
-            t(f"%out{c} = arith.mulf %r#{c + 1}, %invv : {V16}")
-            t(f"vector.store %out{c}, %o[%qo{c}] : {self.qo_memref}, {V16}")
+        for i in range(self.group):
+            h, base = self._h(i), (self.chunks + 1) * i
+            t(f"%inv{h} = arith.divf %one, %r#{base} : f32")
+            t(f"%invv{h} = vector.broadcast %inv{h} : f32 to {V16}")
+            for c in range(self.chunks):
+                t(f"%out{h}{c} = arith.mulf %r#{base + c + 1}, %invv{h} : {V16}")
+                t(f"vector.store %out{h}{c}, %o[%qo{h}{c}] : {self.qo_memref}, {V16}")
 
 
 def packed_f32(ctx: LoweringContext, op: Decoded) -> tuple[int, int | None] | None:
@@ -362,7 +454,9 @@ def kernel_for(ctx: LoweringContext, op: Decoded, scale: float) -> AttentionKern
     taken = packed_f32(ctx, op)
     if taken is None or taken[1] != 1:
         return None
-    return AttentionKernel.of(op, scale, taken[0])
+    kern = AttentionKernel.of(op, scale, taken[0])
+    return replace(kern, group=heads_per_workgroup(kern.batch, kern.heads, kern.kv_heads,
+                                                   kern.head_dim))
 
 
 def kernel_operands(op: Decoded, batch: int, masked: bool, lengths: bool,
@@ -392,11 +486,11 @@ def dispatch(ctx: LoweringContext, kern: AttentionKernel, op: Decoded) -> ir.Val
     entry = ir.SymbolRefAttr.get([kern.symbol, kern.symbol])
     width = kern.batch * kern.heads * kern.head_dim
     out = ir.RankedTensorType.get([width], emit.f32())
-    o = flow.DispatchOp([out], [emit.index(kern.batch * kern.heads)],
+    o = flow.DispatchOp([out], [emit.index(kern.batch * kern.per_row)],
                         ir.ArrayAttr.get([entry]), [q, *tensors, *lengths], dims,
                         []).results[0]
     return emit.expand(o, [[0, 1, 2]], [kern.batch, 1, kern.heads * kern.head_dim])
 
 
-__all__ = ["AttentionKernel", "KernelShape", "dispatch", "kernel_for", "kernel_operands",
-           "packed_f32"]
+__all__ = ["AttentionKernel", "KernelShape", "dispatch", "heads_per_workgroup", "kernel_for",
+           "kernel_operands", "packed_f32"]
