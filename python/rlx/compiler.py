@@ -42,6 +42,7 @@ from rlx.lowering.cpu_features import (
     AVX2_CPUS,
     AVX512_CPUS,
     VNNI_CPUS,
+    batched_q8_gemv_k_of,
     int_dot_of,
     prefetch_bytes_of,
     prefill_columns_of,
@@ -170,7 +171,9 @@ class TargetConfig:
                                    self.target == "llvm-cpu" and kernels) else 256,
                                prefetch_bytes=self._prefetch_bytes(kernels),
                                prefill_columns=self.prefill_columns or prefill_columns_of(
-                                   self.cpu))
+                                   self.cpu),
+                               batched_q8_gemv_k=batched_q8_gemv_k_of(self.cpu) if (
+                                   self.target == "llvm-cpu" and self.activation_quant) else 0)
 
     def _prefetch_bytes(self, kernels: bool) -> int:
         """``LoweringOptions.prefetch_bytes``: ``gemv_prefetch``, else the CPU's

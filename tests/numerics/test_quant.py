@@ -963,8 +963,9 @@ def test_activation_quant_options() -> None:
     assert kernel_for("gguf_q4_k", 1, 64, 512, q8).int_dot == q8.int_dot   # type: ignore[union-attr]
     # a batched step: Q8_0 / Q5_0 / Q4_0 the batched q8 GEMV at M <= 4 (one pass), and
     # above where the prefill's integer GEMM does not run (AVX2, a row count not of whole
-    # column blocks); past its stack (M K > 16384) the GEMM, else the f32 batched body; Q4_K
-    # the GEMM where it runs, Q6_K the f32 body
+    # column blocks) or where the CPU chose it (Zen 4: K <= 1536); past its stack (M K >
+    # 16384) the GEMM, else the f32 batched body; Q4_K the GEMM where it runs, Q6_K the f32
+    # body
     for cpu, int8 in (("znver4", True), ("generic", True), ("znver3", False)):
         opts = TargetConfig(cpu=cpu, activation_quant="q8").lowering
         for scheme, n, m, k in (("gguf_q4_k", 64, 3, 512), ("gguf_q8_0", 64, 8, 512),
@@ -975,7 +976,8 @@ def test_activation_quant_options() -> None:
             assert kern is not None
             gemm = int8 and n % 16 == 0 and scheme != "gguf_q6_k"
             byte = scheme in ("gguf_q8_0", "gguf_q5_0") and m * k <= 16384
-            want = ("gemv" if byte and (m <= 4 or not gemm) else "gemm" if gemm else "f32")
+            wide = m <= 4 or k <= opts.batched_q8_gemv_k     # the CPU's choice above 4
+            want = ("gemv" if byte and (wide or not gemm) else "gemm" if gemm else "f32")
             got = ("gemm" if kern.int8_gemm else "gemv" if kern.int_dot is not None else "f32")
             assert (got, kern.batch == m) == (want, want != "gemm"), (cpu, scheme, n, m, k)
         assert not kernel_for("gguf_q8_0", 8, 64, 512, TargetConfig(cpu=cpu).lowering
@@ -1029,6 +1031,19 @@ def test_activation_quant_options() -> None:
     for bad in (100, -64, 1 << 20, True):
         with pytest.raises(CompileError, match="gemv_prefetch: expected bytes"):
             TargetConfig(gemv_prefetch=bad)
+    # an 8-row batched step of Q8_0 in the q8 mode: on AMD Zen 4 the batched q8 GEMV (passes
+    # of 4 rows) where K <= 1536, measured faster there; elsewhere, and at larger K, the GEMM
+    assert [TargetConfig(cpu=c, activation_quant="q8").lowering.batched_q8_gemv_k for c in (
+        "znver4", "znver5", "sapphirerapids", "znver3", "generic")] == [1536, 0, 0, 0, 0]
+    assert TargetConfig(cpu="znver4").lowering.batched_q8_gemv_k == 0     # the exact mode
+    zen4, zen5 = (TargetConfig(cpu=c, activation_quant="q8").lowering for c in ("znver4",
+                                                                             "znver5"))
+    assert [kernel_for("gguf_q8_0", 8, 64, k, o).int8_gemm  # type: ignore[union-attr]
+            for k, o in ((576, zen4), (1536, zen4), (2048, zen4), (576, zen5))] == [
+        False, False, True, True]
+    for bad in (-1, True, 1.5):
+        with pytest.raises(LoweringError, match="batched_q8_gemv_k: expected a non-negative"):
+            LoweringOptions(batched_q8_gemv_k=bad)  # type: ignore[arg-type]
     # the exact prefill's column blocks: 32 on Intel CPUs with AVX-512 where N has them, 16
     # elsewhere (AMD, AVX2, the q8 mode's integer GEMM, N not a multiple of 32)
     assert [TargetConfig(cpu=c).lowering.prefill_columns for c in (

@@ -86,6 +86,32 @@ def prefetch_bytes_of(cpu: str) -> int:
     return INTEL_PREFETCH_BYTES if _intel(cpu) else 0
 
 
+ZEN4_BATCHED_Q8_GEMV_K = 1536
+"""``LoweringOptions.batched_q8_gemv_k`` on AMD Zen 4 (:func:`batched_q8_gemv_k_of`): there a
+batched decode step of 8 rows in the ``q8`` mode ran 15-20% faster with the 135M model's GEMVs
+(``K`` 576 and 1536) in the batched q8 GEMV's passes of 4 rows than in the integer GEMM
+(``benchmarks/batch_step.py --batch 8 --activation-quant q8``, medians of 40 steps, 16.2 -
+16.9 ms against 19.2 - 20.3), level with Qwen3.5-0.8B's (``K = 1024``: 92 - 93 against 89.5 -
+92 ms), and 10% slower with the 1B model's ``K = 2048`` (123 - 124 against 111 - 113 ms):
+benchmarks/README.md, "Batched steps of 8 rows on Zen 4"."""
+
+
+def _zen4(cpu: str) -> bool:
+    """Whether llvm-cpu ``cpu`` is an AMD Zen 4 core: ``znver4``, or for ``host`` an
+    ``AuthenticAMD`` CPU of family 25 with AVX-512F (family 25 without it is Zen 3)."""
+    if cpu != "host":
+        return cpu == "znver4"
+    return (_cpuinfo("vendor_id") == "AuthenticAMD" and _cpuinfo("cpu family") == "25"
+            and "avx512f" in _host_flags())
+
+
+def batched_q8_gemv_k_of(cpu: str) -> int:
+    """``LoweringOptions.batched_q8_gemv_k`` for llvm-cpu ``cpu``: :data:`ZEN4_BATCHED_Q8_GEMV_K`
+    on AMD Zen 4, 0 elsewhere (on the Intel Xeon the integer GEMM was the faster 8-row step
+    of the 135M model, benchmarks/README.md, "The batched q8 GEMV"; Zen 5 is unmeasured)."""
+    return ZEN4_BATCHED_Q8_GEMV_K if _zen4(cpu) else 0
+
+
 WIDE_PREFILL_COLUMNS = 32
 """``LoweringOptions.prefill_columns`` on an Intel CPU with AVX-512 (:func:`prefill_columns_of`):
 on the Xeon of family 6 model 207 a prefill GEMM of 128 rows (F16 / Q8_0 / Q4_K / Q6_K,

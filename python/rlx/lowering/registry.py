@@ -130,6 +130,12 @@ class LoweringOptions:
     (:mod:`.mir_to_linalg.quant.gemm_prefill`): 16 (one vector of outputs a row of ``x``,
     16 rows a pass) or 32 (two, 8 rows a pass: fewer loads per FMA). ``TargetConfig``
     picks it from the target CPU (:func:`.cpu_features.prefill_columns_of`)."""
+    batched_q8_gemv_k: int = 0
+    """In the ``q8`` mode, a batched decode step of more than 4 rows of Q8_0 / Q5_0 / Q4_0
+    weights runs the batched q8 GEMV in passes of 4 rows instead of the integer GEMM where
+    ``K`` is at most this (0: never; :func:`.mir_to_linalg.quant.gemv_kernels.batched_int8`).
+    ``TargetConfig`` picks it from the target CPU (:func:`.cpu_features.batched_q8_gemv_k_of`:
+    1536 on AMD Zen 4, where it was measured faster)."""
     hoist_growth: int = 1 << 20
     """The most bytes by which IREE lets a computation on parameters grow their data and
     still hoists it into initializers (``--iree-opt-const-expr-max-size-increase-threshold``,
@@ -156,6 +162,10 @@ class LoweringOptions:
         if not prefetch_ok(self.prefetch_bytes):
             raise LoweringError(f"prefetch_bytes: expected a multiple of 64 from 0 to "
                                 f"{MAX_PREFETCH}, found {self.prefetch_bytes!r}")
+        if isinstance(self.batched_q8_gemv_k, bool) or not isinstance(
+                self.batched_q8_gemv_k, int) or self.batched_q8_gemv_k < 0:
+            raise LoweringError(f"batched_q8_gemv_k: expected a non-negative integer, found "
+                                f"{self.batched_q8_gemv_k!r}")
         if self.prefill_columns not in PREFILL_COLUMNS:
             raise LoweringError(f"prefill_columns: expected one of "
                                 f"{', '.join(map(str, PREFILL_COLUMNS))}, found "

@@ -484,9 +484,10 @@ def batched_int8(scheme: str, m: int, n: int, k: int, options: LoweringOptions
     prefill's integer GEMM (:mod:`.gemm_q8`, one pass of 16 rows, those past ``M`` repeating
     row ``M - 1``): for :data:`INT8_BATCH_SCHEMES`, wherever the prefill of the same weight
     is that GEMM (``activation_quant="q8"``, whole column blocks, the CPU's dot product on
-    512-bit vectors or the portable form), but where :func:`q8_batch` takes it."""
-    if not (1 < m <= MAX_BATCH and scheme in INT8_BATCH_SCHEMES) or (
-            q8_batch(scheme, m, k) and m <= GROUP):     # the batched q8 GEMV: faster there
+    512-bit vectors or the portable form), but where :func:`q8_batch` takes it (``M <= GROUP``,
+    or ``K <= LoweringOptions.batched_q8_gemv_k``: the CPU's choice)."""
+    gemv = q8_batch(scheme, m, k) and (m <= GROUP or k <= options.batched_q8_gemv_k)
+    if not (1 < m <= MAX_BATCH and scheme in INT8_BATCH_SCHEMES) or gemv:   # faster there
         return None
     prefill = kernel_for(scheme, None, n, k, options)
     return prefill if prefill is not None and prefill.int8_gemm else None
@@ -494,9 +495,8 @@ def batched_int8(scheme: str, m: int, n: int, k: int, options: LoweringOptions
 
 def q8_batch(scheme: str, m: int, k: int) -> bool:
     """Whether a batched step of ``m`` rows can run :mod:`.gemv_q8_batched` in the ``q8``
-    mode (Q8_0 / Q5_0 / Q4_0, its quantized ``x`` on the stack: ``M K <= MAX_Q8_K``); it does
-    at ``M <= GROUP`` (one pass), and above where the integer GEMM does not
-    (:func:`batched_int8`; benchmarks/README.md, "The batched q8 GEMV")."""
+    mode (Q8_0 / Q5_0 / Q4_0, ``x`` quantized on the stack: ``M K <= MAX_Q8_K``); where it
+    does, :func:`batched_int8` (benchmarks/README.md, "The batched q8 GEMV")."""
     return 1 < m <= MAX_BATCH and scheme in BYTE_PLANE and m * k <= MAX_Q8_K
 
 
