@@ -1018,10 +1018,11 @@ def test_activation_quant_options() -> None:
                       ).lanes == 8  # type: ignore[union-attr]
     with pytest.raises(LoweringError, match="8-bit activations"):
         Kernel("gguf_q6_k", 64, 512, 16, batch=3, int_dot="avx2")
-    # the prefetch hints of the M = 1 kernels: Intel CPUs (by name, or the host's vendor) only
+    # the prefetch hints of the decode kernels: Intel CPUs (by name, or the host's vendor) and
+    # AMD Zen 4 (znver4, or an AMD family 25 host with AVX-512) only
     assert [TargetConfig(cpu=c).lowering.prefetch_bytes for c in (
-        "sapphirerapids", "skylake", "znver4", "znver3", "x86-64-v3", "generic")] == [
-        4096, 4096, 0, 0, 0, 0]
+        "sapphirerapids", "skylake", "znver4", "znver3", "znver5", "x86-64-v3", "generic")] == [
+        4096, 4096, 4096, 0, 0, 0, 0]
     assert TargetConfig(cpu="znver4", gemv_prefetch=512).lowering.prefetch_bytes == 512
     assert TargetConfig(cpu="sapphirerapids", gemv_kernels=False).lowering.prefetch_bytes == 0
     intel = TargetConfig(cpu="sapphirerapids").lowering

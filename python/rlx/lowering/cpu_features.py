@@ -80,10 +80,13 @@ def _intel(cpu: str) -> bool:
 
 def prefetch_bytes_of(cpu: str) -> int:
     """``LoweringOptions.prefetch_bytes`` for llvm-cpu ``cpu``: :data:`INTEL_PREFETCH_BYTES` on
-    an Intel CPU, 0 (no hints) elsewhere: on AMD Zen 4 a hint of the Q4_K ``q8`` kernel's
-    plane 512-2048 bytes ahead was within noise (benchmarks/README.md, "The decode GEMVs on
-    Zen 4 against the 60% target"), and no AMD machine was at hand to measure them again."""
-    return INTEL_PREFETCH_BYTES if _intel(cpu) else 0
+    an Intel CPU and on AMD Zen 4, 0 (no hints) elsewhere. On Zen 4 hints 512-2048 bytes
+    ahead of the Q4_K ``q8`` kernel were within noise (benchmarks/README.md, "The decode GEMVs
+    on Zen 4 against the 60% target"), but 4 KiB ahead, measured on whole decodes (AMD EPYC
+    family 25 model 17, 2026-12-07, interleaved rounds, medians): Qwen3.5-0.8B Q4_K_M q8
+    44.3 -> 46.8 and 37.5 -> 40.8 tok/s, Llama-1B Q4_K_M q8 38.4 -> 40.5, the 135M Q8_0 model
+    +2-3% (benchmarks/README.md, "Prefetch hints on Zen 4"). Zen 3 and Zen 5 are unmeasured."""
+    return INTEL_PREFETCH_BYTES if _intel(cpu) or _zen4(cpu) else 0
 
 
 ZEN4_BATCHED_Q8_GEMV_K = 1536

@@ -123,7 +123,7 @@ class LoweringOptions:
     f32 lanes at 512 (:mod:`.mir_to_linalg.quant.gemv_batched`)."""
     prefetch_bytes: int = 0
     """How far ahead (bytes) the ``M = 1`` decode GEMV kernels hint their weight planes into
-    the cache (``TargetConfig``: 4096 on Intel CPUs, 0 elsewhere; ``gemv_prefetch``
+    the cache (``TargetConfig``: 4096 on Intel CPUs and AMD Zen 4, 0 elsewhere; ``gemv_prefetch``
     overrides it): :func:`.mir_to_linalg.quant.gemv_text.prefetch_ahead`."""
     prefill_columns: int = 16
     """Rows of ``W`` a column block of the exact prefill GEMM holds on 512-bit vectors
