@@ -45,6 +45,7 @@ from rlx.lowering.cpu_features import (
     batched_q8_gemv_k_of,
     int_dot_of,
     prefetch_bytes_of,
+    prefetch_half_of,
     prefill_columns_of,
     vector_bits_of,
 )
@@ -170,6 +171,8 @@ class TargetConfig:
                                vector_bits=vector_bits_of(self.cpu, self.extra_flags) if (
                                    self.target == "llvm-cpu" and kernels) else 256,
                                prefetch_bytes=self._prefetch_bytes(kernels),
+                               prefetch_half=self.gemv_prefetch is not None or prefetch_half_of(
+                                   self.cpu),
                                prefill_columns=self.prefill_columns or prefill_columns_of(
                                    self.cpu),
                                batched_q8_gemv_k=batched_q8_gemv_k_of(self.cpu) if (

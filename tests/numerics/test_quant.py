@@ -1024,6 +1024,13 @@ def test_activation_quant_options() -> None:
         "sapphirerapids", "skylake", "znver4", "znver3", "znver5", "x86-64-v3", "generic")] == [
         4096, 4096, 4096, 0, 0, 0, 0]
     assert TargetConfig(cpu="znver4", gemv_prefetch=512).lowering.prefetch_bytes == 512
+    zen4 = TargetConfig(cpu="znver4").lowering        # F16 / BF16: no hints there (slower)
+    assert [kernel_for(s, 1, 64, 576, zen4).prefetch  # type: ignore[union-attr]
+            for s in ("gguf_q8_0", "gguf_f16", "gguf_bf16")] == [4096, 0, 0]
+    assert kernel_for("gguf_f16", 1, 64, 576, TargetConfig(  # type: ignore[union-attr]
+        cpu="znver4", gemv_prefetch=4096).lowering).prefetch == 4096
+    assert kernel_for("gguf_f16", 1, 64, 576, TargetConfig(  # type: ignore[union-attr]
+        cpu="sapphirerapids").lowering).prefetch == 4096
     assert TargetConfig(cpu="sapphirerapids", gemv_kernels=False).lowering.prefetch_bytes == 0
     intel = TargetConfig(cpu="sapphirerapids").lowering
     assert kernel_for("gguf_q8_0", 8, 64, 576, intel).prefetch == 4096  # type: ignore[union-attr]

@@ -85,8 +85,17 @@ def prefetch_bytes_of(cpu: str) -> int:
     on Zen 4 against the 60% target"), but 4 KiB ahead, measured on whole decodes (AMD EPYC
     family 25 model 17, 2026-12-07, interleaved rounds, medians): Qwen3.5-0.8B Q4_K_M q8
     44.3 -> 46.8 and 37.5 -> 40.8 tok/s, Llama-1B Q4_K_M q8 38.4 -> 40.5, the 135M Q8_0 model
-    +2-3% (benchmarks/README.md, "Prefetch hints on Zen 4"). Zen 3 and Zen 5 are unmeasured."""
+    +2-3% (benchmarks/README.md, "Prefetch hints on Zen 4"); its F16 / BF16 kernels keep none
+    (:func:`prefetch_half_of`). Zen 3 and Zen 5 are unmeasured."""
     return INTEL_PREFETCH_BYTES if _intel(cpu) or _zen4(cpu) else 0
+
+
+def prefetch_half_of(cpu: str) -> bool:
+    """``LoweringOptions.prefetch_half`` for llvm-cpu ``cpu``: False on AMD Zen 4, where the
+    hints slowed the F16 decode (Qwen3.5-0.8B F16, 5 interleaved rounds: 21.2 tok/s without,
+    19.5 with; its 2 bytes a weight stream at this VM's bandwidth either way), True elsewhere
+    (on the Intel Xeon the F16 kernel gained 1.5x from them)."""
+    return not _zen4(cpu)
 
 
 ZEN4_BATCHED_Q8_GEMV_K = 1536

@@ -125,6 +125,10 @@ class LoweringOptions:
     """How far ahead (bytes) the ``M = 1`` decode GEMV kernels hint their weight planes into
     the cache (``TargetConfig``: 4096 on Intel CPUs and AMD Zen 4, 0 elsewhere; ``gemv_prefetch``
     overrides it): :func:`.mir_to_linalg.quant.gemv_text.prefetch_ahead`."""
+    prefetch_half: bool = True
+    """Whether the F16 / BF16 decode kernels hint too (``TargetConfig``: not on AMD Zen 4,
+    where a Qwen3.5-0.8B F16 decode ran 19.5 tok/s with the hints and 21.2 without, while
+    the quantized forms gained: :func:`.cpu_features.prefetch_half_of`)."""
     prefill_columns: int = 16
     """Rows of ``W`` a column block of the exact prefill GEMM holds on 512-bit vectors
     (:mod:`.mir_to_linalg.quant.gemm_prefill`): 16 (one vector of outputs a row of ``x``,
@@ -141,6 +145,11 @@ class LoweringOptions:
     still hoists it into initializers (``--iree-opt-const-expr-max-size-increase-threshold``,
     1 MiB by default; ``TargetConfig`` reads it from the extra flags): lowerings whose
     repacking grows a weight use it only within this."""
+
+    def decode_prefetch(self, half: bool) -> int:
+        """A decode kernel's hint distance: :attr:`prefetch_bytes`, or 0 for an F16 / BF16
+        one (``half``) without :attr:`prefetch_half`."""
+        return self.prefetch_bytes if self.prefetch_half or not half else 0
 
     @property
     def llvmgpu(self) -> bool:

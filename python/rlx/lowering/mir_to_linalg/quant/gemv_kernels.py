@@ -474,7 +474,7 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
     rows = workgroup_rows(n, k, columns if outer else ROWS_PER_TILE)
     return Kernel(scheme, n, k, rows, batch=m, columns=columns,
                   int_dot=options.int_dot if q8 else None,
-                  prefetch=options.prefetch_bytes if m != DYNAMIC_M else 0,
+                  prefetch=options.decode_prefetch(scheme in HALF_PLANE) if m != DYNAMIC_M else 0,
                   lanes=16 if wide else 8)
 
 
@@ -484,8 +484,8 @@ def batched_int8(scheme: str, m: int, n: int, k: int, options: LoweringOptions
     prefill's integer GEMM (:mod:`.gemm_q8`, one pass of 16 rows, those past ``M`` repeating
     row ``M - 1``): for :data:`INT8_BATCH_SCHEMES`, wherever the prefill of the same weight
     is that GEMM (``activation_quant="q8"``, whole column blocks, the CPU's dot product on
-    512-bit vectors or the portable form), but where :func:`q8_batch` takes it (``M <= GROUP``,
-    or ``K <= LoweringOptions.batched_q8_gemv_k``: the CPU's choice)."""
+    512-bit vectors or the portable form), but where :func:`q8_batch` takes it (``M <= 4`` or
+    ``K <= batched_q8_gemv_k``)."""
     gemv = q8_batch(scheme, m, k) and (m <= GROUP or k <= options.batched_q8_gemv_k)
     if not (1 < m <= MAX_BATCH and scheme in INT8_BATCH_SCHEMES) or gemv:   # faster there
         return None
