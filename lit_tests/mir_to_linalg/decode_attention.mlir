@@ -111,3 +111,27 @@ module @filled attributes {rlx.fusion_policy = "direct"} {
     return %0 : tensor<3x1x32xf32>
   }
 }
+
+// -----
+
+// GQA in groups: 4 rows of 8 query heads over 2 KV heads (hd 16) run 8 workgroups of the 4
+// query heads that share a KV head: row wg / 2, first head (wg mod 2) * 4, its KV head
+// that over 4; each key's K row is loaded once and dotted with the four queries.
+// CHECK-LABEL: module @grouped
+// CHECK:       stream.executable private @rlx_attention_decode_8x2x16_s3e800000_b4_n_g4
+// CHECK:         affine_map<()[s0] -> (s0 floordiv 2)>
+// CHECK:         affine_map<()[s0] -> ((s0 * 4 + 3) * 16)>
+// CHECK:         affine_map<()[s0] -> ((s0 mod 2) * 16)>
+// CHECK:         scf.for {{.*}} -> (f32, f32, f32, f32) {
+// CHECK-NEXT:      vector.load %{{.*}} : memref<?x32xf32>, vector<16xf32>
+// CHECK-NOT:       vector.load
+// CHECK-COUNT-4:   vector.reduction <add>
+// CHECK-COUNT-4:   arith.maximumf
+// CHECK:         scf.for {{.*}} -> (f32, vector<16xf32>, f32, vector<16xf32>, f32, vector<16xf32>, f32, vector<16xf32>)
+// CHECK:       flow.dispatch @rlx_attention_decode_8x2x16_s3e800000_b4_n_g4::@rlx_attention_decode_8x2x16_s3e800000_b4_n_g4[%c8]
+module @grouped attributes {rlx.fusion_policy = "direct"} {
+  func.func @main(%q: tensor<4x1x128xf32>, %k: tensor<4x?x32xf32>, %n: tensor<4xi32>) -> tensor<4x1x128xf32> {
+    %0 = "rlx_mir.attention"(%q, %k, %k, %n) {head_dim = 16 : i64, mask_kind = "causal_lengths", num_heads = 8 : i64} : (tensor<4x1x128xf32>, tensor<4x?x32xf32>, tensor<4x?x32xf32>, tensor<4xi32>) -> tensor<4x1x128xf32>
+    return %0 : tensor<4x1x128xf32>
+  }
+}

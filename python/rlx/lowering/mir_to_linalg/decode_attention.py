@@ -9,7 +9,9 @@ dispatches themselves are the cost: each is a command IREE records on the host a
 barrier the two workers meet at (the 135M model: 210 of a token's 394 dispatches). This
 kernel is one ``stream.executable`` (written in ``vector`` / ``scf`` / ``memref`` on the
 skeleton of :mod:`.executable`, as the GEMV kernels of :mod:`.quant.gemv_kernels`), one
-workgroup per query head:
+workgroup per query head, or per group of ``g`` query heads that read the same KV head
+(:func:`heads_per_workgroup`: each key's K and V rows loaded once for the group, each head's
+arithmetic the one-head kernel's, in its order):
 
 - ``m = max_j s_j`` with ``s_j = scale · (q · k_j)`` over the visible keys ``j``;
 - ``o = Σ_j e_j v_j / Σ_j e_j`` with ``e_j = exp(s_j - m)`` (the scores computed again:
@@ -22,8 +24,8 @@ causal_lengths: row b's first ``n_b`` keys, ``n_b`` an i32 the kernel reads on t
 and clamps to the row's keys, every key masked when it is 0 or less),
 summed in another order (within the f32 tolerance of the decomposed form, never
 bit-identical to it). A batch of ``B`` query rows (``q [B, 1, H · hd]``, one per sequence,
-K / V ``[B, S_k, ...]``, the batched decode of :mod:`rlx.models.llama_batch`) runs ``B · H``
-workgroups, row ``wg / H`` against its own rows of the cache: where IREE data-tiled the
+K / V ``[B, S_k, ...]``, the batched decode of :mod:`rlx.models.llama_batch`) runs ``B · H /
+g`` workgroups, row ``wg / (H / g)`` against its own rows of the cache: where IREE data-tiled the
 decomposed form's batch matmuls, it packed (copied) every slot's whole K and V each step.
 Query head ``h`` reads KV head ``h / (H / Hkv)`` (GQA, no K/V copy). Taken only where the
 layout is the packed ``[1, 1, H · hd]`` query and ``[1, S_k, Hkv · hd]`` K / V in f32, with
@@ -50,11 +52,14 @@ BLOCK, len)`` for ``b = start, start + BLOCK, ...`` while ``b < len``: every key
 range once, none past ``len`` (the last block partial; ``b + BLOCK`` cannot overflow, ``b``
 being below a row count). A head ``h`` reads ``q`` / ``o`` at ``h · hd + [0, hd)`` and K / V
 columns ``(h / (H / Hkv)) · hd + [0, hd)``, in bounds for ``h < H``: the workload is the
-constant ``H``, one workgroup per head, and the body runs only for workgroup ids below
-``H`` (:func:`.executable.executable_text`). Batched or masked (``B · H`` workgroups),
-row ``b = wg / H < B`` reads K / V / mask rows ``b · rows .. b · rows + rows - 1`` of the
-collapsed ``[B · S_k, ...]`` operands, ``rows`` the smallest of their row counts divided by
-``B``: below ``B · rows``, inside every binding. With no key at all (``len = 0``) neither pass
+constant ``H / g``, and the body runs only for workgroup ids below it
+(:func:`.executable.executable_text`); workgroup ``wg`` computes the flattened heads ``wg ·
+g + i``, ``i < g``, at most ``(H / g - 1) g + g - 1 = H - 1`` (``g`` divides ``H / Hkv``, so
+the group's heads share one KV head, ``(wg mod H / g) · g / (H / Hkv) < Hkv``). Batched or
+masked (``B · H / g`` workgroups), row ``b = wg / (H / g) < B`` reads K / V / mask rows ``b ·
+rows .. b · rows + rows - 1`` of the collapsed ``[B · S_k, ...]`` operands, ``rows`` the
+smallest of their row counts divided by ``B``: below ``B · rows``, inside every binding, and
+its heads ``wg · g + i < B · H``. With no key at all (``len = 0``) neither pass
 runs, nothing is read and the result is 0 / 0; with one, each loop runs once.
 """
 
