@@ -78,6 +78,15 @@ def _intel(cpu: str) -> bool:
     return _cpuinfo("vendor_id") == "GenuineIntel" if cpu == "host" else cpu in INTEL_CPUS
 
 
+def _zen4(cpu: str) -> bool:
+    """Whether llvm-cpu ``cpu`` is an AMD Zen 4 core: ``znver4``, or for ``host`` an
+    ``AuthenticAMD`` CPU of family 25 with AVX-512F (family 25 without it is Zen 3)."""
+    if cpu != "host":
+        return cpu == "znver4"
+    return (_cpuinfo("vendor_id") == "AuthenticAMD" and _cpuinfo("cpu family") == "25"
+            and "avx512f" in _host_flags())
+
+
 def prefetch_bytes_of(cpu: str) -> int:
     """``LoweringOptions.prefetch_bytes`` for llvm-cpu ``cpu``: :data:`INTEL_PREFETCH_BYTES` on
     an Intel CPU and on AMD Zen 4, 0 (no hints) elsewhere. On Zen 4 hints 512-2048 bytes
@@ -106,15 +115,6 @@ batched decode step of 8 rows in the ``q8`` mode ran 15-20% faster with the 135M
 16.9 ms against 19.2 - 20.3), level with Qwen3.5-0.8B's (``K = 1024``: 92 - 93 against 89.5 -
 92 ms), and 10% slower with the 1B model's ``K = 2048`` (123 - 124 against 111 - 113 ms):
 benchmarks/README.md, "Batched steps of 8 rows on Zen 4"."""
-
-
-def _zen4(cpu: str) -> bool:
-    """Whether llvm-cpu ``cpu`` is an AMD Zen 4 core: ``znver4``, or for ``host`` an
-    ``AuthenticAMD`` CPU of family 25 with AVX-512F (family 25 without it is Zen 3)."""
-    if cpu != "host":
-        return cpu == "znver4"
-    return (_cpuinfo("vendor_id") == "AuthenticAMD" and _cpuinfo("cpu family") == "25"
-            and "avx512f" in _host_flags())
 
 
 def batched_q8_gemv_k_of(cpu: str) -> int:

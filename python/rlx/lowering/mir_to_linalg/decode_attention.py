@@ -207,8 +207,7 @@ class AttentionKernel(KernelShape):
                 *mask, Scalar("len_k"), Scalar("len_v"),
                 *([Scalar("len_m")] if self.masked else []), Binding("o", qo)]
         # the workgroup's first head within its row: (wg mod H / g) · g
-        head = f"(s0 mod {self.per_row})" if self.rowwise else "s0"
-        head = head if g == 1 else f"{head} * {g}"
+        head = f"(s0 mod {self.per_row}) * {g}" if self.rowwise else f"s0 * {g}"
 
         def body(t: Text) -> None:
             if self.rowwise:
@@ -219,8 +218,7 @@ class AttentionKernel(KernelShape):
             # head i of the group is query head wg · g + i of the flattened [B · H]
             for i in range(g):
                 t(f"%qbase{self._h(i)} = affine.apply affine_map<()[s0] -> "
-                  f"((s0 * {g} + {i}) * {hd})>()[%wg]" if g > 1 else
-                  f"%qbase = affine.apply affine_map<()[s0] -> (s0 * {hd})>()[%wg]")
+                  f"((s0 * {g} + {i}) * {hd})>()[%wg]")
             t(f"%kbase = affine.apply affine_map<()[s0] -> ((({head}) floordiv "
               f"{self.heads // self.kv_heads}) * {hd})>()[%wg]")
             for c in range(self.chunks):
@@ -301,12 +299,12 @@ class AttentionKernel(KernelShape):
         masked: only for a kept key (its K row is not read otherwise), a masked one's is
         MASKED, as the decomposed form's (a row with every key masked is uniform, not
         NaN). Returns their names, head by head."""
-        g = self.group
+        g, f32s = self.group, ", ".join(["f32"] * self.group)
         if self.masked:
             t(f"%mk = memref.load %mask[{j}] : memref<?xf32>")
             t("%keep = arith.cmpf oge, %mk, %half : f32")
-            t.block(f"%sc{':' + str(g) if g > 1 else ''} = scf.if %keep -> "
-                    f"({', '.join(['f32'] * g)})")
+            declared, results = _results("%sc", g)
+            t.block(f"{declared} = scf.if %keep -> ({f32s})")
         for c in range(self.chunks):
             t(f"%kv{c} = vector.load %k[{j}, %ko{c}] : {self.kv_memref}, {V16}")
         scaled = []
@@ -325,26 +323,26 @@ class AttentionKernel(KernelShape):
                 t(f"%sc{self._h(i)} = arith.select %none, %masked, {scaled[i]} : f32")
         if not self.masked:
             return [f"%sc{self._h(i)}" for i in range(g)]
-        t(f"scf.yield {', '.join(scaled)} : {', '.join(['f32'] * g)}")
+        t(f"scf.yield {', '.join(scaled)} : {f32s}")
         t.otherwise()
-        t(f"scf.yield {', '.join(['%masked'] * g)} : {', '.join(['f32'] * g)}")
+        t(f"scf.yield {', '.join(['%masked'] * g)} : {f32s}")
         t.end()
-        return ["%sc"] if g == 1 else [f"%sc#{i}" for i in range(g)]
+        return results
 
     def _max_pass(self, t: Text) -> list[str]:
         """The group's largest visible scores, head by head (their names)."""
-        g = self.group
+        g, f32s = self.group, ", ".join(["f32"] * self.group)
         carried = ", ".join(f"%mx{self._h(i)} = %ninf" for i in range(g))
-        t.block(f"%m{':' + str(g) if g > 1 else ''} = scf.for %j = %start to %len step %c1 "
-                f"iter_args({carried}) -> ({', '.join(['f32'] * g)})")
+        declared, results = _results("%m", g)
+        t.block(f"{declared} = scf.for %j = %start to %len step %c1 "
+                f"iter_args({carried}) -> ({f32s})")
         scores = self._score(t, "%j")
         for i in range(g):
             h = self._h(i)
             t(f"%mx2{h} = arith.maximumf %mx{h}, {scores[i]} : f32")
-        t(f"scf.yield {', '.join(f'%mx2{self._h(i)}' for i in range(g))} : "
-          f"{', '.join(['f32'] * g)}")
+        t(f"scf.yield {', '.join(f'%mx2{self._h(i)}' for i in range(g))} : {f32s}")
         t.end()
-        return ["%m"] if g == 1 else [f"%m#{i}" for i in range(g)]
+        return results
 
     def _sum_pass(self, t: Text, maxima: list[str]) -> None:
         """``%r#(i (c + 1))`` = ``Σ_j e_j`` of head ``i``, the next ``c`` = ``Σ_j e_j v_j``
@@ -387,15 +385,14 @@ class AttentionKernel(KernelShape):
             t(f"%bl2{h} = arith.addf %bl{h}, %e{h} : f32")
         vectors = ", ".join([V16] * (self.chunks * g))
         if self.masked:     # a key of weight 0 (masked, beside a kept one) adds nothing
-            for i in range(g):
-                t(f"%live{self._h(i)} = arith.cmpf one, %e{self._h(i)}, %zero : f32")
-            live = "%live"
+            lives = [f"%live{self._h(i)}" for i in range(g)]
+            for i, name in enumerate(lives):
+                t(f"{name} = arith.cmpf one, %e{self._h(i)}, %zero : f32")
+            live = lives[0]
             for i in range(1, g):       # a masked key weighs 0 in every head of its row
-                t(f"%live_{i} = arith.ori {live if i > 1 else '%live' + self._h(0)}, "
-                  f"%live{self._h(i)} : i1")
+                t(f"%live_{i} = arith.ori {live}, {lives[i]} : i1")
                 live = f"%live_{i}"
-            t.block(f"%acc:{self.chunks * g} = scf.if {live if g > 1 else '%live'} -> "
-                    f"({vectors})")
+            t.block(f"%acc:{self.chunks * g} = scf.if {live} -> ({vectors})")
         for c in range(self.chunks):
             t(f"%vv{c} = vector.load %v[%j, %ko{c}] : {self.kv_memref}, {V16}")
         new, old = [], []
@@ -428,6 +425,12 @@ class AttentionKernel(KernelShape):
             for c in range(self.chunks):
                 t(f"%out{h}{c} = arith.mulf %r#{base + c + 1}, %invv{h} : {V16}")
                 t(f"vector.store %out{h}{c}, %o[%qo{h}{c}] : {self.qo_memref}, {V16}")
+
+
+def _results(name: str, n: int) -> tuple[str, list[str]]:
+    """An op's result declaration, ``name`` for one result or ``name:n``, and the names of
+    its results."""
+    return (name, [name]) if n == 1 else (f"{name}:{n}", [f"{name}#{i}" for i in range(n)])
 
 
 def packed_f32(ctx: LoweringContext, op: Decoded) -> tuple[int, int | None] | None:
