@@ -42,7 +42,9 @@ from rlx.lowering.cpu_features import (
     AVX2_CPUS,
     AVX512_CPUS,
     VNNI_CPUS,
+    WIDE_PREFILL_COLUMNS,
     batched_q8_gemv_k_of,
+    f32_columns_of,
     int_dot_of,
     prefetch_bytes_of,
     prefetch_half_of,
@@ -175,6 +177,8 @@ class TargetConfig:
                                    self.cpu),
                                prefill_columns=self.prefill_columns or prefill_columns_of(
                                    self.cpu),
+                               f32_columns=self.prefill_columns == WIDE_PREFILL_COLUMNS if (
+                                   self.prefill_columns) else f32_columns_of(self.cpu),
                                batched_q8_gemv_k=batched_q8_gemv_k_of(self.cpu) if (
                                    self.target == "llvm-cpu" and self.activation_quant) else 0)
 
@@ -509,8 +513,9 @@ def compile(
     through rlx's hand-written kernels; default on), ``prefill_kernels`` (llvm-cpu, with
     ``gemv_kernels``: a dequant_matmul of many rows, a prefill's, of F16 / BF16 / Q8_0 / Q5_0
     / Q4_0 / Q4_K / Q6_K weights through rlx's prefill kernels (an outer-product GEMM, or the
-    batched kernel's body) on the decode kernel's planes, and, with ``prefill_columns`` 32, an
-    f32 matmul of many rows on a parameter weight through the same GEMM; default on),
+    batched kernel's body) on the decode kernel's planes, and, with ``prefill_columns=32``
+    given or on an Intel CPU with AVX-512, an f32 matmul of many rows on a parameter weight
+    through the same GEMM; default on),
     ``attention_kernel``
     (llvm-cpu: f32 attention through rlx's hand-written kernels, one query against a KV
     cache (decode) or several (prefill), and ``gated_delta_net`` as one dispatch over the
@@ -518,10 +523,10 @@ def compile(
     ``activation_quant`` (llvm-cpu, default None; ``"q8"``: decode GEMVs' ``x`` quantized to
     int8 blocks, integer dot products as the CPU has them, :func:`int_dot_of`; prefill GEMMs
     too where it has AVX-512 VNNI), ``gemv_prefetch`` (llvm-cpu: bytes ahead that the decode
-    GEMV kernels hint their weights into the cache; default from the CPU, 4096 on Intel, 0
-    elsewhere), ``prefill_columns`` (llvm-cpu with AVX-512: 16 or 32, the rows of ``W`` a
-    column block of the exact prefill GEMM holds; default from the CPU, 32 on Intel, 16
-    elsewhere), ``encode_parameters`` (llvm-cpu, default False: the
+    GEMV kernels hint their weights into the cache; default from the CPU, 4096 on Intel and
+    AMD Zen 4 / 5, 0 elsewhere), ``prefill_columns`` (llvm-cpu with AVX-512: 16 or 32, the
+    rows of ``W`` a column block of the exact prefill GEMM holds; default from the CPU, 32 on
+    Intel and AMD Zen 5, 16 elsewhere), ``encode_parameters`` (llvm-cpu, default False: the
     initializers that make the kernels' planes from the weights are split into an encoder
     module, written beside ``output`` as ``NAME.encoder.vmfb``, and the module reads their
     results from the parameter scope ``encoded``; :mod:`rlx.encoding` runs it once per

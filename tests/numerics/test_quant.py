@@ -44,6 +44,7 @@ from rlx.dialects.builder import HirValue
 from rlx.dialects.enums import QUANT_SCHEMES
 from rlx.ir.diagnostics import CompileError, LoweringError
 from rlx.ir.types import DType
+from rlx.lowering.mir_to_linalg.quant.f32_matmul import f32_kernel
 from rlx.lowering.mir_to_linalg.quant.gemv_batched import DYNAMIC_M
 from rlx.lowering.mir_to_linalg.quant.gemv_kernels import (
     HALF_PLANE,
@@ -1019,10 +1020,12 @@ def test_activation_quant_options() -> None:
     with pytest.raises(LoweringError, match="8-bit activations"):
         Kernel("gguf_q6_k", 64, 512, 16, batch=3, int_dot="avx2")
     # the prefetch hints of the decode kernels: Intel CPUs (by name, or the host's vendor) and
-    # AMD Zen 4 (znver4, or an AMD family 25 host with AVX-512) only
+    # AMD Zen 4 / 5 (znver4 / 5, or an AMD family 25 / 26 host with AVX-512) only
     assert [TargetConfig(cpu=c).lowering.prefetch_bytes for c in (
         "sapphirerapids", "skylake", "znver4", "znver3", "znver5", "x86-64-v3", "generic")] == [
-        4096, 4096, 4096, 0, 0, 0, 0]
+        4096, 4096, 4096, 0, 4096, 0, 0]
+    assert [TargetConfig(cpu=c).lowering.prefetch_half for c in ("znver4", "znver5")] == [
+        False, True]
     assert TargetConfig(cpu="znver4", gemv_prefetch=512).lowering.prefetch_bytes == 512
     zen4 = TargetConfig(cpu="znver4").lowering        # F16 / BF16: no hints there (slower)
     assert [kernel_for(s, 1, 64, 576, zen4).prefetch  # type: ignore[union-attr]
@@ -1052,10 +1055,16 @@ def test_activation_quant_options() -> None:
     for bad in (-1, True, 1.5):
         with pytest.raises(LoweringError, match="batched_q8_gemv_k: expected a non-negative"):
             LoweringOptions(batched_q8_gemv_k=bad)  # type: ignore[arg-type]
-    # the exact prefill's column blocks: 32 on Intel CPUs with AVX-512 where N has them, 16
-    # elsewhere (AMD, AVX2, the q8 mode's integer GEMM, N not a multiple of 32)
+    # the exact prefill's column blocks: 32 on Intel CPUs with AVX-512 and AMD Zen 5 where N
+    # has them, 16 elsewhere (Zen 3 / 4, AVX2, the q8 mode's integer GEMM, N not a multiple
+    # of 32); f32 matmuls take them on Intel only (Zen 5: IREE's mmt4d), or where asked for
     assert [TargetConfig(cpu=c).lowering.prefill_columns for c in (
-        "sapphirerapids", "skylake", "znver4", "generic")] == [32, 32, 16, 16]
+        "sapphirerapids", "skylake", "znver4", "znver5", "generic")] == [32, 32, 16, 32, 16]
+    assert [TargetConfig(cpu=c, prefill_columns=p).lowering.f32_columns for c, p in (
+        ("sapphirerapids", None), ("znver5", None), ("znver4", None), ("znver5", 32),
+        ("sapphirerapids", 16))] == [True, False, False, True, False]
+    assert [f32_kernel(TargetConfig(cpu=c).lowering, None, 64, 96) is None
+            for c in ("sapphirerapids", "znver5")] == [False, True]
     columns = [(kern.columns, kern.rows % kern.columns)  # type: ignore[union-attr]
                for kern in (kernel_for("gguf_q8_0", None, 64, 576, intel),
                             kernel_for("gguf_q8_0", None, 48, 576, intel),

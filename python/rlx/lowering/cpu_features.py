@@ -78,25 +78,41 @@ def _intel(cpu: str) -> bool:
     return _cpuinfo("vendor_id") == "GenuineIntel" if cpu == "host" else cpu in INTEL_CPUS
 
 
-def _zen4(cpu: str) -> bool:
-    """Whether llvm-cpu ``cpu`` is an AMD Zen 4 core: ``znver4``, or for ``host`` an
-    ``AuthenticAMD`` CPU of family 25 with AVX-512F (family 25 without it is Zen 3)."""
+def _amd_avx512(cpu: str, name: str, family: str) -> bool:
+    """Whether llvm-cpu ``cpu`` is the AMD core of LLVM CPU ``name``: that name, or for
+    ``host`` an ``AuthenticAMD`` CPU of ``family`` with AVX-512F."""
     if cpu != "host":
-        return cpu == "znver4"
-    return (_cpuinfo("vendor_id") == "AuthenticAMD" and _cpuinfo("cpu family") == "25"
+        return cpu == name
+    return (_cpuinfo("vendor_id") == "AuthenticAMD" and _cpuinfo("cpu family") == family
             and "avx512f" in _host_flags())
+
+
+def _zen4(cpu: str) -> bool:
+    """Whether llvm-cpu ``cpu`` is an AMD Zen 4 core: ``znver4``, or for ``host`` an AMD CPU
+    of family 25 with AVX-512F (family 25 without it is Zen 3)."""
+    return _amd_avx512(cpu, "znver4", "25")
+
+
+def _zen5(cpu: str) -> bool:
+    """Whether llvm-cpu ``cpu`` is an AMD Zen 5 core: ``znver5``, or for ``host`` an AMD CPU
+    of family 26 with AVX-512F."""
+    return _amd_avx512(cpu, "znver5", "26")
 
 
 def prefetch_bytes_of(cpu: str) -> int:
     """``LoweringOptions.prefetch_bytes`` for llvm-cpu ``cpu``: :data:`INTEL_PREFETCH_BYTES` on
-    an Intel CPU and on AMD Zen 4, 0 (no hints) elsewhere. On Zen 4 hints 512-2048 bytes
-    ahead of the Q4_K ``q8`` kernel were within noise (benchmarks/README.md, "The decode GEMVs
-    on Zen 4 against the 60% target"), but 4 KiB ahead, measured on whole decodes (AMD EPYC
-    family 25 model 17, 2026-12-07, interleaved rounds, medians): Qwen3.5-0.8B Q4_K_M q8
-    44.3 -> 46.8 and 37.5 -> 40.8 tok/s, Llama-1B Q4_K_M q8 38.4 -> 40.5, the 135M Q8_0 model
-    +2-3% (benchmarks/README.md, "Prefetch hints on Zen 4"); its F16 / BF16 kernels keep none
-    (:func:`prefetch_half_of`). Zen 3 and Zen 5 are unmeasured."""
-    return INTEL_PREFETCH_BYTES if _intel(cpu) or _zen4(cpu) else 0
+    an Intel CPU and on AMD Zen 4 and Zen 5, 0 (no hints) elsewhere (Zen 3 is unmeasured).
+    Measured on whole decodes (``benchmarks/decode_options.py``, interleaved rounds, medians;
+    benchmarks/README.md, "Prefetch hints on Zen 4" and "... on Zen 5"):
+
+    - Zen 4 (AMD EPYC family 25 model 17, 2026-12-07): Qwen3.5-0.8B Q4_K_M q8 44.3 -> 46.8
+      and 37.5 -> 40.8 tok/s, Llama-1B Q4_K_M q8 38.4 -> 40.5, the 135M Q8_0 model +2-3%; its
+      F16 / BF16 kernels keep none (:func:`prefetch_half_of`). Hints 512-2048 bytes ahead of
+      one Q4_K ``q8`` GEMV were within noise there.
+    - Zen 5 (family 26 model 2, 2026-12-07): Llama-1B Q4_K_M q8 52.8 -> 59.4, exact 48.7 ->
+      57.5, Q8_0 39.6 -> 50.0 tok/s; F16 level (21.8 / 21.7); 2 and 8 KiB ahead 57.5 and
+      58.9 against 4 KiB's 59.3 (q8)."""
+    return INTEL_PREFETCH_BYTES if _intel(cpu) or _zen4(cpu) or _zen5(cpu) else 0
 
 
 def prefetch_half_of(cpu: str) -> bool:
@@ -125,18 +141,36 @@ def batched_q8_gemv_k_of(cpu: str) -> int:
 
 
 WIDE_PREFILL_COLUMNS = 32
-"""``LoweringOptions.prefill_columns`` on an Intel CPU with AVX-512 (:func:`prefill_columns_of`):
-on the Xeon of family 6 model 207 a prefill GEMM of 128 rows (F16 / Q8_0 / Q4_K / Q6_K,
-2048 x 5632 and 5632 x 2048) took 14-19% less time in column blocks of 32 than of 16
-(benchmarks/README.md, "A wider prefill tile on the Intel Xeon")."""
+"""``LoweringOptions.prefill_columns`` on an Intel CPU and on AMD Zen 5 (both with AVX-512;
+:func:`prefill_columns_of`). The exact prefill GEMMs took less time in column blocks of 32
+than of 16 (benchmarks/README.md, "A wider prefill tile on the Intel Xeon" and "... on Zen 5"):
+
+- on the Xeon of family 6 model 207, 14-19% less at 128 rows (F16 / Q8_0 / Q4_K / Q6_K,
+  2048 x 5632 and 5632 x 2048);
+- on Zen 5 (AMD EPYC family 26 model 2, 2026-12-07, ``benchmarks/llama.py --modes
+  exact/16,exact/32``), whole prefills of 128 and 512 tokens 3-15% faster: 1B F16 158 -> 181
+  and 170 -> 179 tok/s, Q8_0 171 -> 183 and 174 -> 186, Q4_K_M 177 -> 187 and 175 -> 191;
+  the 135M rows 6-11%."""
 
 
 def prefill_columns_of(cpu: str) -> int:
     """``LoweringOptions.prefill_columns`` for llvm-cpu ``cpu``: :data:`WIDE_PREFILL_COLUMNS`
-    on an Intel CPU, 16 elsewhere: the 16 x 16 tile was the one measured on AMD Zen 3 / 4 /
-    5, and no AMD machine was at hand to measure the wider one
-    (``TargetConfig(prefill_columns=32)`` tries it). Used on 512-bit vectors only."""
-    return WIDE_PREFILL_COLUMNS if _intel(cpu) else 16
+    on an Intel CPU and on AMD Zen 5, 16 elsewhere: the 16 x 16 tile was the one measured on
+    AMD Zen 3 / 4 (Zen 4's AVX-512 runs on 256-bit units; the wider tile is unmeasured there:
+    ``TargetConfig(prefill_columns=32)`` tries it). Used on 512-bit vectors only."""
+    return WIDE_PREFILL_COLUMNS if _intel(cpu) or _zen5(cpu) else 16
+
+
+def f32_columns_of(cpu: str) -> bool:
+    """``LoweringOptions.f32_columns`` for llvm-cpu ``cpu``: True on an Intel CPU, where the
+    column-block GEMM ran f32 prefill matmuls at 250-330 GFLOP/s against IREE's ``mmt4d``'s
+    160-230 (benchmarks/README.md, "f32 prefill matmuls in column blocks of 32"); False
+    elsewhere. On AMD Zen 5 (family 26 model 2, 2026-12-07, ``benchmarks/f32_gemm.py``, 9
+    rounds, medians) ``mmt4d`` was level or faster: M = 128, ms ``mmt4d`` / 32 columns, 1024 x
+    5632 3.97 / 4.58, 2816 x 1024 2.24 / 2.26, 2048 x 5632 8.06 / 7.52, 5632 x 2048 7.43 /
+    7.90, 1024 x 1024 0.94 / 1.02; M = 512, 1024 x 5632 15.4 / 15.8, 5632 x 2048 28.3 / 32.7.
+    So Zen 5 takes the wide tile for the quantized and half-precision prefill only."""
+    return _intel(cpu)
 
 
 def int_dot_of(cpu: str, extra_flags: tuple[str, ...]) -> str:
@@ -161,5 +195,6 @@ def int_dot_of(cpu: str, extra_flags: tuple[str, ...]) -> str:
     return "avx2" if "avx2" in features else "portable"
 
 
-__all__ = ["AVX2_CPUS", "AVX512_CPUS", "CPU_FEATURES_FLAG", "VNNI_CPUS", "int_dot_of",
-           "prefetch_bytes_of", "prefill_columns_of", "vector_bits_of"]
+__all__ = ["AVX2_CPUS", "AVX512_CPUS", "CPU_FEATURES_FLAG", "VNNI_CPUS", "WIDE_PREFILL_COLUMNS",
+           "f32_columns_of", "int_dot_of", "prefetch_bytes_of", "prefill_columns_of",
+           "vector_bits_of"]

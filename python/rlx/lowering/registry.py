@@ -123,8 +123,8 @@ class LoweringOptions:
     f32 lanes at 512 (:mod:`.mir_to_linalg.quant.gemv_batched`)."""
     prefetch_bytes: int = 0
     """How far ahead (bytes) the ``M = 1`` decode GEMV kernels hint their weight planes into
-    the cache (``TargetConfig``: 4096 on Intel CPUs and AMD Zen 4, 0 elsewhere; ``gemv_prefetch``
-    overrides it): :func:`.mir_to_linalg.quant.gemv_text.prefetch_ahead`."""
+    the cache (``TargetConfig``: 4096 on Intel CPUs and AMD Zen 4 / 5, 0 elsewhere;
+    ``gemv_prefetch`` overrides it): :func:`.mir_to_linalg.quant.gemv_text.prefetch_ahead`."""
     prefetch_half: bool = True
     """Whether the F16 / BF16 decode kernels hint too (``TargetConfig``: not on AMD Zen 4,
     where a Qwen3.5-0.8B F16 decode ran 19.5 tok/s with the hints and 21.2 without, while
@@ -134,6 +134,11 @@ class LoweringOptions:
     (:mod:`.mir_to_linalg.quant.gemm_prefill`): 16 (one vector of outputs a row of ``x``,
     16 rows a pass) or 32 (two, 8 rows a pass: fewer loads per FMA). ``TargetConfig``
     picks it from the target CPU (:func:`.cpu_features.prefill_columns_of`)."""
+    f32_columns: bool = False
+    """Whether, with :attr:`prefill_columns` 32, an f32 prefill matmul on a parameter weight
+    runs that column-block GEMM too (:mod:`.mir_to_linalg.quant.f32_matmul`) rather than
+    IREE's data-tiled ``mmt4d``. ``TargetConfig``: True where ``prefill_columns=32`` is
+    given, else from the target CPU (:func:`.cpu_features.f32_columns_of`)."""
     batched_q8_gemv_k: int = 0
     """In the ``q8`` mode, a batched decode step of more than 4 rows of Q8_0 / Q5_0 / Q4_0
     weights runs the batched q8 GEMV in passes of 4 rows instead of the integer GEMM where

@@ -104,11 +104,13 @@ five shapes of benchmarks/README.md, "f32 prefill matmuls in column blocks of 32
 PREFILL_HINT_FORMS = ("half",)
 """The forms whose prefill (:func:`outer_body`) hints the next chunk of each tile into L2 while
 it dequantizes this one (:func:`.gemv_batched.hint_chunks`), in the wide tile only (column blocks of
-:data:`WIDE_COLUMNS`: Intel CPUs with AVX-512, where it was measured). F16 (the ``half``
-form), A/B on the Intel Xeon (family 6 model 167), 5 interleaved rounds: M = 128, 11264 x 2048
-30.7 -> 28.1 ms and 2048 x 5632 17.6 -> 15.1; M = 512 level (114.7 / 112.9, 56.4 / 57.3).
-Not kept for Q4_K (26.7 / 26.7, 15.4 / 16.0) nor Q8_0 (25.1 / 25.0, 16.0 / 15.0): level
-within this VM's noise."""
+:data:`WIDE_COLUMNS`: Intel CPUs with AVX-512, where it was measured, and AMD Zen 5). F16
+(the ``half`` form), A/B on the Intel Xeon (family 6 model 167), 5 interleaved rounds: M =
+128, 11264 x 2048 30.7 -> 28.1 ms and 2048 x 5632 17.6 -> 15.1; M = 512 level (114.7 /
+112.9, 56.4 / 57.3). Not kept for Q4_K (26.7 / 26.7, 15.4 / 16.0) nor Q8_0 (25.1 / 25.0,
+16.0 / 15.0): level within this VM's noise. On Zen 5 the wide tile with these hints took
+the 1B F16 prefill from 158 to 181 tok/s (128 tokens; :data:`.cpu_features.
+WIDE_PREFILL_COLUMNS`)."""
 F32_PREFETCH_LOCALITY = 2
 """Where :func:`f32_body` hints the next chunk's weights: ``prefetcht1`` (L2); L1 (locality 3)
 was slower on the Intel Xeon in the same measurement."""
