@@ -42,9 +42,7 @@ from rlx.lowering.cpu_features import (
     AVX2_CPUS,
     AVX512_CPUS,
     VNNI_CPUS,
-    WIDE_PREFILL_COLUMNS,
     batched_q8_gemv_k_of,
-    f32_columns_of,
     int_dot_of,
     prefetch_bytes_of,
     prefetch_half_of,
@@ -177,8 +175,6 @@ class TargetConfig:
                                    self.cpu),
                                prefill_columns=self.prefill_columns or prefill_columns_of(
                                    self.cpu),
-                               f32_columns=self.prefill_columns == WIDE_PREFILL_COLUMNS if (
-                                   self.prefill_columns) else f32_columns_of(self.cpu),
                                batched_q8_gemv_k=batched_q8_gemv_k_of(self.cpu) if (
                                    self.target == "llvm-cpu" and self.activation_quant) else 0)
 
@@ -513,9 +509,8 @@ def compile(
     through rlx's hand-written kernels; default on), ``prefill_kernels`` (llvm-cpu, with
     ``gemv_kernels``: a dequant_matmul of many rows, a prefill's, of F16 / BF16 / Q8_0 / Q5_0
     / Q4_0 / Q4_K / Q6_K weights through rlx's prefill kernels (an outer-product GEMM, or the
-    batched kernel's body) on the decode kernel's planes, and, with ``prefill_columns=32``
-    given or on an Intel CPU with AVX-512, an f32 matmul of many rows on a parameter weight
-    through the same GEMM; default on),
+    batched kernel's body) on the decode kernel's planes, and, with ``prefill_columns`` 32, an
+    f32 matmul of many rows on a parameter weight through the same GEMM; default on),
     ``attention_kernel``
     (llvm-cpu: f32 attention through rlx's hand-written kernels, one query against a KV
     cache (decode) or several (prefill), and ``gated_delta_net`` as one dispatch over the

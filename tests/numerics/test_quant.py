@@ -44,7 +44,6 @@ from rlx.dialects.builder import HirValue
 from rlx.dialects.enums import QUANT_SCHEMES
 from rlx.ir.diagnostics import CompileError, LoweringError
 from rlx.ir.types import DType
-from rlx.lowering.mir_to_linalg.quant.f32_matmul import f32_kernel
 from rlx.lowering.mir_to_linalg.quant.gemv_batched import DYNAMIC_M
 from rlx.lowering.mir_to_linalg.quant.gemv_kernels import (
     HALF_PLANE,
@@ -1057,14 +1056,9 @@ def test_activation_quant_options() -> None:
             LoweringOptions(batched_q8_gemv_k=bad)  # type: ignore[arg-type]
     # the exact prefill's column blocks: 32 on Intel CPUs with AVX-512 and AMD Zen 5 where N
     # has them, 16 elsewhere (Zen 3 / 4, AVX2, the q8 mode's integer GEMM, N not a multiple
-    # of 32); f32 matmuls take them on Intel only (Zen 5: IREE's mmt4d), or where asked for
+    # of 32)
     assert [TargetConfig(cpu=c).lowering.prefill_columns for c in (
         "sapphirerapids", "skylake", "znver4", "znver5", "generic")] == [32, 32, 16, 32, 16]
-    assert [TargetConfig(cpu=c, prefill_columns=p).lowering.f32_columns for c, p in (
-        ("sapphirerapids", None), ("znver5", None), ("znver4", None), ("znver5", 32),
-        ("sapphirerapids", 16))] == [True, False, False, True, False]
-    assert [f32_kernel(TargetConfig(cpu=c).lowering, None, 64, 96) is None
-            for c in ("sapphirerapids", "znver5")] == [False, True]
     columns = [(kern.columns, kern.rows % kern.columns)  # type: ignore[union-attr]
                for kern in (kernel_for("gguf_q8_0", None, 64, 576, intel),
                             kernel_for("gguf_q8_0", None, 48, 576, intel),

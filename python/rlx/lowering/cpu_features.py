@@ -143,14 +143,19 @@ def batched_q8_gemv_k_of(cpu: str) -> int:
 WIDE_PREFILL_COLUMNS = 32
 """``LoweringOptions.prefill_columns`` on an Intel CPU and on AMD Zen 5 (both with AVX-512;
 :func:`prefill_columns_of`). The exact prefill GEMMs took less time in column blocks of 32
-than of 16 (benchmarks/README.md, "A wider prefill tile on the Intel Xeon" and "... on Zen 5"):
+than of 16 (benchmarks/README.md, "A wider prefill tile on the Intel Xeon" and "Prefetch
+hints, the wide prefill tile and f32 GEMMs on Zen 5"):
 
 - on the Xeon of family 6 model 207, 14-19% less at 128 rows (F16 / Q8_0 / Q4_K / Q6_K,
   2048 x 5632 and 5632 x 2048);
 - on Zen 5 (AMD EPYC family 26 model 2, 2026-12-07, ``benchmarks/llama.py --modes
   exact/16,exact/32``), whole prefills of 128 and 512 tokens 3-15% faster: 1B F16 158 -> 181
   and 170 -> 179 tok/s, Q8_0 171 -> 183 and 174 -> 186, Q4_K_M 177 -> 187 and 175 -> 191;
-  the 135M rows 6-11%."""
+  the 135M rows 6-11%. With 32 columns f32 prefill matmuls on parameter weights take rlx's
+  column-block GEMM instead of IREE's ``mmt4d`` (:mod:`.mir_to_linalg.quant.f32_matmul`):
+  alone, one GEMM at a time, ``mmt4d`` was level or ahead on Zen 5 (``benchmarks/f32_gemm.py``),
+  but in the blocks suite (``python -m benchmarks --prefill-columns 32``, 9 rounds) the SwiGLU
+  FFN took 8.70 -> 6.64 ms and the LLaMA prefill block 9.22 -> 8.04 ms, as on Intel."""
 
 
 def prefill_columns_of(cpu: str) -> int:
@@ -159,18 +164,6 @@ def prefill_columns_of(cpu: str) -> int:
     AMD Zen 3 / 4 (Zen 4's AVX-512 runs on 256-bit units; the wider tile is unmeasured there:
     ``TargetConfig(prefill_columns=32)`` tries it). Used on 512-bit vectors only."""
     return WIDE_PREFILL_COLUMNS if _intel(cpu) or _zen5(cpu) else 16
-
-
-def f32_columns_of(cpu: str) -> bool:
-    """``LoweringOptions.f32_columns`` for llvm-cpu ``cpu``: True on an Intel CPU, where the
-    column-block GEMM ran f32 prefill matmuls at 250-330 GFLOP/s against IREE's ``mmt4d``'s
-    160-230 (benchmarks/README.md, "f32 prefill matmuls in column blocks of 32"); False
-    elsewhere. On AMD Zen 5 (family 26 model 2, 2026-12-07, ``benchmarks/f32_gemm.py``, 9
-    rounds, medians) ``mmt4d`` was level or faster: M = 128, ms ``mmt4d`` / 32 columns, 1024 x
-    5632 3.97 / 4.58, 2816 x 1024 2.24 / 2.26, 2048 x 5632 8.06 / 7.52, 5632 x 2048 7.43 /
-    7.90, 1024 x 1024 0.94 / 1.02; M = 512, 1024 x 5632 15.4 / 15.8, 5632 x 2048 28.3 / 32.7.
-    So Zen 5 takes the wide tile for the quantized and half-precision prefill only."""
-    return _intel(cpu)
 
 
 def int_dot_of(cpu: str, extra_flags: tuple[str, ...]) -> str:
@@ -196,5 +189,4 @@ def int_dot_of(cpu: str, extra_flags: tuple[str, ...]) -> str:
 
 
 __all__ = ["AVX2_CPUS", "AVX512_CPUS", "CPU_FEATURES_FLAG", "VNNI_CPUS", "WIDE_PREFILL_COLUMNS",
-           "f32_columns_of", "int_dot_of", "prefetch_bytes_of", "prefill_columns_of",
-           "vector_bits_of"]
+           "int_dot_of", "prefetch_bytes_of", "prefill_columns_of", "vector_bits_of"]

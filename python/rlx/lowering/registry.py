@@ -134,11 +134,6 @@ class LoweringOptions:
     (:mod:`.mir_to_linalg.quant.gemm_prefill`): 16 (one vector of outputs a row of ``x``,
     16 rows a pass) or 32 (two, 8 rows a pass: fewer loads per FMA). ``TargetConfig``
     picks it from the target CPU (:func:`.cpu_features.prefill_columns_of`)."""
-    f32_columns: bool = False
-    """Whether, with :attr:`prefill_columns` 32, an f32 prefill matmul on a parameter weight
-    runs that column-block GEMM too (:mod:`.mir_to_linalg.quant.f32_matmul`) rather than
-    IREE's data-tiled ``mmt4d``. ``TargetConfig``: True where ``prefill_columns=32`` is
-    given, else from the target CPU (:func:`.cpu_features.f32_columns_of`)."""
     batched_q8_gemv_k: int = 0
     """In the ``q8`` mode, a batched decode step of more than 4 rows of Q8_0 / Q5_0 / Q4_0
     weights runs the batched q8 GEMV in passes of 4 rows instead of the integer GEMM where

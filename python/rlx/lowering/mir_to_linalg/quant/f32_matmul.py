@@ -6,8 +6,7 @@ concatenated along ``N``: a packed gate / up projection) and whose ``M`` is dyna
 whose AVX-512 f32 tile is 16 x 16 x 1: per ``k`` one load of 16 weights and 16 FMAs, each
 with a broadcast of ``x`` from memory (17 loads to 16 FMAs). Where the target CPU takes the
 wide prefill tile (``LoweringOptions.prefill_columns`` = 32, :func:`.cpu_features.
-prefill_columns_of`) and takes it for f32 too (``LoweringOptions.f32_columns``, :func:`.
-cpu_features.f32_columns_of`: Intel CPUs with AVX-512), it runs :func:`.gemm_prefill.f32_body`
+prefill_columns_of`: Intel CPUs with AVX-512, AMD Zen 5), it runs :func:`.gemm_prefill.f32_body`
 instead: 32 columns by 8 rows of ``x``, two weight loads and eight broadcasts to sixteen
 FMAs, on a plane that holds ``W`` as its column blocks (made at load, :func:`.gemv_planes.
 f32_plane`, in place of IREE's hoisted pack of the same size). Where the tile would be 16 x
@@ -40,9 +39,9 @@ def f32_kernel(options: LoweringOptions, m: int | None, n: int, k: int
                ) -> gemv_kernels.Kernel | None:
     """The kernel of an f32 ``[M, K] x [K, N]`` prefill (``m`` None: dynamic), or None where
     IREE's matmul stays (not llvm-cpu with rlx's kernels, prefill kernels off, not the wide
-    tile for f32, ``M <= MAX_BATCH``, ``K`` not whole blocks of 32 or ``N`` not of 32 columns)."""
+    tile, ``M <= MAX_BATCH``, ``K`` not whole blocks of 32 or ``N`` not of 32 columns)."""
     if not (options.gemv_kernels and options.prefill_kernels and options.vector_bits >= 512
-            and options.prefill_columns == WIDE_COLUMNS and options.f32_columns):
+            and options.prefill_columns == WIDE_COLUMNS):
         return None
     if (m is not None and m <= gemv_kernels.MAX_BATCH) or k % 32 or n % WIDE_COLUMNS:
         return None
