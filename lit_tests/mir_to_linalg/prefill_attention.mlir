@@ -5,7 +5,9 @@
 // again in the kernel from the same value, its binding's dim). Each row's visible keys
 // (signed position rows - S + m, its count clamped to [0, rows]) are kept in i32 stack
 // buffers; the kernel walks the union of the tile's keys in groups of 128 and blocks of
-// 16: a row's scores of the block, its running max, one vector exp for the block's weights,
+// 16 (its key rows min(j0 + i, bend - 1), inside the block): a row's 16 scores of the
+// block as one vector (16 vectors of q * k partial sums summed across lanes by a shuffle
+// tree, no reduction a key), its running max, one vector exp for the block's weights,
 // the weighted sums of V rescaled when the max grows; at a group's end the partial sums are
 // folded into the totals; each row's output is totals / sum of weights. A window starts at
 // max(0, pos - window); causal_lengths reads n_b from the device instead of rows.
@@ -37,12 +39,17 @@
 // CHECK:           arith.minsi
 // CHECK:         scf.for %[[G:.*]] = %{{.*}} to %{{.*}} step %c128 {
 // CHECK:           scf.for %[[J0:.*]] = %[[G]] to %{{.*}} step %c16
+// CHECK:             %[[BEND:.*]] = affine.min affine_map<(d0)[s0] -> (d0 + 16, s0)>(%[[J0]])
+// CHECK:             affine.min affine_map<(d0)[s0] -> (d0 + 15, s0 - 1)>(%[[J0]])[%[[BEND]]]
 // CHECK:             scf.for %{{.*}} = %c0 to %[[NQ]] step %c1 {
 // CHECK:               scf.if
 // CHECK:                 vector.load %[[QB]]
-// CHECK:                 scf.for
-// CHECK:                   vector.load %[[KC]]
-// CHECK:                   vector.reduction <add>
+// CHECK-NOT:             scf.for
+// CHECK-NOT:             vector.reduction
+// CHECK:                 vector.load %[[KC]]
+// CHECK:                 vector.shuffle %{{.*}}, %{{.*}} [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23]
+// CHECK:                 vector.shuffle %{{.*}}, %{{.*}} [1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31]
+// CHECK-NOT:             vector.reduction <add>
 // CHECK:                 vector.reduction <maximumf>
 // CHECK:                 math.exp %{{.*}} : f32
 // CHECK:                 math.exp %{{.*}} : vector<16xf32>

@@ -12,9 +12,14 @@ Here a workgroup is a **tile** of up to :data:`MAX_TILE` consecutive query rows 
 of one sequence (``B · H · ceil(S / tile)`` workgroups), and walks the keys its rows see in
 blocks of :data:`KEYS`, flash-attention style (online softmax):
 
-- for each row of the tile that sees keys of the block: their scores ``scale · (q · k_j)``
-  into a 16-lane stack vector (the block's K rows, read once from memory, stay in L1 for the
-  tile's other rows); lanes outside the row's own keys get ``-inf``;
+- for each row of the tile that sees keys of the block: its 16 scores ``scale · (q · k_j)``
+  as one vector (each key's ``q · k_j`` a vector of partial sums, the 16 summed across
+  lanes together by a tree of shuffles; the block's K rows, read once from memory, stay in
+  L1 for the tile's other rows); lanes outside the row's own keys get ``-inf``. Against
+  one lane reduction per key: the 135M model's heads (9 over 3, 64 wide), causal, 5
+  interleaved rounds on Zen 5, 512 tokens 5.90 -> 4.77 ms, 2048 91.0 -> 80.2 ms; the 1B
+  model's (32 over 8) 23.6 -> 21.0 and 332 -> 300 ms; outputs bit-identical (LLVM reduces
+  a vector in the same pairs);
 - the row's running max ``m`` grows to the block's; its partial sums are rescaled by
   ``exp(m_old - m_new)``; weights ``e_j = exp(s_j - m)`` in one vector ``exp``; ``Σ e_j``
   and ``Σ e_j v_j`` (``hd / 16`` vectors) updated;
@@ -56,10 +61,10 @@ every Q load and O store is inside its binding. K / V rows are ``first + j`` wit
 ``first = b · rows`` and ``0 <= j < rows``, ``rows`` the smallest binding's row count over
 ``B`` (as the decode kernel): each row's range is clamped into ``[0, rows]`` in signed
 index arithmetic whatever ``n_b`` the caller passes, the tile's key loop runs over the union
-of its rows' ranges, and a row reads keys only inside its own. The stack buffers are
-indexed by the row of the tile (``< nq <= tile``) and the lane of the block (``j - j0 <
-KEYS``, since a block ends at ``min(j0 + KEYS, ...)``).
-"""
+of its rows' ranges, and a block ``[j0, bend)`` of it reads keys ``min(j0 + i, bend - 1)``
+only (``bend <= kmax <= rows``), giving no weight to the lanes outside the row's own range.
+The stack buffers are indexed by the row of the tile (``< nq <= tile``) and the lane of the
+block (``j - j0 < KEYS``, since a block ends at ``min(j0 + KEYS, ...)``)."""
 
 from __future__ import annotations
 
@@ -149,6 +154,7 @@ class PrefillAttentionKernel(KernelShape):
             t(f"%gend = affine.min affine_map<(d0)[s0] -> (d0 + {GROUP}, s0)>(%g)[%kmax]")
             t.block("scf.for %j0 = %g to %gend step %ckeys")
             t(f"%bend = affine.min affine_map<(d0)[s0] -> (d0 + {KEYS}, s0)>(%j0)[%gend]")
+            self._keys(t)
             t.block("scf.for %qi = %c0 to %nq step %c1")
             self._block(t, qo, kv)
             t.end()
@@ -266,9 +272,27 @@ class PrefillAttentionKernel(KernelShape):
         t("%kmin = arith.addi %r_kr#0, %c0n : index")
         t("%kmax = arith.addi %r_kr#1, %c0n : index")
 
+    def _keys(self, t: Text) -> None:
+        """The block's key rows ``%kr0 .. %kr15`` of K / V: key ``j0 + i`` clamped to the
+        block's last, ``bend - 1`` (``j0 < bend <= kmax <= rows``, so ``first + j < first +
+        rows``: inside both bindings); a lane past the block scores a key again and
+        :meth:`_weigh` gives it no weight. custom: the keys' keep flags ``%keepv``."""
+        for i in range(KEYS):
+            t(f"%kj{i} = affine.min affine_map<(d0)[s0] -> (d0 + {i}, s0 - 1)>(%j0)[%bend]")
+            t(f"%kr{i} = arith.addi %first, %kj{i} : index")
+        if self.masked:
+            for i in range(KEYS):
+                t(f"%mk{i} = memref.load %mask[%kr{i}] : memref<?xf32>")
+            t(f"%mkv = vector.from_elements {', '.join(f'%mk{i}' for i in range(KEYS))} : "
+              f"{V16}")
+            t(f"%halfv = vector.broadcast %half : f32 to {V16}")
+            t(f"%keepv = arith.cmpf oge, %mkv, %halfv : {V16}")
+
     def _block(self, t: Text, qo: str, kv: str) -> None:
         """Query ``%qi`` against keys ``[%j0, %bend)``, where they meet its own range
-        ``[%b_lo, %b_hi)``: the scores into ``%sb``, then :meth:`_weigh`."""
+        ``[%b_lo, %b_hi)``: the block's 16 scores as one vector into ``%sb``, then
+        :meth:`_weigh`. Each key's ``q · k`` is a 16-lane vector of partial sums; the 16
+        vectors are summed across lanes together (:meth:`_lane_sums`), not one by one."""
         tile = self.tile
         t(f"%b_s32 = memref.load %qs[%qi] : memref<{tile}xi32>")
         t(f"%b_e32 = memref.load %qe[%qi] : memref<{tile}xi32>")
@@ -283,28 +307,48 @@ class PrefillAttentionKernel(KernelShape):
         t("%b_qrow = arith.addi %qrow0, %qi : index")
         for c in range(self.chunks):
             t(f"%q{c} = vector.load %q[%b_qrow, %qo{c}] : {qo}, {V16}")
-        # scores of keys lo .. hi - 1 into %sb (lanes j - j0)
-        t.block("scf.for %j = %b_lo to %b_hi step %c1")
-        t("%b_kr = arith.addi %first, %j : index")
-        prev = None
-        for c in range(self.chunks):
-            t(f"%kv{c} = vector.load %k[%b_kr, %ko{c}] : {kv}, {V16}")
-            t(f"%d{c} = " + (f"arith.mulf %q{c}, %kv{c} : {V16}" if prev is None else
-                             f"vector.fma %q{c}, %kv{c}, {prev} : {V16}"))
-            prev = f"%d{c}"
-        t(f"%dot = vector.reduction <add>, {prev} : {V16} into f32")
-        t("%sc0 = arith.mulf %dot, %scale : f32")
+        dots = []
+        for i in range(KEYS):
+            prev = None
+            for c in range(self.chunks):
+                t(f"%kv{i}_{c} = vector.load %k[%kr{i}, %ko{c}] : {kv}, {V16}")
+                t(f"%d{i}_{c} = " + (f"arith.mulf %q{c}, %kv{i}_{c} : {V16}" if prev is None
+                                     else f"vector.fma %q{c}, %kv{i}_{c}, {prev} : {V16}"))
+                prev = f"%d{i}_{c}"
+            dots.append(prev)
+        dot = self._lane_sums(t, dots)
+        t(f"%scalev = vector.broadcast %scale : f32 to {V16}")
+        t(f"%sc0 = arith.mulf {dot}, %scalev : {V16}")
         if self.masked:
-            t("%mk = memref.load %mask[%b_kr] : memref<?xf32>")
-            t("%keep = arith.cmpf oge, %mk, %half : f32")
-            t("%sc = arith.select %keep, %sc0, %masked : f32")
+            t(f"%sc = arith.select %keepv, %sc0, %maskedv : vector<16xi1>, {V16}")
         else:
-            t("%sc = arith.select %b_none, %masked, %sc0 : f32")
-        t("%b_lane = arith.subi %j, %j0 : index")
-        t(f"memref.store %sc, %sb[%b_lane] : memref<{KEYS}xf32>")
-        t.end()
+            t(f"%sc = arith.select %b_none, %maskedv, %sc0 : {V16}")
+        t(f"vector.store %sc, %sb[%c0] : memref<{KEYS}xf32>, {V16}")
         self._weigh(t, kv)
         t.end()
+
+    @staticmethod
+    def _lane_sums(t: Text, vectors: list[str]) -> str:
+        """One vector whose lane ``i`` is the sum of ``vectors[i]``'s 16 lanes: four levels
+        of pairs, each adding a shuffle of the two vectors' low halves of every segment to
+        one of their high halves (segments of 16, 8, 4, 2 lanes become 8, 4, 2, 1: 15
+        adds and 30 shuffles for 16 vectors, where 16 reductions take 4 shuffles and adds
+        each plus a lane extract and a store)."""
+        level, half = vectors, KEYS // 2
+        while half:
+            low = [off + g * 2 * half + i for off in (0, KEYS)
+                   for g in range(KEYS // (2 * half)) for i in range(half)]
+            nxt = []
+            for n in range(len(level) // 2):
+                a, b = level[2 * n], level[2 * n + 1]
+                name = f"%ls{half}_{n}"
+                for part, lanes in (("lo", low), ("hi", [x + half for x in low])):
+                    t(f"{name}{part} = vector.shuffle {a}, {b} "
+                      f"[{', '.join(map(str, lanes))}] : {V16}, {V16}")
+                t(f"{name} = arith.addf {name}lo, {name}hi : {V16}")
+                nxt.append(name)
+            level, half = nxt, half // 2
+        return level[0]
 
     def _weigh(self, t: Text, kv: str) -> None:
         """The block's scores in ``%sb`` (lanes ``[%b_lo, %b_hi)`` of the row's): the running
