@@ -18,7 +18,7 @@ import pytest
 import rlx
 from hf_gguf import write_gguf
 from rlx.dialects.enums import QUANT_SCHEMES
-from rlx.encoding import compile_model, weights_fingerprint
+from rlx.encoding import LIMIT_VAR, compile_model, limit_bytes, make_room, weights_fingerprint
 from rlx.generate import Generator
 from rlx.models import llama
 from test_models import PROMPT, prefill_all, save_hf
@@ -130,6 +130,51 @@ except RlxError as e:
     assert str(cache / "params") in message
     assert "\n" not in message
     assert not list((cache / "params").glob("*"))
+
+
+def test_archives_are_bounded_least_recently_used_first(gguf_file: Path, warm: dict,
+                                                        tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    """With a bound the archives cannot all fit in (RLX_ENCODED_CACHE_GB), encoding a
+    second model's weights removes the first's archive, never its own; the first model
+    then encodes again and still matches. A reused archive is touched, so the least
+    recently used goes first (make_room on plain files: oldest use first, down to what fits
+    beside the new one)."""
+    cache = _cache(warm, tmp_path)
+    copy = tmp_path / "copy.gguf"
+    copy.write_bytes(gguf_file.read_bytes())
+    assert Generator(llama.from_gguf(gguf_file, logits="all"), options=ON, cache=cache).encoded
+    first, = _archives(cache)
+    monkeypatch.setenv(LIMIT_VAR, str(1.5 * first.stat().st_size / 2**30))
+    assert Generator(llama.from_gguf(copy, logits="all"), options=ON, cache=cache).encoded
+    second, = _archives(cache)
+    assert second != first
+    os.utime(second, (1, 1))
+    assert not Generator(llama.from_gguf(copy, logits="all"), options=ON, cache=cache).encoded
+    assert second.stat().st_mtime > 1               # a reuse marks it recently used
+    again = Generator(llama.from_gguf(gguf_file, logits="all"), options=ON, cache=cache)
+    assert again.encoded
+    assert _archives(cache) == [first]
+    np.testing.assert_array_equal(prefill_all(again, PROMPT), warm["logits"])
+    files = tmp_path / "plain"
+    files.mkdir()
+    for i, name in enumerate("abcd"):
+        (files / f"{name}.irpa").write_bytes(bytes(100))
+        os.utime(files / f"{name}.irpa", (1000 + i, 1000 + i))
+    os.utime(files / "a.irpa", (2000, 2000))        # a was used last
+    assert make_room(files / "d.irpa", 100, 300) == [files / "b.irpa"]
+    assert make_room(files / "new.irpa", 200, 300) == [files / "c.irpa", files / "d.irpa"]
+    assert sorted(p.name for p in files.iterdir()) == ["a.irpa"]
+    assert make_room(files / "new.irpa", 10**9, None) == []
+    monkeypatch.setenv(LIMIT_VAR, "0")
+    assert limit_bytes() is None
+    monkeypatch.delenv(LIMIT_VAR)
+    assert limit_bytes() == 32 * 2**30
+    for bad in ("lots", "-1"):
+        monkeypatch.setenv(LIMIT_VAR, bad)
+        with pytest.raises(rlx.RlxError, match=f"{LIMIT_VAR}=.*expected a size in GiB"):
+            limit_bytes()
 
 
 def test_changed_weights_get_their_own_archive(gguf_file: Path, tmp_path: Path) -> None:

@@ -70,6 +70,57 @@ hold a second copy of the weights; the test suite, whose models each load once, 
 start would encode, and test the encoding in tests/test_encoding.py)."""
 
 
+LIMIT_VAR = "RLX_ENCODED_CACHE_GB"
+"""The most GiB the encoded archives under ``params/`` may hold (default
+:data:`DEFAULT_LIMIT_GB`; ``0``: no bound). Before an archive is written, the least
+recently used others are removed until it fits (:func:`make_room`)."""
+DEFAULT_LIMIT_GB = 32.0
+"""Each model and set of compile options has an archive about the size of its weights (a 3B
+F16 model's: 7 GB), so without a bound a few benchmark runs filled a 250 GB disk's free
+space (60 GB of archives on 2026-12-07, the next write failing)."""
+
+
+def limit_bytes() -> int | None:
+    """:data:`LIMIT_VAR` in bytes, None for no bound; a value that is not a number is one
+    clear error."""
+    raw = os.environ.get(LIMIT_VAR, "").strip()
+    try:
+        gb = float(raw) if raw else DEFAULT_LIMIT_GB
+    except ValueError:
+        raise RunError(f"error: {LIMIT_VAR}={raw!r}: expected a size in GiB (0: no bound)"
+                       ) from None
+    if gb < 0:
+        raise RunError(f"error: {LIMIT_VAR}={raw!r}: expected a size in GiB (0: no bound)")
+    return None if gb == 0 else int(gb * 2**30)
+
+
+def make_room(path: Path, size: int, limit: int | None) -> list[Path]:
+    """Remove the least recently used archives beside ``path`` (``*.irpa`` of its
+    directory; a use touches an archive's modification time, :func:`encode`) until they
+    and ``size`` more bytes fit in ``limit`` bytes; never ``path`` itself. A process that
+    still maps a removed archive keeps reading it (the file lives until it is unmapped).
+    Returns the removed paths."""
+    if limit is None or not path.parent.is_dir():
+        return []
+    others = []
+    for p in path.parent.glob("*.irpa"):
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        if p != path:
+            others.append((st.st_mtime, st.st_size, p))
+    total = size + sum(n for _, n, _ in others)
+    removed = []
+    for _, n, p in sorted(others):
+        if total <= limit:
+            break
+        p.unlink(missing_ok=True)
+        removed.append(p)
+        total -= n
+    return removed
+
+
 def weights_fingerprint(weights: Mapping[str, np.ndarray]) -> str | None:
     """A digest that changes when any weight does (see the module docstring), or None when
     more than :data:`MAX_HASHED` bytes would have to be hashed."""
@@ -171,7 +222,9 @@ def encode(encoder: bytes, vmfb: bytes, path: Path, device: str, params: Any) ->
         except WeightError:
             found = {}
         if found == {k: length for k, (length, _) in entries.items()}:
+            os.utime(path)              # recently used: the last to go (make_room)
             return False
+    make_room(path, sum(n for n, _ in entries.values()), limit_bytes())
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
@@ -264,7 +317,8 @@ def load_compiled(compiled: CompiledModel, weights: Mapping[str, np.ndarray], de
     return runtime.load(compiled.vmfb, device, weights, encoded=compiled.encoded), done
 
 
-__all__ = ["ENCODED_SCOPE", "ENCODER_FLAGS", "ENCODER_SUFFIX", "ENV_VAR", "MAX_HASHED",
-           "CompiledModel",
-           "compile_encoder", "compile_model", "encode", "encoded_index", "encoded_path",
-           "load_compiled", "weights_fingerprint"]  # the first three re-exported
+__all__ = ["DEFAULT_LIMIT_GB", "ENCODED_SCOPE", "ENCODER_FLAGS", "ENCODER_SUFFIX", "ENV_VAR",
+           "LIMIT_VAR", "MAX_HASHED", "CompiledModel", "compile_encoder", "compile_model",
+           "encode", "encoded_index", "encoded_path", "limit_bytes", "load_compiled",
+           "make_room", "weights_fingerprint"]  # ENCODED_SCOPE, ENCODER_FLAGS, ENCODER_SUFFIX,
+# compile_encoder and encoded_index are re-exported
