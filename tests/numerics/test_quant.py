@@ -1041,16 +1041,19 @@ def test_activation_quant_options() -> None:
     for bad in (100, -64, 1 << 20, True):
         with pytest.raises(CompileError, match="gemv_prefetch: expected bytes"):
             TargetConfig(gemv_prefetch=bad)
-    # an 8-row batched step of Q8_0 in the q8 mode: on AMD Zen 4 the batched q8 GEMV (passes
-    # of 4 rows) where K <= 1536, measured faster there; elsewhere, and at larger K, the GEMM
+    # an 8-row batched step of Q8_0 in the q8 mode: on AMD Zen 4 / 5 the batched q8 GEMV
+    # (passes of 4 rows) where K <= 1536 / 2048, measured faster there; elsewhere, and at
+    # larger K, the GEMM
     assert [TargetConfig(cpu=c, activation_quant="q8").lowering.batched_q8_gemv_k for c in (
-        "znver4", "znver5", "sapphirerapids", "znver3", "generic")] == [1536, 0, 0, 0, 0]
+        "znver4", "znver5", "sapphirerapids", "znver3", "generic")] == [1536, 2048, 0, 0, 0]
     assert TargetConfig(cpu="znver4").lowering.batched_q8_gemv_k == 0     # the exact mode
     zen4, zen5 = (TargetConfig(cpu=c, activation_quant="q8").lowering for c in ("znver4",
                                                                              "znver5"))
     assert [kernel_for("gguf_q8_0", 8, 64, k, o).int8_gemm  # type: ignore[union-attr]
-            for k, o in ((576, zen4), (1536, zen4), (2048, zen4), (576, zen5))] == [
-        False, False, True, True]
+            for k, o in ((576, zen4), (1536, zen4), (2048, zen4), (576, zen5), (2048, zen5),
+                         (4096, zen5))] == [False, False, True, False, False, True]
+    assert [kernel_for("gguf_q8_0", 5, 64, k, zen5).int8_gemm  # type: ignore[union-attr]
+            for k in (2048, 2560)] == [False, True]    # 5 rows of 2560 fit the stack: K decides
     for bad in (-1, True, 1.5):
         with pytest.raises(LoweringError, match="batched_q8_gemv_k: expected a non-negative"):
             LoweringOptions(batched_q8_gemv_k=bad)  # type: ignore[arg-type]

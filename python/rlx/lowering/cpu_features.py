@@ -133,10 +133,24 @@ batched decode step of 8 rows in the ``q8`` mode ran 15-20% faster with the 135M
 benchmarks/README.md, "Batched steps of 8 rows on Zen 4"."""
 
 
+ZEN5_BATCHED_Q8_GEMV_K = 2048
+"""``LoweringOptions.batched_q8_gemv_k`` on AMD Zen 5 (:func:`batched_q8_gemv_k_of`): there the
+batched q8 GEMV in passes of 4 rows was the faster 8-row step at every ``K`` it could take
+(AMD EPYC family 26 model 2, 2026-12-07, ``benchmarks/batch_step.py --batch 8 --busy 8
+--activation-quant q8 --prompt 40``, the forms alternated, step medians): 135M Q8_0 (``K``
+576, 1536) 18.2 / 16.5 ms in the integer GEMM, 12.0 / 12.6 in the GEMV; 1B Q8_0 (``K``
+2048 in the GEMV, 5632 in the GEMM either way: 8 rows of it are past the GEMV's stack,
+``M K <= 16384``) 88.6 / 82.9 ms, 72.5 / 76.0 with the GEMV. Unlike Zen 4, where the 1B
+model's ``K = 2048`` was 10% slower in the GEMV."""
+
+
 def batched_q8_gemv_k_of(cpu: str) -> int:
     """``LoweringOptions.batched_q8_gemv_k`` for llvm-cpu ``cpu``: :data:`ZEN4_BATCHED_Q8_GEMV_K`
-    on AMD Zen 4, 0 elsewhere (on the Intel Xeon the integer GEMM was the faster 8-row step
-    of the 135M model, benchmarks/README.md, "The batched q8 GEMV"; Zen 5 is unmeasured)."""
+    on AMD Zen 4, :data:`ZEN5_BATCHED_Q8_GEMV_K` on Zen 5, 0 elsewhere (on the Intel Xeon
+    the integer GEMM was the faster 8-row step of the 135M model, benchmarks/README.md,
+    "The batched q8 GEMV")."""
+    if _zen5(cpu):
+        return ZEN5_BATCHED_Q8_GEMV_K
     return ZEN4_BATCHED_Q8_GEMV_K if _zen4(cpu) else 0
 
 

@@ -139,7 +139,7 @@ class LoweringOptions:
     weights runs the batched q8 GEMV in passes of 4 rows instead of the integer GEMM where
     ``K`` is at most this (0: never; :func:`.mir_to_linalg.quant.gemv_kernels.batched_int8`).
     ``TargetConfig`` picks it from the target CPU (:func:`.cpu_features.batched_q8_gemv_k_of`:
-    1536 on AMD Zen 4, where it was measured faster)."""
+    1536 on AMD Zen 4 and 2048 on Zen 5, where it was measured faster)."""
     hoist_growth: int = 1 << 20
     """The most bytes by which IREE lets a computation on parameters grow their data and
     still hoists it into initializers (``--iree-opt-const-expr-max-size-increase-threshold``,

@@ -18,7 +18,7 @@ blocks of :data:`KEYS`, flash-attention style (online softmax):
   L1 for the tile's other rows); lanes outside the row's own keys get ``-inf``. Against
   one lane reduction per key: the 135M model's heads (9 over 3, 64 wide), causal, 5
   interleaved rounds on Zen 5, 512 tokens 5.90 -> 4.77 ms, 2048 91.0 -> 80.2 ms; the 1B
-  model's (32 over 8) 23.6 -> 21.0 and 332 -> 300 ms; outputs bit-identical (LLVM reduces
+  Llama-3.2-1B's (32 over 8) 23.6 -> 21.0 and 332 -> 300 ms; outputs bit-identical (LLVM reduces
   a vector in the same pairs);
 - the row's running max ``m`` grows to the block's; its partial sums are rescaled by
   ``exp(m_old - m_new)``; weights ``e_j = exp(s_j - m)`` in one vector ``exp``; ``Σ e_j``
