@@ -216,14 +216,8 @@ def encode(encoder: bytes, vmfb: bytes, path: Path, device: str, params: Any) ->
         return rt.SystemContext(vm_modules=[io, module], config=config)
 
     entries = _entries(_call(context(), fns["indices"]))
-    if path.is_file():
-        try:
-            found = {k: v.length for k, v in encoded_index(path).items()}
-        except WeightError:
-            found = {}
-        if found == {k: length for k, (length, _) in entries.items()}:
-            os.utime(path)              # recently used: the last to go (make_room)
-            return False
+    if _current(path, entries):
+        return False
     make_room(path, sum(n for n, _ in entries.values()), limit_bytes())
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
@@ -256,6 +250,21 @@ def encode(encoder: bytes, vmfb: bytes, path: Path, device: str, params: Any) ->
     finally:
         Path(tmp).unlink(missing_ok=True)
         release_file_pages(keep)
+    return True
+
+
+def _current(path: Path, entries: dict[str, tuple[int, bytes | None]]) -> bool:
+    """Whether the archive at ``path`` holds the entries the encoder declares, with their
+    sizes (then it is marked recently used, the last to go in :func:`make_room`)."""
+    if not path.is_file():
+        return False
+    try:
+        found = {k: v.length for k, v in encoded_index(path).items()}
+    except WeightError:
+        return False
+    if found != {k: length for k, (length, _) in entries.items()}:
+        return False
+    os.utime(path)
     return True
 
 
