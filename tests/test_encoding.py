@@ -171,7 +171,7 @@ def test_archives_are_bounded_least_recently_used_first(gguf_file: Path, warm: d
     assert limit_bytes() is None
     monkeypatch.delenv(LIMIT_VAR)
     assert limit_bytes() == 32 * 2**30
-    for bad in ("lots", "-1"):
+    for bad in ("lots", "-1", "nan", "inf"):
         monkeypatch.setenv(LIMIT_VAR, bad)
         with pytest.raises(rlx.RlxError, match=f"{LIMIT_VAR}=.*expected a size in GiB"):
             limit_bytes()

@@ -40,6 +40,7 @@ trusted as it is: checking its bytes would read them all at every start.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import tempfile
 from collections.abc import Mapping
@@ -87,9 +88,8 @@ def limit_bytes() -> int | None:
     try:
         gb = float(raw) if raw else DEFAULT_LIMIT_GB
     except ValueError:
-        raise RunError(f"error: {LIMIT_VAR}={raw!r}: expected a size in GiB (0: no bound)"
-                       ) from None
-    if gb < 0:
+        gb = math.nan
+    if not 0 <= gb < math.inf:                      # NaN, negative or infinite
         raise RunError(f"error: {LIMIT_VAR}={raw!r}: expected a size in GiB (0: no bound)")
     return None if gb == 0 else int(gb * 2**30)
 
