@@ -542,6 +542,21 @@ def test_batched_kernel_rows_the_bounds_rest_on() -> None:
             Kernel(scheme, 64, k, 16, batch=2)
 
 
+def test_q8_decode_gemvs_take_larger_workgroups() -> None:
+    """A q8 decode GEMV's workgroups quantize all of x each, so they take up to
+    Q8_WEIGHTS_PER_WORKGROUP weights (a 1B model's down projection: 128 rows, not 32); the
+    exact kernels, batched steps and prefills keep WEIGHTS_PER_WORKGROUP, and an even count
+    of at least MIN_WORKGROUPS still comes first."""
+    exact = LoweringOptions(gemv_kernels=True)
+    q8 = LoweringOptions(gemv_kernels=True, activation_quant="q8")
+    rows = {(scheme, m, o is q8): kernel_for(scheme, m, 2048, 5632, o).rows
+            for scheme in ("gguf_q4_k", "gguf_q8_0") for m in (1, 2) for o in (exact, q8)}
+    assert rows == {(s, m, quant): 128 if quant and m == 1 else 32
+                    for s in ("gguf_q4_k", "gguf_q8_0") for m in (1, 2) for quant in (False, True)}
+    assert workgroup_rows(16384, 3072, q8=True) == 256
+    assert workgroup_rows(576, 576, q8=True) == workgroup_rows(576, 576) == 144   # 4 of them
+
+
 @pytest.mark.parametrize("scheme", ["gguf_q5_0", "gguf_q4_0", "gguf_q6_k", "gguf_q5_1"])
 def test_widened_kernel_only_where_hoisted(scheme: str) -> None:
     """Q5_0 / Q4_0 (Q5_1 / Q4_1 alike) run the Q8_0 kernel only where their widening to

@@ -471,7 +471,7 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
         return None                               # its S buffer would pass IREE's stack
     columns = options.prefill_columns if (outer and wide and not q8
                                           and n % options.prefill_columns == 0) else COLUMNS
-    rows = workgroup_rows(n, k, columns if outer else ROWS_PER_TILE)
+    rows = workgroup_rows(n, k, columns if outer else ROWS_PER_TILE, q8=q8 and m == 1)
     return Kernel(scheme, n, k, rows, batch=m, columns=columns,
                   int_dot=options.int_dot if q8 else None,
                   prefetch=options.decode_prefetch(scheme in HALF_PLANE) if m != DYNAMIC_M else 0,

@@ -22,20 +22,31 @@ cost is about a microsecond, too much for 32 rows of K = 576 (a 135M model's lay
 head). 2^18 against 2^17 (``iree-profile`` of the 135M Q8_0 decode, 3 interleaved rounds):
 the device's time per token 5.5-5.6 ms against 6.6-7.0 (the GEMVs 15-20% faster); the 1B
 decode unchanged within noise."""
+Q8_WEIGHTS_PER_WORKGROUP = 1 << 20
+"""The same bound for a ``q8`` decode GEMV (``M = 1``, :mod:`.gemv_q8`): every workgroup
+quantizes all of ``x [K]`` on its stack before its rows (and normalizes it first where the
+RMSNorm prologue is fused), a cost of ``K`` a workgroup that fewer, larger workgroups
+share. ``benchmarks/quant.py``'s kernels alone on the AMD EPYC Zen 5 (2 vCPUs, 5
+interleaved rounds, best, 2^18 -> 2^20): Q4_K 2048 x 5632 35.3 -> 46.3 GB/s, 3072 x 8192
+39.6 -> 45.1, 16384 x 3072 46.4 -> 52.3; Q8_0 +2-5%; the exact kernels (no quantization)
+level within noise, so they keep :data:`WEIGHTS_PER_WORKGROUP` (benchmarks/README.md,
+"Larger workgroups for the q8 GEMVs")."""
 MIN_WORKGROUPS = 4
 """...but at least this many workgroups where N allows (both threads busy)."""
 
 
-def workgroup_rows(n: int, k: int, multiple: int = ROWS_PER_TILE) -> int:
+def workgroup_rows(n: int, k: int, multiple: int = ROWS_PER_TILE, q8: bool = False) -> int:
     """The rows a workgroup of a GEMV kernel (:mod:`.gemv_kernels`) takes: the largest
     multiple of ``multiple`` (4: a row tile) that divides ``n``, keeps a workgroup within
-    :data:`WEIGHTS_PER_WORKGROUP` weights and leaves an even count of at least
+    :data:`WEIGHTS_PER_WORKGROUP` weights (``q8``, a ``q8`` decode GEMV's:
+    :data:`Q8_WEIGHTS_PER_WORKGROUP`) and leaves an even count of at least
     :data:`MIN_WORKGROUPS` workgroups (two workers: an odd count leaves one workgroup
     running alone at the end); relaxed in that order. Not only powers of two: the 135M
     model's GEMVs (qkv, o, gate_up, down, LM head) had 15 / 9 / 24 / 9 / 384 workgroups of
     power-of-two rows and now 4 / 4 / 8 / 4 / 128."""
+    weights = Q8_WEIGHTS_PER_WORKGROUP if q8 else WEIGHTS_PER_WORKGROUP
     fits = [r for r in range(n - n % multiple, 0, -multiple)
-            if n % r == 0 and r * k <= WEIGHTS_PER_WORKGROUP]
+            if n % r == 0 and r * k <= weights]
     even = [r for r in fits if n // r >= MIN_WORKGROUPS and (n // r) % 2 == 0]
     busy = [r for r in fits if n // r >= MIN_WORKGROUPS]
     return (even or busy or fits or [multiple])[0]
@@ -232,7 +243,8 @@ def store_row(t: Text, bindings: dict[str, str], i: int, value: str) -> None:
     t(f"memref.store {value}, %y[%r{i}] : {bindings['y']}")
 
 
-__all__ = ["LINE_BYTES", "MIN_WORKGROUPS", "ROWS_PER_TILE", "V8", "WEIGHTS_PER_WORKGROUP", "at",
+__all__ = ["LINE_BYTES", "MIN_WORKGROUPS", "Q8_WEIGHTS_PER_WORKGROUP", "ROWS_PER_TILE", "V8",
+           "WEIGHTS_PER_WORKGROUP", "at",
            "close_reduction", "half_to_f32", "plane_shape", "prefetch_ahead", "q4_k_constants",
            "q4_k_mins", "q4_k_nibble", "q6_k_scales", "reduction", "rows_loop", "store_row",
            "workgroup_rows"]
