@@ -246,12 +246,16 @@ module @half {
 // CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<8x1x16xi8>)
 // CHECK:         linalg.generic {{.*}} outs(%{{.*}} : tensor<8x1xf16>)
 // The q8 mode's Q6_K body reads the file's bytes: ql [N / 4, 2 K], qh [N / 4, K], the scale
-// bytes and d, and forms q - 32 as signed bytes (the dot form is the host CPU's).
+// bytes and d; its dot takes the 6-bit q as the unsigned operand (no q - 32 formed) and adds
+// -32 Σ x per 16 weights from the stack sums xh [K / 16] (the dot form is the host CPU's).
 // Q8-LABEL:    module @q6_k
 // Q8:          stream.executable private @rlx_gemv_q6_k_8x256_q8{{[a-z0-9]+}}
+// Q8:            memref.alloca() : memref<16xf32>
 // Q8:              vector.load %{{.*}} : memref<2x512xi8>, vector<32xi8>
 // Q8:              vector.load %{{.*}} : memref<2x256xi8>, vector<32xi8>
-// Q8:              arith.subi %{{.*}} : vector<32xi8>
+// Q8-NOT:          arith.subi %{{.*}} : vector<32xi8>
+// Q8:              vector.fma %{{.*}} : vector<8xf32>
+// Q8-NOT:          arith.subi %{{.*}} : vector<32xi8>
 // Q8:          flow.dispatch @rlx_gemv_q6_k_8x256_q8{{[a-z0-9]+}}::{{.*}} : (tensor<256xf32>, tensor<2x512xi8>, tensor<2x256xi8>, tensor<2x64xi8>, tensor<2x4xf16>) -> tensor<8xf32>
 // OFF-LABEL:   module @q6_k
 // OFF-NOT:     flow.dispatch

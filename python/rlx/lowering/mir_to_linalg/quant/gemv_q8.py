@@ -34,7 +34,8 @@ and the same result, bit for bit):
   ``multi_reduction`` fails IREE 3.13's translation to LLVM in a hand-written body:
   ``unrealized_conversion_cast`` of ``!llvm.array<8 x vector<4xi32>>``).
 
-The unsigned operand: Q4_K's nibbles are ``0 .. 15`` as they are; Q8_0's signed ``w`` goes
+The unsigned operand: Q4_K's nibbles are ``0 .. 15`` as they are, Q6_K's 6-bit ``q`` ``0 ..
+63`` (its ``- 32`` applied through the sums of ``x``, :func:`q6_k_body`); Q8_0's signed ``w`` goes
 in as ``|w|`` (``vpabsb``: 128 for -128, read unsigned) with ``x``'s sign flipped where
 ``w < 0`` (``vpsignb(x, w)``, zero where ``w = 0``), so ``|w| · sign(w) x = w x`` for every
 byte of the file, -128 included (llama.cpp flips ``w`` by ``x``'s sign instead, which wraps
@@ -43,10 +44,11 @@ for ``w = -128``).
 **No overflow.** ``x``'s bytes are in ``[-127, 127]``. Q8_0: ``|w| <= 128``, so a
 ``vpmaddubsw`` lane is at most ``2 · 128 · 127 = 32512 < 2^15 - 1`` (never saturates), a
 ``vpmaddwd`` / ``vpdpbusd`` lane ``4 · 128 · 127 = 65024`` and a block's sum ``32 · 128 · 127
-= 520192 < 2^24``: exact in i32 and in its f32 conversion (Q5_0 / Q4_0 / Q6_K's ``|w| <= 32``
-are further inside). Q4_K: ``15 · 127 = 1905`` a
-product, a block ``60960``; Q5_K: ``31 · 127 = 3937``, a ``vpmaddubsw`` lane ``7874``, a block
-``125984``. The portable form's products and sums are i32, no closer.
+= 520192 < 2^24``: exact in i32 and in its f32 conversion (Q5_0 / Q4_0's ``|w| <= 32`` and
+Q6_K's ``q <= 63``, a ``vpmaddubsw`` lane ``2 · 63 · 127 = 16002``, are further inside).
+Q4_K: ``15 · 127 = 1905`` a product, a block ``60960``; Q5_K: ``31 · 127 = 3937``, a
+``vpmaddubsw`` lane ``7874``, a block ``125984``. The portable form's products and sums
+are i32, no closer.
 
 **Scaling**: per block, ``y += (d_w · d_x) · dot`` in 8-lane f32 partial sums per row (Q8_0:
 the tile's four f16 ``d_w`` of a block loaded and converted together); Q4_K: ``y = Σ_g
@@ -59,8 +61,8 @@ time. Q5_K as Q4_K, its ``q`` 5 bits (``0 .. 31``).
 :meth:`.gemv_kernels.Kernel.interleave_widths`): Q8_0 / Q5_0 / Q4_0 the exact kernel's
 (i8 ``q``, f16 ``d`` per 32); Q6_K the file's ``ql``, ``qh`` and signed scale bytes as they
 are and ``d`` per superblock (0.82 bytes a weight, the file's: :func:`q6_k_body` forms the
-signed bytes ``q - 32`` in the kernel, five byte operations a block of 32, and its block
-dot's lanes 0-3 and 4-7 take one scale each); Q4_K the file's ``qs`` bytes as they are (byte ``32p +
+6-bit ``q`` in the kernel, four byte operations a block of 32, and its block dot's lanes 0-3
+and 4-7 take one scale each); Q4_K the file's ``qs`` bytes as they are (byte ``32p +
 l`` of a row holds weight ``64p + l`` in its low nibble and ``64p + 32 + l`` in its high
 one: ggml's order, one 32-byte load feeds two groups), ``sc`` and ``m`` unpacked to a byte
 per group, ``d`` and ``dmin`` per superblock: 0.58 bytes a weight (the file's 0.5625; the
@@ -87,7 +89,8 @@ and ``qh [N / 4, K / 2]`` at ``128 (p / 4) + 32 i + [0, 32) < 128 (K / 256) = K 
 Q6_K: half ``h < K / 128`` reads ``ql [N / 4, 2 K]`` at ``256 h + 64 i + [0, 64) < 2 K``,
 ``qh [N / 4, K]`` at ``128 h + 32 i + [0, 32) < K``, ``sc [N / 4, K / 4]`` at ``32 h + 8 i +
 [0, 8) < K / 4``, ``d [N / 4, K / 64]`` at ``4 (h / 2) + i < K / 64``, ``xq`` at ``128 h +
-[0, 128) < K`` and ``xd`` at ``4 h + [0, 4) < K / 32``.
+[0, 128) < K``, ``xd`` at ``4 h + [0, 4) < K / 32`` and the stack ``xh [K / 16]`` at ``8 h +
+[0, 8) < K / 16`` (written at ``2 b + [0, 2)``, ``b < K / 32``).
 """
 
 from __future__ import annotations
@@ -110,9 +113,9 @@ from rlx.lowering.mir_to_linalg.quant.gemv_text import (
 )
 
 MAX_Q8_K = 16384
-"""The largest ``K`` of a ``q8`` kernel: its stack buffers (``1.25 K`` bytes, and ``4 K``
-more for a prologue's ``x``, which :mod:`.fuse` takes only at ``K <= 4096``) stay within
-IREE's 32 KiB."""
+"""The largest ``K`` of a ``q8`` kernel: its stack buffers (``1.25 K`` bytes, Q6_K's ``1.5
+K`` with its ``xh``, and ``4 K`` more for a prologue's ``x``, which :mod:`.fuse` takes only
+at ``K <= 4096``) stay within IREE's 32 KiB."""
 V32B = "vector<32xi8>"
 I8L = "vector<8xi32>"
 
@@ -131,12 +134,15 @@ class Shape(Protocol):
     def bindings(self) -> dict[str, str]: ...
 
 
-def quantize_x(t: Text, k: int, sums: bool, int_dot: str, rows: int = 1) -> None:
+def quantize_x(t: Text, k: int, sums: bool, int_dot: str, rows: int = 1,
+               halves: bool = False) -> None:
     """``%xq [M K]`` i8 and ``%xd [M K / 32]`` f32: ``%x`` (``[K]``; ``rows = M > 1``: ``[M,
     K]``, block ``c`` of the flattened rows being row ``c / (K / 32)``'s block ``c mod K /
     32``) in blocks of 32 as ggml's ``q8_0`` (module docstring); ``sums``: ``%xs [K / 32]``,
     the sums of the quantized ``x`` per block too (``d_b · Σ q``: the integer sum is exact in
-    f32). ``int_dot``: the kernel's form (its rounding instruction)."""
+    f32); ``halves`` (``M = 1``): ``%xh [K / 16]``, ``-32 Σ q`` over each half block of 16
+    (Q6_K's offset: at most ``32 · 16 · 127``, exact in f32). ``int_dot``: the kernel's form
+    (its rounding instruction)."""
     nb = k // 32
     x = memref([rows, k] if rows > 1 else [k], "f32")
     xq, xd = memref([rows * k], "i8"), memref([rows * nb], "f32")
@@ -146,6 +152,9 @@ def quantize_x(t: Text, k: int, sums: bool, int_dot: str, rows: int = 1) -> None
     t(f"%xd = memref.alloca() : {xd}")
     if sums:
         t(f"%xs = memref.alloca() : {xd}")
+    if halves:
+        t(f"%xh = memref.alloca() : {memref([2 * nb], 'f32')}")
+        t(f"%q8_m32 = arith.constant {f32_literal(-32.0)} : f32")
     t.block("scf.for %qb = %c0 to %q8_all step %c1")
     t("%qo = arith.muli %qb, %q8_c32 : index")
     if rows > 1:
@@ -163,6 +172,15 @@ def quantize_x(t: Text, k: int, sums: bool, int_dot: str, rows: int = 1) -> None
         t("%qsq = vector.reduction <add>, %qn : vector<32xf32> into f32")
         t("%qsum = arith.mulf %qsq, %qd : f32")
         t(f"memref.store %qsum, %xs[%qb] : {xd}")
+    if halves:
+        for half in range(2):
+            lanes = ", ".join(str(16 * half + j) for j in range(16))
+            t(f"%qhv{half} = vector.shuffle %qn, %qn [{lanes}] : vector<32xf32>, "
+              "vector<32xf32>")
+            t(f"%qhs{half} = vector.reduction <add>, %qhv{half} : vector<16xf32> into f32")
+            t(f"%qhm{half} = arith.mulf %qhs{half}, %q8_m32 : f32")
+            t(f"%qhi{half} = affine.apply affine_map<()[s0] -> (s0 * 2 + {half})>()[%qb]")
+            t(f"memref.store %qhm{half}, %xh[%qhi{half}] : {memref([2 * nb], 'f32')}")
     t.end()
 
 
@@ -299,10 +317,12 @@ Q6_K_HIGH = {0: ("shli", 4), 1: ("shli", 2), 2: (None, 0), 3: ("shrui", 2)}
 ``2p`` of the ``qh`` byte) to bits 4-5, before the mask with 48."""
 
 
-def q6_k_quarter(t: Text, ql: str, qh: str, p: int, tag: str, vec: str) -> str:
+def q6_k_quarter(t: Text, ql: str, qh: str, p: int, tag: str, vec: str,
+                 signed: bool = True) -> str:
     """``%w{tag}``: quarter ``p``'s signed Q6_K bytes ``(lo | hi << 4) - 32`` (of type ``vec``)
     from ``ql`` (its low nibbles for ``p < 2``, else its high ones) and ``qh`` (bits ``2p``:
-    :data:`Q6_K_HIGH`); needs ``%lo4``, ``%sh4``, ``%sh2``, ``%hi2``, ``%b32``."""
+    :data:`Q6_K_HIGH`); needs ``%lo4``, ``%sh4``, ``%sh2``, ``%hi2``, ``%b32``. ``signed=False``:
+    ``%q{tag}``, the unsigned ``lo | hi << 4`` (``0 .. 63``), without the subtraction."""
     lo = f"arith.andi {ql}, %lo4" if p < 2 else f"arith.shrui {ql}, %sh4"
     t(f"%lo{tag} = {lo} : {vec}")
     op, sh = Q6_K_HIGH[p]
@@ -312,6 +332,8 @@ def q6_k_quarter(t: Text, ql: str, qh: str, p: int, tag: str, vec: str) -> str:
         hi = f"%hs{tag}"
     t(f"%hi{tag} = arith.andi {hi}, %hi2 : {vec}")
     t(f"%q{tag} = arith.ori %lo{tag}, %hi{tag} : {vec}")
+    if not signed:
+        return f"%q{tag}"
     t(f"%w{tag} = arith.subi %q{tag}, %b32 : {vec}")
     return f"%w{tag}"
 
@@ -323,16 +345,19 @@ def q6_k_body(t: Text, kern: Shape) -> None:
     ``ql[32 (p % 2) + l]`` for ``p < 2``, its high nibble for ``p >= 2``; ``hi``: bits
     ``2p`` of ``qh[l]``: ggml's order), and ``y += (d · sc_g · d_x) · dot`` with lanes 0-3
     of the block's dot (its first 16 weights) scaled by group ``2p``'s ``sc`` and lanes 4-7
-    by group ``2p + 1``'s (``d · sc``: an f16 times a signed byte, exact in f32)."""
+    by group ``2p + 1``'s (``d · sc``: an f16 times a signed byte, exact in f32). The dot is
+    of the unsigned ``q = w + 32`` (no sign operands: ``Σ w x = Σ q x - 32 Σ x``), and the
+    ``- 32 Σ x`` of the half's 8 groups is one FMA a row (``%xh``, :func:`quantize_x`): 3
+    byte operations fewer a block of 32 (llama.cpp's ``q6_K`` dot subtracts ``32 Σ x`` as
+    well)."""
     assert kern.int_dot is not None
     k = kern.k
     xq, xd = memref([k], "i8"), memref([k // 32], "f32")
-    quantize_x(t, k, sums=False, int_dot=kern.int_dot)
+    quantize_x(t, k, sums=False, int_dot=kern.int_dot, halves=True)
     dot_constants(t, kern.int_dot)
     t(f"%nh = arith.constant {k // 128} : index")
     t(f"%lo4 = arith.constant dense<15> : {V32B}")
     t(f"%hi2 = arith.constant dense<48> : {V32B}")
-    t(f"%b32 = arith.constant dense<32> : {V32B}")
     for v in (2, 4):
         t(f"%sh{v} = arith.constant dense<{v}> : {V32B}")
     rows_loop(t, kern.rows)
@@ -346,6 +371,8 @@ def q6_k_body(t: Text, kern: Shape) -> None:
     t(f"%dx4 = vector.load %xd[%kdx] : {xd}, vector<4xf32>")
     t("%dx8 = vector.shuffle %dx4, %dx4 [0, 0, 1, 1, 2, 2, 3, 3] : vector<4xf32>, "
       "vector<4xf32>")
+    t(f"%kxh = {at('%h', 8, 0)}")     # the half's 8 groups: -32 Σ q_x of each
+    t(f"%xh8 = vector.load %xh[%kxh] : {memref([k // 16], 'f32')}, {V8}")
     for i in range(ROWS_PER_TILE):
         _q6_k_row(t, kern, i)
     _finish(t, kern)
@@ -473,12 +500,13 @@ def _q6_k_row(t: Text, kern: Shape, i: int) -> None:
     t(f"%qh{i} = vector.load %qh[%tile, %kh{i}] : {mem['qh']}, {V32B}")
     scales = q6_k_scales(t, mem, "%h", i)
     t(f"%ax{i} = arith.mulf {scales}, %dx8 : {V8}")   # lane g: d · sc_g · d_x of its block
-    prev = f"%a{i}"
+    # the offset: Σ_g (d · sc_g · d_x) · (-32 Σ_{l in g} q_x,l), one FMA of the eight lanes
+    t(f"%off{i} = vector.fma %ax{i}, %xh8, %a{i} : {V8}")
+    prev = f"%off{i}"
     for p in range(4):
         tag = f"{i}_{p}"
-        w = q6_k_quarter(t, f"%ql{i}_{p % 2}", f"%qh{i}", p, tag, V32B)
-        u, s = signed_operands(t, kern.int_dot, w, f"%x{p}", tag)
-        dot = block_dot(t, kern.int_dot, u, s, tag)
+        q = q6_k_quarter(t, f"%ql{i}_{p % 2}", f"%qh{i}", p, tag, V32B, signed=False)
+        dot = block_dot(t, kern.int_dot, q, f"%x{p}", tag)
         t(f"%df{tag} = arith.sitofp {dot} : {I8L} to {V8}")
         lanes = ", ".join([str(2 * p)] * 4 + [str(2 * p + 1)] * 4)
         t(f"%v{tag} = vector.shuffle %ax{i}, %ax{i} [{lanes}] : {V8}, {V8}")
