@@ -7,7 +7,8 @@
 // buffers; the kernel walks the union of the tile's keys in groups of 128 and blocks of
 // 16 (its key rows min(j0 + i, bend - 1), inside the block): a row's 16 scores of the
 // block as one vector (16 vectors of q * k partial sums summed across lanes by a shuffle
-// tree, no reduction a key), its running max, one vector exp for the block's weights,
+// tree, no reduction a key), its running max (by a tree of rotations and selects, no
+// NaN-checked reduction), one vector exp for the block's weights,
 // the weighted sums of V rescaled when the max grows; at a group's end the partial sums are
 // folded into the totals; each row's output is totals / sum of weights. A window starts at
 // max(0, pos - window); causal_lengths reads n_b from the device instead of rows.
@@ -49,8 +50,13 @@
 // CHECK:                 vector.load %[[KC]]
 // CHECK:                 vector.shuffle %{{.*}}, %{{.*}} [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23]
 // CHECK:                 vector.shuffle %{{.*}}, %{{.*}} [1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31]
-// CHECK-NOT:             vector.reduction <add>
-// CHECK:                 vector.reduction <maximumf>
+// CHECK-NOT:             vector.reduction
+// CHECK:                 vector.shuffle %{{.*}}, %{{.*}} [8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7]
+// CHECK:                 arith.cmpf ogt
+// CHECK-NOT:             vector.reduction
+// CHECK:                 vector.shuffle %{{.*}}, %{{.*}} [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0]
+// CHECK-NOT:             vector.reduction
+// CHECK:                 arith.cmpf ogt, %{{.*}} : f32
 // CHECK:                 math.exp %{{.*}} : f32
 // CHECK:                 math.exp %{{.*}} : vector<16xf32>
 // CHECK:                 scf.for

@@ -464,6 +464,23 @@ def test_prefill_attention_kernel(batch: int, queries: int, keys: int, heads: in
     check_module(h, "llvm-cpu", inputs=inputs)
 
 
+def test_prefill_attention_kernel_propagates_nan() -> None:
+    """A NaN in one key's K makes exactly the query rows that see that key NaN (their block
+    max may pass over the NaN score, its weight does not); the rows before it, whose blocks
+    hold the key's lane too, match the numpy reference on the same inputs."""
+    h = prefill_module(1, 4, 2, 16, "causal", None)
+    rng = np.random.default_rng(3)
+    inputs = prefill_inputs(1, 40, 40, 4, 2, 16, rng)
+    inputs["k"][0, 20, 3] = np.nan
+    prog = runtime.load(rlx.compile(h, "llvm-cpu"))
+    got = np.asarray(prog.main(inputs["q"], inputs["k"], inputs["v"])).reshape(40, 4, 16)
+    want = np.asarray(reference.evaluate(h, inputs, {})[0]).reshape(40, 4, 16)
+    assert np.isnan(got[20:, :2]).all()          # the heads of KV head 0, from key 20 on
+    assert np.isfinite(got[20:, 2:]).all()
+    assert np.isfinite(got[:20]).all()
+    assert_close(got[:20], want[:20], "f32")
+
+
 @pytest.mark.parametrize(("len_k", "len_v", "mask_kind"), [
     (40, 29, "causal"), (29, 40, "none"), (300, 290, "causal_lengths")])
 def test_prefill_attention_kernel_stays_within_k_and_v(len_k: int, len_v: int,
