@@ -140,9 +140,9 @@ def quantize_x(t: Text, k: int, sums: bool, int_dot: str, rows: int = 1,
     K]``, block ``c`` of the flattened rows being row ``c / (K / 32)``'s block ``c mod K /
     32``) in blocks of 32 as ggml's ``q8_0`` (module docstring); ``sums``: ``%xs [K / 32]``,
     the sums of the quantized ``x`` per block too (``d_b · Σ q``: the integer sum is exact in
-    f32); ``halves`` (``M = 1``): ``%xh [K / 16]``, ``-32 Σ q`` over each half block of 16
-    (Q6_K's offset: at most ``32 · 16 · 127``, exact in f32). ``int_dot``: the kernel's form
-    (its rounding instruction)."""
+    f32); ``halves``: ``%xh [M K / 16]``, ``-32 Σ q`` over each half block of 16 (Q6_K's
+    offset: at most ``32 · 16 · 127``, exact in f32), written at ``2 c + [0, 2)``.
+    ``int_dot``: the kernel's form (its rounding instruction)."""
     nb = k // 32
     x = memref([rows, k] if rows > 1 else [k], "f32")
     xq, xd = memref([rows * k], "i8"), memref([rows * nb], "f32")
@@ -152,8 +152,9 @@ def quantize_x(t: Text, k: int, sums: bool, int_dot: str, rows: int = 1,
     t(f"%xd = memref.alloca() : {xd}")
     if sums:
         t(f"%xs = memref.alloca() : {xd}")
+    xh = memref([2 * rows * nb], "f32")         # two halves of every block c < M K / 32
     if halves:
-        t(f"%xh = memref.alloca() : {memref([2 * nb], 'f32')}")
+        t(f"%xh = memref.alloca() : {xh}")
         t(f"%q8_m32 = arith.constant {f32_literal(-32.0)} : f32")
     t.block("scf.for %qb = %c0 to %q8_all step %c1")
     t("%qo = arith.muli %qb, %q8_c32 : index")
@@ -180,7 +181,7 @@ def quantize_x(t: Text, k: int, sums: bool, int_dot: str, rows: int = 1,
             t(f"%qhs{half} = vector.reduction <add>, %qhv{half} : vector<16xf32> into f32")
             t(f"%qhm{half} = arith.mulf %qhs{half}, %q8_m32 : f32")
             t(f"%qhi{half} = affine.apply affine_map<()[s0] -> (s0 * 2 + {half})>()[%qb]")
-            t(f"memref.store %qhm{half}, %xh[%qhi{half}] : {memref([2 * nb], 'f32')}")
+            t(f"memref.store %qhm{half}, %xh[%qhi{half}] : {xh}")
     t.end()
 
 
@@ -321,8 +322,8 @@ def q6_k_quarter(t: Text, ql: str, qh: str, p: int, tag: str, vec: str,
                  signed: bool = True) -> str:
     """``%w{tag}``: quarter ``p``'s signed Q6_K bytes ``(lo | hi << 4) - 32`` (of type ``vec``)
     from ``ql`` (its low nibbles for ``p < 2``, else its high ones) and ``qh`` (bits ``2p``:
-    :data:`Q6_K_HIGH`); needs ``%lo4``, ``%sh4``, ``%sh2``, ``%hi2``, ``%b32``. ``signed=False``:
-    ``%q{tag}``, the unsigned ``lo | hi << 4`` (``0 .. 63``), without the subtraction."""
+    :data:`Q6_K_HIGH`); needs ``%lo4``, ``%sh4``, ``%sh2``, ``%hi2`` and, where ``signed``,
+    ``%b32``. ``signed=False``: ``%q{tag}``, the unsigned ``lo | hi << 4`` (``0 .. 63``)."""
     lo = f"arith.andi {ql}, %lo4" if p < 2 else f"arith.shrui {ql}, %sh4"
     t(f"%lo{tag} = {lo} : {vec}")
     op, sh = Q6_K_HIGH[p]

@@ -26,8 +26,8 @@ Q8_WEIGHTS_PER_WORKGROUP = 1 << 20
 """The same bound for a ``q8`` decode GEMV (``M = 1``, :mod:`.gemv_q8`): every workgroup
 quantizes all of ``x [K]`` on its stack before its rows (and normalizes it first where the
 RMSNorm prologue is fused), a cost of ``K`` a workgroup that fewer, larger workgroups
-share. ``benchmarks/quant.py``'s kernels alone on the AMD EPYC Zen 5 (2 vCPUs, 5
-interleaved rounds, best, 2^18 -> 2^20): Q4_K 2048 x 5632 35.3 -> 46.3 GB/s, 3072 x 8192
+share. The kernels alone (``benchmarks/quant.py``'s ``prepare_rlx``) on the AMD EPYC Zen 5
+(2 vCPUs, 5 interleaved rounds, best, 2^18 -> 2^20): Q4_K 2048 x 5632 35.3 -> 46.3 GB/s, 3072 x 8192
 39.6 -> 45.1, 16384 x 3072 46.4 -> 52.3; Q8_0 +2-5%; the exact kernels (no quantization)
 level within noise, so they keep :data:`WEIGHTS_PER_WORKGROUP` (benchmarks/README.md,
 "Larger workgroups for the q8 GEMVs")."""
