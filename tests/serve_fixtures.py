@@ -98,23 +98,38 @@ def hf_greedy(model_dir: Path, ids: Sequence[int], n: int) -> list[int]:
 def concurrent_streams(client: Any, name: str, prompts: Sequence[str], lengths: Sequence[int],
                        dropped: Container[int], drop_after: int, stagger_s: float
                        ) -> dict[int, tuple[str, str | None]]:
-    """Greedy streamed completions of ``prompts`` from one thread each, request i starting
-    ``stagger_s * i`` after the first (they overlap and join apart); a request in
+    """Greedy streamed completions of ``prompts`` from one thread each; a request in
     ``dropped`` closes its stream after ``drop_after + 1`` pieces. Each request's (text,
-    finish_reason) as the client saw them."""
+    finish_reason) as the client saw them.
+
+    Request 0 goes first; request i > 0 is sent ``stagger_s * (i - 1)`` after request 0's
+    first piece came back (they join apart). So request 0 holds a slot when the others
+    arrive, and it shares decode calls with them as long as its ``lengths[0]`` tokens
+    outlast request 1's trip to the server (not as long as they outlast a fixed delay
+    counted from request 0's send, which a fast machine beat: a tiny model's token takes
+    well under a millisecond)."""
     results: dict[int, tuple[str, str | None]] = {}
+    first_piece = threading.Event()
 
     def run(i: int) -> None:
-        time.sleep(stagger_s * i)
+        if i > 0:
+            first_piece.wait(timeout=600)
+            time.sleep(stagger_s * (i - 1))
         stream = client.completions.create(model=name, prompt=prompts[i], max_tokens=lengths[i],
                                            temperature=0, stream=True)
         text, finish = "", None
-        for n, piece in enumerate(stream):
-            text += piece.choices[0].text
-            finish = piece.choices[0].finish_reason or finish
-            if i in dropped and n == drop_after:
-                stream.close()
-                break
+        try:
+            for n, piece in enumerate(stream):
+                text += piece.choices[0].text
+                finish = piece.choices[0].finish_reason or finish
+                if i == 0:
+                    first_piece.set()
+                if i in dropped and n == drop_after:
+                    stream.close()
+                    break
+        finally:
+            if i == 0:
+                first_piece.set()  # request 0 failed: let the others run and report
         results[i] = (text, finish)
 
     with ThreadPoolExecutor(len(prompts)) as pool:

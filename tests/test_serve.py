@@ -169,7 +169,7 @@ def test_batched_greedy_equals_alone(server: ServerProcess, client: openai.OpenA
     prompts = [" ".join(words[:3 + 2 * i]) for i in range(8)]
     lengths = [60, 24, 56, 16, 50, 58, 10, 36]
     cancelled = {2, 5}
-    # a tiny-model token takes ~1 ms: they overlap, join apart
+    # request 0 (60 tokens, ~30 ms) holds a slot when the others arrive, 10 ms apart
     results = concurrent_streams(client, name, prompts, lengths, cancelled, 2, 0.01)
     for i in sorted(set(range(8)) - cancelled):
         want = alone(model_dir, hf_tok, hf_tok(prompts[i])["input_ids"], lengths[i])

@@ -110,7 +110,7 @@ def test_openai_client_against_a_qwen35_server(server: ServerProcess, model_dir:
     ends = load_tokenizer(model_dir).end_ids
     words = "the quick brown fox jumps over a lazy dog while bees hum".split()
     prompts = [" ".join(words[:2 + i + i % 3]) for i in range(8)]
-    lengths = [24, 12, 8, 20, 14, 18, 16, 10]
+    lengths = [64, 12, 8, 20, 14, 18, 16, 10]
     cancelled = {1, 6}
     results = concurrent_streams(client, name, prompts, lengths, cancelled, 1, 0.02)
 
