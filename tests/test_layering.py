@@ -37,7 +37,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("rlx.ir",),
     ("rlx.dialects",),
     ("rlx.lowering", "rlx.reference"),
-    ("rlx.cache", "rlx.weights", "rlx.gpu_targets"),
+    ("rlx.cache", "rlx.weights", "rlx.gpu_targets", "rlx.transients"),
     ("rlx.compiler", "rlx.runtime"),
     ("rlx.gguf", "rlx.encoding"),
     ("rlx.models", "rlx.importers", "rlx.debug", "rlx.tokenizer"),
@@ -58,7 +58,9 @@ models and importers, under the tools. ``rlx.cache`` (compiled vmfbs on disk) si
 right under the compiler that consults it. ``rlx.tokenizer`` reads a model's vocabulary (GGUF
 metadata through ``rlx.gguf``): beside the models, under the generation loop.
 ``rlx.gpu_targets`` (the GPU names IREE knows, checked before a compile) sits under the
-compiler. ``rlx.encoding`` (a model compiled with its weights' planes encoded ahead of time, then
+compiler. ``rlx.transients`` (caller-owned transient memory: the size checks a compile adds,
+the buffer a call is given) sits under both the compiler and the runtime. ``rlx.encoding``
+(a model compiled with its weights' planes encoded ahead of time, then
 loaded) uses the compiler and the runtime: beside ``rlx.gguf``, under the generation loop,
 the server and speculative decoding that load models through it.
 ``rlx.speculative`` (speculative decoding on a model's module) is under ``rlx.generate``,

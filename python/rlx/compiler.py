@@ -57,6 +57,7 @@ from rlx.lowering.registry import (
     LoweringOptions,
     prefetch_ok,
 )
+from rlx.transients import compile_checked
 from rlx.weights import ENCODED_SCOPE
 
 TARGETS = ("llvm-cpu", "vulkan", "cuda", "rocm")
@@ -107,6 +108,7 @@ class TargetConfig:
     gemv_prefetch: int | None = None
     prefill_columns: int | None = None
     encode_parameters: bool = False
+    caller_transients: bool = False
     extra_flags: tuple[str, ...] = field(default=())
 
     def __post_init__(self) -> None:
@@ -176,7 +178,8 @@ class TargetConfig:
                                prefill_columns=self.prefill_columns or prefill_columns_of(
                                    self.cpu),
                                batched_q8_gemv_k=batched_q8_gemv_k_of(self.cpu) if (
-                                   self.target == "llvm-cpu" and self.activation_quant) else 0)
+                                   self.target == "llvm-cpu" and self.activation_quant) else 0,
+                               caller_transients=self.caller_transients)
 
     def _prefetch_bytes(self, kernels: bool) -> int:
         """``LoweringOptions.prefetch_bytes``: ``gemv_prefetch``, else the CPU's
@@ -293,7 +296,7 @@ def lower(lowered: Lowered, config: TargetConfig, stop: str = "linalg") -> None:
         return
     lower_mir_to_linalg(lowered.module, config.lowering)
     add_reflection(lowered.module)
-    add_exports(lowered.module)
+    add_exports(lowered.module, transients=config.caller_transients)
     if config.target == "cuda" and config.cuda_arch in HOPPER_AND_LATER:
         with lowered.module.context:
             lowered.module.operation.attributes["hal.device.targets"] = ir.Attribute.parse(
@@ -383,8 +386,9 @@ def run_iree(lowered: Lowered, config: TargetConfig, output: Path | None,
         src.write_text(text)
         splits = ([f"--iree-parameter-encoder-output-file={split}"]
                   if config.encode_parameters else [])
-        cmd = [tool, str(src), *config.flags(), *splits, "-o", str(dst)]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        cmd = [tool, str(src), *config.flags(), *splits]
+        proc = (compile_checked(cmd, dst) if config.caller_transients else
+                subprocess.run([*cmd, "-o", str(dst)], capture_output=True, text=True))
         if proc.returncode == 0:
             data = dst.read_bytes()
             if splits:
@@ -424,6 +428,10 @@ def _hints(stderr: str, config: TargetConfig) -> list[str]:
                 f"CUDA's matrix instructions, which SPIR-V code cannot use, and some 16-bit "
                 f"matmuls fail on them (--vulkan-target={config.vulkan_target}); "
                 f"--vulkan-target=pascal, which lists none, compiles them for any NVIDIA GPU"]
+    if config.caller_transients:
+        return ["note: caller_transients: rlx compiles up to --compile-to=stream, adds its "
+                "transients size checks (rlx.transients), then --compile-from=stream; the "
+                "command below runs IREE's whole pipeline at once"]
     return []
 
 
@@ -525,7 +533,9 @@ def compile(
     initializers that make the kernels' planes from the weights are split into an encoder
     module, written beside ``output`` as ``NAME.encoder.vmfb``, and the module reads their
     results from the parameter scope ``encoded``; :mod:`rlx.encoding` runs it once per
-    model, :func:`compile_with_encoder` returns both).
+    model, :func:`compile_with_encoder` returns both), ``caller_transients`` (default False:
+    each export takes the buffer its transients are suballocated from after its tensors,
+    :mod:`rlx.transients`; ``rlx.generate``'s models on llvm-cpu take it).
     ``cache`` (vmfb only): a :class:`~rlx.cache.CompileCache`, ``True`` for the default
     directory or a directory path: a module compiled before with the same flags, rlx and
     IREE comes from there, and a new compile is stored (see :mod:`rlx.cache`).

@@ -297,11 +297,16 @@ def compile_model(module: Any, weights: Mapping[str, np.ndarray], target: str, c
     cache the weights' planes are to be encoded ahead of time (the module docstring);
     ``encode_parameters=False`` (default: :data:`ENV_VAR` set to ``0`` makes it False), no
     cache, or weights that cannot be fingerprinted cheaply keep the planes in
-    initializers."""
+    initializers. On llvm-cpu the model's functions take caller-owned transients
+    (``caller_transients``, :mod:`rlx.transients`: rlx's runtime is their caller) unless
+    ``options`` say otherwise; GPU targets keep IREE's own allocation (its queue-ordered
+    allocas pool device memory there, and IREE 3.13's emplacement fails on Qwen3.5's Vulkan
+    module: "operand #1 does not dominate this use")."""
     from rlx.cache import resolve
     from rlx.compiler import compile, compile_with_encoder
 
     store = resolve(cache)
+    options = {"caller_transients": target == "llvm-cpu", **options}
     wanted = options.pop("encode_parameters", None)
     if wanted is None:
         wanted = os.environ.get(ENV_VAR, "1") != "0"

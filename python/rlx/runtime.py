@@ -20,6 +20,7 @@ import numpy as np
 
 from rlx.ir.diagnostics import RunError, size_check_message
 from rlx.ir.dtypes import NARROW, DType, to_host_array, to_module_array, unsigned_type
+from rlx.transients import SIZE_QUERY, Arena, is_size_query
 from rlx.weights import (
     ENCODED_SCOPE,
     PARAM_SCOPE,
@@ -168,6 +169,8 @@ class Function:
             async_function = vm_function
         self._vm_function = async_function
         self._fences = async_function is not None
+        self._arena = (Arena(program._vm, async_function.reflection) if self._fences and (
+            SIZE_QUERY in async_function.reflection) else None)
         self._dtypes = [dtype for _, dtype in self.input_types]
         # integers the module reads as unsigned (an ONNX uint tensor): the caller passes and
         # gets numpy's unsigned types; the module holds the same bits as signless integers
@@ -198,7 +201,7 @@ class Function:
                   for i, a in enumerate(arrays)]
         try:
             out = self._invoke(*inputs)
-        except (RuntimeError, ValueError) as e:
+        except (RuntimeError, ValueError, IndexError) as e:
             self._fail(arrays, e)
         if isinstance(out, tuple | list):
             return self._results(tuple(DeviceTensor(self._program, o) for o in out))
@@ -234,26 +237,39 @@ class Function:
         program, dtypes = self._program, self._dtypes
         device = program._device
         pending = []
-        inputs = rt.VmVariantList(len(arrays) + 2)
+        inputs = rt.VmVariantList(len(arrays) + 3)
+        views = []
         for i, a in enumerate(arrays):
             if isinstance(a, DeviceTensor):
                 if a._ready is not None and a._program is program:
                     pending.append(a._ready)
                 else:
                     a.wait()  # another program's call: wait for it here
-                inputs.push_ref(a._bv)
+                views.append(a._bv)
             else:
                 host = to_module_array(a, dtypes[i] if i < len(dtypes) else None)
-                inputs.push_ref(rt.asdevicearray(device, host)._buffer_view)
+                views.append(rt.asdevicearray(device, host)._buffer_view)
+        for bv in views:
+            inputs.push_ref(bv)
+        arena = self._arena
+        if arena is not None:  # caller-owned transients (rlx.transients): one call at a time
+            try:  # the size query reads the inputs' dims: a wrong rank fails here
+                inputs.push_ref(arena.storage(program._ctx, views))
+            except (RuntimeError, ValueError, IndexError) as e:
+                self._fail(arrays, e)
+            if arena.last is not None:
+                pending.append(arena.last)
         program._calls += 1
         semaphore = device.create_semaphore(0)
         signal = rt.HalFence.create_at(semaphore, 1)
+        if arena is not None:
+            arena.last = signal
         inputs.push_ref(rt.HalFence.join(pending) if pending else rt.HalFence(1))
         inputs.push_ref(signal)
         results = rt.VmVariantList(8)
         try:
             program._ctx.vm_context.invoke(self._vm_function, inputs, results)
-        except (RuntimeError, ValueError) as e:
+        except (RuntimeError, ValueError, IndexError) as e:
             self._fail(arrays, e)
         out = self._results(tuple(
             DeviceTensor(program, None, signal, semaphore=semaphore,
@@ -364,8 +380,8 @@ class Program:
         self._functions: dict[str, Function] = {}
         names = set(self._vm.function_names)
         for name in self._vm.function_names:
-            if name.startswith("__") or (name.endswith(ASYNC_SUFFIX)
-                                         and name.removesuffix(ASYNC_SUFFIX) in names):
+            if name.startswith("__") or is_size_query(name, names) or (
+                    name.endswith(ASYNC_SUFFIX) and name.removesuffix(ASYNC_SUFFIX) in names):
                 continue
             twin = name + ASYNC_SUFFIX
             self._functions[name] = Function(

@@ -33,6 +33,12 @@ Sketch of what is written for ``f(x: tensor<?x64xf32>) -> tensor<?x64xf32>``::
       %status = hal.fence.await until([%signal]) timeout_millis(%c-1) ...
       util.status.check_ok %status
     }
+
+With ``caller_transients`` (:mod:`rlx.transients`) both exports take one more input after
+the tensors, a ``!hal.buffer`` (``f`` passes its own on): ``f$async`` marks each result
+``hal.tensor.transients ... from %storage``, so IREE suballocates the call's transients from
+that buffer instead of allocating them per call, and generates the export
+``f$async_transients_size`` (the same inputs; the bytes needed).
 """
 
 from __future__ import annotations
@@ -57,10 +63,11 @@ def _no_flags() -> ir.Attribute:
 
 
 def declaration(kind: str, name: str, inputs: list[ir.Type], results: list[ir.Type],
-                names: list[str]) -> str:
+                names: list[str], transients: bool = False) -> str:
     """IREE's ``iree.abi.declaration`` text (``sync func @f(%x: ...) -> (%output0: ...)``)
-    with the user's input names."""
-    args = ", ".join(f"%{n}: {t}" for n, t in zip(names, inputs, strict=True))
+    with the user's input names (and the caller's transients buffer after them)."""
+    args = ", ".join([f"%{n}: {t}" for n, t in zip(names, inputs, strict=True)]
+                     + ["%transients: !hal.buffer {iree.abi.transients}"] * transients)
     outs = ", ".join(f"%output{i}: {t}" for i, t in enumerate(results))
     return f"{kind} func @{name}({args}) -> ({outs})"
 
@@ -103,14 +110,17 @@ def _tensor_dims(value: ir.Value) -> list[ir.Value]:
             for i in range(t.rank) if t.is_dynamic_dim(i)]
 
 
-def _build_async(body: ir.Operation, name: str, reflection: ir.DictAttr) -> util.FuncOp:
+def _build_async(body: ir.Operation, name: str, reflection: ir.DictAttr,
+                 transients: bool) -> util.FuncOp:
     ftype = ir.FunctionType(ir.TypeAttr(body.attributes["function_type"]).value)
     bv, fence = _hal_type("buffer_view"), _hal_type("fence")
     ins, outs = list(ftype.inputs), list(ftype.results)
-    fn = _stub(name + ASYNC_SUFFIX, [bv] * len(ins) + [fence, fence], [bv] * len(outs),
-               reflection, never_inline=True)
+    storage = [_hal_type("buffer")] if transients else []
+    fn = _stub(name + ASYNC_SUFFIX, [bv] * len(ins) + storage + [fence, fence],
+               [bv] * len(outs), reflection, never_inline=True)
     block = fn.regions[0].blocks[0]
-    wait, signal = block.arguments[len(ins)], block.arguments[len(ins) + 1]
+    n = len(ins) + len(storage)
+    wait, signal = block.arguments[n], block.arguments[n + 1]
     with ir.InsertionPoint(block):
         imported = []
         for i, t in enumerate(ins):
@@ -123,6 +133,9 @@ def _build_async(body: ir.Operation, name: str, reflection: ir.DictAttr) -> util
         # func.call: the body is still a func.func (IREE makes it a util.func later)
         call = func.CallOp(outs, ir.FlatSymbolRefAttr.get(name + BODY_SUFFIX), imported)
         results = list(call.results)
+        if transients:
+            results = [hal.TensorTransientsOp(r, _tensor_dims(r), block.arguments[len(ins)],
+                                              results=[r.type]).result for r in results]
         if results:
             results = list(hal.TensorBarrierOp(outs, results, signal).results)
         else:
@@ -134,9 +147,11 @@ def _build_async(body: ir.Operation, name: str, reflection: ir.DictAttr) -> util
     return fn
 
 
-def _build_sync(name: str, n_in: int, n_out: int, reflection: ir.DictAttr) -> util.FuncOp:
+def _build_sync(name: str, n_in: int, n_out: int, reflection: ir.DictAttr,
+                transients: bool) -> util.FuncOp:
     bv, fence = _hal_type("buffer_view"), _hal_type("fence")
-    fn = _stub(name, [bv] * n_in, [bv] * n_out, reflection, never_inline=False)
+    storage = [_hal_type("buffer")] if transients else []
+    fn = _stub(name, [bv] * n_in + storage, [bv] * n_out, reflection, never_inline=False)
     block = fn.regions[0].blocks[0]
     with ir.InsertionPoint(block):
         device = hal.DevicesGetOp(arith.constant(ir.IndexType.get(), 0),
@@ -154,9 +169,10 @@ def _build_sync(name: str, n_in: int, n_out: int, reflection: ir.DictAttr) -> ut
     return fn
 
 
-def add_exports(module: ir.Module) -> None:
+def add_exports(module: ir.Module, transients: bool = False) -> None:
     """Give each public function ``f`` its ``f`` (synchronous) and ``f$async``
-    (coarse-fences) exports over one private body ``f$body`` (see the module docstring)."""
+    (coarse-fences) exports over one private body ``f$body`` (see the module docstring);
+    ``transients``: both take the caller's transients buffer after the tensors."""
     with module.context, ir.Location.unknown():
         publics = [op.operation for op in module.body.operations
                    if op.operation.name == "func.func" and (
@@ -168,9 +184,10 @@ def add_exports(module: ir.Module) -> None:
             ins, outs = list(ftype.inputs), list(ftype.results)
             names = _input_names(body, len(ins))
             sync_refl = _reflection(body, {
-                "iree.abi.declaration": declaration("sync", name, ins, outs, names)})
+                "iree.abi.declaration": declaration("sync", name, ins, outs, names, transients)})
             async_refl = _reflection(body, {
-                "iree.abi.declaration": declaration("async", name, ins, outs, names),
+                "iree.abi.declaration": declaration("async", name, ins, outs, names,
+                                                    transients),
                 "iree.abi.model": ABI_MODEL})
             ir.SymbolTable.replace_all_symbol_uses(name, name + BODY_SUFFIX,
                                                    module.operation)
@@ -179,8 +196,8 @@ def add_exports(module: ir.Module) -> None:
             if "iree.reflection" in body.attributes:
                 del body.attributes["iree.reflection"]
             with ir.InsertionPoint(module.body), body.location:
-                _build_async(body, name, async_refl)
-                _build_sync(name, len(ins), len(outs), sync_refl)
+                _build_async(body, name, async_refl, transients)
+                _build_sync(name, len(ins), len(outs), sync_refl, transients)
 
 
 __all__ = ["ABI_MODEL", "ASYNC_SUFFIX", "add_exports", "declaration"]

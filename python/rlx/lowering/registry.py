@@ -145,6 +145,10 @@ class LoweringOptions:
     still hoists it into initializers (``--iree-opt-const-expr-max-size-increase-threshold``,
     1 MiB by default; ``TargetConfig`` reads it from the extra flags): lowerings whose
     repacking grows a weight use it only within this."""
+    caller_transients: bool = False
+    """Each export takes a ``!hal.buffer`` after its tensors that IREE suballocates the
+    call's transients from (:mod:`rlx.lowering.exports`, :mod:`rlx.transients`), instead of
+    allocating them per call; ``rlx.runtime`` keeps one such buffer per function."""
 
     def decode_prefetch(self, half: bool) -> int:
         """A decode kernel's hint distance: :attr:`prefetch_bytes`, or 0 for an F16 / BF16

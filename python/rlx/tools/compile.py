@@ -57,6 +57,11 @@ def _parser() -> argparse.ArgumentParser:
                         "gated_delta_net step as linalg, instead of rlx's hand-written "
                         "kernels (one dispatch each)")
     p.add_argument("--activation-quant", choices=ACTIVATION_QUANTS, help=ACTIVATION_QUANT_HELP)
+    p.add_argument("--caller-transients", action="store_true",
+                   help="each function takes a !hal.buffer after its tensors that the call's "
+                        "transients are suballocated from (size: the export "
+                        "F$async_transients_size; iree-run-module: --input=&Nxi8=0); "
+                        "rlx.runtime passes one kept between calls")
     p.add_argument("--iree-flag", action="append", default=[], metavar="FLAG",
                    help="extra flag for iree-compile (repeatable), e.g. "
                         "--iree-flag=--iree-opt-level=O2")
@@ -80,6 +85,8 @@ def _main() -> int:
         options["attention_kernel"] = False
     if args.activation_quant:
         options["activation_quant"] = args.activation_quant
+    if args.caller_transients:
+        options["caller_transients"] = True
     output = args.output
     if output is None and args.emit == "vmfb":
         output = str(Path(args.input).with_suffix(".vmfb").name)
