@@ -26,7 +26,7 @@ def test_print_parse_lower(p: Program) -> None:
     rlx.compile(again, emit="linalg")
 
 
-@settings(max_examples=examples(12))
+@settings(max_examples=examples(8))
 @given(programs(max_steps=4))
 def test_compiled_matches_reference(p: Program) -> None:
     import numpy as np
