@@ -75,6 +75,28 @@ def test_arena_grows_and_is_reused(tiny: tuple[Generator, torch.nn.Module]) -> N
     assert decode.constant is not None  # a step's transients do not depend on the cache
 
 
+def test_a_refused_call_leaves_the_next_one_running(
+        tiny: tuple[Generator, torch.nn.Module]) -> None:
+    """A call the module refuses (8 tokens against 4 rows of RoPE tables: its run-time size
+    check) is a RunError, and never signals its fence; the next call must not wait for it
+    (it would wait forever: run in a thread with a deadline) and gives HF's logits."""
+    import threading
+
+    from rlx.ir.diagnostics import RunError
+
+    gen, hf = tiny
+    ids = [3, 9, 27, 81, 115, 17, 51, 25]
+    cos, sin = llama.rope_tables(gen.model.config, range(4))
+    with pytest.raises(RunError, match="rope"):
+        gen.program.prefill(ids=np.array([ids], np.int32), cos=cos, sin=sin)
+    got: list[np.ndarray] = []
+    worker = threading.Thread(target=lambda: got.append(prefill_all(gen, ids)), daemon=True)
+    worker.start()
+    worker.join(timeout=120)
+    assert got, "the call after a refused one did not finish"
+    assert_close(got[0], hf_reference(hf, ids, 0)[0], "f32", "prefill after a refused call")
+
+
 def test_short_buffer_is_refused(tiny: tuple[Generator, torch.nn.Module]) -> None:
     """IREE's own emplacement trusts the caller's buffer; the module rlx compiles checks it:
     called through iree.runtime directly with a buffer 64 bytes short of what its size

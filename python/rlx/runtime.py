@@ -262,15 +262,17 @@ class Function:
         program._calls += 1
         semaphore = device.create_semaphore(0)
         signal = rt.HalFence.create_at(semaphore, 1)
-        if arena is not None:
-            arena.last = signal
         inputs.push_ref(rt.HalFence.join(pending) if pending else rt.HalFence(1))
         inputs.push_ref(signal)
         results = rt.VmVariantList(8)
         try:
             program._ctx.vm_context.invoke(self._vm_function, inputs, results)
         except (RuntimeError, ValueError, IndexError) as e:
+            if arena is not None:
+                arena.drop()  # its signal may never come: the next call takes a new buffer
             self._fail(arrays, e)
+        if arena is not None:
+            arena.last = signal
         out = self._results(tuple(
             DeviceTensor(program, None, signal, semaphore=semaphore,
                          buffer_view=results.get_as_ref(i).deref(rt.HalBufferView))

@@ -149,6 +149,13 @@ class Arena:
             self._allocate(context, -(-need // GRANULE) * GRANULE)
         return self.buffer
 
+    def drop(self) -> None:
+        """Let go of the buffer after a call IREE refused: a refusal before the call was
+        queued never signals its fence (a later call waiting on it would wait forever),
+        one after would still use the buffer; IREE keeps a queued call's buffers alive
+        itself, and the next call allocates a new one."""
+        self.buffer, self.size, self.last = None, 0, None
+
     def _allocate(self, context: Any, size: int) -> None:
         import iree.runtime as rt
 
