@@ -97,6 +97,26 @@ def test_a_refused_call_leaves_the_next_one_running(
     assert_close(got[0], hf_reference(hf, ids, 0)[0], "f32", "prefill after a refused call")
 
 
+def test_a_call_failed_on_the_device_is_not_waited_for(
+        tiny: tuple[Generator, torch.nn.Module]) -> None:
+    """A queued call that failed on the device fails its fence, and a call waiting on that
+    fence fails too: the arena asks the last call's semaphore first and, where it failed,
+    lets that call's buffer and fence go (here a stand-in semaphore whose query raises, as
+    IREE's does for a failed one)."""
+
+    class Failed:
+        def query(self) -> int:
+            raise RuntimeError("ABORTED; the call failed")
+
+    gen, hf = tiny
+    arena = gen.program.prefill._arena
+    arena.queued(object(), Failed())
+    ids = [7, 14, 21, 28, 35]
+    assert_close(prefill_all(gen, ids), hf_reference(hf, ids, 0)[0], "f32",
+                 "prefill after a failed call")
+    assert not isinstance(arena._semaphore, Failed)
+
+
 def test_short_buffer_is_refused(tiny: tuple[Generator, torch.nn.Module]) -> None:
     """IREE's own emplacement trusts the caller's buffer; the module rlx compiles checks it:
     called through iree.runtime directly with a buffer 64 bytes short of what its size

@@ -272,7 +272,7 @@ class Function:
                 arena.drop()  # its signal may never come: the next call takes a new buffer
             self._fail(arrays, e)
         if arena is not None:
-            arena.last = signal
+            arena.queued(signal, semaphore)
         out = self._results(tuple(
             DeviceTensor(program, None, signal, semaphore=semaphore,
                          buffer_view=results.get_as_ref(i).deref(rt.HalBufferView))

@@ -118,6 +118,12 @@ class Arena:
         self.size = 0
         self.last: Any = None
         """The signal fence of the last call given :attr:`buffer` (None: none queued)."""
+        self._semaphore: Any = None
+
+    def queued(self, signal: Any, semaphore: Any) -> None:
+        """The call just queued with :attr:`buffer` signals ``signal`` (at 1 on
+        ``semaphore``) when it is done: the next call waits for it."""
+        self.last, self._semaphore = signal, semaphore
 
     def bytes_for(self, context: Any, inputs: list[Any]) -> int:
         """The bytes a call with these input buffer views needs (the size query takes the
@@ -140,6 +146,11 @@ class Arena:
     def storage(self, context: Any, inputs: list[Any]) -> Any:
         """The buffer for the next call with these input buffer views: the arena's, grown
         first if the call needs more (once the call that used the old one has finished)."""
+        if self.last is not None:
+            try:
+                self._semaphore.query()
+            except (RuntimeError, ValueError, IndexError):
+                self.drop()  # the last call failed on the device: its fence fails all after
         if self.buffer is None:
             self._allocate(context, GRANULE)
         need = self.bytes_for(context, inputs)
@@ -154,7 +165,7 @@ class Arena:
         queued never signals its fence (a later call waiting on it would wait forever),
         one after would still use the buffer; IREE keeps a queued call's buffers alive
         itself, and the next call allocates a new one."""
-        self.buffer, self.size, self.last = None, 0, None
+        self.buffer, self.size, self.last, self._semaphore = None, 0, None, None
 
     def _allocate(self, context: Any, size: int) -> None:
         import iree.runtime as rt
