@@ -50,7 +50,7 @@ def test_size_checks_call_the_query_first() -> None:
 def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Generator, torch.nn.Module]:
     d = tmp_path_factory.mktemp("tiny_llama")
     hf = save_hf("llama", d)
-    return Generator(llama.from_hf(d, logits="all"), cache=False), hf
+    return Generator(llama.from_hf(d, logits="all")), hf  # test_models compiled it: cached
 
 
 def test_arena_grows_and_is_reused(tiny: tuple[Generator, torch.nn.Module]) -> None:

@@ -91,7 +91,10 @@ def compile_checked(cmd: list[str], dst: Path) -> subprocess.CompletedProcess[st
                            capture_output=True, text=True)
     if first.returncode != 0:
         return first
-    text, added = add_size_checks(mid.read_text())
+    try:
+        text, added = add_size_checks(mid.read_text())
+    except ValueError as e:  # an export rlx did not write: reported as the compile's error
+        return subprocess.CompletedProcess(first.args, 1, "", f"error: {e}")
     if not added:
         return subprocess.CompletedProcess(first.args, 1, "", "error: rlx found no export "
                                            "that takes caller transients to check")
