@@ -162,3 +162,36 @@ def test_cli_flag_adds_the_buffer_input(tmp_path: Path) -> None:
     plain = subprocess.run([sys.executable, "-m", "rlx.tools.compile", str(hir), "--emit",
                             "linalg"], capture_output=True, text=True)
     assert "transients" not in plain.stdout
+
+
+FAKE_IREE = """#!/bin/sh
+# writes TEXT to the file after -o (a stand-in iree-compile's first part)
+while [ "$#" -gt 0 ]; do [ "$1" = "-o" ] && out="$2"; shift; done
+printf '%s' "$TEXT" > "$out"
+"""
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("module {\n}", "error: rlx found no export that takes caller transients to check"),
+    ("module {\n" + EXPORT.replace("!hal.buffer_view", "!hal.buffer") + "\n}",
+     "error: @f$async: expected one !hal.buffer argument"),
+])
+def test_a_stream_module_without_checkable_exports_is_a_compile_error(
+        text: str, why: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An export the size-check pass cannot read (rlx writes them all, so an internal
+    error) ends the compile with one error, not a traceback or an unchecked vmfb; and a
+    failed compile under ``caller_transients`` says how rlx ran IREE."""
+    from rlx.compiler import TargetConfig, _hints
+    from rlx.transients import compile_checked
+
+    tool = tmp_path / "iree-compile"
+    tool.write_text(FAKE_IREE)
+    tool.chmod(0o755)
+    monkeypatch.setenv("TEXT", text)
+    proc = compile_checked(str(tool), tmp_path / "m.mlir", [], tmp_path / "m.vmfb")
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(why)
+    assert not (tmp_path / "m.vmfb").exists()
+    note, = _hints("error: ...", TargetConfig(caller_transients=True))
+    assert "--compile-to=stream" in note
+    assert _hints("error: ...", TargetConfig()) == []

@@ -386,9 +386,10 @@ def run_iree(lowered: Lowered, config: TargetConfig, output: Path | None,
         src.write_text(text)
         splits = ([f"--iree-parameter-encoder-output-file={split}"]
                   if config.encode_parameters else [])
-        cmd = [tool, str(src), *config.flags(), *splits]
-        proc = (compile_checked(cmd, dst) if config.caller_transients else
-                subprocess.run([*cmd, "-o", str(dst)], capture_output=True, text=True))
+        flags = [*config.flags(), *splits]
+        proc = (compile_checked(tool, src, flags, dst) if config.caller_transients else
+                subprocess.run([tool, str(src), *flags, "-o", str(dst)], capture_output=True,
+                               text=True))
         if proc.returncode == 0:
             data = dst.read_bytes()
             if splits:
@@ -429,9 +430,8 @@ def _hints(stderr: str, config: TargetConfig) -> list[str]:
                 f"matmuls fail on them (--vulkan-target={config.vulkan_target}); "
                 f"--vulkan-target=pascal, which lists none, compiles them for any NVIDIA GPU"]
     if config.caller_transients:
-        return ["note: caller_transients: rlx compiles up to --compile-to=stream, adds its "
-                "transients size checks (rlx.transients), then --compile-from=stream; the "
-                "command below runs IREE's whole pipeline at once"]
+        return ["note: caller_transients: rlx compiles to --compile-to=stream, adds its size "
+                "checks (rlx.transients), then --compile-from=stream; below, both at once"]
     return []
 
 

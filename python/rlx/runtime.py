@@ -20,7 +20,7 @@ import numpy as np
 
 from rlx.ir.diagnostics import RunError, size_check_message
 from rlx.ir.dtypes import NARROW, DType, to_host_array, to_module_array, unsigned_type
-from rlx.transients import SIZE_QUERY, Arena, is_size_query
+from rlx.transients import IREE_ERRORS, SIZE_QUERY, Arena, is_size_query
 from rlx.weights import (
     ENCODED_SCOPE,
     PARAM_SCOPE,
@@ -201,7 +201,7 @@ class Function:
                   for i, a in enumerate(arrays)]
         try:
             out = self._invoke(*inputs)
-        except (RuntimeError, ValueError, IndexError) as e:
+        except IREE_ERRORS as e:
             self._fail(arrays, e)
         if isinstance(out, tuple | list):
             return self._results(tuple(DeviceTensor(self._program, o) for o in out))
@@ -255,7 +255,7 @@ class Function:
         if arena is not None:  # caller-owned transients (rlx.transients): one call at a time
             try:  # the size query reads the inputs' dims: a wrong rank fails here
                 inputs.push_ref(arena.storage(program._ctx, views))
-            except (RuntimeError, ValueError, IndexError) as e:
+            except IREE_ERRORS as e:
                 self._fail(arrays, e)
             if arena.last is not None:
                 pending.append(arena.last)
@@ -267,7 +267,7 @@ class Function:
         results = rt.VmVariantList(8)
         try:
             program._ctx.vm_context.invoke(self._vm_function, inputs, results)
-        except (RuntimeError, ValueError, IndexError) as e:
+        except IREE_ERRORS as e:
             if arena is not None:
                 arena.drop()  # its signal may never come: the next call takes a new buffer
             self._fail(arrays, e)

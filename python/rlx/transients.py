@@ -38,6 +38,9 @@ SIZE_QUERY = "iree.abi.transients.size"
 """The reflection entry naming a function's size query export."""
 SIZE_CONSTANT = "iree.abi.transients.size.constant"
 """The reflection entry IREE adds where the query folds to a constant."""
+IREE_ERRORS = (RuntimeError, ValueError, IndexError)
+"""What iree.runtime raises for a failed status (``OUT_OF_RANGE`` is an IndexError,
+``INVALID_ARGUMENT`` a ValueError, the others RuntimeError)."""
 GRANULE = 1 << 16
 """Arena sizes are rounded up to this many bytes (a prompt one token longer than the
 longest so far usually fits without a new buffer)."""
@@ -82,12 +85,13 @@ def add_size_checks(text: str) -> tuple[str, int]:
     return "\n".join(out), added
 
 
-def compile_checked(cmd: list[str], dst: Path) -> subprocess.CompletedProcess[str]:
-    """Run ``cmd`` (an iree-compile command line without ``-o``) in two parts, up to and
-    after IREE's ``stream`` phase, with :func:`add_size_checks` between them; the vmfb in
-    ``dst``. The result of the part that failed, or of the second."""
+def compile_checked(tool: str, src: Path, flags: list[str], dst: Path
+                    ) -> subprocess.CompletedProcess[str]:
+    """``tool src flags -o dst`` (iree-compile) in two parts, up to and after IREE's
+    ``stream`` phase, with :func:`add_size_checks` between them. The result of the part
+    that failed, or of the second."""
     mid = dst.with_suffix(".stream.mlir")
-    first = subprocess.run([*cmd, "--compile-to=stream", "-o", str(mid)],
+    first = subprocess.run([tool, str(src), *flags, "--compile-to=stream", "-o", str(mid)],
                            capture_output=True, text=True)
     if first.returncode != 0:
         return first
@@ -99,8 +103,9 @@ def compile_checked(cmd: list[str], dst: Path) -> subprocess.CompletedProcess[st
         return subprocess.CompletedProcess(first.args, 1, "", "error: rlx found no export "
                                            "that takes caller transients to check")
     mid.write_text(text)
-    flags = [f for f in cmd[2:] if not f.startswith("--iree-parameter-encoder-output-file")]
-    return subprocess.run([cmd[0], str(mid), *flags, "--compile-from=stream", "-o", str(dst)],
+    # the encoder is split off before the stream phase: the first part wrote it
+    rest = [f for f in flags if not f.startswith("--iree-parameter-encoder-output-file")]
+    return subprocess.run([tool, str(mid), *rest, "--compile-from=stream", "-o", str(dst)],
                           capture_output=True, text=True)
 
 
@@ -118,10 +123,14 @@ class Arena:
         self._query = (None if self.constant is not None
                        else vm_module.lookup_function(reflection[SIZE_QUERY]))
         self.buffer: Any = None
-        self.size = 0
         self.last: Any = None
         """The signal fence of the last call given :attr:`buffer` (None: none queued)."""
         self._semaphore: Any = None
+
+    @property
+    def size(self) -> int:
+        """The bytes of :attr:`buffer` (0 without one)."""
+        return 0 if self.buffer is None else int(self.buffer.byte_length())
 
     def queued(self, signal: Any, semaphore: Any) -> None:
         """The call just queued with :attr:`buffer` signals ``signal`` (at 1 on
@@ -152,7 +161,7 @@ class Arena:
         if self.last is not None:
             try:
                 self._semaphore.query()
-            except (RuntimeError, ValueError, IndexError):
+            except IREE_ERRORS:
                 self.drop()  # the last call failed on the device: its fence fails all after
         if self.buffer is None:
             self._allocate(context, GRANULE)
@@ -168,7 +177,7 @@ class Arena:
         queued never signals its fence (a later call waiting on it would wait forever),
         one after would still use the buffer; IREE keeps a queued call's buffers alive
         itself, and the next call allocates a new one."""
-        self.buffer, self.size, self.last, self._semaphore = None, 0, None, None
+        self.buffer, self.last, self._semaphore = None, None, None
 
     def _allocate(self, context: Any, size: int) -> None:
         import iree.runtime as rt
@@ -177,7 +186,7 @@ class Arena:
             memory_type=rt.MemoryType.DEVICE_LOCAL,
             allowed_usage=rt.BufferUsage.DEFAULT | rt.BufferUsage.DISPATCH_STORAGE,
             allocation_size=size)
-        self.size = size
 
 
-__all__ = ["SIZE_QUERY", "Arena", "add_size_checks", "compile_checked", "is_size_query"]
+__all__ = ["IREE_ERRORS", "SIZE_QUERY", "Arena", "add_size_checks", "compile_checked",
+           "is_size_query"]
