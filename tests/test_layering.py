@@ -109,6 +109,10 @@ STEM_EXCEPTIONS: dict[tuple[str, str], str] = {
                                        "prefill kernel, not an op family",
     ("prefill_attention", "tests"): "kernel module: numerics in tests/numerics/"
                                     "test_attention.py (test_prefill_attention_kernel)",
+    ("prefill_rows", "dialects"): "kernel module: rlx_mir.attention's llvm-cpu prefill "
+                                  "kernel for heads up to 128 wide, not an op family",
+    ("prefill_rows", "tests"): "kernel module: numerics in tests/numerics/test_attention.py "
+                               "(test_prefill_attention_kernel)",
     ("gdn_kernel", "dialects"): "kernel module: rlx_mir.gated_delta_net's llvm-cpu "
                                 "in-place decode step, not an op family",
     ("gdn_kernel", "tests"): "kernel module: numerics in tests/numerics/test_recurrent.py "

@@ -78,7 +78,7 @@ module @window attributes {rlx.fusion_policy = "direct"} {
 // Not the decode kernel's: two queries (the prefill kernel's), f16, a softcap.
 // CHECK-LABEL: module @others
 // CHECK-NOT:   flow.dispatch @rlx_attention_decode
-// CHECK:       flow.dispatch @rlx_attention_prefill_2x2x16_s3e800000_c
+// CHECK:       flow.dispatch @rlx_attention_prefill_rows_2x2x16_s3e800000_c
 // CHECK-NOT:   flow.dispatch
 // CHECK-COUNT-2: linalg.softmax
 module @others attributes {rlx.fusion_policy = "direct"} {

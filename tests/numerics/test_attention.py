@@ -438,12 +438,17 @@ def prefill_module(batch: int, heads: int, kv_heads: int, head_dim: int, mask_ki
     (4, 6, 10, 4, 2, 16, "causal_lengths", None),
     (1, 9, 4, 32, 8, 128, "causal_lengths", None),  # the 1B model's heads
     (1, 2, 65536, 9, 3, 64, "none", None),      # long rows: the sums in two levels
+    (1, 21, 37, 4, 2, 16, "custom", None),      # 16 consecutive key rows a block, masked
+    (1, 40, 40, 2, 1, 256, "causal", None),     # Qwen3.5's heads: the 8-row kernel
 ])
 def test_prefill_attention_kernel(batch: int, queries: int, keys: int, heads: int,
                                   kv_heads: int, head_dim: int, mask_kind: str,
                                   window: int | None) -> None:
-    """Several queries per sequence through rlx's hand-written llvm-cpu prefill kernel (one
-    dispatch, no softmax left in the lowered module), against the numpy reference. Scores
+    """Several queries per sequence through rlx's hand-written llvm-cpu prefill kernels (one
+    dispatch, no softmax left in the lowered module; 16 query rows a workgroup, one a lane,
+    for heads up to 128 wide, :mod:`rlx.lowering.mir_to_linalg.prefill_rows`, and the
+    8-row kernel for wider ones), against the numpy reference. Fewer than 16 key rows take
+    the rows kernel's clamped key rows, 16 or more its consecutive ones. Scores
     above 88.72 catch a missing max subtraction, different KV heads a wrong head mapping,
     batches a wrong row. causal_lengths counts 10 / 3 / -5 / 99 (a row whose queries all
     sit before its keys, and one past its rows: clamped), 2 for the one-row case; custom
@@ -452,7 +457,8 @@ def test_prefill_attention_kernel(batch: int, queries: int, keys: int, heads: in
     5.9e-6 with the partial sums never folded, measured)."""
     h = prefill_module(batch, heads, kv_heads, head_dim, mask_kind, window)
     linalg = rlx.compile(h, "llvm-cpu", emit="linalg")
-    assert linalg.count("flow.dispatch @rlx_attention_prefill_") == 1
+    kernel = "prefill_rows_" if head_dim <= 128 else "prefill_"
+    assert linalg.count(f"flow.dispatch @rlx_attention_{kernel}{heads}x") == 1
     assert "linalg.softmax" not in linalg
     rng = np.random.default_rng(queries * keys)
     inputs = prefill_inputs(batch, queries, keys, heads, kv_heads, head_dim, rng)
@@ -481,17 +487,21 @@ def test_prefill_attention_kernel_propagates_nan() -> None:
     assert_close(got[:20], want[:20], "f32")
 
 
-@pytest.mark.parametrize(("len_k", "len_v", "mask_kind"), [
-    (40, 29, "causal"), (29, 40, "none"), (300, 290, "causal_lengths")])
+@pytest.mark.parametrize(("len_k", "len_v", "mask_kind", "hd"), [
+    (40, 29, "causal", 32), (29, 40, "none", 32), (300, 290, "causal_lengths", 32),
+    (13, 40, "causal", 32), (40, 29, "causal", 256)])
 def test_prefill_attention_kernel_stays_within_k_and_v(len_k: int, len_v: int,
-                                                       mask_kind: str) -> None:
+                                                       mask_kind: str, hd: int) -> None:
     """K and V of different row counts, which the op's run-time checks reject, lowered with
     those checks removed: the prefill kernel attends over the keys both have (each binding's
     row count reaches it as its memref dim) and reads nothing past either. causal_lengths
-    passes a count of 1000 for 290 rows: clamped into them."""
-    heads, kv_heads, hd, queries = 6, 2, 32, 7
+    passes a count of 1000 for 290 rows: clamped into them. 13 rows take the 16-row
+    kernel's clamped key rows, 29 and more its consecutive ones; 256-wide heads the 8-row
+    kernel."""
+    heads, kv_heads, queries = 6, 2, 7
     h = prefill_module(1, heads, kv_heads, hd, mask_kind, None)
-    prog = _unchecked_kernel(h, "rlx_attention_prefill_", "the K / V length check")
+    kernel = "prefill_rows_" if hd <= 128 else "prefill_"
+    prog = _unchecked_kernel(h, f"rlx_attention_{kernel}{heads}x", "the K / V length check")
     inputs = prefill_inputs(1, queries, max(len_k, len_v), heads, kv_heads, hd,
                             np.random.default_rng(len_k))
     inputs["k"], inputs["v"] = inputs["k"][:, :len_k], inputs["v"][:, :len_v]

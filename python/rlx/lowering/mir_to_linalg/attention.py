@@ -16,7 +16,7 @@ from iree.compiler.dialects import arith, math
 
 from rlx.dialects.schema import Decoded
 from rlx.lowering import emit
-from rlx.lowering.mir_to_linalg import decode_attention, prefill_attention
+from rlx.lowering.mir_to_linalg import decode_attention, prefill_attention, prefill_rows
 from rlx.lowering.mir_to_linalg.contraction import untiled_batches
 from rlx.lowering.mir_to_linalg.table import MIR_TO_LINALG
 from rlx.lowering.registry import LoweringContext
@@ -220,7 +220,7 @@ def lower_attention(ctx: LoweringContext, op: Decoded) -> list[ir.Value]:
     kern = decode_attention.kernel_for(ctx, op, score_scale(op))
     if kern is not None:
         return [decode_attention.dispatch(ctx, kern, op)]
-    prefill = prefill_attention.kernel_for(ctx, op, score_scale(op))
+    prefill = prefill_rows.kernel_for(ctx, op, score_scale(op))
     if prefill is not None:
         return [prefill_attention.dispatch(ctx, prefill, op)]
     q, k, v = op["q"], op["k"], op["v"]

@@ -47,6 +47,10 @@ of all its keys, as the decomposed form's. mask_kind none sees every key; custom
 Sums are taken in another order than the decomposed form's: within the f32 tolerance,
 never bit-identical.
 
+Heads up to 128 wide take :mod:`.prefill_rows`' kernel instead (the same work with a
+tile's 16 query rows in the lanes of a vector, about twice as fast); this one keeps the
+wider heads (Qwen3.5's 256), whose transposed tile would not fit that kernel's stack.
+
 Taken where the decode kernel's conditions hold but for ``S``: the packed ``[B, S, H · hd]``
 query and ``[B, S_k, Hkv · hd]`` K / V in f32, ``B`` static, ``hd`` a multiple of 16, no
 softcap or bias. The stack holds two ``tile x hd`` f32 sum buffers (at most
@@ -150,27 +154,28 @@ class PrefillAttentionKernel(KernelShape):
               f"(s0 * {self.batch * self.heads})>()[%tiles]")
             return "%wg_count"
 
-        def body(t: Text) -> None:
-            self._where(t, qo, kv)
-            self._ranges(t)
-            t.block("scf.for %g = %kmin to %kmax step %cgroup")
-            t(f"%gend = affine.min affine_map<(d0)[s0] -> (d0 + {GROUP}, s0)>(%g)[%kmax]")
-            t.block("scf.for %j0 = %g to %gend step %ckeys")
-            t(f"%bend = affine.min affine_map<(d0)[s0] -> (d0 + {KEYS}, s0)>(%j0)[%gend]")
-            self._keys(t)
-            t.block("scf.for %qi = %c0 to %nq step %c1")
-            self._block(t, qo, kv)
-            t.end()
-            t.end()
-            t.block("scf.for %qi = %c0 to %nq step %c1")
-            self._fold(t)
-            t.end()
-            t.end()
-            t.block("scf.for %qi = %c0 to %nq step %c1")
-            self._store(t, qo)
-            t.end()
+        return executable_text(self.symbol, args, lambda t: self._body(t, qo, kv), count)
 
-        return executable_text(self.symbol, args, body, count)
+    def _body(self, t: Text, qo: str, kv: str) -> None:
+        self._where(t, qo, kv)
+        self._stack(t)
+        self._ranges(t)
+        t.block("scf.for %g = %kmin to %kmax step %cgroup")
+        t(f"%gend = affine.min affine_map<(d0)[s0] -> (d0 + {GROUP}, s0)>(%g)[%kmax]")
+        t.block("scf.for %j0 = %g to %gend step %ckeys")
+        t(f"%bend = affine.min affine_map<(d0)[s0] -> (d0 + {KEYS}, s0)>(%j0)[%gend]")
+        self._keys(t)
+        t.block("scf.for %qi = %c0 to %nq step %c1")
+        self._block(t, qo, kv)
+        t.end()
+        t.end()
+        t.block("scf.for %qi = %c0 to %nq step %c1")
+        self._fold(t)
+        t.end()
+        t.end()
+        t.block("scf.for %qi = %c0 to %nq step %c1")
+        self._store(t, qo)
+        t.end()
 
     def _where(self, t: Text, qo: str, kv: str) -> None:
         """The workgroup's sequence ``%row``, head ``%head``, query rows ``%m0 ..`` (``%nq``
@@ -212,6 +217,11 @@ class PrefillAttentionKernel(KernelShape):
         t(f"%ckeys = arith.constant {KEYS} : index")
         t(f"%cgroup = arith.constant {GROUP} : index")
         t("%c0n = arith.constant 0 : index")
+
+    def _stack(self, t: Text) -> None:
+        """The stack buffers: each row's key range, max and sum of weights, partial and
+        total output sums, one block of scores."""
+        tile, hd = self.tile, self.head_dim
         t(f"%qs = memref.alloca() : memref<{tile}xi32>")
         t(f"%qe = memref.alloca() : memref<{tile}xi32>")
         t(f"%qn = memref.alloca() : memref<{tile}xi8>")
@@ -226,34 +236,8 @@ class PrefillAttentionKernel(KernelShape):
         key of the row with the masked score), zeroed sums; ``[%kmin, %kmax)`` their union."""
         t.block("%r_kr:2 = scf.for %qi = %c0 to %nq step %c1 "
                 "iter_args(%r_lo = %rows, %r_hi = %c0n) -> (index, index)")
-        if not self.positioned:
-            t("%r_none = arith.constant false")
-            t("%r_s0 = arith.addi %c0n, %c0n : index")
-            t("%r_e0 = arith.addi %rows, %c0n : index")
-        else:
-            # the query's position, signed: off + m (off = rows - S) or n_b - S + m
-            if self.lengths:
-                t(f"%r_fill = memref.load %filled[%row] : memref<{self.batch}xi32>")
-                t("%r_known = arith.index_cast %r_fill : i32 to index")
-            else:
-                t("%r_known = arith.addi %rows, %c0n : index")
-            t("%r_mq = arith.addi %m0, %qi : index")
-            t("%r_base = arith.subi %r_known, %seq : index")
-            t("%r_pos = arith.addi %r_base, %r_mq : index")
-            t("%r_upto1 = arith.addi %r_pos, %c1 : index")
-            t("%r_cnt = arith.maxsi %r_upto1, %c0n : index")
-            t("%r_seen = arith.minsi %r_cnt, %rows : index")
-            t("%r_none = arith.cmpi eq, %r_seen, %c0n : index")
-            t("%r_e0 = arith.select %r_none, %rows, %r_seen : index")
-            if self.window is None:
-                t("%r_s0 = arith.addi %c0n, %c0n : index")
-            else:   # max(0, pos - window), below the last seen key; 0 with none
-                t(f"%r_cwin = arith.constant {self.window} : index")
-                t("%r_wlo = arith.subi %r_pos, %r_cwin : index")
-                t("%r_wlo0 = arith.maxsi %r_wlo, %c0n : index")
-                t("%r_ulast = arith.subi %r_e0, %c1 : index")
-                t("%wlo1 = arith.minsi %r_wlo0, %r_ulast : index")
-                t("%r_s0 = arith.select %r_none, %c0n, %wlo1 : index")
+        t("%r_mq = arith.addi %m0, %qi : index")
+        self._row_range(t)
         # kept as i32 / i8 (IREE's stack-size check cannot size an index or i1 buffer);
         # every key index is below a row count, itself below 2^31 (the verifier's limit)
         t("%r_s32 = arith.index_cast %r_s0 : index to i32")
@@ -274,6 +258,38 @@ class PrefillAttentionKernel(KernelShape):
         t.end()
         t("%kmin = arith.addi %r_kr#0, %c0n : index")
         t("%kmax = arith.addi %r_kr#1, %c0n : index")
+
+    def _row_range(self, t: Text) -> None:
+        """Query ``%r_mq`` of the sequence (``m``): the keys it sees, ``[%r_s0, %r_e0)`` of
+        its row, and ``%r_none`` (it sees none: every key of the row, with the masked
+        score), in signed index arithmetic whatever ``n_b`` the caller passes."""
+        if not self.positioned:
+            t("%r_none = arith.constant false")
+            t("%r_s0 = arith.addi %c0n, %c0n : index")
+            t("%r_e0 = arith.addi %rows, %c0n : index")
+        else:
+            # the query's position, signed: off + m (off = rows - S) or n_b - S + m
+            if self.lengths:
+                t(f"%r_fill = memref.load %filled[%row] : memref<{self.batch}xi32>")
+                t("%r_known = arith.index_cast %r_fill : i32 to index")
+            else:
+                t("%r_known = arith.addi %rows, %c0n : index")
+            t("%r_base = arith.subi %r_known, %seq : index")
+            t("%r_pos = arith.addi %r_base, %r_mq : index")
+            t("%r_upto1 = arith.addi %r_pos, %c1 : index")
+            t("%r_cnt = arith.maxsi %r_upto1, %c0n : index")
+            t("%r_seen = arith.minsi %r_cnt, %rows : index")
+            t("%r_none = arith.cmpi eq, %r_seen, %c0n : index")
+            t("%r_e0 = arith.select %r_none, %rows, %r_seen : index")
+            if self.window is None:
+                t("%r_s0 = arith.addi %c0n, %c0n : index")
+            else:   # max(0, pos - window), below the last seen key; 0 with none
+                t(f"%r_cwin = arith.constant {self.window} : index")
+                t("%r_wlo = arith.subi %r_pos, %r_cwin : index")
+                t("%r_wlo0 = arith.maxsi %r_wlo, %c0n : index")
+                t("%r_ulast = arith.subi %r_e0, %c1 : index")
+                t("%wlo1 = arith.minsi %r_wlo0, %r_ulast : index")
+                t("%r_s0 = arith.select %r_none, %c0n, %wlo1 : index")
 
     def _keys(self, t: Text) -> None:
         """The block's key rows ``%kr0 .. %kr15`` of K / V: key ``j0 + i`` clamped to the
