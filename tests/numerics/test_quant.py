@@ -545,14 +545,22 @@ def test_batched_kernel_rows_the_bounds_rest_on() -> None:
 def test_q8_decode_gemvs_take_larger_workgroups() -> None:
     """A q8 decode GEMV's workgroups quantize all of x each, so they take up to
     Q8_WEIGHTS_PER_WORKGROUP weights (a 1B model's down projection: 128 rows, not 32); the
-    exact kernels, batched steps and prefills keep WEIGHTS_PER_WORKGROUP, and an even count
-    of at least MIN_WORKGROUPS still comes first."""
+    exact kernels and batched steps keep WEIGHTS_PER_WORKGROUP; a prefill (M dynamic) takes
+    PREFILL_WEIGHTS (its chunks of x are read again for every column block of a workgroup:
+    256 rows), the q8 mode's integer GEMM PREFILL_INT8_WEIGHTS (128, also where it runs a
+    batched step); an even count of at least MIN_WORKGROUPS still comes first."""
     exact = LoweringOptions(gemv_kernels=True)
     q8 = LoweringOptions(gemv_kernels=True, activation_quant="q8")
     rows = {(scheme, m, o is q8): kernel_for(scheme, m, 2048, 5632, o).rows
-            for scheme in ("gguf_q4_k", "gguf_q8_0") for m in (1, 2) for o in (exact, q8)}
-    assert rows == {(s, m, quant): 128 if quant and m == 1 else 32
-                    for s in ("gguf_q4_k", "gguf_q8_0") for m in (1, 2) for quant in (False, True)}
+            for scheme in ("gguf_q4_k", "gguf_q8_0") for m in (1, 2, None) for o in (exact, q8)}
+    assert rows == {
+        ("gguf_q4_k", 1, False): 32, ("gguf_q4_k", 1, True): 128,
+        ("gguf_q4_k", 2, False): 32, ("gguf_q4_k", 2, True): 128,   # the integer GEMM's
+        ("gguf_q4_k", None, False): 256, ("gguf_q4_k", None, True): 128,
+        ("gguf_q8_0", 1, False): 32, ("gguf_q8_0", 1, True): 128,
+        ("gguf_q8_0", 2, False): 32, ("gguf_q8_0", 2, True): 32,    # the q8 batched GEMV's
+        ("gguf_q8_0", None, False): 256, ("gguf_q8_0", None, True): 128}
+    assert kernel_for("gguf_q8_0", None, 2048, 5632, q8).int8_gemm
     assert workgroup_rows(16384, 3072, q8=True) == 256
     assert workgroup_rows(576, 576, q8=True) == workgroup_rows(576, 576) == 144   # 4 of them
 

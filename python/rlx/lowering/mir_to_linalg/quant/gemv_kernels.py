@@ -460,8 +460,7 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
     # CPU has a dot product for it (VNNI on 512-bit vectors, or the portable form) and N
     # whole column blocks, runs the integer GEMM on them (gemm_q8; Q8_0's planes too)
     wide = m != 1 and options.vector_bits >= 512
-    # a prefill runs gemm_prefill's column blocks of 16 rows where N has them (8 or 16
-    # lanes; on AVX2 the 8-lane outer form beat the dot form by 25-35%: gemm_prefill)
+    # a prefill: gemm_prefill's column blocks of 16 rows where N has them, wider workgroups
     outer = m == DYNAMIC_M and n % COLUMNS == 0
     int8 = outer and scheme in INT8_GEMM_SCHEMES and gemm_q8.has_dot(options.int_dot,
                                                                      16 if wide else 8)
@@ -471,7 +470,8 @@ def kernel_for(scheme: str, m: int | None, n: int, k: int, options: LoweringOpti
         return None                               # its S buffer would pass IREE's stack
     columns = options.prefill_columns if (outer and wide and not q8
                                           and n % options.prefill_columns == 0) else COLUMNS
-    rows = workgroup_rows(n, k, columns if outer else ROWS_PER_TILE, q8=q8 and m == 1)
+    rows = workgroup_rows(n, k, columns if outer else ROWS_PER_TILE, q8=q8 and m == 1,
+                          prefill="int8" if q8 and int8 else "exact" if outer else None)
     return Kernel(scheme, n, k, rows, batch=m, columns=columns,
                   int_dot=options.int_dot if q8 else None,
                   prefetch=options.decode_prefetch(scheme in HALF_PLANE) if m != DYNAMIC_M else 0,

@@ -31,20 +31,37 @@ share. The kernels alone (``benchmarks/quant.py``'s ``prepare_rlx``) on the AMD 
 39.6 -> 45.1, 16384 x 3072 46.4 -> 52.3; Q8_0 +2-5%; the exact kernels (no quantization)
 level within noise, so they keep :data:`WEIGHTS_PER_WORKGROUP` (benchmarks/README.md,
 "Larger workgroups for the q8 GEMVs")."""
+PREFILL_WEIGHTS = 1 << 21
+"""The same bound for a prefill's outer-form GEMM (:mod:`.gemm_prefill`, ``M`` rows of ``x``
+at run time): its loops take a chunk of ``x`` (``M x C``) once for every column block of
+the workgroup, so a workgroup of few columns streams all of ``x`` again for each of them
+(the down projection's ``K = 8192``: 32 columns a workgroup at 2^18, ``x`` 16 MiB at ``M =
+512``). F16 on the AMD EPYC Zen 5 (2 vCPUs, 5 interleaved rounds, medians, 2^18 -> 2^21),
+2048 x 8192 at M = 512 / 2048 222 -> 320 / 167 -> 311 GFLOP/s, 8192 x 3072 at 2048 300 ->
+416, 3072 x 3072 at 2048 260 -> 398; Q8_0 and Q4_K alike; M = 128 level within noise
+(benchmarks/README.md, "Wider workgroups for long prefills")."""
+PREFILL_INT8_WEIGHTS = 1 << 20
+"""The bound for the ``q8`` mode's integer GEMM prefill (:mod:`.gemm_q8`): 2^20 (Q4_K 2048 x
+8192 at M = 512 572 -> 837 GFLOP/s, 2048 400 -> 629; Q8_0 level); 2^21 lost up to 15%
+(8192 x 2048 at M = 2048)."""
 MIN_WORKGROUPS = 4
 """...but at least this many workgroups where N allows (both threads busy)."""
 
 
-def workgroup_rows(n: int, k: int, multiple: int = ROWS_PER_TILE, q8: bool = False) -> int:
+def workgroup_rows(n: int, k: int, multiple: int = ROWS_PER_TILE, q8: bool = False,
+                   prefill: str | None = None) -> int:
     """The rows a workgroup of a GEMV kernel (:mod:`.gemv_kernels`) takes: the largest
     multiple of ``multiple`` (4: a row tile) that divides ``n``, keeps a workgroup within
     :data:`WEIGHTS_PER_WORKGROUP` weights (``q8``, a ``q8`` decode GEMV's:
     :data:`Q8_WEIGHTS_PER_WORKGROUP`) and leaves an even count of at least
     :data:`MIN_WORKGROUPS` workgroups (two workers: an odd count leaves one workgroup
-    running alone at the end); relaxed in that order. Not only powers of two: the 135M
+    running alone at the end); relaxed in that order. A prefill's outer-form GEMM (``prefill``
+    ``"exact"``, or ``"int8"`` for the ``q8`` mode's integer GEMM) takes
+    :data:`PREFILL_WEIGHTS` (:data:`PREFILL_INT8_WEIGHTS`) instead. Not only powers of two: the 135M
     model's GEMVs (qkv, o, gate_up, down, LM head) had 15 / 9 / 24 / 9 / 384 workgroups of
     power-of-two rows and now 4 / 4 / 8 / 4 / 128."""
-    weights = Q8_WEIGHTS_PER_WORKGROUP if q8 else WEIGHTS_PER_WORKGROUP
+    weights = (PREFILL_INT8_WEIGHTS if prefill == "int8" else PREFILL_WEIGHTS if prefill
+               else Q8_WEIGHTS_PER_WORKGROUP if q8 else WEIGHTS_PER_WORKGROUP)
     fits = [r for r in range(n - n % multiple, 0, -multiple)
             if n % r == 0 and r * k <= weights]
     even = [r for r in fits if n // r >= MIN_WORKGROUPS and (n // r) % 2 == 0]
