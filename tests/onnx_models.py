@@ -13,6 +13,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 import rlx
+from compile_parts import Programs, compile_parts, split
 from rlx.importers.onnx import ImportReport, OnnxImport, import_model
 
 F = TensorProto.FLOAT
@@ -199,18 +200,27 @@ def ort_run(m: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> list[np.ndar
 
 
 def compile_together(models: Mapping[str, onnx.ModelProto | Path], name: str = "onnx_models",
-                     *, blocks: bool = True) -> tuple[dict[str, OnnxImport], object]:
-    """Import every model into one HIR module (function ``key`` each, its parameters
-    prefixed ``key.``), compile once for llvm-cpu and load it: the imports and the program."""
-    h = rlx.HirModule(name)
+                     *, blocks: bool = True) -> tuple[dict[str, OnnxImport], Programs]:
+    """Import the models into :data:`.compile_parts.PARTS` HIR modules of about equal size
+    (ONNX nodes; function ``key`` each, its parameters prefixed ``key.``), compile them for
+    llvm-cpu at once and load them: the imports and ``program[key]``, each model's
+    function."""
+    sizes = {key: len((m if isinstance(m, onnx.ModelProto) else
+                       onnx.load(str(m), load_external_data=False)).graph.node)
+             for key, m in models.items()}
     results: dict[str, OnnxImport] = {}
-    params: dict[str, np.ndarray] = {}
-    for key, m in models.items():
-        source = None if isinstance(m, Path) else f"{key}.onnx"
-        results[key] = import_model(m, module=h, function=key, blocks=blocks,
-                                    param_prefix=f"{key}.", source=source)
-        params.update(results[key].params)
-    return results, rlx.runtime.load(rlx.compile(h, "llvm-cpu"), "local-task", params)
+    parts = []
+    for i, keys in enumerate(split(sizes)):
+        h = rlx.HirModule(f"{name}_{i}")
+        params: dict[str, np.ndarray] = {}
+        for key in keys:
+            m = models[key]
+            source = None if isinstance(m, Path) else f"{key}.onnx"
+            results[key] = import_model(m, module=h, function=key, blocks=blocks,
+                                        param_prefix=f"{key}.", source=source)
+            params.update(results[key].params)
+        parts.append((h, params, keys))
+    return results, compile_parts(parts)
 
 
 def run_models(cases: Mapping[str, tuple[onnx.ModelProto, Mapping[str, np.ndarray]]],

@@ -2,7 +2,7 @@
 LlamaForCausalLM with a dynamic sequence length, a tiny HF BertModel with its attention
 mask, ResNet-18, an ``nn.LSTM`` model and an ``F.interpolate`` upsampler over a dynamic
 image size (random weights) are imported with
-``rlx.importers.torch.import_program`` into one module, compiled once for llvm-cpu and
+``rlx.importers.torch.import_program`` into two modules, compiled at once for llvm-cpu, and
 run against torch eager at two sizes each; the report and the HIR name the blocks
 recognized and the module paths; bad programs are one clear error."""
 
@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 import rlx
+from compile_parts import compile_parts, split
 from rlx.importers.torch import TorchImport, import_program
 from rlx.ir.diagnostics import ModelImportError, RlxError
 from rlx.reference.tolerance import assert_close
@@ -450,17 +451,22 @@ Compiled = tuple[dict[str, Case], dict[str, TorchImport], Any]
 
 @pytest.fixture(scope="module")
 def compiled() -> Compiled:
-    """Every program imported into one module (a function each), compiled once."""
+    """Every program imported into one of two modules of about equal size (graph nodes; a
+    function each), compiled at once (:mod:`compile_parts`)."""
     torch.manual_seed(0)
     cases = {name: make() for name, (make, _) in CASES.items()}
-    h = rlx.HirModule("torch_programs")
     results: dict[str, TorchImport] = {}
-    params: dict[str, np.ndarray] = {}
-    for name, (ep, _, _) in cases.items():
-        results[name] = import_program(ep, module=h, function=name, param_prefix=f"{name}.",
-                                       source=name)
-        params.update(results[name].params)
-    return cases, results, rlx.runtime.load(rlx.compile(h, "llvm-cpu"), "local-task", params)
+    parts = []
+    for i, keys in enumerate(split({name: len(ep.graph.nodes)
+                                    for name, (ep, _, _) in cases.items()})):
+        h = rlx.HirModule(f"torch_programs_{i}")
+        params: dict[str, np.ndarray] = {}
+        for name in keys:
+            results[name] = import_program(cases[name][0], module=h, function=name,
+                                           param_prefix=f"{name}.", source=name)
+            params.update(results[name].params)
+        parts.append((h, params, keys))
+    return cases, results, compile_parts(parts)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
