@@ -234,8 +234,7 @@ class PrefillAttentionKernel(KernelShape):
     def _ranges(self, t: Text) -> None:
         """Each query's keys ``[%qs, %qe)`` of its row (and ``%qn``: it sees none, so every
         key of the row with the masked score), zeroed sums; ``[%kmin, %kmax)`` their union."""
-        t.block("%r_kr:2 = scf.for %qi = %c0 to %nq step %c1 "
-                "iter_args(%r_lo = %rows, %r_hi = %c0n) -> (index, index)")
+        self._open_ranges(t, "%nq")
         t("%r_mq = arith.addi %m0, %qi : index")
         self._row_range(t)
         # kept as i32 / i8 (IREE's stack-size check cannot size an index or i1 buffer);
@@ -252,6 +251,19 @@ class PrefillAttentionKernel(KernelShape):
             for name in ("acc", "acct"):
                 t(f"vector.store %zv, %{name}[%qi, %ao{c}] : "
                   f"memref<{self.tile}x{self.head_dim}xf32>, {V16}")
+        self._close_ranges(t)
+
+    @staticmethod
+    def _open_ranges(t: Text, count: str) -> None:
+        """Open the loop over ``%qi < count`` whose body takes one query's range
+        (:meth:`_row_range`) into the union ``[%r_lo, %r_hi)`` (:meth:`_close_ranges`)."""
+        t.block(f"%r_kr:2 = scf.for %qi = %c0 to {count} step %c1 "
+                "iter_args(%r_lo = %rows, %r_hi = %c0n) -> (index, index)")
+
+    @staticmethod
+    def _close_ranges(t: Text) -> None:
+        """Add the query's ``[%r_s0, %r_e0)`` to the union and close the loop; the union
+        ``[%kmin, %kmax)``."""
         t("%r_lo2 = arith.minui %r_lo, %r_s0 : index")
         t("%r_hi2 = arith.maxui %r_hi, %r_e0 : index")
         t("scf.yield %r_lo2, %r_hi2 : index, index")
@@ -300,11 +312,19 @@ class PrefillAttentionKernel(KernelShape):
             t(f"%kj{i} = affine.min affine_map<(d0)[s0] -> (d0 + {i}, s0 - 1)>(%j0)[%bend]")
             t(f"%kr{i} = arith.addi %first, %kj{i} : index")
         if self.masked:
-            for i in range(KEYS):
-                t(f"%mk{i} = memref.load %mask[%kr{i}] : memref<?xf32>")
-            t(f"%mkv = vector.from_elements {', '.join(f'%mk{i}' for i in range(KEYS))} : "
-              f"{V16}")
-            t(f"%keepv = arith.cmpf oge, %mkv, %halfv : {V16}")
+            self._keep(t)
+
+    @staticmethod
+    def _mask_loads(t: Text) -> None:
+        """custom: the mask entries ``%mk0 .. %mk15`` of key rows ``%kr0 .. %kr15``."""
+        for i in range(KEYS):
+            t(f"%mk{i} = memref.load %mask[%kr{i}] : memref<?xf32>")
+
+    def _keep(self, t: Text) -> None:
+        """custom: the keys' keep flags (:meth:`_mask_loads`) as one vector ``%keepv``."""
+        self._mask_loads(t)
+        t(f"%mkv = vector.from_elements {', '.join(f'%mk{i}' for i in range(KEYS))} : {V16}")
+        t(f"%keepv = arith.cmpf oge, %mkv, %halfv : {V16}")
 
     def _block(self, t: Text, qo: str, kv: str) -> None:
         """Query ``%qi`` against keys ``[%j0, %bend)``, where they meet its own range

@@ -186,8 +186,7 @@ class PrefillRowsKernel(PrefillAttentionKernel):
     def _lane_ranges(self, t: Text) -> None:
         """Lane ``r``'s keys ``[%sv, %ev)`` and ``%nonev`` (it sees none), for query ``m0 +
         min(r, nq - 1)``; ``[%kmin, %kmax)`` the union over the lanes."""
-        t.block("%r_kr:2 = scf.for %qi = %c0 to %ckeys step %c1 "
-                "iter_args(%r_lo = %rows, %r_hi = %c0n) -> (index, index)")
+        self._open_ranges(t, "%ckeys")
         t("%r_mq = affine.min affine_map<(d0)[s0, s1] -> (d0 + s1, s0 + s1 - 1)>"
           "(%qi)[%nq, %m0]")
         self._row_range(t)
@@ -197,12 +196,7 @@ class PrefillRowsKernel(PrefillAttentionKernel):
         t("%r_n32 = arith.extui %r_none : i1 to i32")
         for buf, v in (("qs", "%r_s32"), ("qe", "%r_e32"), ("qn", "%r_n32")):
             t(f"memref.store {v}, %{buf}[%qi] : memref<{ROWS}xi32>")
-        t("%r_lo2 = arith.minui %r_lo, %r_s0 : index")
-        t("%r_hi2 = arith.maxui %r_hi, %r_e0 : index")
-        t("scf.yield %r_lo2, %r_hi2 : index, index")
-        t.end()
-        t("%kmin = arith.addi %r_kr#0, %c0n : index")
-        t("%kmax = arith.addi %r_kr#1, %c0n : index")
+        self._close_ranges(t)
         for buf, v in (("qs", "%sv"), ("qe", "%ev"), ("qn", "%nv")):
             t(f"{v} = vector.load %{buf}[%c0] : memref<{ROWS}xi32>, {I16}")
         t(f"%zi = arith.constant dense<0> : {I16}")
@@ -234,14 +228,18 @@ class PrefillRowsKernel(PrefillAttentionKernel):
             for i in range(KEYS):
                 t(f"%kr{i} = affine.apply affine_map<(d0) -> (d0 + {i})>(%krb)")
             if self.masked:
-                for i in range(KEYS):
-                    t(f"%mk{i} = memref.load %mask[%kr{i}] : memref<?xf32>")
+                self._keep(t)
             t("%jfirst = arith.addi %jb, %c0n : index")
         else:
             self._keys(t)
             t("%jfirst = arith.addi %j0, %c0n : index")
         scores = self._scores(t, kv, col)
         self._softmax_block(t, scores, kv, col)
+
+    def _keep(self, t: Text) -> None:
+        """custom: the mask entries only, each compared in :meth:`_scores` (a key's flag
+        selects its whole score vector)."""
+        self._mask_loads(t)
 
     def _scores(self, t: Text, kv: str, col: str) -> list[str]:
         """The block's 16 score vectors (lane: query row): ``scale · q · k_j``, the masked
